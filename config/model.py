@@ -1,0 +1,326 @@
+"""The typed, validated configuration of one environment (one YAML file).
+
+Every key of the YAML file is a field here; unknown keys are errors. Checks that concern one
+section live on that section's model; checks that relate two sections live in
+``consistency_problems``. Constructs receive these frozen objects, never the raw file.
+
+No aws-cdk-lib import: the configuration is validated before any construct is built.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from constructs_trn.cluster_addon_names import ADDON_NAMES
+from constructs_trn.instance_catalog import CATALOG, TrainiumInstanceType
+from constructs_trn.kubectl_layers import KUBECTL_LAYERS
+
+__all__ = [
+    "ClusterSettings",
+    "EcrSettings",
+    "FsxSettings",
+    "StackConfig",
+    "SystemNodesSettings",
+    "TrainingSettings",
+    "TrainiumNodeGroupSettings",
+    "TrainiumSettings",
+    "VpcSettings",
+    "consistency_problems",
+]
+
+
+def _problem(message: str) -> PydanticCustomError:
+    # A custom error keeps the message as written (no "Value error, " prefix).
+    return PydanticCustomError("config", message)
+
+
+def _matching(pattern: str, what: str):
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise _problem(f"{value!r} is not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _quoted_string(what: str):
+    """YAML turns unquoted 111122223333 or 1.30 into numbers; say so instead of a type error."""
+
+    def check(value: object) -> object:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise _problem(f"{what}; write it in quotes, for example \"{value}\"")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _ipv4_network(value: str) -> str:
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError:
+        raise _problem(f"{value!r} is not an IPv4 CIDR block such as 10.0.0.0/16") from None
+    return value
+
+
+Name = Annotated[str, _matching(r"[a-z][a-z0-9-]{0,31}", "a name of 1-32 lowercase letters, digits and '-', starting with a letter")]
+AccountId = Annotated[str, _quoted_string("must be a 12-digit AWS account id"), _matching(r"\d{12}", "a 12-digit AWS account id")]
+Region = Annotated[str, _matching(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name such as us-west-2")]
+AzName = Annotated[str, _matching(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an availability-zone name such as us-west-2a")]
+AzId = Annotated[str, _matching(r"[a-z]{2,5}\d-az\d+", "an availability-zone id such as usw2-az4")]
+Cidr = Annotated[str, AfterValidator(_ipv4_network)]
+RoleArn = Annotated[str, _matching(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
+Ec2InstanceType = Annotated[str, _matching(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an EC2 instance type such as m6i.2xlarge")]
+ReservationId = Annotated[str, _matching(r"cr-[0-9a-f]{8,17}", "a capacity reservation id such as cr-0123456789abcdef0")]
+RemovalPolicy = Literal["retain", "destroy"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Scaling(_Section):
+    # Field validators (not one model validator) so that each error names the key to change.
+    min_size: int = Field(ge=0)
+    desired_size: int = Field(ge=0)
+    max_size: int = Field(ge=1)
+
+    @field_validator("desired_size")
+    @classmethod
+    def _not_below_min(cls, desired: int, info: ValidationInfo) -> int:
+        minimum = info.data.get("min_size")
+        if minimum is not None and desired < minimum:
+            raise _problem(f"desired_size ({desired}) must be at least min_size ({minimum})")
+        return desired
+
+    @field_validator("max_size")
+    @classmethod
+    def _not_below_desired(cls, maximum: int, info: ValidationInfo) -> int:
+        desired = info.data.get("desired_size")
+        if desired is not None and maximum < desired:
+            raise _problem(f"max_size ({maximum}) must be at least desired_size ({desired})")
+        return maximum
+
+
+class VpcSettings(_Section):
+    cidr: Cidr
+    availability_zones: list[AzName]
+    """Names in this account; EKS needs subnets in at least two."""
+    nat_gateways: int = Field(default=1, ge=1)
+    """One NAT gateway is enough for image pulls; one per AZ survives the loss of an AZ."""
+    flow_log_retention_days: Literal[7, 14, 30, 60, 90, 180, 365] = 30
+
+    @field_validator("cidr")
+    @classmethod
+    def _room_for_subnets(cls, cidr: str) -> str:
+        prefix = ipaddress.IPv4Network(cidr).prefixlen
+        if not 16 <= prefix <= 22:
+            raise _problem(f"{cidr} is too {'large' if prefix < 16 else 'small'}; allowed prefixes: /16 to /22")
+        return cidr
+
+    @field_validator("availability_zones")
+    @classmethod
+    def _two_or_more_distinct(cls, zones: list[str]) -> list[str]:
+        if len(zones) < 2:
+            raise _problem(f"EKS needs at least two availability zones, got {len(zones)}")
+        if len(set(zones)) != len(zones):
+            raise _problem(f"zones must be distinct, got {', '.join(zones)}")
+        return zones
+
+    @field_validator("nat_gateways")
+    @classmethod
+    def _one_per_zone_at_most(cls, count: int, info: ValidationInfo) -> int:
+        zones = info.data.get("availability_zones")
+        if zones is not None and count > len(zones):
+            raise _problem(f"{count} NAT gateways for {len(zones)} availability zones; allowed: 1 to {len(zones)}")
+        return count
+
+
+def _kubernetes_version(value: str) -> str:
+    if value not in KUBECTL_LAYERS:
+        raise _problem(f"{value!r} has no kubectl layer in this project; supported: {', '.join(KUBECTL_LAYERS)}")
+    return value
+
+
+class ClusterSettings(_Section):
+    kubernetes_version: Annotated[str, _quoted_string("must be a string"), AfterValidator(_kubernetes_version)]
+    endpoint_public_cidrs: list[Cidr] = Field(default_factory=list)
+    """CIDRs that may reach the public API endpoint; empty means a private endpoint only."""
+    admin_role_arns: list[RoleArn] = Field(default_factory=list)
+    addon_versions: dict[str, Annotated[str, _matching(r"v\d+\.\d+\.\d+-eksbuild\.\d+", "an add-on version such as v1.20.4-eksbuild.1")]] = Field(default_factory=dict)
+    """Pins by add-on name; an add-on left out gets EKS's default version for the cluster version."""
+
+    @field_validator("addon_versions")
+    @classmethod
+    def _known_addons(cls, versions: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(versions) - set(ADDON_NAMES))
+        if unknown:
+            raise _problem(f"unknown add-on {', '.join(unknown)}; allowed: {', '.join(ADDON_NAMES)}")
+        cni = versions.get("vpc-cni")
+        if cni is not None and _version_tuple(cni) < (1, 18, 4):
+            raise _problem(f"vpc-cni {cni} cannot attach efa-only interfaces; use v1.18.4 or later")
+        return versions
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("."))
+
+
+class SystemNodesSettings(_Scaling):
+    instance_type: Ec2InstanceType = "m6i.2xlarge"
+    disk_size_gib: int = Field(default=100, ge=20, le=16384)
+
+
+def _trainium_type(value: str) -> str:
+    if value not in CATALOG:
+        raise _problem(f"{value!r} is not in the Trainium instance catalog; allowed: {', '.join(CATALOG)}")
+    return value
+
+
+class TrainiumNodeGroupSettings(_Scaling):
+    name: Name
+    instance_type: Annotated[str, AfterValidator(_trainium_type)]
+    capacity_type: Literal["on_demand", "spot", "capacity_block"] = "on_demand"
+    capacity_reservation_id: ReservationId | None = Field(default=None, validate_default=True)
+    """For capacity_block, the Capacity Block; for on_demand, an On-Demand Capacity Reservation to target."""
+    placement_group: bool | None = None
+    """A cluster placement group; defaults to on, and to off when a reservation is targeted."""
+    root_volume_gib: int = Field(default=500, ge=100, le=16384)
+
+    @field_validator("capacity_reservation_id")
+    @classmethod
+    def _fits_capacity_type(cls, reservation: str | None, info: ValidationInfo) -> str | None:
+        capacity_type = info.data.get("capacity_type")
+        if capacity_type == "capacity_block" and reservation is None:
+            raise _problem("required for capacity_type capacity_block: the Capacity Block's cr-... id")
+        if capacity_type == "spot" and reservation is not None:
+            raise _problem("spot capacity cannot target a reservation; use capacity_type on_demand or capacity_block")
+        return reservation
+
+    @property
+    def instance(self) -> TrainiumInstanceType:
+        return CATALOG[self.instance_type]
+
+    @property
+    def uses_placement_group(self) -> bool:
+        # A reservation already fixes where instances land; a placement group on top of it
+        # can only make launches fail with insufficient capacity.
+        if self.placement_group is None:
+            return self.capacity_reservation_id is None
+        return self.placement_group
+
+
+class TrainiumSettings(_Section):
+    availability_zone: AzName
+    """The one zone holding every Trainium node and the file system (must offer the instance types)."""
+    availability_zone_id: AzId
+    node_groups: list[TrainiumNodeGroupSettings] = Field(min_length=1)
+
+    @field_validator("node_groups")
+    @classmethod
+    def _names_unique(cls, groups: list[TrainiumNodeGroupSettings]) -> list[TrainiumNodeGroupSettings]:
+        names = [group.name for group in groups]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise _problem(f"node group names must be unique; repeated: {', '.join(repeated)}")
+        return groups
+
+
+PERSISTENT_2_THROUGHPUTS = (125, 250, 500, 1000)
+
+
+class FsxSettings(_Section):
+    deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = "PERSISTENT_2"
+    storage_capacity_gib: int = 1200
+    throughput_mib_per_tib: int | None = Field(default=None, validate_default=True)
+    """PERSISTENT_2 only: 125, 250, 500 or 1000 MB/s per TiB. SCRATCH_2 has a fixed 200."""
+    s3_import_path: Annotated[str, _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", "an S3 URI such as s3://bucket/prefix")] | None = None
+    removal_policy: RemovalPolicy = "retain"
+
+    @field_validator("storage_capacity_gib")
+    @classmethod
+    def _lustre_increment(cls, capacity: int) -> int:
+        if capacity != 1200 and (capacity <= 0 or capacity % 2400):
+            raise _problem(f"{capacity} GiB is not a Lustre size; allowed: 1200 or a multiple of 2400")
+        return capacity
+
+    @field_validator("throughput_mib_per_tib")
+    @classmethod
+    def _offered_by_deployment_type(cls, throughput: int | None, info: ValidationInfo) -> int | None:
+        deployment_type = info.data.get("deployment_type")
+        if deployment_type == "PERSISTENT_2" and throughput not in PERSISTENT_2_THROUGHPUTS:
+            allowed = ", ".join(map(str, PERSISTENT_2_THROUGHPUTS))
+            raise _problem(f"{throughput} is not offered by PERSISTENT_2; allowed: {allowed}")
+        if deployment_type == "SCRATCH_2" and throughput is not None:
+            raise _problem(f"{throughput} is not offered by SCRATCH_2; leave it null (fixed at 200 MB/s/TiB)")
+        return throughput
+
+
+class EcrSettings(_Section):
+    repository_name: Annotated[str, _matching(r"[a-z0-9]+([._/-][a-z0-9]+)*", "an ECR repository name")] | None = None
+    """Defaults to <name>/training."""
+    removal_policy: RemovalPolicy = "retain"
+    keep_images: int = Field(default=30, ge=1, le=1000)
+
+
+class TrainingSettings(_Section):
+    nodes: int = Field(default=2, ge=1)
+    node_group: Name | None = None
+    """The Trainium node group the BERT job runs on; defaults to the first one."""
+
+
+class StackConfig(_Section):
+    name: Name
+    account: AccountId
+    region: Region
+    vpc: VpcSettings
+    cluster: ClusterSettings
+    system_nodes: SystemNodesSettings = SystemNodesSettings(min_size=2, desired_size=2, max_size=4)
+    trainium: TrainiumSettings
+    fsx: FsxSettings = FsxSettings(throughput_mib_per_tib=250)
+    ecr: EcrSettings = EcrSettings()
+    training: TrainingSettings = TrainingSettings()
+
+    @property
+    def training_node_group(self) -> TrainiumNodeGroupSettings:
+        wanted = self.training.node_group or self.trainium.node_groups[0].name
+        return next(group for group in self.trainium.node_groups if group.name == wanted)
+
+    @property
+    def ecr_repository_name(self) -> str:
+        return self.ecr.repository_name or f"{self.name}/training"
+
+
+def consistency_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """Problems between sections, as (key path, message): each check names the key to change."""
+    problems: list[tuple[str, str]] = []
+    for index, zone in enumerate(config.vpc.availability_zones):
+        if not zone.startswith(config.region):
+            problems.append((f"vpc.availability_zones[{index}]", f"{zone!r} is not in region {config.region}"))
+    if config.trainium.availability_zone not in config.vpc.availability_zones:
+        problems.append(
+            (
+                "trainium.availability_zone",
+                f"{config.trainium.availability_zone!r} must be one of vpc.availability_zones "
+                f"({', '.join(config.vpc.availability_zones)})",
+            )
+        )
+    group_names = [group.name for group in config.trainium.node_groups]
+    if config.training.node_group is not None and config.training.node_group not in group_names:
+        problems.append(("training.node_group", f"{config.training.node_group!r} is not a trainium.node_groups name; defined: {', '.join(group_names)}"))
+    else:
+        group = config.training_node_group
+        if config.training.nodes > group.max_size:
+            problems.append(
+                (
+                    "training.nodes",
+                    f"{config.training.nodes} nodes do not fit node group {group.name!r} (max_size {group.max_size})",
+                )
+            )
+    return problems

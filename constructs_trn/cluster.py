@@ -1,0 +1,119 @@
+"""The EKS control plane, its kubectl handler, its administrators and the system node group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from constructs_trn.kubectl_layers import kubectl_layer
+from constructs_trn.node_launch_template import metadata_options, root_volume
+
+__all__ = ["TrainingCluster"]
+
+_ALL_CONTROL_PLANE_LOGS = [
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+]
+
+
+class TrainingCluster(Construct):
+    """An EKS cluster on managed node groups (not Auto Mode), with KMS-encrypted secrets.
+
+    The kubectl handler runs in the private subnets so that it reaches the API server whether the
+    public endpoint is off or restricted to a few CIDRs, and uses the kubectl of the cluster's minor
+    version.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        kubernetes_version: str,
+        vpc: ec2.IVpc,
+        private_subnets: ec2.SubnetSelection,
+        endpoint_public_cidrs: Sequence[str],
+        admin_role_arns: Sequence[str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.secrets_key = kms.Key(
+            self, "SecretsKey", description=f"{cluster_name}: EKS secrets envelope encryption", enable_key_rotation=True
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=cluster_name,
+            version=eks.KubernetesVersion.of(kubernetes_version),
+            vpc=vpc,
+            vpc_subnets=[private_subnets],
+            # Managed node groups added below; Auto Mode cannot run the EFA launch templates.
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            endpoint_access=(
+                eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*endpoint_public_cidrs)
+                if endpoint_public_cidrs
+                else eks.EndpointAccess.PRIVATE
+            ),
+            secrets_encryption_key=self.secrets_key,
+            cluster_logging=_ALL_CONTROL_PLANE_LOGS,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, "KubectlLayer", kubernetes_version=kubernetes_version),
+                private_subnets=vpc.select_subnets(
+                    subnet_type=private_subnets.subnet_type
+                ).subnets,
+            ),
+        )
+        cluster_admin = eks.AccessPolicy.from_access_policy_name(
+            "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+        )
+        for index, role_arn in enumerate(admin_role_arns):
+            self.cluster.grant_access(f"Admin{index}", role_arn, [cluster_admin])
+
+    def add_system_nodes(
+        self,
+        construct_id: str,
+        *,
+        name: str,
+        instance_type: str,
+        node_role: iam.IRole,
+        subnets: ec2.SubnetSelection,
+        min_size: int,
+        desired_size: int,
+        max_size: int,
+        disk_size_gib: int,
+    ) -> eks.Nodegroup:
+        """Untainted general-purpose nodes for cluster services (CoreDNS, Volcano, etcd, controllers)."""
+        launch_template = ec2.CfnLaunchTemplate(
+            self,
+            f"{construct_id}LaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                metadata_options=metadata_options(),
+                block_device_mappings=[root_volume(disk_size_gib)],
+            ),
+        )
+        return eks.Nodegroup(
+            self,
+            construct_id,
+            cluster=self.cluster,
+            nodegroup_name=name,
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            instance_types=[ec2.InstanceType(instance_type)],
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=launch_template.ref, version=launch_template.attr_latest_version_number
+            ),
+            subnets=subnets,
+            node_role=node_role,
+            min_size=min_size,
+            desired_size=desired_size,
+            max_size=max_size,
+            labels={"trainium/node-group": name},
+        )

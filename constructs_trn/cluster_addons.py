@@ -1,0 +1,111 @@
+"""EKS add-ons: networking, DNS, Pod Identity, the FSx CSI driver and CloudWatch observability."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from constructs_trn.iam_roles import pod_identity_role
+
+__all__ = ["ClusterAddons"]
+
+
+class ClusterAddons(Construct):
+    """The managed add-ons, with their Pod Identity roles and the order they need.
+
+    ``versions`` pins add-on versions by name; an add-on left out gets the version EKS makes
+    default for the cluster's Kubernetes version (for the supported versions that VPC CNI is far
+    past 1.18.4, the first to support ``efa-only`` interfaces).
+
+    Order: the networking add-ons come first (``networking``: node groups wait on them); the ones
+    that run Deployments wait for ``wait_for`` (the system nodes), and those that use Pod Identity
+    also wait for its agent.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        versions: Mapping[str, str],
+        wait_for: Construct,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._cluster = cluster
+        self._versions = versions
+
+        vpc_cni = self._addon(
+            "vpc-cni",
+            # Network policies are enforced so that, for example, etcd admits only training pods.
+            configuration={"enableNetworkPolicy": "true"},
+        )
+        kube_proxy = self._addon("kube-proxy")
+        pod_identity_agent = self._addon("eks-pod-identity-agent")
+        self.networking: list[Construct] = [vpc_cni, kube_proxy, pod_identity_agent]
+
+        coredns = self._addon("coredns")
+
+        # Static provisioning only (the PersistentVolume names the stack's file system), so the
+        # controller needs to describe file systems and nothing that creates or deletes them.
+        self.fsx_csi_role = pod_identity_role(
+            self,
+            "FsxCsiDriverRole",
+            description="FSx CSI driver controller: read-only, static provisioning",
+            statements=[iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])],
+        )
+        fsx_csi = self._addon(
+            "aws-fsx-csi-driver",
+            pod_identity={"namespace": "kube-system", "service_account": "fsx-csi-controller-sa", "role": self.fsx_csi_role},
+        )
+        # Container Insights with enhanced observability collects Neuron (neuron-monitor) and EFA
+        # metrics per pod on Trainium nodes.
+        self.cloudwatch_role = pod_identity_role(
+            self,
+            "CloudWatchAgentRole",
+            description="CloudWatch agent: container, Neuron and EFA metrics and logs",
+            managed_policy_names=["CloudWatchAgentServerPolicy"],
+        )
+        cloudwatch = self._addon(
+            "amazon-cloudwatch-observability",
+            pod_identity={"namespace": "amazon-cloudwatch", "service_account": "cloudwatch-agent", "role": self.cloudwatch_role},
+        )
+
+        for addon in (coredns, fsx_csi, cloudwatch):
+            addon.node.add_dependency(wait_for)
+        for addon in (fsx_csi, cloudwatch):
+            addon.node.add_dependency(pod_identity_agent)
+
+    def _addon(
+        self,
+        name: str,
+        *,
+        configuration: Mapping[str, Any] | None = None,
+        pod_identity: Mapping[str, Any] | None = None,
+    ) -> eks_l1.CfnAddon:
+        # The L1 resource: the aws-eks-v2 Addon construct cannot attach Pod Identity associations.
+        return eks_l1.CfnAddon(
+            self,
+            "".join(part.capitalize() for part in name.split("-")),
+            addon_name=name,
+            cluster_name=self._cluster.cluster_name,
+            addon_version=self._versions.get(name),
+            # EKS installs self-managed vpc-cni, kube-proxy and coredns at creation; take them over.
+            resolve_conflicts="OVERWRITE",
+            configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
+            pod_identity_associations=(
+                [
+                    eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                        service_account=pod_identity["service_account"], role_arn=pod_identity["role"].role_arn
+                    )
+                ]
+                if pod_identity
+                else None
+            ),
+        )

@@ -1,0 +1,112 @@
+"""FSx for Lustre in the Trainium subnet: the data set, checkpoints and the Neuron compile cache."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+__all__ = ["LUSTRE_PORTS", "LustreStorage"]
+
+# Lustre clients reach the file servers on 988 (LNet) and 1018-1023 (the other Lustre services).
+LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+
+_DEPLOYMENT_TYPES = {
+    "SCRATCH_2": fsx.LustreDeploymentType.SCRATCH_2,
+    "PERSISTENT_2": fsx.LustreDeploymentType.PERSISTENT_2,
+}
+
+
+class LustreStorage(Construct):
+    """A Lustre file system, its security group and, optionally, an S3 data repository.
+
+    The security group admits the Lustre ports from the client groups and from itself (the file
+    servers talk to each other); it refers to no cluster resource, so CloudFormation creates the
+    file system side by side with the EKS control plane.
+
+    S3: a PERSISTENT_2 file system links the bucket through a data repository association mounted
+    at ``/s3``; SCRATCH_2 imports it at creation (``import_path``), the only way it supports.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        client_security_groups: Sequence[ec2.ISecurityGroup],
+        deployment_type: str,
+        storage_capacity_gib: int,
+        throughput_mib_per_tib: int | None,
+        s3_import_path: str | None,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        persistent = deployment_type == "PERSISTENT_2"
+
+        self.security_group = ec2.SecurityGroup(
+            self, "SecurityGroup", vpc=vpc, description=f"{name}: FSx for Lustre", allow_all_outbound=False
+        )
+        for peer in (self.security_group, *client_security_groups):
+            for port in LUSTRE_PORTS:
+                self.security_group.add_ingress_rule(peer, port, "Lustre")
+                self.security_group.add_egress_rule(peer, port, "Lustre")
+
+        # SCRATCH_2 is always encrypted with an FSx-owned key; PERSISTENT_2 takes a customer key.
+        self.kms_key = (
+            kms.Key(self, "Key", description=f"{name}: FSx for Lustre encryption at rest", enable_key_rotation=True)
+            if persistent
+            else None
+        )
+        self.file_system = fsx.LustreFileSystem(
+            self,
+            "FileSystem",
+            vpc=vpc,
+            vpc_subnet=subnet,
+            security_group=self.security_group,
+            storage_capacity_gib=storage_capacity_gib,
+            file_system_type_version=fsx.FileSystemTypeVersion.V_2_15,
+            kms_key=self.kms_key,
+            removal_policy=removal_policy,
+            lustre_configuration=fsx.LustreConfiguration(
+                deployment_type=_DEPLOYMENT_TYPES[deployment_type],
+                per_unit_storage_throughput=throughput_mib_per_tib,
+                data_compression_type=fsx.LustreDataCompressionType.LZ4,
+                import_path=None if persistent else s3_import_path,
+            ),
+        )
+        self.data_repository = (
+            fsx.CfnDataRepositoryAssociation(
+                self,
+                "S3DataRepository",
+                file_system_id=self.file_system.file_system_id,
+                file_system_path="/s3",
+                data_repository_path=s3_import_path,
+                batch_import_meta_data_on_create=True,
+                s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                        events=["NEW", "CHANGED", "DELETED"]
+                    )
+                ),
+            )
+            if persistent and s3_import_path
+            else None
+        )
+
+    @property
+    def file_system_id(self) -> str:
+        return self.file_system.file_system_id
+
+    @property
+    def mount_name(self) -> str:
+        return self.file_system.mount_name
+
+    @property
+    def dns_name(self) -> str:
+        return self.file_system.dns_name

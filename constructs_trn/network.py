@@ -1,0 +1,77 @@
+"""The VPC: public subnets for load balancers and NAT, private subnets for every node."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Sequence
+
+from aws_cdk import Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+__all__ = ["TrainingNetwork"]
+
+
+class TrainingNetwork(Construct):
+    """A VPC over the configured zones, with flow logs and the subnet tags EKS load balancers look for.
+
+    Zones are given by name, never looked up, so the VPC synthesizes offline; the stack seeds
+    its availability-zones context with the same names.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cidr: str,
+        availability_zones: Sequence[str],
+        trainium_availability_zone: str,
+        nat_gateways: int,
+        flow_log_retention: logs.RetentionDays,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        private_mask, public_mask = _subnet_masks(cidr, len(availability_zones))
+
+        flow_log_group = logs.LogGroup(self, "FlowLogs", retention=flow_log_retention)
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(cidr),
+            availability_zones=list(availability_zones),
+            nat_gateways=nat_gateways,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=public_mask),
+                ec2.SubnetConfiguration(
+                    name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=private_mask
+                ),
+            ],
+            flow_logs={
+                "All": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group),
+                    traffic_type=ec2.FlowLogTrafficType.ALL,
+                )
+            },
+        )
+        # The AWS Load Balancer Controller picks subnets by these tags.
+        for subnet in self.vpc.public_subnets:
+            Tags.of(subnet).add("kubernetes.io/role/elb", "1")
+        for subnet in self.vpc.private_subnets:
+            Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
+
+        self.private_subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        # Every Trainium node of a job and the file system share this one subnet: EFA does not
+        # cross zones, and Lustre traffic across zones is slower and billed.
+        self.trainium_subnet: ec2.ISubnet = self.vpc.select_subnets(
+            subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, availability_zones=[trainium_availability_zone]
+        ).subnets[0]
+
+
+def _subnet_masks(cidr: str, zones: int) -> tuple[int, int]:
+    """Private subnets take half the VPC (nodes and pods need the addresses), public ones a sliver."""
+    prefix = ipaddress.IPv4Network(cidr).prefixlen
+    private_mask = prefix + 1 + math.ceil(math.log2(zones))
+    public_mask = min(private_mask + 4, 28)
+    return private_mask, public_mask

@@ -1,0 +1,185 @@
+"""TrainiumStack: the AWS side of a Trainium training cluster, built from one validated configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from config.model import StackConfig
+from constructs_trn.cluster import TrainingCluster
+from constructs_trn.cluster_addons import ClusterAddons
+from constructs_trn.efa_security_group import EfaSecurityGroup
+from constructs_trn.iam_roles import node_role
+from constructs_trn.image_repository import TrainingImageRepository
+from constructs_trn.lustre_storage import LustreStorage
+from constructs_trn.network import TrainingNetwork
+from constructs_trn.trainium_node_group import TrainiumNodeGroup
+
+__all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
+
+STACK_ID = "TrainiumStack"
+
+_REMOVAL_POLICIES = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
+_RETENTION = {
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+}
+
+
+def availability_zones_context(config: StackConfig) -> tuple[str, list[str]]:
+    """The context entry that answers the stack's availability-zone lookup from the configuration.
+
+    ``ec2.Vpc`` asks its stack for the region's zones; in an environment-specific stack that is a
+    context lookup, which needs credentials. Seeding the answer keeps the synth offline.
+    """
+    key = f"availability-zones:account={config.account}:region={config.region}"
+    return key, list(config.vpc.availability_zones)
+
+
+def add_trainium_stack(scope: Construct, config: StackConfig, **stack_props: Any) -> TrainiumStack:
+    """Seed ``scope``'s zone context, then add a TrainiumStack (call before ``scope`` has children)."""
+    scope.node.set_context(*availability_zones_context(config))
+    return TrainiumStack(scope, STACK_ID, config=config, **stack_props)
+
+
+class TrainiumStack(Stack):
+    """VPC, EKS with a system and Trainium node groups, FSx for Lustre and ECR.
+
+    The long creations (the EKS control plane, the Lustre file system) share no dependency, so
+    CloudFormation runs them side by side; nothing of storage, images or IAM waits on the cluster.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: Any) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            env=Environment(account=config.account, region=config.region),
+            description=f"Trainium training cluster {config.name}: VPC, EKS, EFA node groups, FSx for Lustre, ECR",
+            **kwargs,
+        )
+        self.config = config
+        Tags.of(self).add("project", config.name)
+
+        self.network = TrainingNetwork(
+            self,
+            "Network",
+            cidr=config.vpc.cidr,
+            availability_zones=config.vpc.availability_zones,
+            trainium_availability_zone=config.trainium.availability_zone,
+            nat_gateways=config.vpc.nat_gateways,
+            flow_log_retention=_RETENTION[config.vpc.flow_log_retention_days],
+        )
+        vpc = self.network.vpc
+
+        self.efa_security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=vpc, name=config.name)
+        self.storage = LustreStorage(
+            self,
+            "Storage",
+            name=config.name,
+            vpc=vpc,
+            subnet=self.network.trainium_subnet,
+            client_security_groups=[self.efa_security_group.security_group],
+            deployment_type=config.fsx.deployment_type,
+            storage_capacity_gib=config.fsx.storage_capacity_gib,
+            throughput_mib_per_tib=config.fsx.throughput_mib_per_tib,
+            s3_import_path=config.fsx.s3_import_path,
+            removal_policy=_REMOVAL_POLICIES[config.fsx.removal_policy],
+        )
+        self.images = TrainingImageRepository(
+            self,
+            "TrainingImages",
+            repository_name=config.ecr_repository_name,
+            keep_images=config.ecr.keep_images,
+            removal_policy=_REMOVAL_POLICIES[config.ecr.removal_policy],
+        )
+        self.node_role = node_role(self, "NodeRole")
+
+        self.cluster = TrainingCluster(
+            self,
+            "Cluster",
+            cluster_name=config.name,
+            kubernetes_version=config.cluster.kubernetes_version,
+            vpc=vpc,
+            private_subnets=self.network.private_subnets,
+            endpoint_public_cidrs=config.cluster.endpoint_public_cidrs,
+            admin_role_arns=config.cluster.admin_role_arns,
+        )
+        eks_cluster = self.cluster.cluster
+        self.system_nodes = self.cluster.add_system_nodes(
+            "SystemNodes",
+            name=f"{config.name}-system",
+            instance_type=config.system_nodes.instance_type,
+            node_role=self.node_role,
+            subnets=self.network.private_subnets,
+            min_size=config.system_nodes.min_size,
+            desired_size=config.system_nodes.desired_size,
+            max_size=config.system_nodes.max_size,
+            disk_size_gib=config.system_nodes.disk_size_gib,
+        )
+        self.addons = ClusterAddons(
+            self,
+            "Addons",
+            cluster=eks_cluster,
+            versions=config.cluster.addon_versions,
+            wait_for=self.system_nodes,
+        )
+
+        # Every interface of a Trainium node carries the EFA group and the cluster group (which
+        # EKS would otherwise add itself, and which lets the node reach the control plane).
+        interface_groups = [self.efa_security_group.security_group.security_group_id, eks_cluster.cluster_security_group_id]
+        self.trainium_node_groups: dict[str, TrainiumNodeGroup] = {}
+        for group in config.trainium.node_groups:
+            node_group = TrainiumNodeGroup(
+                self,
+                f"Trainium-{group.name}",
+                cluster=eks_cluster,
+                name=group.name,
+                instance=group.instance,
+                subnet=self.network.trainium_subnet,
+                security_group_ids=interface_groups,
+                node_role=self.node_role,
+                min_size=group.min_size,
+                desired_size=group.desired_size,
+                max_size=group.max_size,
+                capacity_type=group.capacity_type,
+                capacity_reservation_id=group.capacity_reservation_id,
+                placement_group=group.uses_placement_group,
+                root_volume_gib=group.root_volume_gib,
+            )
+            self.trainium_node_groups[group.name] = node_group
+        for nodes in (self.system_nodes, *(group.nodegroup for group in self.trainium_node_groups.values())):
+            # Nodes join with the configured VPC CNI (efa-only support, network policies) in place.
+            for addon in self.addons.networking:
+                nodes.node.add_dependency(addon)
+
+        self._add_outputs()
+
+    def _add_outputs(self) -> None:
+        config = self.config
+        outputs = {
+            "ClusterName": (self.cluster.cluster.cluster_name, "EKS cluster name"),
+            "UpdateKubeconfigCommand": (
+                f"aws eks update-kubeconfig --region {config.region} --name {config.name}",
+                "Point kubectl at the cluster (needs an identity listed in cluster.admin_role_arns)",
+            ),
+            "EcrRepositoryUri": (self.images.repository.repository_uri, "Push training images here"),
+            "FsxFileSystemId": (self.storage.file_system_id, "FSx for Lustre file system id"),
+            "FsxMountName": (self.storage.mount_name, "Lustre mount name (for the PersistentVolume)"),
+            "FsxDnsName": (self.storage.dns_name, "Lustre DNS name (for the PersistentVolume)"),
+            "TrainiumSubnetId": (self.network.trainium_subnet.subnet_id, "The one subnet of Trainium nodes and FSx"),
+            "TrainiumAvailabilityZone": (
+                f"{config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
+                "Zone name and id of the Trainium subnet",
+            ),
+        }
+        for output_id, (value, description) in outputs.items():
+            CfnOutput(self, output_id, value=value, description=description)
+
