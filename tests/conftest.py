@@ -1,0 +1,70 @@
+"""Shared fixtures: each stack is synthesized once per test session, then only read."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The project's Node.js 24 (in .venv/bin) runs jsii, whichever way pytest was started.
+os.environ["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+
+import aws_cdk as cdk  # noqa: E402
+from aws_cdk.assertions import Template  # noqa: E402
+
+from config import load_config  # noqa: E402
+from config.model import StackConfig  # noqa: E402
+from stacks.trainium_stack import TrainiumStack, add_trainium_stack  # noqa: E402
+
+DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
+EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    config: StackConfig
+    stack: TrainiumStack
+    template: Template
+
+    @property
+    def json(self) -> dict[str, Any]:
+        return self.template.to_json()
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return {
+            logical_id: resource
+            for logical_id, resource in self.json["Resources"].items()
+            if resource["Type"] == resource_type
+        }
+
+    def only(self, resource_type: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(resource_type)
+        assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+
+def synthesize(config: StackConfig) -> Synthesized:
+    app = cdk.App()
+    stack = add_trainium_stack(app, config)
+    return Synthesized(config=config, stack=stack, template=Template.from_stack(stack))
+
+
+@pytest.fixture(scope="session")
+def default_stack() -> Synthesized:
+    """TrainiumStack from config/default.yaml: 2 x trn1.32xlarge, PERSISTENT_2, public endpoint."""
+    return synthesize(load_config(DEFAULT_CONFIG))
+
+
+@pytest.fixture(scope="session")
+def example_stack() -> Synthesized:
+    """TrainiumStack from config/example.yaml: trn1n.32xlarge with an ODCR and a Capacity Block group."""
+    return synthesize(load_config(EXAMPLE_CONFIG))
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
