@@ -163,8 +163,8 @@ class ClusterSettings(_Section):
         if unknown:
             raise _problem(f"unknown add-on {', '.join(unknown)}; allowed: {', '.join(ADDON_NAMES)}")
         cni = versions.get("vpc-cni")
-        if cni is not None and _version_tuple(cni) < (1, 18, 4):
-            raise _problem(f"vpc-cni {cni} cannot attach efa-only interfaces; use v1.18.4 or later")
+        if cni is not None and _version_tuple(cni) < (1, 18, 5):
+            raise _problem(f"vpc-cni {cni} cannot attach efa-only interfaces; use v1.18.5 or later")
         return versions
 
 

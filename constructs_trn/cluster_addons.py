@@ -21,7 +21,7 @@ class ClusterAddons(Construct):
 
     ``versions`` pins add-on versions by name; an add-on left out gets the version EKS makes
     default for the cluster's Kubernetes version (for the supported versions that VPC CNI is far
-    past 1.18.4, the first to support ``efa-only`` interfaces).
+    past 1.18.5, the first to support ``efa-only`` interfaces).
 
     Order: the networking add-ons come first (``networking``: node groups wait on them); the ones
     that run Deployments wait for ``wait_for`` (the system nodes), and those that use Pod Identity

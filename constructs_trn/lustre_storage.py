@@ -24,8 +24,8 @@ _DEPLOYMENT_TYPES = {
 class LustreStorage(Construct):
     """A Lustre file system, its security group and, optionally, an S3 data repository.
 
-    The security group admits the Lustre ports from the client groups and from itself (the file
-    servers talk to each other); it refers to no cluster resource, so CloudFormation creates the
+    The security group admits the Lustre ports from the client groups; ``fsx.LustreFileSystem``
+    itself opens 988-1023 within the group, for the file servers to talk to each other. It refers to no cluster resource, so CloudFormation creates the
     file system side by side with the EKS control plane.
 
     S3: a PERSISTENT_2 file system links the bucket through a data repository association mounted
@@ -53,10 +53,10 @@ class LustreStorage(Construct):
         self.security_group = ec2.SecurityGroup(
             self, "SecurityGroup", vpc=vpc, description=f"{name}: FSx for Lustre", allow_all_outbound=False
         )
-        for peer in (self.security_group, *client_security_groups):
+        for client in client_security_groups:
             for port in LUSTRE_PORTS:
-                self.security_group.add_ingress_rule(peer, port, "Lustre")
-                self.security_group.add_egress_rule(peer, port, "Lustre")
+                self.security_group.add_ingress_rule(client, port, "Lustre client")
+                self.security_group.add_egress_rule(client, port, "Lustre client")
 
         # SCRATCH_2 is always encrypted with an FSx-owned key; PERSISTENT_2 takes a customer key.
         self.kms_key = (

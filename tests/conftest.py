@@ -42,6 +42,11 @@ class Synthesized:
             if resource["Type"] == resource_type
         }
 
+    def logical_id(self, construct: Any) -> str:
+        """The logical id of an L2 construct's resource (or of an L1 resource itself)."""
+        element = construct if isinstance(construct, cdk.CfnElement) else construct.node.default_child
+        return self.stack.resolve(self.stack.get_logical_id(element))
+
     def only(self, resource_type: str) -> tuple[str, dict[str, Any]]:
         found = self.resources(resource_type)
         assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"

@@ -138,8 +138,8 @@ BAD_CONFIGURATIONS = [
         id="az-in-other-region",
     ),
     pytest.param(
-        "cluster.addon_versions", {"vpc-cni": "v1.18.3-eksbuild.1"},
-        "env.yaml: cluster.addon_versions: vpc-cni v1.18.3-eksbuild.1 cannot attach efa-only interfaces; use v1.18.4 or later",
+        "cluster.addon_versions", {"vpc-cni": "v1.18.4-eksbuild.1"},
+        "env.yaml: cluster.addon_versions: vpc-cni v1.18.4-eksbuild.1 cannot attach efa-only interfaces; use v1.18.5 or later",
         id="vpc-cni-without-efa-only",
     ),
     pytest.param(
