@@ -53,8 +53,13 @@ class Synthesized:
         return next(iter(found.items()))
 
 
+def project_context() -> dict[str, Any]:
+    """cdk.json's context (the feature flags): tests must build what `cdk synth` builds."""
+    return dict(json.loads((REPO_ROOT / "cdk.json").read_text())["context"])
+
+
 def synthesize(config: StackConfig) -> Synthesized:
-    app = cdk.App()
+    app = cdk.App(context=project_context())
     stack = add_trainium_stack(app, config)
     return Synthesized(config=config, stack=stack, template=Template.from_stack(stack))
 

@@ -10,13 +10,13 @@ from aws_cdk.assertions import Template
 
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
 from constructs_trn.instance_catalog import CATALOG
-from tests.conftest import Synthesized
+from tests.conftest import Synthesized, project_context
 
 
 @pytest.fixture(scope="module")
 def one_template_per_instance_type() -> dict[str, dict[str, Any]]:
     """A launch template for every catalog entry, synthesized in one small stack."""
-    stack = cdk.Stack(cdk.App(), "LaunchTemplates")
+    stack = cdk.Stack(cdk.App(context=project_context()), "LaunchTemplates")
     for name, instance in CATALOG.items():
         EfaLaunchTemplate(
             stack, name.replace(".", "-"), instance=instance, security_group_ids=["sg-efa", "sg-cluster"], root_volume_gib=500
