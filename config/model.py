@@ -50,12 +50,12 @@ def _matching(pattern: str, what: str):
     return AfterValidator(check)
 
 
-def _quoted_string(what: str):
+def _quoted_string(example: str):
     """YAML turns unquoted 111122223333 or 1.30 into numbers; say so instead of a type error."""
 
     def check(value: object) -> object:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            raise _problem(f"{what}; write it in quotes, for example \"{value}\"")
+            raise _problem(f"YAML read the number {value}; write it in quotes, for example \"{example}\"")
         return value
 
     return BeforeValidator(check)
@@ -70,7 +70,7 @@ def _ipv4_network(value: str) -> str:
 
 
 Name = Annotated[str, _matching(r"[a-z][a-z0-9-]{0,31}", "a name of 1-32 lowercase letters, digits and '-', starting with a letter")]
-AccountId = Annotated[str, _quoted_string("must be a 12-digit AWS account id"), _matching(r"\d{12}", "a 12-digit AWS account id")]
+AccountId = Annotated[str, _quoted_string("111122223333"), _matching(r"\d{12}", "a 12-digit AWS account id")]
 Region = Annotated[str, _matching(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name such as us-west-2")]
 AzName = Annotated[str, _matching(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an availability-zone name such as us-west-2a")]
 AzId = Annotated[str, _matching(r"[a-z]{2,5}\d-az\d+", "an availability-zone id such as usw2-az4")]
@@ -149,7 +149,7 @@ def _kubernetes_version(value: str) -> str:
 
 
 class ClusterSettings(_Section):
-    kubernetes_version: Annotated[str, _quoted_string("must be a string"), AfterValidator(_kubernetes_version)]
+    kubernetes_version: Annotated[str, _quoted_string("1.34"), AfterValidator(_kubernetes_version)]
     endpoint_public_cidrs: list[Cidr] = Field(default_factory=list)
     """CIDRs that may reach the public API endpoint; empty means a private endpoint only."""
     admin_role_arns: list[RoleArn] = Field(default_factory=list)

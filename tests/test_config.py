@@ -113,7 +113,7 @@ BAD_CONFIGURATIONS = [
     ),
     pytest.param(
         "account", 111122223333,
-        'env.yaml: account: must be a 12-digit AWS account id; write it in quotes, for example "111122223333"',
+        'env.yaml: account: YAML read the number 111122223333; write it in quotes, for example "111122223333"',
         id="unquoted-account",
     ),
     pytest.param(
@@ -141,6 +141,11 @@ BAD_CONFIGURATIONS = [
         "cluster.addon_versions", {"vpc-cni": "v1.18.4-eksbuild.1"},
         "env.yaml: cluster.addon_versions: vpc-cni v1.18.4-eksbuild.1 cannot attach efa-only interfaces; use v1.18.5 or later",
         id="vpc-cni-without-efa-only",
+    ),
+    pytest.param(
+        "cluster.kubernetes_version", 1.3,
+        'env.yaml: cluster.kubernetes_version: YAML read the number 1.3; write it in quotes, for example "1.34"',
+        id="unquoted-kubernetes-version",
     ),
     pytest.param(
         "name", ...,
