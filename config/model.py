@@ -269,10 +269,53 @@ class EcrSettings(_Section):
     keep_images: int = Field(default=30, ge=1, le=1000)
 
 
+# The tutorial's run: 2 nodes x 32 gradient-accumulation micro-steps. With other node counts the
+# accumulation steps shrink or grow in proportion, so the global batch (and the loss curve) stay.
+TUTORIAL_NODES = 2
+TUTORIAL_GRAD_ACCUM_USTEPS = 32
+
+
+def _pinned_image(value: str) -> str:
+    match = re.fullmatch(r"[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})", value)
+    if match is None or match.group("tag") == "latest":
+        raise _problem(f"{value!r} is not a pinned image: name it registry/repository:tag (not latest) or @sha256:digest")
+    return value
+
+
 class TrainingSettings(_Section):
-    nodes: int = Field(default=2, ge=1)
+    enabled: bool = False
+    """Apply the BERT precompile and training jobs at deploy time (they are always rendered)."""
     node_group: Name | None = None
     """The Trainium node group the BERT job runs on; defaults to the first one."""
+    nodes: int = Field(default=TUTORIAL_NODES, ge=1)
+    image: Annotated[str, AfterValidator(_pinned_image)] | None = None
+    """The training container; defaults to the pinned Neuron PyTorch training image."""
+    queue: Name = "test"
+    """The Volcano queue, created by the stack; TorchX users pass it as -cfg queue=<name>."""
+    batch_size: int = Field(default=16, ge=1)
+    grad_accum_usteps: int | None = Field(default=None, ge=1, validate_default=True)
+    """Defaults to the tutorial's 32 x 2 / nodes: a fixed global batch (strong scaling)."""
+    bf16: bool = True
+    stochastic_rounding: bool = True
+    cacheset: Name = "bert-large"
+    """Names the compile cache on FSx; give concurrent jobs different cachesets."""
+
+    @field_validator("grad_accum_usteps")
+    @classmethod
+    def _global_batch_kept(cls, steps: int | None, info: ValidationInfo) -> int | None:
+        nodes = info.data.get("nodes")
+        if steps is None and nodes is not None and (TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS) % nodes:
+            raise _problem(
+                f"{nodes} nodes cannot keep the tutorial's global batch ({TUTORIAL_NODES} nodes x "
+                f"{TUTORIAL_GRAD_ACCUM_USTEPS} steps); set grad_accum_usteps explicitly"
+            )
+        return steps
+
+    @property
+    def effective_grad_accum_usteps(self) -> int:
+        if self.grad_accum_usteps is not None:
+            return self.grad_accum_usteps
+        return TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS // self.nodes
 
 
 class StackConfig(_Section):

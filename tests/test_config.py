@@ -128,8 +128,8 @@ BAD_CONFIGURATIONS = [
         id="capacity-block-without-reservation",
     ),
     pytest.param(
-        "training.nodes", 3,
-        "env.yaml: training.nodes: 3 nodes do not fit node group 'trn1-32xl' (max_size 2)",
+        "training.nodes", 4,
+        "env.yaml: training.nodes: 4 nodes do not fit node group 'trn1-32xl' (max_size 2)",
         id="training-larger-than-node-group",
     ),
     pytest.param(
@@ -247,3 +247,35 @@ def test_file_that_is_not_a_configuration(tmp_path: Path, text: str, expected: s
     with pytest.raises(ConfigError) as raised:
         load_config(path)
     assert raised.value.lines() == [f"{path}: {expected}"]
+
+
+def test_training_defaults_follow_the_tutorial() -> None:
+    training = load_config(DEFAULT_CONFIG).training
+    assert (training.enabled, training.queue, training.batch_size, training.effective_grad_accum_usteps) == (False, "test", 16, 32)
+    assert (training.bf16, training.stochastic_rounding) == (True, True)
+
+
+@pytest.mark.parametrize(("nodes", "steps"), [(1, 64), (2, 32), (4, 16), (8, 8)])
+def test_more_nodes_fewer_accumulation_steps_same_global_batch(nodes: int, steps: int) -> None:
+    data = with_change("training.nodes", nodes)
+    data["trainium"]["node_groups"][0]["max_size"] = 8
+    training = parse_config(data).training
+    assert training.effective_grad_accum_usteps == steps
+    assert nodes * training.effective_grad_accum_usteps == 64
+
+
+def test_node_count_that_cannot_keep_the_global_batch_needs_explicit_steps() -> None:
+    data = with_change("training.nodes", 3)
+    data["trainium"]["node_groups"][0]["max_size"] = 3
+    assert problems_of(data) == [
+        "env.yaml: training.grad_accum_usteps: 3 nodes cannot keep the tutorial's global batch (2 nodes x 32 steps); "
+        "set grad_accum_usteps explicitly"
+    ]
+    data["training"]["grad_accum_usteps"] = 21
+    assert parse_config(data).training.effective_grad_accum_usteps == 21
+
+
+@pytest.mark.parametrize("image", ["public.ecr.aws/neuron/pytorch-training-neuronx:latest", "public.ecr.aws/neuron/pytorch-training-neuronx", "bert:1.0"])
+def test_training_image_must_be_pinned(image: str) -> None:
+    [line] = problems_of(with_change("training.image", image))
+    assert line.startswith(f"env.yaml: training.image: {image!r} is not a pinned image")
