@@ -1,0 +1,186 @@
+"""The EFA device plugin: advertises ``vpc.amazonaws.com/efa`` (one per EFA interface) to the kubelet.
+
+Training pods request every EFA interface of their node; without this plugin those requests can
+never be met. The DaemonSet follows the ``aws-efa-k8s-device-plugin`` chart of aws/eks-charts
+(appVersion v0.5.20): host network, privileged, the kubelet's device-plugin directory,
+``/dev/infiniband`` and ``/opt/aws/neuron`` from the host.
+
+The image lives in the EKS-owned ECR registry of the cluster's region. Most regions use account
+602401143452; the others are listed in ``EKS_IMAGE_ACCOUNTS`` from the EKS user guide page
+"View Amazon container image registries for Amazon EKS add-ons". An unknown region fails at
+synth time rather than as an ImagePullBackOff after deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cdk8s
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from constructs_trn.instance_catalog import CATALOG
+
+__all__ = [
+    "DEFAULT_IMAGE_TAG",
+    "EFA_INSTANCE_TYPES",
+    "EKS_IMAGE_ACCOUNTS",
+    "EfaDevicePluginChart",
+    "NAME",
+    "NAMESPACE",
+    "efa_plugin_image",
+]
+
+DEFAULT_IMAGE_TAG = "v0.5.20"  # aws/eks-charts stable/aws-efa-k8s-device-plugin appVersion
+NAME = "aws-efa-k8s-device-plugin"
+NAMESPACE = "kube-system"
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"  # == constructs_trn.trainium_node_group.NEURON_TAINT_KEY
+EFA_INSTANCE_TYPES: tuple[str, ...] = tuple(name for name, entry in CATALOG.items() if entry.efa_network_cards > 0)
+"""Catalog instance types with EFA network cards: the only nodes where the plugin has work to do."""
+
+_STANDARD_ACCOUNT = "602401143452"
+_REGIONS_ON_STANDARD_ACCOUNT = (
+    "ap-northeast-1 ap-northeast-2 ap-northeast-3 ap-south-1 ap-southeast-1 ap-southeast-2 "
+    "ca-central-1 eu-central-1 eu-north-1 eu-west-1 eu-west-2 eu-west-3 sa-east-1 "
+    "us-east-1 us-east-2 us-west-1 us-west-2"
+).split()
+EKS_IMAGE_ACCOUNTS: dict[str, str] = {
+    **dict.fromkeys(_REGIONS_ON_STANDARD_ACCOUNT, _STANDARD_ACCOUNT),
+    # Opt-in and partitioned regions replicate the EKS images into their own accounts.
+    "af-south-1": "877085696533",
+    "ap-east-1": "800184023465",
+    "ap-south-2": "900889452093",
+    "ap-southeast-3": "296578399912",
+    "ap-southeast-4": "491585149902",
+    "ap-southeast-5": "151610086707",
+    "ap-southeast-6": "333609536671",
+    "ap-southeast-7": "121268973566",
+    "ca-west-1": "761377655185",
+    "cn-north-1": "918309763551",
+    "cn-northwest-1": "961992271922",
+    "eu-central-2": "900612956339",
+    "eu-south-1": "590381155156",
+    "eu-south-2": "455263428931",
+    "il-central-1": "066635153087",
+    "me-central-1": "759879836304",
+    "me-south-1": "558608220178",
+    "us-gov-east-1": "151742754352",
+    "us-gov-west-1": "013241004608",
+}
+"""Region -> account of the EKS image registry (EKS user guide, add-ons-images)."""
+
+_LABELS = {"app.kubernetes.io/name": NAME}
+_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
+
+
+def efa_plugin_image(region: str, tag: str = DEFAULT_IMAGE_TAG) -> str:
+    """The plugin image in the EKS registry of ``region``; ValueError for a region not in the table."""
+    try:
+        account = EKS_IMAGE_ACCOUNTS[region]
+    except KeyError:
+        raise ValueError(
+            f"no EKS image registry known for region {region!r} (it must be a concrete region name, "
+            f"not a token); known: {', '.join(sorted(EKS_IMAGE_ACCOUNTS))}. Add the account from the EKS "
+            "user guide page 'View Amazon container image registries for Amazon EKS add-ons'."
+        ) from None
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"{account}.dkr.ecr.{region}.{domain}/eks/aws-efa-k8s-device-plugin:{tag}"
+
+
+class EfaDevicePluginChart(cdk8s.Chart):
+    """The kube-system DaemonSet of the EFA device plugin, on EFA-capable Trainium nodes."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        region: str,
+        instance_types: Sequence[str] = EFA_INSTANCE_TYPES,
+        image_tag: str = DEFAULT_IMAGE_TAG,
+    ) -> None:
+        super().__init__(scope, id)
+        image = efa_plugin_image(region, image_tag)
+        instance_types = list(dict.fromkeys(instance_types))
+        if not instance_types:
+            raise ValueError("EfaDevicePluginChart needs at least one instance type for its node affinity")
+        without_efa = [name for name in instance_types if name in CATALOG and CATALOG[name].efa_network_cards == 0]
+        if without_efa:
+            raise ValueError(f"instance types without EFA network cards in the catalog: {', '.join(without_efa)}")
+
+        # Raw DaemonSet: the cdk8s-plus L2 would refuse (or rewrite) a privileged, host-network pod.
+        k8s.KubeDaemonSet(
+            self,
+            "DaemonSet",
+            metadata=k8s.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=_LABELS),
+            spec=k8s.DaemonSetSpec(
+                selector=k8s.LabelSelector(match_labels=_LABELS),
+                update_strategy=k8s.DaemonSetUpdateStrategy(type="RollingUpdate"),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=_LABELS),
+                    spec=_pod_spec(instance_types, image),
+                ),
+            ),
+        )
+
+
+def _host_path(name: str, path: str, type: str | None = None) -> k8s.Volume:
+    return k8s.Volume(name=name, host_path=k8s.HostPathVolumeSource(path=path, type=type))
+
+
+def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
+    return k8s.PodSpec(
+        # The plugin never calls the API server.
+        automount_service_account_token=False,
+        # The plugin discovers the EFA devices of the host's network namespace.
+        host_network=True,
+        priority_class_name="system-node-critical",
+        tolerations=[
+            k8s.Toleration(key="CriticalAddonsOnly", operator="Exists"),
+            # The Trainium node groups are tainted; EFA lives exactly on those nodes.
+            k8s.Toleration(key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"),
+        ],
+        affinity=k8s.Affinity(
+            node_affinity=k8s.NodeAffinity(
+                required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
+                    node_selector_terms=[
+                        k8s.NodeSelectorTerm(
+                            match_expressions=[
+                                k8s.NodeSelectorRequirement(
+                                    key="node.kubernetes.io/instance-type", operator="In", values=instance_types
+                                )
+                            ]
+                        )
+                    ]
+                )
+            )
+        ),
+        containers=[
+            k8s.Container(
+                name=NAME,
+                image=image,
+                resources=k8s.ResourceRequirements(
+                    requests={"cpu": k8s.Quantity.from_string("10m"), "memory": k8s.Quantity.from_string("20Mi")},
+                    limits={"memory": k8s.Quantity.from_string("128Mi")},
+                ),
+                # Privileged and root, as in the upstream chart: recent plugin versions read the
+                # host's Neuron devices and tools to pair EFA interfaces with Neuron devices, which a
+                # capability-less container cannot. (Kubernetes rejects allowPrivilegeEscalation=false
+                # on a privileged container, hence true.)
+                security_context=k8s.SecurityContext(privileged=True, allow_privilege_escalation=True, run_as_user=0),
+                volume_mounts=[
+                    k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR),
+                    k8s.VolumeMount(name="infiniband-volume", mount_path="/dev/infiniband"),
+                    k8s.VolumeMount(name="neuron-tools", mount_path="/opt/aws/neuron"),
+                ],
+            )
+        ],
+        volumes=[
+            # The kubelet's device-plugin directory: the plugin registers its socket here.
+            _host_path("device-plugin", _DEVICE_PLUGINS_DIR),
+            # The EFA (verbs) device nodes it advertises.
+            _host_path("infiniband-volume", "/dev/infiniband"),
+            # Neuron tools of the AMI, used for the EFA-to-Neuron-device topology.
+            _host_path("neuron-tools", "/opt/aws/neuron", type="DirectoryOrCreate"),
+        ],
+    )

@@ -1,0 +1,163 @@
+"""A single etcd member for TorchElastic's ``etcd`` rendezvous backend.
+
+``torch.distributed.run --rdzv_backend etcd --rdzv_endpoint etcd-server:2379`` talks to etcd
+through python-etcd, i.e. the etcd **v2** API. etcd 3.6 removed it, so the image is a 3.5.x
+release and the server runs with ``--enable-v2``. Rendezvous state lives only as long as a job,
+so one replica on an emptyDir is enough; the Deployment recreates (never surges) so two members
+with different data are never behind the Service at once.
+
+The Service ``etcd-server`` is ClusterIP only. A NetworkPolicy admits port 2379 only from pods
+carrying ``TRAINING_POD_LABELS`` (or the given selector) and denies all other ingress; the
+training job's pod template must carry those labels. (Enforced only where network policy is on:
+on EKS, the VPC CNI's ``enableNetworkPolicy``. Its agent always admits the node's own IP, so
+kubelet probes keep working.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import cdk8s
+import cdk8s_plus_27 as kplus
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+__all__ = ["CLIENT_PORT", "DEFAULT_IMAGE", "ETCD_LABELS", "EtcdChart", "SERVICE_NAME", "TRAINING_POD_LABELS"]
+
+# The newest 3.5 release (etcd-io/etcd tag v3.5.33, 2026-07-23); the release script publishes it
+# as quay.io/coreos/etcd:v3.5.33. Its image is distroless-static: no shell, any uid works.
+DEFAULT_IMAGE = "quay.io/coreos/etcd:v3.5.33"
+SERVICE_NAME = "etcd-server"
+CLIENT_PORT = 2379
+TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
+"""Labels every training pod carries; the only pods the NetworkPolicy lets reach etcd."""
+ETCD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous"}
+
+_DATA_DIR = "/var/lib/etcd"
+_UID = 65532  # distroless "nonroot"; etcd needs no root, and the emptyDir is writable by any uid
+
+
+class EtcdChart(cdk8s.Chart):
+    """Deployment, Service ``etcd-server`` and its NetworkPolicy, all in ``namespace``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        namespace: str = "default",
+        image: str = DEFAULT_IMAGE,
+        training_pod_selector: Mapping[str, str] = TRAINING_POD_LABELS,
+    ) -> None:
+        super().__init__(scope, id)
+        if not training_pod_selector:
+            # An empty podSelector would admit every pod of the namespace.
+            raise ValueError("training_pod_selector must name at least one label")
+        training_pod_selector = dict(training_pod_selector)
+
+        # Raw Deployment: the cdk8s-plus L2 adds its own selector label and resource defaults.
+        k8s.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=k8s.ObjectMeta(name=SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            spec=k8s.DeploymentSpec(
+                replicas=1,
+                strategy=k8s.DeploymentStrategy(type="Recreate"),
+                selector=k8s.LabelSelector(match_labels=ETCD_LABELS),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=ETCD_LABELS),
+                    spec=_pod_spec(image),
+                ),
+            ),
+        )
+
+        etcd_pods = kplus.Pods.select(self, "EtcdPods", labels=ETCD_LABELS)
+        kplus.Service(
+            self,
+            "Service",
+            metadata=cdk8s.ApiObjectMetadata(name=SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            type=kplus.ServiceType.CLUSTER_IP,
+            selector=etcd_pods,
+            ports=[kplus.ServicePort(name="client", port=CLIENT_PORT, target_port=CLIENT_PORT)],
+        )
+        kplus.NetworkPolicy(
+            self,
+            "NetworkPolicy",
+            metadata=cdk8s.ApiObjectMetadata(name=SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            selector=etcd_pods,
+            ingress=kplus.NetworkPolicyTraffic(
+                # Selecting the etcd pods for Ingress denies everything not listed below.
+                default=kplus.NetworkPolicyTrafficDefault.DENY,
+                rules=[
+                    kplus.NetworkPolicyRule(
+                        # Pods of this namespace only (no namespaceSelector).
+                        peer=kplus.Pods.select(self, "TrainingPods", labels=training_pod_selector),
+                        ports=[kplus.NetworkPolicyPort.tcp(CLIENT_PORT)],
+                    )
+                ],
+            ),
+        )
+
+
+def _pod_spec(image: str) -> k8s.PodSpec:
+    client_port = k8s.IntOrString.from_number(CLIENT_PORT)
+    return k8s.PodSpec(
+        # etcd never calls the Kubernetes API.
+        automount_service_account_token=False,
+        enable_service_links=False,
+        security_context=k8s.PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=_UID,
+            run_as_group=_UID,
+            fs_group=_UID,
+            seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+        ),
+        containers=[
+            k8s.Container(
+                name="etcd",
+                image=image,
+                command=["/usr/local/bin/etcd"],
+                args=[
+                    "--name=etcd-server",
+                    f"--data-dir={_DATA_DIR}/data",
+                    # TorchElastic's etcd rendezvous (python-etcd) speaks only the v2 API.
+                    "--enable-v2=true",
+                    f"--listen-client-urls=http://0.0.0.0:{CLIENT_PORT}",
+                    f"--advertise-client-urls=http://{SERVICE_NAME}:{CLIENT_PORT}",
+                    # A single member: its peer port stays on loopback.
+                    "--listen-peer-urls=http://127.0.0.1:2380",
+                    "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+                    "--initial-cluster=etcd-server=http://127.0.0.1:2380",
+                    "--initial-cluster-state=new",
+                ],
+                ports=[k8s.ContainerPort(name="client", container_port=CLIENT_PORT, protocol="TCP")],
+                resources=k8s.ResourceRequirements(
+                    requests={"cpu": k8s.Quantity.from_string("100m"), "memory": k8s.Quantity.from_string("256Mi")},
+                    limits={"cpu": k8s.Quantity.from_string("1"), "memory": k8s.Quantity.from_string("1Gi")},
+                ),
+                security_context=k8s.SecurityContext(
+                    allow_privilege_escalation=False,
+                    capabilities=k8s.Capabilities(drop=["ALL"]),
+                    read_only_root_filesystem=True,
+                ),
+                # /readyz and /livez exist since etcd 3.5.11; readiness also waits for a leader.
+                readiness_probe=k8s.Probe(
+                    http_get=k8s.HttpGetAction(path="/readyz", port=client_port),
+                    period_seconds=5,
+                    timeout_seconds=3,
+                ),
+                liveness_probe=k8s.Probe(
+                    http_get=k8s.HttpGetAction(path="/livez", port=client_port),
+                    initial_delay_seconds=10,
+                    period_seconds=10,
+                    timeout_seconds=5,
+                    failure_threshold=6,
+                ),
+                volume_mounts=[k8s.VolumeMount(name="data", mount_path=_DATA_DIR)],
+            )
+        ],
+        # Rendezvous state is per job: losing it with the pod is fine.
+        volumes=[
+            k8s.Volume(name="data", empty_dir=k8s.EmptyDirVolumeSource(size_limit=k8s.Quantity.from_string("1Gi")))
+        ],
+    )

@@ -1,0 +1,152 @@
+"""The Neuron device plugin: advertises Trainium chips and NeuronCores to the kubelet.
+
+Without it a Trainium node reports no ``aws.amazon.com/neuron`` or ``aws.amazon.com/neuroncore``
+capacity and no training pod can be scheduled. The objects follow the upstream manifests
+(aws-neuron/aws-neuron-sdk ``src/k8/k8s-neuron-device-plugin*.yml`` and the neuron-helm-charts
+``device-plugin`` templates): a ServiceAccount whose ClusterRole lets the plugin read nodes and
+pods, patch node status and emit events, and a DaemonSet in kube-system pinned to Neuron
+instance types.
+
+The EKS AL2023 Neuron AMI ships the driver but not this plugin, and the Trainium node groups are
+tainted ``aws.amazon.com/neuron:NoSchedule``, so the DaemonSet must tolerate that taint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cdk8s
+import cdk8s_plus_27 as kplus
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from constructs_trn.instance_catalog import CATALOG
+
+__all__ = ["DEFAULT_IMAGE", "NEURON_INSTANCE_TYPES", "NAME", "NAMESPACE", "NeuronDevicePluginChart"]
+
+# 2.22.4.0: the tag of the Neuron K8 release notes (2024-09-16), of neuron-helm-charts 1.0.0 and
+# of the plain manifests; the RBAC rules and host paths below are the ones that version needs.
+# Later plugin versions also ask for nodes/proxy: change both together.
+DEFAULT_IMAGE = "public.ecr.aws/neuron/neuron-device-plugin:2.22.4.0"
+NAME = "neuron-device-plugin"
+NAMESPACE = "kube-system"
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"  # == constructs_trn.trainium_node_group.NEURON_TAINT_KEY
+NEURON_INSTANCE_TYPES: tuple[str, ...] = tuple(CATALOG)
+"""Every catalog instance type carries Trainium chips, so the plugin runs on all of them."""
+
+_LABELS = {"app.kubernetes.io/name": NAME}
+_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
+
+
+class NeuronDevicePluginChart(cdk8s.Chart):
+    """ServiceAccount, ClusterRole(+Binding) and the kube-system DaemonSet of the Neuron device plugin."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        instance_types: Sequence[str] = NEURON_INSTANCE_TYPES,
+        image: str = DEFAULT_IMAGE,
+    ) -> None:
+        super().__init__(scope, id)
+        instance_types = list(dict.fromkeys(instance_types))  # de-duplicated, order kept
+        if not instance_types:
+            raise ValueError("NeuronDevicePluginChart needs at least one instance type for its node affinity")
+
+        service_account = kplus.ServiceAccount(
+            self,
+            "ServiceAccount",
+            metadata=cdk8s.ApiObjectMetadata(name=NAME, namespace=NAMESPACE, labels=_LABELS),
+            # The plugin talks to the API server (node status, pod annotations): it needs its token.
+            automount_token=True,
+        )
+        role = kplus.ClusterRole(self, "ClusterRole", metadata=cdk8s.ApiObjectMetadata(name=NAME, labels=_LABELS))
+        role.allow(["get", "list", "watch"], kplus.ApiResource.NODES)
+        # Extended resources are published through node status.
+        role.allow(["patch", "update"], kplus.ApiResource.custom(api_group="", resource_type="nodes/status"))
+        # Allocation decisions are recorded as pod annotations.
+        role.allow(["get", "list", "watch", "update", "patch"], kplus.ApiResource.PODS)
+        role.allow(["create", "patch"], kplus.ApiResource.EVENTS)
+        binding = kplus.ClusterRoleBinding(
+            self, "ClusterRoleBinding", role=role, metadata=cdk8s.ApiObjectMetadata(name=NAME, labels=_LABELS)
+        )
+        binding.add_subjects(service_account)
+
+        # Raw DaemonSet: the cdk8s-plus L2 cannot express the kubelet host paths without also
+        # imposing its own security-context and resource defaults.
+        k8s.KubeDaemonSet(
+            self,
+            "DaemonSet",
+            metadata=k8s.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=_LABELS),
+            spec=k8s.DaemonSetSpec(
+                selector=k8s.LabelSelector(match_labels=_LABELS),
+                update_strategy=k8s.DaemonSetUpdateStrategy(type="RollingUpdate"),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=_LABELS),
+                    spec=self._pod_spec(instance_types, image),
+                ),
+            ),
+        )
+
+    @staticmethod
+    def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
+        return k8s.PodSpec(
+            service_account_name=NAME,
+            # A node without its device plugin cannot run its workload: evict other pods first.
+            priority_class_name="system-node-critical",
+            tolerations=[
+                k8s.Toleration(key="CriticalAddonsOnly", operator="Exists"),
+                # The Trainium node groups carry this taint; the plugin is what they are for.
+                k8s.Toleration(key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"),
+            ],
+            affinity=k8s.Affinity(
+                node_affinity=k8s.NodeAffinity(
+                    required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
+                        node_selector_terms=[
+                            k8s.NodeSelectorTerm(
+                                match_expressions=[
+                                    k8s.NodeSelectorRequirement(
+                                        key="node.kubernetes.io/instance-type", operator="In", values=instance_types
+                                    )
+                                ]
+                            )
+                        ]
+                    )
+                )
+            ),
+            containers=[
+                k8s.Container(
+                    name=NAME,
+                    image=image,
+                    env=[
+                        # The plugin reads the kubelet's kubeconfig path to find the API server.
+                        k8s.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
+                        k8s.EnvVar(
+                            name="NODE_NAME",
+                            value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="spec.nodeName")),
+                        ),
+                    ],
+                    resources=k8s.ResourceRequirements(
+                        requests={"cpu": k8s.Quantity.from_string("50m"), "memory": k8s.Quantity.from_string("64Mi")},
+                        limits={"memory": k8s.Quantity.from_string("256Mi")},
+                    ),
+                    # Host access is through the two hostPath mounts only: no privilege, no capabilities.
+                    security_context=k8s.SecurityContext(
+                        allow_privilege_escalation=False,
+                        capabilities=k8s.Capabilities(drop=["ALL"]),
+                    ),
+                    volume_mounts=[
+                        k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR),
+                        k8s.VolumeMount(name="infa-map", mount_path="/run"),
+                    ],
+                )
+            ],
+            volumes=[
+                # The kubelet's device-plugin directory: the plugin registers its socket here.
+                k8s.Volume(name="device-plugin", host_path=k8s.HostPathVolumeSource(path=_DEVICE_PLUGINS_DIR)),
+                # The host's /run, mounted as every upstream manifest does (volume "infa-map"): the
+                # plugin reads the Neuron runtime's state from it.
+                k8s.Volume(name="infa-map", host_path=k8s.HostPathVolumeSource(path="/run")),
+            ],
+        )

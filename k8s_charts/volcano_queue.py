@@ -1,0 +1,69 @@
+"""The Volcano queue that TorchX submits training jobs to.
+
+TorchX's Volcano scheduler puts every job in a named queue (the tutorial's ``test``: weight 1,
+not reclaimable). A Queue is cluster-scoped. Its ``capability`` caps what the queue's running
+jobs may hold in total; ``queue_capability`` sizes it from the instance catalog so a job spanning
+the whole node group is admitted and nothing larger is. Volcano's admission webhook rejects
+Queues until ``volcano-admission`` is ready: the stack must order this chart after Volcano.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import cdk8s
+from constructs import Construct
+
+from constructs_trn.instance_catalog import instance_type
+
+__all__ = ["DEFAULT_QUEUE_NAME", "VolcanoQueueChart", "queue_capability"]
+
+DEFAULT_QUEUE_NAME = "test"  # the name TorchX's Volcano examples submit to
+
+
+def queue_capability(instance_type_name: str, nodes: int) -> dict[str, str]:
+    """Total cpu, memory, Neuron chips and EFA interfaces of ``nodes`` instances of one catalog type.
+
+    Whole-instance figures, not allocatable ones: the capability is an upper bound, and the
+    job's pods request less than their node's allocatable anyway.
+    """
+    if nodes < 1:
+        raise ValueError(f"nodes must be at least 1, got {nodes}")
+    entry = instance_type(instance_type_name)
+    return {
+        "cpu": str(entry.vcpus * nodes),
+        "memory": f"{entry.memory_gib * nodes}Gi",
+        "aws.amazon.com/neuron": str(entry.chips * nodes),
+        "vpc.amazonaws.com/efa": str(entry.efa_interfaces * nodes),
+    }
+
+
+class VolcanoQueueChart(cdk8s.Chart):
+    """One cluster-scoped ``scheduling.volcano.sh/v1beta1`` Queue."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        name: str = DEFAULT_QUEUE_NAME,
+        weight: int = 1,
+        reclaimable: bool = False,
+        capability: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        if not 1 <= weight <= 65535:  # the bounds of the Queue CRD
+            raise ValueError(f"queue weight must be within 1..65535, got {weight}")
+        spec: dict[str, object] = {"weight": weight, "reclaimable": reclaimable}
+        if capability:
+            spec["capability"] = dict(capability)
+        # No cdk8s-plus or imported type for Volcano CRDs: a plain ApiObject, whose Python
+        # binding takes no extra fields, so the spec goes in as a JSON patch.
+        queue = cdk8s.ApiObject(
+            self,
+            "Queue",
+            api_version="scheduling.volcano.sh/v1beta1",
+            kind="Queue",
+            metadata=cdk8s.ApiObjectMetadata(name=name),
+        )
+        queue.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
