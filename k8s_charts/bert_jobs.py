@@ -1,0 +1,280 @@
+"""BERT-large pretraining on Trainium as Volcano Jobs, in the shape TorchX's Kubernetes scheduler submits.
+
+Two phases of one run, rendered by one chart class:
+
+- ``precompile`` (Job ``bert-precompile``): the training command under ``neuron_parallel_compile``
+  for a few steps; it extracts the graphs and compiles them in parallel into the Neuron cache.
+- ``train`` (Job ``bert-train``): the same command; it finds its graphs in that cache.
+
+Run ``train`` after ``precompile`` has finished: both write to the same cache directories.
+
+What TorchX would produce (torchx/schedulers/kubernetes_scheduler.py, ``app_to_resource`` and
+``role_to_pod``): ``schedulerName: volcano``, the queue, job ``maxRetry``, plugins ``svc``
+(``--publish-not-ready-addresses``) and ``env``, and per task ``maxRetry`` with the APPLICATION
+retry policy (PodEvicted/PodFailed -> RestartJob); pods with ``restartPolicy: Never``, a
+memory-backed ``/dev/shm``, the PVC mount and the instance-type node selector. Two deliberate
+differences: one task with ``replicas: nodes`` (TorchX writes one task per replica only to expand
+its per-replica macros; the replica index comes from Volcano's ``env`` plugin here) and an explicit
+``minAvailable: nodes`` (gang scheduling: no node starts before all can).
+
+The Neuron compiler cache is per replica, ``/data/neuron_cache/<cacheset>_<VC_TASK_INDEX>``, as in
+the aws-neuron-eks-samples TorchX tutorial. Both phases use the same parameters, hence the same
+``cacheset``, hence the same directories. Two runs that may overlap in time (say, on two queues or
+namespaces sharing one file system) need different cachesets: concurrent writers corrupt a cache.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from constructs_trn.instance_catalog import TrainiumInstanceType, instance_type
+from k8s_charts.data_staging import DATA_MOUNT, DATASET_DIR, SCRIPT_PATH, require_pinned_image
+from k8s_charts.etcd import CLIENT_PORT, SERVICE_NAME, TRAINING_POD_LABELS
+from k8s_charts.volcano_queue import DEFAULT_QUEUE_NAME
+
+__all__ = [
+    "NEURON_CACHE_ROOT",
+    "OUTPUT_DIR",
+    "PHASES",
+    "BertJobChart",
+    "BertTrainingParameters",
+    "job_name",
+    "strong_scaling_grad_accum",
+    "torchrun_arguments",
+]
+
+PHASES = ("precompile", "train")
+_JOB_NAMES = {"precompile": "bert-precompile", "train": "bert-train"}
+_TASK_NAME = "worker"
+
+NEURON_RESOURCE = "aws.amazon.com/neuron"  # whole Trainium chips; also the Trainium nodes' taint key
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+NEURON_CACHE_ROOT = f"{DATA_MOUNT}/neuron_cache"
+OUTPUT_DIR = f"{DATA_MOUNT}/output"
+_CACHESET = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BertTrainingParameters:
+    """One BERT-large phase-1 run (sequence length 128); shared by its precompile and training Jobs."""
+
+    instance_type: str
+    """A key of the instance catalog; pods take every Neuron chip and EFA interface of such a node."""
+    nodes: int
+    image: str
+    """The training image (docker/Dockerfile), pinned by tag or digest."""
+    queue: str = DEFAULT_QUEUE_NAME
+    batch_size: int = 16
+    """Per worker (NeuronCore)."""
+    grad_accum_usteps: int = 32
+    """Micro-steps per optimizer step; see strong_scaling_grad_accum when changing ``nodes``."""
+    bf16: bool = True
+    """BF16 weights (the script's default, model.to(torch.bfloat16)); False passes --enable_fp32,
+    for which the upstream recipe halves batch_size and doubles grad_accum_usteps."""
+    stochastic_rounding: bool = True
+    """NEURON_RT_STOCHASTIC_ROUNDING_EN; set explicitly either way, since the script turns it on
+    for BF16 whenever the variable is absent."""
+    cacheset: str = "bert-large"
+    """Names this run's Neuron cache directories; never shared by runs that overlap in time."""
+    namespace: str = "default"
+    claim_name: str = "fsx-claim"
+    rendezvous_endpoint: str = f"{SERVICE_NAME}:{CLIENT_PORT}"
+    precompile_steps: int = 10
+    pod_labels: Mapping[str, str] = field(default_factory=lambda: dict(TRAINING_POD_LABELS))
+    """The etcd NetworkPolicy admits only pods carrying TRAINING_POD_LABELS."""
+
+    def __post_init__(self) -> None:
+        instance_type(self.instance_type)  # KeyError naming the known types
+        for name in ("nodes", "batch_size", "grad_accum_usteps", "precompile_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not _CACHESET.fullmatch(self.cacheset):
+            raise ValueError(f"cacheset {self.cacheset!r} may hold only letters, digits, '-' and '_'")
+        require_pinned_image(self.image)
+
+    @property
+    def node(self) -> TrainiumInstanceType:
+        return instance_type(self.instance_type)
+
+
+def strong_scaling_grad_accum(base_grad_accum: int, base_nodes: int, nodes: int) -> int:
+    """``--grad_accum_usteps`` on ``nodes`` that keeps the global batch of ``base_nodes`` x ``base_grad_accum``.
+
+    Global batch = batch_size x workers x grad_accum_usteps, and workers grow with nodes, so the
+    micro-steps shrink in proportion: 32 on 2 nodes -> 16 on 4, 8 on 8.
+    """
+    for name, value in (("base_grad_accum", base_grad_accum), ("base_nodes", base_nodes), ("nodes", nodes)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    total = base_grad_accum * base_nodes
+    if total % nodes:
+        raise ValueError(
+            f"{nodes} nodes cannot keep the global batch of {base_nodes} nodes x {base_grad_accum} "
+            f"accumulation micro-steps: {total} is not divisible by {nodes}"
+        )
+    return total // nodes
+
+
+def job_name(phase: str) -> str:
+    try:
+        return _JOB_NAMES[phase]
+    except KeyError:
+        raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}") from None
+
+
+def torchrun_arguments(parameters: BertTrainingParameters, phase: str) -> list[str]:
+    """The launcher's argv, as TorchX's dist component writes it; identical in both phases but for
+    ``--steps_this_run`` (neuron_parallel_compile needs the same graphs the real run builds)."""
+    script_arguments = [
+        "--batch_size", str(parameters.batch_size),
+        "--grad_accum_usteps", str(parameters.grad_accum_usteps),
+        "--data_dir", DATASET_DIR,
+        "--output_dir", OUTPUT_DIR,
+    ]  # fmt: skip
+    if not parameters.bf16:
+        script_arguments.append("--enable_fp32")
+    if phase == "precompile":
+        script_arguments += ["--steps_this_run", str(parameters.precompile_steps)]
+    return [
+        "python3", "-m", "torch.distributed.run",
+        "--rdzv_backend", "etcd",
+        "--rdzv_endpoint", parameters.rendezvous_endpoint,
+        "--rdzv_id", job_name(phase),
+        "--nnodes", str(parameters.nodes),
+        "--nproc_per_node", str(parameters.node.processes_per_node),
+        "--tee", "3",
+        "--role", "",
+        SCRIPT_PATH,
+        *script_arguments,
+    ]  # fmt: skip
+
+
+def _container_script(parameters: BertTrainingParameters, phase: str) -> str:
+    """bash: point the compiler cache at this replica's directory, then exec the launcher."""
+    launcher = shlex.join(torchrun_arguments(parameters, phase))
+    if phase == "precompile":
+        # As in the TorchX tutorial, neuron_parallel_compile gets the command as ONE string that it
+        # runs through a shell, so the quoting inside it (--role '') survives.
+        if any(character in launcher for character in '"$`\\'):
+            raise ValueError(f"launcher command cannot be double-quoted safely: {launcher}")
+        launcher = f'neuron_parallel_compile "{launcher}"'
+    cache_dir = f"{NEURON_CACHE_ROOT}/{parameters.cacheset}_${{VC_TASK_INDEX}}"
+    return "\n".join(
+        [
+            "set -eu",
+            "# VC_TASK_INDEX (0..replicas-1) comes from Volcano's env plugin; the same index in both",
+            "# phases means the same cache directory.",
+            ': "${VC_TASK_INDEX:?not set: is the Volcano env plugin enabled?}"',
+            f'export NEURON_CC_FLAGS="--cache_dir={cache_dir}"',
+            f"exec {launcher}",
+        ]
+    )
+
+
+def _environment(parameters: BertTrainingParameters) -> dict[str, str]:
+    return {
+        # Collectives bootstrap over the pod's interface; data moves over EFA with device RDMA.
+        "CCOM_SOCKET_IFNAME": "eth0",
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+        "FI_EFA_FORK_SAFE": "1",
+        "NEURON_RT_RESET_CORES": "1",
+        "XLA_TRANSFER_SEED_ASYNC": "1",
+        "NEURON_RT_STOCHASTIC_ROUNDING_EN": "1" if parameters.stochastic_rounding else "0",
+    }
+
+
+def _pod_template(parameters: BertTrainingParameters, phase: str) -> dict[str, Any]:
+    node = parameters.node
+    labels = {**parameters.pod_labels, "app.kubernetes.io/name": "bert-large", "app.kubernetes.io/component": phase}
+    container = {
+        "name": "trainer",
+        "image": parameters.image,
+        "command": ["/bin/bash", "-c", _container_script(parameters, phase)],
+        "env": [{"name": name, "value": value} for name, value in _environment(parameters).items()],
+        "resources": {
+            # Every chip and EFA interface of the node: one pod per node, one worker per NeuronCore.
+            # Extended resources are limits only; Kubernetes copies them to requests.
+            "limits": {NEURON_RESOURCE: str(node.chips), EFA_RESOURCE: str(node.efa_interfaces)},
+            # 7/8 of the node, the rest left to kubelet reservations and the DaemonSets. No cpu or
+            # memory limits: the pod owns the node, and a cap would only throttle or OOM-kill a run.
+            "requests": {"cpu": str(node.vcpus * 7 // 8), "memory": f"{node.memory_gib * 7 // 8}Gi"},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": DATA_MOUNT},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    return {
+        "metadata": {"labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"node.kubernetes.io/instance-type": parameters.instance_type},
+            "tolerations": [{"key": NEURON_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [container],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": parameters.claim_name}},
+                # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.
+                {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            ],
+        },
+    }
+
+
+class BertJobChart(cdk8s.Chart):
+    """The Volcano Job of one ``phase`` ("precompile" or "train") of the run ``parameters``.
+
+    One class for both phases: they differ only in name, launcher and step count, and deriving both
+    from one parameter set is what guarantees they share the compile cache.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, parameters: BertTrainingParameters, phase: str) -> None:
+        super().__init__(scope, id)
+        name = job_name(phase)
+        job = cdk8s.ApiObject(
+            self,
+            "Job",
+            api_version="batch.volcano.sh/v1alpha1",
+            kind="Job",
+            metadata=cdk8s.ApiObjectMetadata(
+                name=name,
+                namespace=parameters.namespace,
+                labels={"app.kubernetes.io/name": "bert-large", "app.kubernetes.io/component": phase},
+            ),
+        )
+        restart_job_on = [{"event": event, "action": "RestartJob"} for event in ("PodEvicted", "PodFailed")]
+        job.add_json_patch(
+            cdk8s.JsonPatch.add(
+                "/spec",
+                {
+                    "schedulerName": "volcano",
+                    "queue": parameters.queue,
+                    "minAvailable": parameters.nodes,
+                    "maxRetry": 3,
+                    "plugins": {
+                        # A headless Service per job; workers resolve peers before they are Ready.
+                        "svc": ["--publish-not-ready-addresses"],
+                        # VC_TASK_INDEX in every pod: selects the replica's cache directory.
+                        "env": [],
+                    },
+                    "tasks": [
+                        {
+                            "name": _TASK_NAME,
+                            "replicas": parameters.nodes,
+                            # Any lost worker breaks the collective: restart the whole job.
+                            "maxRetry": 3,
+                            "policies": restart_job_on,
+                            "template": _pod_template(parameters, phase),
+                        }
+                    ],
+                },
+            )
+        )

@@ -1,0 +1,418 @@
+"""BertJobChart: the BERT-large precompile and training Volcano Jobs, as TorchX would submit them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from constructs_trn.instance_catalog import CATALOG
+from constructs_trn.trainium_node_group import NEURON_TAINT_KEY
+from k8s_charts.bert_jobs import (
+    BertJobChart,
+    BertTrainingParameters,
+    strong_scaling_grad_accum,
+    torchrun_arguments,
+)
+from k8s_charts.data_staging import (
+    OPTIMIZER_MODULE_SHA256,
+    OPTIMIZER_MODULE_URL,
+    SCRIPT_SHA256,
+    SCRIPT_URL,
+    require_pinned_image,
+)
+from k8s_charts.etcd import TRAINING_POD_LABELS, EtcdChart
+from k8s_charts.volcano_queue import queue_capability
+from tests.k8s.manifests import Manifest, only, synth
+from tests.k8s_validation import assert_valid
+
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.27.1-1"
+DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
+
+# The tutorial's launcher, word for word (2 x trn1.32xlarge, batch 16, 32 micro-steps).
+TUTORIAL_TRAINING_COMMAND = (
+    "python3 -m torch.distributed.run --rdzv_backend etcd --rdzv_endpoint etcd-server:2379 "
+    "--rdzv_id bert-train --nnodes 2 --nproc_per_node 32 --tee 3 --role '' "
+    "/data/dp_bert_large_hf_pretrain_hdf5.py --batch_size 16 --grad_accum_usteps 32 "
+    "--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output"
+)
+
+
+def parameters(**overrides: Any) -> BertTrainingParameters:
+    return BertTrainingParameters(**{"instance_type": "trn1.32xlarge", "nodes": 2, "image": IMAGE, **overrides})
+
+
+def job(phase: str = "train", **overrides: Any) -> Manifest:
+    manifests = synth(lambda app: BertJobChart(app, f"bert-{phase}", parameters=parameters(**overrides), phase=phase))
+    assert_valid(manifests)
+    return only(manifests, "Job")
+
+
+def task(manifest: Manifest) -> dict[str, Any]:
+    [only_task] = manifest["spec"]["tasks"]
+    return only_task
+
+
+def pod(manifest: Manifest) -> dict[str, Any]:
+    return task(manifest)["template"]["spec"]
+
+
+def container(manifest: Manifest) -> dict[str, Any]:
+    [only_container] = pod(manifest)["containers"]
+    return only_container
+
+
+def script(manifest: Manifest) -> str:
+    command = container(manifest)["command"]
+    assert command[:2] == ["/bin/bash", "-c"]
+    return command[2]
+
+
+def exec_line(manifest: Manifest) -> list[str]:
+    """The argv of the script's final ``exec``, as bash splits it."""
+    [line] = [line for line in script(manifest).splitlines() if line.startswith("exec ")]
+    return shlex.split(line)[1:]
+
+
+def launcher(manifest: Manifest) -> list[str]:
+    """The torchrun argv, unwrapped from neuron_parallel_compile's single command string."""
+    argv = exec_line(manifest)
+    if argv[0] == "neuron_parallel_compile":
+        [command] = argv[1:]
+        return shlex.split(command)
+    return argv
+
+
+def environment(manifest: Manifest) -> dict[str, str]:
+    return {variable["name"]: variable["value"] for variable in container(manifest)["env"]}
+
+
+# --- Volcano Job shape (TorchX's app_to_resource) -----------------------------------------------
+
+
+@pytest.mark.parametrize("phase, name", [("precompile", "bert-precompile"), ("train", "bert-train")])
+def test_each_phase_is_one_valid_volcano_job_with_a_fixed_name(phase: str, name: str) -> None:
+    manifest = job(phase)
+    assert (manifest["apiVersion"], manifest["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+    assert manifest["metadata"]["name"] == name
+    assert manifest["metadata"]["namespace"] == "default"
+
+
+def test_job_spec_is_the_torchx_shape_gang_scheduled_on_the_queue() -> None:
+    spec = job(nodes=3, queue="research")["spec"]
+    assert spec["schedulerName"] == "volcano"
+    assert spec["queue"] == "research"
+    assert spec["minAvailable"] == 3
+    assert spec["maxRetry"] == 3
+    assert spec["plugins"] == {"svc": ["--publish-not-ready-addresses"], "env": []}
+
+
+def test_one_task_with_a_replica_per_node_restarts_the_job_when_a_pod_fails() -> None:
+    only_task = task(job(nodes=4))
+    assert only_task["replicas"] == 4
+    assert only_task["maxRetry"] == 3
+    assert only_task["policies"] == [
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob"},
+    ]
+
+
+def test_namespace_and_claim_are_configurable() -> None:
+    manifest = job(namespace="ml", claim_name="lustre")
+    assert manifest["metadata"]["namespace"] == "ml"
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "lustre"}} in pod(manifest)["volumes"]
+
+
+# --- Pods ------------------------------------------------------------------------------------
+
+
+def test_pods_never_restart_in_place() -> None:
+    assert pod(job())["restartPolicy"] == "Never"
+
+
+def test_pods_land_on_the_instance_type_and_tolerate_the_trainium_taint() -> None:
+    spec = pod(job(instance_type="trn1n.32xlarge"))
+    assert spec["nodeSelector"] == {"node.kubernetes.io/instance-type": "trn1n.32xlarge"}
+    assert spec["tolerations"] == [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_the_fsx_claim_is_mounted_at_data() -> None:
+    manifest = job()
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in pod(manifest)["volumes"]
+    assert {"name": "data", "mountPath": "/data"} in container(manifest)["volumeMounts"]
+
+
+def test_dev_shm_is_in_memory() -> None:
+    manifest = job()
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod(manifest)["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container(manifest)["volumeMounts"]
+
+
+def test_pods_carry_the_labels_the_etcd_network_policy_admits() -> None:
+    [policy] = [m for m in synth(lambda app: EtcdChart(app, "etcd")) if m["kind"] == "NetworkPolicy"]
+    [rule] = policy["spec"]["ingress"]
+    admitted = {label for peer in rule["from"] for label in peer["podSelector"]["matchLabels"].items()}
+    assert admitted
+    for phase in ("precompile", "train"):
+        labels = task(job(phase))["template"]["metadata"]["labels"]
+        assert admitted <= set(labels.items())
+        assert TRAINING_POD_LABELS.items() <= labels.items()
+
+
+@pytest.mark.parametrize("instance_type, chips, efa", [("trn1.32xlarge", 16, 8), ("trn1n.32xlarge", 16, 16)])
+def test_each_pod_takes_every_neuron_chip_and_efa_interface_of_its_node(
+    instance_type: str, chips: int, efa: int
+) -> None:
+    limits = container(job(instance_type=instance_type))["resources"]["limits"]
+    assert limits == {"aws.amazon.com/neuron": str(chips), "vpc.amazonaws.com/efa": str(efa)}
+
+
+@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+def test_device_limits_follow_the_catalog(instance_type: str) -> None:
+    entry = CATALOG[instance_type]
+    limits = container(job(instance_type=instance_type))["resources"]["limits"]
+    assert limits["aws.amazon.com/neuron"] == str(entry.chips)
+    assert limits["vpc.amazonaws.com/efa"] == str(entry.efa_interfaces)
+
+
+@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+def test_cpu_and_memory_requests_leave_headroom_and_the_job_fits_its_queue(instance_type: str) -> None:
+    entry, nodes = CATALOG[instance_type], 2
+    requests = container(job(instance_type=instance_type, nodes=nodes))["resources"]["requests"]
+    cpu, memory_gib = int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
+    assert entry.vcpus * 3 // 4 <= cpu <= entry.vcpus - 8
+    assert entry.memory_gib * 3 // 4 <= memory_gib <= entry.memory_gib - 32
+    capability = queue_capability(instance_type, nodes)
+    assert cpu * nodes <= int(capability["cpu"])
+    assert memory_gib * nodes <= int(capability["memory"].removesuffix("Gi"))
+
+
+# --- Environment ------------------------------------------------------------------------------
+
+EFA_AND_RUNTIME_ENVIRONMENT = {
+    "CCOM_SOCKET_IFNAME": "eth0",
+    "FI_PROVIDER": "efa",
+    "FI_EFA_USE_DEVICE_RDMA": "1",
+    "FI_EFA_FORK_SAFE": "1",
+    "NEURON_RT_RESET_CORES": "1",
+    "XLA_TRANSFER_SEED_ASYNC": "1",
+}
+
+
+@pytest.mark.parametrize("phase", ["precompile", "train"])
+def test_environment_is_exact(phase: str) -> None:
+    assert environment(job(phase)) == {**EFA_AND_RUNTIME_ENVIRONMENT, "NEURON_RT_STOCHASTIC_ROUNDING_EN": "1"}
+
+
+def test_stochastic_rounding_off_is_explicit_because_the_script_defaults_it_on() -> None:
+    assert environment(job(stochastic_rounding=False)) == {
+        **EFA_AND_RUNTIME_ENVIRONMENT,
+        "NEURON_RT_STOCHASTIC_ROUNDING_EN": "0",
+    }
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_precision_is_chosen_by_script_argument_never_by_xla_downcast_bf16(bf16: bool) -> None:
+    # XLA_DOWNCAST_BF16 ended with Neuron 2.24; with it set, the pinned script skips its own BF16 cast.
+    manifest = job(bf16=bf16)
+    assert "XLA_DOWNCAST_BF16" not in environment(manifest)
+    assert "XLA_USE_BF16" not in environment(manifest)
+    assert ("--enable_fp32" in launcher(manifest)) is not bf16
+
+
+# --- Launcher ---------------------------------------------------------------------------------
+
+
+def test_training_runs_the_tutorial_launcher_exactly() -> None:
+    assert launcher(job("train")) == shlex.split(TUTORIAL_TRAINING_COMMAND)
+    assert exec_line(job("train"))[0] == "python3"
+
+
+def test_nproc_per_node_is_one_worker_per_neuroncore_from_the_catalog() -> None:
+    argv = launcher(job())
+    assert argv[argv.index("--nproc_per_node") + 1] == "32" == str(CATALOG["trn1.32xlarge"].processes_per_node)
+    argv = launcher(job(instance_type="trn2.48xlarge"))
+    assert argv[argv.index("--nproc_per_node") + 1] == str(CATALOG["trn2.48xlarge"].processes_per_node)
+
+
+def test_nnodes_batch_and_accumulation_come_from_the_parameters() -> None:
+    argv = launcher(job(nodes=4, batch_size=8, grad_accum_usteps=16, rendezvous_endpoint="etcd.ml:2379"))
+    assert argv[argv.index("--nnodes") + 1] == "4"
+    assert argv[argv.index("--batch_size") + 1] == "8"
+    assert argv[argv.index("--grad_accum_usteps") + 1] == "16"
+    assert argv[argv.index("--rdzv_endpoint") + 1] == "etcd.ml:2379"
+
+
+def test_precompile_is_the_training_command_under_neuron_parallel_compile_with_few_steps() -> None:
+    precompile, train = job("precompile", precompile_steps=12), job("train", precompile_steps=12)
+    assert exec_line(precompile)[0] == "neuron_parallel_compile"
+    precompile_argv, train_argv = launcher(precompile), launcher(train)
+    assert precompile_argv[-2:] == ["--steps_this_run", "12"]
+    assert "--steps_this_run" not in train_argv
+    # Only the step limit and the rendezvous id may differ, or the cached graphs would not match.
+    rdzv = train_argv.index("--rdzv_id") + 1
+    assert precompile_argv[rdzv] == "bert-precompile" and train_argv[rdzv] == "bert-train"
+    assert precompile_argv[:rdzv] + precompile_argv[rdzv + 1 : -2] == train_argv[:rdzv] + train_argv[rdzv + 1 :]
+
+
+def test_torchrun_arguments_is_what_the_pods_run() -> None:
+    for phase in ("precompile", "train"):
+        assert launcher(job(phase, nodes=4)) == torchrun_arguments(parameters(nodes=4), phase)
+
+
+# --- Compiler cache ---------------------------------------------------------------------------
+
+
+def cache_export(manifest: Manifest) -> str:
+    [line] = [line for line in script(manifest).splitlines() if "NEURON_CC_FLAGS" in line]
+    return line
+
+
+def test_precompile_and_training_share_one_cache_directory_per_replica() -> None:
+    assert cache_export(job("precompile")) == cache_export(job("train"))
+    expected = 'export NEURON_CC_FLAGS="--cache_dir=/data/neuron_cache/bert-large_${VC_TASK_INDEX}"'
+    assert cache_export(job("train")) == expected
+
+
+def test_runs_with_different_cachesets_use_different_cache_directories() -> None:
+    assert "/data/neuron_cache/run-b_${VC_TASK_INDEX}" in cache_export(job(cacheset="run-b"))
+    assert cache_export(job(cacheset="run-a")) != cache_export(job(cacheset="run-b"))
+
+
+FAKE_PYTHON3 = """\
+#!{python}
+import json, os, sys
+with open(os.environ["RECORD"], "w") as record:
+    json.dump({{"argv": sys.argv[1:], "NEURON_CC_FLAGS": os.environ.get("NEURON_CC_FLAGS")}}, record)
+"""
+# Stands in for the real tool the way the TorchX tutorial uses it: the command arrives as one string
+# and goes through a shell.
+FAKE_NEURON_PARALLEL_COMPILE = '#!/bin/bash\nexec bash -c "$*"\n'
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("phase", ["precompile", "train"])
+def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: str, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (
+        ("python3", FAKE_PYTHON3.format(python=sys.executable)),
+        ("neuron_parallel_compile", FAKE_NEURON_PARALLEL_COMPILE),
+    ):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    record = tmp_path / "record.json"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RECORD": str(record), "VC_TASK_INDEX": "1"}
+
+    subprocess.run(["bash", "-c", script(job(phase, nodes=4))], env=env, check=True, timeout=60)
+
+    ran = json.loads(record.read_text())
+    assert ran["argv"] == torchrun_arguments(parameters(nodes=4), phase)[1:]
+    assert "" in ran["argv"]  # --role '' survived every shell
+    assert ran["NEURON_CC_FLAGS"] == "--cache_dir=/data/neuron_cache/bert-large_1"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_container_script_refuses_to_run_without_the_replica_index() -> None:
+    result = subprocess.run(
+        ["bash", "-c", script(job())], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert "VC_TASK_INDEX" in result.stderr
+
+
+# --- Strong scaling ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nodes, expected", [(1, 64), (2, 32), (4, 16), (8, 8), (16, 4)])
+def test_strong_scaling_keeps_the_global_batch(nodes: int, expected: int) -> None:
+    grad_accum = strong_scaling_grad_accum(32, 2, nodes)
+    assert grad_accum == expected
+    workers = CATALOG["trn1.32xlarge"].processes_per_node
+    assert 16 * workers * nodes * grad_accum == 16 * workers * 2 * 32
+
+
+def test_strong_scaling_refuses_a_global_batch_it_cannot_keep() -> None:
+    with pytest.raises(ValueError, match="64 is not divisible by 3"):
+        strong_scaling_grad_accum(32, 2, 3)
+    with pytest.raises(ValueError, match="64 is not divisible by 128"):
+        strong_scaling_grad_accum(32, 2, 128)
+
+
+@pytest.mark.parametrize("arguments", [(0, 2, 4), (32, 0, 4), (32, 2, 0), (32, 2, -1)])
+def test_strong_scaling_needs_positive_numbers(arguments: tuple[int, int, int]) -> None:
+    with pytest.raises(ValueError, match="must be at least 1"):
+        strong_scaling_grad_accum(*arguments)
+
+
+# --- Parameter checks -------------------------------------------------------------------------
+
+
+def test_defaults_are_the_tutorials() -> None:
+    defaults = parameters()
+    assert (defaults.queue, defaults.batch_size, defaults.grad_accum_usteps) == ("test", 16, 32)
+    assert (defaults.bf16, defaults.stochastic_rounding, defaults.precompile_steps) == (True, True, 10)
+    assert (defaults.namespace, defaults.claim_name, defaults.rendezvous_endpoint) == (
+        "default",
+        "fsx-claim",
+        "etcd-server:2379",
+    )
+    assert defaults.pod_labels == TRAINING_POD_LABELS
+
+
+def test_unknown_instance_type_names_the_catalog() -> None:
+    with pytest.raises(KeyError, match="trn1.32xlarge"):
+        parameters(instance_type="p5.48xlarge")
+
+
+@pytest.mark.parametrize("field", ["nodes", "batch_size", "grad_accum_usteps", "precompile_steps"])
+def test_counts_must_be_positive(field: str) -> None:
+    with pytest.raises(ValueError, match=f"{field} must be at least 1"):
+        parameters(**{field: 0})
+
+
+@pytest.mark.parametrize("cacheset", ["", "bert large", "../x", "a/b", "x$y"])
+def test_cacheset_is_a_plain_name(cacheset: str) -> None:
+    with pytest.raises(ValueError, match="cacheset"):
+        parameters(cacheset=cacheset)
+
+
+@pytest.mark.parametrize(
+    "image", ["training", "repo/training", "repo/training:latest", "registry:5000/training", "repo/training:"]
+)
+def test_unpinned_images_are_refused(image: str) -> None:
+    with pytest.raises(ValueError, match="not pinned"):
+        parameters(image=image)
+
+
+def test_a_digest_pins_an_image() -> None:
+    assert parameters(image=f"repo/training@sha256:{'a' * 64}").image.endswith("a" * 64)
+
+
+def test_unknown_phase_is_refused() -> None:
+    with pytest.raises(ValueError, match="precompile, train"):
+        synth(lambda app: BertJobChart(app, "x", parameters=parameters(), phase="compile"))
+
+
+# --- The training image ---------------------------------------------------------------------
+
+
+def test_the_dockerfile_builds_on_a_pinned_neuron_training_image() -> None:
+    [base] = re.findall(r"^FROM\s+(\S+)", DOCKERFILE.read_text(), flags=re.MULTILINE)
+    assert base.startswith("public.ecr.aws/neuron/pytorch-training-neuronx:")
+    assert re.search(r"-sdk2\.\d+\.\d+-", require_pinned_image(base))
+
+
+def test_the_dockerfile_adds_the_staged_script_files_by_commit_and_checksum() -> None:
+    text = DOCKERFILE.read_text()
+    for url, sha256 in ((SCRIPT_URL, SCRIPT_SHA256), (OPTIMIZER_MODULE_URL, OPTIMIZER_MODULE_SHA256)):
+        assert re.search(rf"--checksum=sha256:{sha256}\s*\\\s*{re.escape(url)}", text), url
+        assert re.search(r"/aws-neuron-samples/[0-9a-f]{40}/", url)
