@@ -53,10 +53,7 @@ class LustreStorage(Construct):
         self.security_group = ec2.SecurityGroup(
             self, "SecurityGroup", vpc=vpc, description=f"{name}: FSx for Lustre", allow_all_outbound=False
         )
-        for client in client_security_groups:
-            for port in LUSTRE_PORTS:
-                self.security_group.add_ingress_rule(client, port, "Lustre client")
-                self.security_group.add_egress_rule(client, port, "Lustre client")
+        self.allow_clients(*client_security_groups)
 
         # SCRATCH_2 is always encrypted with an FSx-owned key; PERSISTENT_2 takes a customer key.
         self.kms_key = (
@@ -98,6 +95,13 @@ class LustreStorage(Construct):
             if persistent and s3_import_path
             else None
         )
+
+    def allow_clients(self, *client_security_groups: ec2.ISecurityGroup) -> None:
+        """Admit Lustre traffic from these groups (rules of their own: the file system need not wait)."""
+        for client in client_security_groups:
+            for port in LUSTRE_PORTS:
+                self.security_group.add_ingress_rule(client, port, "Lustre client")
+                self.security_group.add_egress_rule(client, port, "Lustre client")
 
     @property
     def file_system_id(self) -> str:

@@ -35,7 +35,14 @@ import cdk8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import TrainiumInstanceType, instance_type
-from k8s_charts.data_staging import DATA_MOUNT, DATASET_DIR, SCRIPT_PATH, require_pinned_image
+from k8s_charts.data_staging import (
+    DATA_MOUNT,
+    DATASET_DIR,
+    DATASET_MARKER,
+    OPTIMIZER_MODULE_PATH,
+    SCRIPT_PATH,
+    require_pinned_image,
+)
 from k8s_charts.etcd import CLIENT_PORT, SERVICE_NAME, TRAINING_POD_LABELS
 from k8s_charts.volcano_queue import DEFAULT_QUEUE_NAME
 
@@ -43,12 +50,18 @@ __all__ = [
     "NEURON_CACHE_ROOT",
     "OUTPUT_DIR",
     "PHASES",
+    "DEFAULT_TRAINING_IMAGE",
     "BertJobChart",
     "BertTrainingParameters",
     "job_name",
-    "strong_scaling_grad_accum",
+    "precompiled_marker",
     "torchrun_arguments",
 ]
+
+# AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
+# PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
+# the project image on the same base.
+DEFAULT_TRAINING_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
 
 PHASES = ("precompile", "train")
 _JOB_NAMES = {"precompile": "bert-precompile", "train": "bert-train"}
@@ -74,7 +87,7 @@ class BertTrainingParameters:
     batch_size: int = 16
     """Per worker (NeuronCore)."""
     grad_accum_usteps: int = 32
-    """Micro-steps per optimizer step; see strong_scaling_grad_accum when changing ``nodes``."""
+    """Micro-steps per optimizer step; the configuration keeps the global batch when ``nodes`` changes."""
     bf16: bool = True
     """BF16 weights (the script's default, model.to(torch.bfloat16)); False passes --enable_fp32,
     for which the upstream recipe halves batch_size and doubles grad_accum_usteps."""
@@ -102,24 +115,6 @@ class BertTrainingParameters:
     @property
     def node(self) -> TrainiumInstanceType:
         return instance_type(self.instance_type)
-
-
-def strong_scaling_grad_accum(base_grad_accum: int, base_nodes: int, nodes: int) -> int:
-    """``--grad_accum_usteps`` on ``nodes`` that keeps the global batch of ``base_nodes`` x ``base_grad_accum``.
-
-    Global batch = batch_size x workers x grad_accum_usteps, and workers grow with nodes, so the
-    micro-steps shrink in proportion: 32 on 2 nodes -> 16 on 4, 8 on 8.
-    """
-    for name, value in (("base_grad_accum", base_grad_accum), ("base_nodes", base_nodes), ("nodes", nodes)):
-        if value < 1:
-            raise ValueError(f"{name} must be at least 1, got {value}")
-    total = base_grad_accum * base_nodes
-    if total % nodes:
-        raise ValueError(
-            f"{nodes} nodes cannot keep the global batch of {base_nodes} nodes x {base_grad_accum} "
-            f"accumulation micro-steps: {total} is not divisible by {nodes}"
-        )
-    return total // nodes
 
 
 def job_name(phase: str) -> str:
@@ -156,24 +151,68 @@ def torchrun_arguments(parameters: BertTrainingParameters, phase: str) -> list[s
     ]  # fmt: skip
 
 
+# The stock Neuron training image ships a transformers release without ``transformers.AdamW``,
+# which the pinned script imports; the pods install the release the script was written for onto
+# FSx once (under a lock: every pod of every job shares it) and put it first on PYTHONPATH.
+# docker/Dockerfile bakes the same pins into the project image, where this is a no-op.
+PYTHON_REQUIREMENTS = ("transformers==4.44.0", "tokenizers==0.19.1", "huggingface-hub==0.24.5")
+PYTHON_PACKAGES_DIR = f"{DATA_MOUNT}/python/bert-transformers-4.44.0"
+# How long a pod waits for what must finish before it (data staging, then precompile).
+WAIT_TIMEOUT_SECONDS = 6 * 3600
+
+
+def precompiled_marker(parameters: BertTrainingParameters) -> str:
+    """Written by each precompile replica when it finishes; the same training replica waits for it."""
+    return f"{NEURON_CACHE_ROOT}/{parameters.cacheset}_${{VC_TASK_INDEX}}.precompiled"
+
+
 def _container_script(parameters: BertTrainingParameters, phase: str) -> str:
-    """bash: point the compiler cache at this replica's directory, then exec the launcher."""
+    """bash: wait for what this phase needs, set up this replica's cache, run the launcher.
+
+    Both jobs can be applied in one deployment: precompile waits until the staging Job has put
+    the data and script on FSx, and training waits until precompile has filled this replica's
+    cache (Volcano queues jobs in creation order, and precompile is created first).
+    """
     launcher = shlex.join(torchrun_arguments(parameters, phase))
+    waits = [
+        f"wait_for {DATASET_MARKER} 'the data staging job'",
+        f"wait_for {SCRIPT_PATH} 'the training script'",
+        f"wait_for {OPTIMIZER_MODULE_PATH} 'the optimizer module'",
+    ]
+    if phase == "train":
+        waits.append(f'wait_for "{precompiled_marker(parameters)}" "bert-precompile (replica $VC_TASK_INDEX)"')
     if phase == "precompile":
         # As in the TorchX tutorial, neuron_parallel_compile gets the command as ONE string that it
         # runs through a shell, so the quoting inside it (--role '') survives.
         if any(character in launcher for character in '"$`\\'):
             raise ValueError(f"launcher command cannot be double-quoted safely: {launcher}")
-        launcher = f'neuron_parallel_compile "{launcher}"'
+        run = [f'neuron_parallel_compile "{launcher}"', f'touch "{precompiled_marker(parameters)}"']
+    else:
+        run = [f"exec {launcher}"]
     cache_dir = f"{NEURON_CACHE_ROOT}/{parameters.cacheset}_${{VC_TASK_INDEX}}"
+    packages = PYTHON_PACKAGES_DIR
     return "\n".join(
         [
             "set -eu",
             "# VC_TASK_INDEX (0..replicas-1) comes from Volcano's env plugin; the same index in both",
             "# phases means the same cache directory.",
             ': "${VC_TASK_INDEX:?not set: is the Volcano env plugin enabled?}"',
+            "wait_for() {",
+            f"  local deadline=$((SECONDS + {WAIT_TIMEOUT_SECONDS}))",
+            '  until [ -e "$1" ]; do',
+            '    if [ "$SECONDS" -ge "$deadline" ]; then echo "gave up waiting for $2 ($1)" >&2; exit 1; fi',
+            '    echo "waiting for $2 ($1)"; sleep 30',
+            "  done",
+            "}",
+            *waits,
+            f'if [ ! -e "{packages}/.complete" ]; then',
+            f'  mkdir -p "{packages}"',
+            f'  flock "{packages}.lock" bash -c \'[ -e "$0/.complete" ] || {{ python3 -m pip install --quiet --no-deps '
+            f'--target "$0" {" ".join(PYTHON_REQUIREMENTS)} && touch "$0/.complete"; }}\' "{packages}"',
+            "fi",
+            f'export PYTHONPATH="{packages}${{PYTHONPATH:+:$PYTHONPATH}}"',
             f'export NEURON_CC_FLAGS="--cache_dir={cache_dir}"',
-            f"exec {launcher}",
+            *run,
         ]
     )
 

@@ -23,9 +23,11 @@ from constructs import Construct
 __all__ = [
     "DATA_MOUNT",
     "DATASET_DIR",
+    "DATASET_MARKER",
     "DATASET_URL",
     "DEFAULT_IMAGE",
     "JOB_NAME",
+    "OPTIMIZER_MODULE_PATH",
     "OPTIMIZER_MODULE_SHA256",
     "OPTIMIZER_MODULE_URL",
     "SCRIPT_PATH",
@@ -65,7 +67,9 @@ SCRIPT_SHA256 = "8cb9bd61592d3a8c0db3844f53a01415c6ac09eab9f33f0dbbc6de5a7891cc4
 OPTIMIZER_MODULE_URL = f"{_SAMPLES_DIR}/adamw_fp32_optim_params.py"
 OPTIMIZER_MODULE_SHA256 = "0706c68035c3f9a66315ea9097dc79d28a0c94b67a6e05a9c9f1060cfca6fbae"
 SCRIPT_PATH = f"{DATA_MOUNT}/dp_bert_large_hf_pretrain_hdf5.py"
-_OPTIMIZER_MODULE_PATH = f"{DATA_MOUNT}/adamw_fp32_optim_params.py"
+# Written after a complete unpack (it holds the dataset URL); the training jobs wait for it.
+DATASET_MARKER = f"{DATASET_DIR}.staged"
+OPTIMIZER_MODULE_PATH = f"{DATA_MOUNT}/adamw_fp32_optim_params.py"
 
 # POSIX sh (busybox ash): every value arrives as an environment variable set by the Job.
 STAGING_SCRIPT = """\
@@ -142,13 +146,13 @@ class DataStagingChart(cdk8s.Chart):
             "DATA_MOUNT": DATA_MOUNT,
             "DATASET_URL": dataset_url,
             "DATASET_DIR": DATASET_DIR,
-            "DATASET_MARKER": f"{DATASET_DIR}.staged",
+            "DATASET_MARKER": DATASET_MARKER,
             "SCRIPT_URL": script_url,
             "SCRIPT_SHA256": script_sha256,
             "SCRIPT_PATH": SCRIPT_PATH,
             "OPTIMIZER_MODULE_URL": optimizer_module_url,
             "OPTIMIZER_MODULE_SHA256": optimizer_module_sha256,
-            "OPTIMIZER_MODULE_PATH": _OPTIMIZER_MODULE_PATH,
+            "OPTIMIZER_MODULE_PATH": OPTIMIZER_MODULE_PATH,
         }
         container = k8s.Container(
             name="stage",

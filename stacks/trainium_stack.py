@@ -13,10 +13,13 @@ from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
+from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
+from k8s_charts.cluster_layer import build_charts
+from stacks.kubernetes_values import kubernetes_values
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -159,6 +162,28 @@ class TrainiumStack(Stack):
             # Nodes join with the configured VPC CNI (efa-only support, network policies) in place.
             for addon in self.addons.networking:
                 nodes.node.add_dependency(addon)
+
+        # Cluster services (the data staging Job) run on the system nodes, which carry only the
+        # cluster security group; they mount the file system too.
+        self.storage.allow_clients(eks_cluster.cluster_security_group)
+
+        self.charts = build_charts(
+            kubernetes_values(
+                config,
+                file_system_id=self.storage.file_system_id,
+                dns_name=self.storage.dns_name,
+                mount_name=self.storage.mount_name,
+            )
+        )
+        self.kubernetes = KubernetesLayer(
+            self,
+            "Kubernetes",
+            cluster=eks_cluster,
+            charts=self.charts,
+            # Pods need running nodes, their CNI and (for /data) the FSx CSI driver.
+            wait_for=[self.addons, self.system_nodes, *(group.nodegroup for group in self.trainium_node_groups.values())],
+            apply_training=config.training.enabled,
+        )
 
         self._add_outputs()
 

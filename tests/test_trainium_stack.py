@@ -216,9 +216,11 @@ def test_efa_security_group_admits_itself_in_both_directions(default_stack: Synt
 # --- Storage -----------------------------------------------------------------------------------
 
 
-def test_fsx_admits_lustre_ports_from_the_trainium_nodes_and_itself(default_stack: Synthesized) -> None:
+def test_fsx_admits_lustre_ports_from_the_nodes_and_itself(default_stack: Synthesized) -> None:
     fsx_group = default_stack.logical_id(default_stack.stack.storage.security_group)
     efa_group = default_stack.logical_id(default_stack.stack.efa_security_group.security_group)
+    # The cluster security group: the system nodes, where the data staging Job runs.
+    cluster, _ = default_stack.only("AWS::EKS::Cluster")
     ingress = {
         (rule["IpProtocol"], rule["FromPort"], rule["ToPort"], rule["SourceSecurityGroupId"]["Fn::GetAtt"][0])
         for rule in rules(default_stack, "AWS::EC2::SecurityGroupIngress", fsx_group)
@@ -226,6 +228,8 @@ def test_fsx_admits_lustre_ports_from_the_trainium_nodes_and_itself(default_stac
     assert ingress == {
         ("tcp", 988, 988, efa_group),
         ("tcp", 1018, 1023, efa_group),
+        ("tcp", 988, 988, cluster),
+        ("tcp", 1018, 1023, cluster),
         # Added by fsx.LustreFileSystem: the file servers among themselves.
         ("tcp", 988, 1023, fsx_group),
     }

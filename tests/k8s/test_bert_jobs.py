@@ -19,10 +19,12 @@ from constructs_trn.trainium_node_group import NEURON_TAINT_KEY
 from k8s_charts.bert_jobs import (
     BertJobChart,
     BertTrainingParameters,
-    strong_scaling_grad_accum,
     torchrun_arguments,
 )
 from k8s_charts.data_staging import (
+    DATASET_MARKER,
+    OPTIMIZER_MODULE_PATH,
+    SCRIPT_PATH,
     OPTIMIZER_MODULE_SHA256,
     OPTIMIZER_MODULE_URL,
     SCRIPT_SHA256,
@@ -77,9 +79,10 @@ def script(manifest: Manifest) -> str:
 
 
 def exec_line(manifest: Manifest) -> list[str]:
-    """The argv of the script's final ``exec``, as bash splits it."""
-    [line] = [line for line in script(manifest).splitlines() if line.startswith("exec ")]
-    return shlex.split(line)[1:]
+    """The argv of the script's launch line (``exec`` for training), as bash splits it."""
+    [line] = [line for line in script(manifest).splitlines() if line.startswith(("exec ", "neuron_parallel_compile "))]
+    argv = shlex.split(line)
+    return argv[1:] if argv[0] == "exec" else argv
 
 
 def launcher(manifest: Manifest) -> list[str]:
@@ -290,34 +293,82 @@ def test_runs_with_different_cachesets_use_different_cache_directories() -> None
 FAKE_PYTHON3 = """\
 #!{python}
 import json, os, sys
-with open(os.environ["RECORD"], "w") as record:
-    json.dump({{"argv": sys.argv[1:], "NEURON_CC_FLAGS": os.environ.get("NEURON_CC_FLAGS")}}, record)
+with open(os.environ["RECORD"], "a") as record:
+    record.write(json.dumps({{"argv": sys.argv[1:], "NEURON_CC_FLAGS": os.environ.get("NEURON_CC_FLAGS"),
+                             "PYTHONPATH": os.environ.get("PYTHONPATH")}}) + "\\n")
+if sys.argv[1:3] == ["-m", "pip"]:
+    target = sys.argv[sys.argv.index("--target") + 1]
+    os.makedirs(target, exist_ok=True)
 """
 # Stands in for the real tool the way the TorchX tutorial uses it: the command arrives as one string
 # and goes through a shell.
 FAKE_NEURON_PARALLEL_COMPILE = '#!/bin/bash\nexec bash -c "$*"\n'
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("phase", ["precompile", "train"])
-def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: str, tmp_path: Path) -> None:
+def run_script(manifest: Manifest, tmp_path: Path, *, staged: bool = True, precompiled: bool = True) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Run a pod's script with fake python3 and neuron_parallel_compile, /data moved under tmp_path."""
+    data = tmp_path / "data"
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     for name, text in (
         ("python3", FAKE_PYTHON3.format(python=sys.executable)),
         ("neuron_parallel_compile", FAKE_NEURON_PARALLEL_COMPILE),
+        # No waiting in tests: a missing prerequisite must fail at once.
+        ("sleep", "#!/bin/sh\nexit 0\n"),
     ):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    record = tmp_path / "record.json"
+    (data / "neuron_cache").mkdir(parents=True, exist_ok=True)
+    if staged:
+        for path in (DATASET_MARKER, SCRIPT_PATH, OPTIMIZER_MODULE_PATH):
+            Path(path.replace("/data", str(data), 1)).touch()
+    if precompiled:
+        (data / "neuron_cache" / "bert-large_1.precompiled").touch()
+    record = tmp_path / "record.jsonl"
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RECORD": str(record), "VC_TASK_INDEX": "1"}
+    text = script(manifest).replace("/data", str(data)).replace("+ 21600", "+ 0")
+    result = subprocess.run(["bash", "-c", text], env=env, capture_output=True, text=True, timeout=60)
+    calls = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    return result, calls
 
-    subprocess.run(["bash", "-c", script(job(phase, nodes=4))], env=env, check=True, timeout=60)
 
-    ran = json.loads(record.read_text())
-    assert ran["argv"] == torchrun_arguments(parameters(nodes=4), phase)[1:]
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock")
+@pytest.mark.parametrize("phase", ["precompile", "train"])
+def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: str, tmp_path: Path) -> None:
+    result, calls = run_script(job(phase, nodes=4), tmp_path)
+    assert result.returncode == 0, result.stderr
+    pip, ran = calls
+    assert pip["argv"][:3] == ["-m", "pip", "install"] and "transformers==4.44.0" in pip["argv"]
+    data = str(tmp_path / "data")
+    expected = [argument.replace("/data", data) for argument in torchrun_arguments(parameters(nodes=4), phase)[1:]]
+    assert ran["argv"] == expected
     assert "" in ran["argv"]  # --role '' survived every shell
-    assert ran["NEURON_CC_FLAGS"] == "--cache_dir=/data/neuron_cache/bert-large_1"
+    assert ran["NEURON_CC_FLAGS"] == f"--cache_dir={data}/neuron_cache/bert-large_1"
+    assert ran["PYTHONPATH"] == f"{data}/python/bert-transformers-4.44.0"
+    precompiled = tmp_path / "data" / "neuron_cache" / "bert-large_1.precompiled"
+    assert precompiled.exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock")
+def test_packages_are_installed_once(tmp_path: Path) -> None:
+    run_script(job("train"), tmp_path)
+    _, calls = run_script(job("train"), tmp_path)
+    assert [call["argv"][:2] for call in calls].count(["-m", "pip"]) == 1
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("phase", ["precompile", "train"])
+def test_jobs_wait_for_the_staged_data(phase: str, tmp_path: Path) -> None:
+    result, calls = run_script(job(phase), tmp_path, staged=False)
+    assert result.returncode != 0 and calls == []
+    assert "gave up waiting for the data staging job" in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_training_waits_for_its_replicas_precompile(tmp_path: Path) -> None:
+    result, calls = run_script(job("train"), tmp_path, precompiled=False)
+    assert result.returncode != 0 and calls == []
+    assert "gave up waiting for bert-precompile (replica 1)" in result.stderr
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -327,30 +378,6 @@ def test_the_container_script_refuses_to_run_without_the_replica_index() -> None
     )
     assert result.returncode != 0
     assert "VC_TASK_INDEX" in result.stderr
-
-
-# --- Strong scaling ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("nodes, expected", [(1, 64), (2, 32), (4, 16), (8, 8), (16, 4)])
-def test_strong_scaling_keeps_the_global_batch(nodes: int, expected: int) -> None:
-    grad_accum = strong_scaling_grad_accum(32, 2, nodes)
-    assert grad_accum == expected
-    workers = CATALOG["trn1.32xlarge"].processes_per_node
-    assert 16 * workers * nodes * grad_accum == 16 * workers * 2 * 32
-
-
-def test_strong_scaling_refuses_a_global_batch_it_cannot_keep() -> None:
-    with pytest.raises(ValueError, match="64 is not divisible by 3"):
-        strong_scaling_grad_accum(32, 2, 3)
-    with pytest.raises(ValueError, match="64 is not divisible by 128"):
-        strong_scaling_grad_accum(32, 2, 128)
-
-
-@pytest.mark.parametrize("arguments", [(0, 2, 4), (32, 0, 4), (32, 2, 0), (32, 2, -1)])
-def test_strong_scaling_needs_positive_numbers(arguments: tuple[int, int, int]) -> None:
-    with pytest.raises(ValueError, match="must be at least 1"):
-        strong_scaling_grad_accum(*arguments)
 
 
 # --- Parameter checks -------------------------------------------------------------------------
