@@ -6,10 +6,13 @@
 """
 
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 
 from config import DEFAULT_CONFIG, ConfigError, load_config
+from k8s_charts.cluster_layer import build_charts, write_yaml
+from stacks.kubernetes_values import PLACEHOLDER_FILE_SYSTEM, kubernetes_values
 from stacks.trainium_stack import add_trainium_stack
 
 
@@ -24,6 +27,9 @@ def main() -> int:
         return 1
     add_trainium_stack(app, config)
     app.synth()
+    # The same charts as YAML for review and kubectl, with the file system's deploy-time values
+    # as ${StackOutput} placeholders.
+    write_yaml(build_charts(kubernetes_values(config, **PLACEHOLDER_FILE_SYSTEM)), Path(app.outdir) / "k8s")
     return 0
 
 

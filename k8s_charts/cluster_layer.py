@@ -100,12 +100,24 @@ def manifests(chart: cdk8s.Chart) -> list[dict[str, Any]]:
     return list(chart.to_json())
 
 
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line strings (the jobs' scripts) as literal blocks, readable in a review."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ReadableDumper.add_representer(str, _represent_str)
+
+
 def write_yaml(charts: dict[str, cdk8s.Chart], directory: Path) -> list[Path]:
     """Write each chart as ``<name>.yaml`` (one document per object); return the files."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, chart in charts.items():
         path = directory / f"{name}.yaml"
-        path.write_text(yaml.safe_dump_all(manifests(chart), sort_keys=False, default_flow_style=False))
+        path.write_text(yaml.dump_all(manifests(chart), Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False))
         written.append(path)
     return written

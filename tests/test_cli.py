@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from k8s_charts.cluster_layer import CHART_PREREQUISITES
 from tests.conftest import REPO_ROOT, Synthesized
 
 CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
@@ -66,6 +67,12 @@ def test_default_synth_works_offline_without_lookups(cli_synth: tuple[subprocess
     assert "Node 20 is end-of-life" not in result.stderr
 
 
+def test_synth_writes_each_chart_as_yaml(cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, output = cli_synth
+    written = sorted(path.name for path in (output / "k8s").glob("*.yaml"))
+    assert written == sorted(f"{name}.yaml" for name in CHART_PREREQUISITES)
+
+
 def test_cli_template_equals_the_in_process_template(
     cli_synth: tuple[subprocess.CompletedProcess[str], Path], default_stack: Synthesized
 ) -> None:
@@ -85,6 +92,7 @@ def test_bad_configuration_fails_the_synth_with_one_line_per_problem(tmp_path: P
     assert f"{config}: trainium.node_groups[0].instance_type: 'trn1.64xlarge' is not in the Trainium instance catalog" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(output.glob("*.template.json"))
+    assert not (output / "k8s").exists()
 
 
 def test_missing_configuration_file_fails_the_synth(tmp_path: Path) -> None:
@@ -94,3 +102,4 @@ def test_missing_configuration_file_fails_the_synth(tmp_path: Path) -> None:
     assert f"{tmp_path / 'absent.yaml'}: configuration file not found" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(output.glob("*.template.json"))
+    assert not (output / "k8s").exists()

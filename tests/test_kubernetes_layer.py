@@ -1,0 +1,141 @@
+"""The Kubernetes layer inside TrainiumStack: what is applied, in which order, and how big."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+
+from k8s_charts.cluster_layer import CHART_PREREQUISITES, TRAINING_CHARTS, build_charts, manifests, write_yaml
+from stacks.kubernetes_values import PLACEHOLDER_FILE_SYSTEM, kubernetes_values
+from tests.conftest import Synthesized
+from tests.k8s.manifests import containers
+from tests.k8s_validation import assert_valid
+
+LAMBDA_PAYLOAD_LIMIT = 262_144
+
+
+def custom_resource_id(synthesized: Synthesized, construct: Any) -> str:
+    [resource] = [child for child in construct.node.find_all() if isinstance(child, cdk.CfnResource)]
+    return synthesized.logical_id(resource)
+
+
+def applied(synthesized: Synthesized) -> dict[str, str]:
+    """Chart (or "volcano") -> logical id of the custom resource that applies it."""
+    layer = synthesized.stack.kubernetes
+    found = {name: custom_resource_id(synthesized, manifest) for name, manifest in layer.manifests.items()}
+    found["volcano"] = custom_resource_id(synthesized, layer.volcano)
+    return found
+
+
+def depends_on(synthesized: Synthesized, logical_id: str) -> set[str]:
+    return set(synthesized.json["Resources"][logical_id].get("DependsOn", []))
+
+
+def test_default_configuration_applies_everything_but_the_training_jobs(default_stack: Synthesized) -> None:
+    assert set(applied(default_stack)) == {"volcano", *CHART_PREREQUISITES} - set(TRAINING_CHARTS)
+    # Rendered all the same, for review.
+    assert set(default_stack.stack.charts) == set(CHART_PREREQUISITES)
+
+
+def test_enabled_training_applies_precompile_and_training(example_stack: Synthesized) -> None:
+    assert set(applied(example_stack)) == {"volcano", *CHART_PREREQUISITES}
+
+
+def test_each_chart_waits_for_its_prerequisites(example_stack: Synthesized) -> None:
+    ids = applied(example_stack)
+    for name, prerequisites in CHART_PREREQUISITES.items():
+        for prerequisite in prerequisites:
+            assert ids[prerequisite] in depends_on(example_stack, ids[name]), f"{name} must wait for {prerequisite}"
+    # The orders the issue names, spelled out.
+    assert ids["volcano"] in depends_on(example_stack, ids["volcano-queue"])
+    assert ids["fsx-storage"] in depends_on(example_stack, ids["data-staging"])
+    assert ids["bert-precompile"] in depends_on(example_stack, ids["bert-train"])
+
+
+def test_everything_waits_for_the_nodes_and_addons(example_stack: Synthesized) -> None:
+    system_nodes = example_stack.logical_id(example_stack.stack.system_nodes)
+    trainium = [example_stack.logical_id(group.nodegroup) for group in example_stack.stack.trainium_node_groups.values()]
+    fsx_csi = next(i for i, r in example_stack.resources("AWS::EKS::Addon").items() if r["Properties"]["AddonName"] == "aws-fsx-csi-driver")
+    for name, logical_id in applied(example_stack).items():
+        assert {system_nodes, fsx_csi, *trainium} <= depends_on(example_stack, logical_id), name
+
+
+def test_volcano_comes_from_its_pinned_helm_chart(default_stack: Synthesized) -> None:
+    _, helm = default_stack.only("Custom::AWSCDK-EKS-HelmChart")
+    properties = helm["Properties"]
+    assert (properties["Chart"], properties["Version"], properties["Repository"]) == (
+        "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
+    )
+    assert (properties["Namespace"], properties["CreateNamespace"], properties["Wait"]) == ("volcano-system", True, True)
+
+
+def manifest_resources(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    return synthesized.resources("Custom::AWSCDK-EKS-KubernetesResource")
+
+
+def test_manifests_overwrite_and_fit_the_lambda_payload(example_stack: Synthesized) -> None:
+    for logical_id, resource in manifest_resources(example_stack).items():
+        assert resource["Properties"]["Overwrite"] is True, logical_id
+        assert len(json.dumps(resource["Properties"]["Manifest"])) < LAMBDA_PAYLOAD_LIMIT, logical_id
+
+
+def test_file_system_tokens_resolve_into_the_persistent_volume(default_stack: Synthesized) -> None:
+    ids = applied(default_stack)
+    manifest = json.dumps(default_stack.json["Resources"][ids["fsx-storage"]]["Properties"]["Manifest"])
+    file_system_id, _ = default_stack.only("AWS::FSx::FileSystem")
+    assert f'{{"Ref": "{file_system_id}"}}' in manifest
+    assert "LustreMountName" in manifest
+    assert "${Token" not in manifest
+
+
+def test_queue_is_the_one_the_jobs_use_and_admits_them(example_stack: Synthesized) -> None:
+    charts = example_stack.stack.charts
+    [queue] = manifests(charts["volcano-queue"])
+    for job in TRAINING_CHARTS:
+        [volcano_job] = manifests(charts[job])
+        assert volcano_job["spec"]["queue"] == queue["metadata"]["name"] == "test"
+    capability = queue["spec"]["capability"]
+    assert capability["aws.amazon.com/neuron"] == "64"  # 4 x trn1n.32xlarge, 16 chips each
+    assert capability["vpc.amazonaws.com/efa"] == "64"  # 4 x 16 EFA interfaces
+
+
+def test_configuration_reaches_the_training_job(example_stack: Synthesized) -> None:
+    [job] = manifests(example_stack.stack.charts["bert-train"])
+    [container] = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    script = container["command"][-1]
+    assert "--nnodes 4" in script and "--nproc_per_node 32" in script
+    assert "--grad_accum_usteps 16" in script  # 4 nodes keep the tutorial's global batch
+    assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
+
+
+@pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
+def test_every_rendered_object_is_valid_and_pinned(fixture: str, request: pytest.FixtureRequest) -> None:
+    synthesized: Synthesized = request.getfixturevalue(fixture)
+    for name, chart in synthesized.stack.charts.items():
+        objects = manifests(chart)
+        assert_valid(objects)
+        for container in (c for obj in objects for c in containers(obj)):
+            image = container["image"]
+            assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), f"{name}: {image}"
+
+
+def test_system_containers_request_cpu_and_memory(default_stack: Synthesized) -> None:
+    for name in ("neuron-device-plugin", "efa-device-plugin", "etcd", "data-staging"):
+        for obj in manifests(default_stack.stack.charts[name]):
+            for container in containers(obj):
+                assert {"cpu", "memory"} <= set(container["resources"]["requests"]), f"{name}/{container['name']}"
+
+
+def test_yaml_for_review_has_placeholders_instead_of_tokens(default_stack: Synthesized, tmp_path: Path) -> None:
+    charts = build_charts(kubernetes_values(default_stack.config, **PLACEHOLDER_FILE_SYSTEM))
+    files = write_yaml(charts, tmp_path)
+    assert sorted(path.name for path in files) == sorted(f"{name}.yaml" for name in CHART_PREREQUISITES)
+    [volume, _] = list(yaml.safe_load_all((tmp_path / "fsx-storage.yaml").read_text()))
+    assert volume["spec"]["csi"]["volumeHandle"] == "${FsxFileSystemId}"
+    # Scripts stay readable: literal blocks, not escaped one-liners.
+    assert "- |" in (tmp_path / "bert-train.yaml").read_text()
