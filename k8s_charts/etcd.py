@@ -7,7 +7,7 @@ so one replica on an emptyDir is enough; the Deployment recreates (never surges)
 with different data are never behind the Service at once.
 
 The Service ``etcd-server`` is ClusterIP only. A NetworkPolicy admits port 2379 only from pods
-carrying ``TRAINING_POD_LABELS`` (or the given selector) and denies all other ingress; the
+carrying ``TRAINING_POD_LABELS`` or ``TORCHX_POD_LABELS`` (or the given selectors) and denies all other ingress; the
 training job's pod template must carry those labels. (Enforced only where network policy is on:
 on EKS, the VPC CNI's ``enableNetworkPolicy``. Its agent always admits the node's own IP, so
 kubelet probes keep working.)
@@ -15,14 +15,22 @@ kubelet probes keep working.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import cdk8s
 import cdk8s_plus_27 as kplus
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-__all__ = ["CLIENT_PORT", "DEFAULT_IMAGE", "ETCD_LABELS", "EtcdChart", "SERVICE_NAME", "TRAINING_POD_LABELS"]
+__all__ = [
+    "CLIENT_PORT",
+    "DEFAULT_IMAGE",
+    "ETCD_LABELS",
+    "SERVICE_NAME",
+    "TORCHX_POD_LABELS",
+    "TRAINING_POD_LABELS",
+    "EtcdChart",
+]
 
 # The newest 3.5 release (etcd-io/etcd tag v3.5.33, 2026-07-23); the release script publishes it
 # as quay.io/coreos/etcd:v3.5.33. Its image is distroless-static: no shell, any uid works.
@@ -30,7 +38,9 @@ DEFAULT_IMAGE = "quay.io/coreos/etcd:v3.5.33"
 SERVICE_NAME = "etcd-server"
 CLIENT_PORT = 2379
 TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
-"""Labels every training pod carries; the only pods the NetworkPolicy lets reach etcd."""
+"""Labels every training pod of this project carries; the NetworkPolicy lets them reach etcd."""
+TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}
+"""Labels TorchX's Kubernetes scheduler puts on every pod it submits; admitted too."""
 ETCD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous"}
 
 _DATA_DIR = "/var/lib/etcd"
@@ -47,13 +57,12 @@ class EtcdChart(cdk8s.Chart):
         *,
         namespace: str = "default",
         image: str = DEFAULT_IMAGE,
-        training_pod_selector: Mapping[str, str] = TRAINING_POD_LABELS,
+        client_pod_selectors: Sequence[Mapping[str, str]] = (TRAINING_POD_LABELS, TORCHX_POD_LABELS),
     ) -> None:
         super().__init__(scope, id)
-        if not training_pod_selector:
+        if not client_pod_selectors or not all(client_pod_selectors):
             # An empty podSelector would admit every pod of the namespace.
-            raise ValueError("training_pod_selector must name at least one label")
-        training_pod_selector = dict(training_pod_selector)
+            raise ValueError("client_pod_selectors must hold selectors of at least one label each")
 
         # Raw Deployment: the cdk8s-plus L2 adds its own selector label and resource defaults.
         k8s.KubeDeployment(
@@ -91,9 +100,10 @@ class EtcdChart(cdk8s.Chart):
                 rules=[
                     kplus.NetworkPolicyRule(
                         # Pods of this namespace only (no namespaceSelector).
-                        peer=kplus.Pods.select(self, "TrainingPods", labels=training_pod_selector),
+                        peer=kplus.Pods.select(self, f"ClientPods{index}", labels=dict(selector)),
                         ports=[kplus.NetworkPolicyPort.tcp(CLIENT_PORT)],
                     )
+                    for index, selector in enumerate(client_pod_selectors)
                 ],
             ),
         )

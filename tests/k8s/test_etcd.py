@@ -85,13 +85,15 @@ def test_network_policy_admits_only_training_pods_to_etcd(manifests) -> None:
     etcd_pod_labels = only(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert policy["podSelector"] == {"matchLabels": etcd_pod_labels}
     assert policy["policyTypes"] == ["Ingress"]  # selected for ingress: everything not listed is denied
-    [rule] = policy["ingress"]
-    assert rule["from"] == [{"podSelector": {"matchLabels": TRAINING_POD_LABELS}}]
-    assert rule["ports"] == [{"port": 2379, "protocol": "TCP"}]
+    project, torchx = policy["ingress"]
+    assert project["from"] == [{"podSelector": {"matchLabels": TRAINING_POD_LABELS}}]
+    assert torchx["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}}}]
+    for rule in (project, torchx):
+        assert rule["ports"] == [{"port": 2379, "protocol": "TCP"}]
 
 
 def test_training_selector_and_namespace_are_applied() -> None:
-    manifests = etcd(namespace="training", training_pod_selector={"job": "bert"})
+    manifests = etcd(namespace="training", client_pod_selectors=[{"job": "bert"}])
     assert {manifest["metadata"]["namespace"] for manifest in manifests} == {"training"}
     [rule] = only(manifests, "NetworkPolicy")["spec"]["ingress"]
     assert rule["from"] == [{"podSelector": {"matchLabels": {"job": "bert"}}}]
@@ -99,5 +101,7 @@ def test_training_selector_and_namespace_are_applied() -> None:
 
 def test_an_empty_training_selector_is_refused() -> None:
     # An empty podSelector would admit every pod of the namespace.
-    with pytest.raises(ValueError, match="training_pod_selector"):
-        etcd(training_pod_selector={})
+    with pytest.raises(ValueError, match="client_pod_selectors"):
+        etcd(client_pod_selectors=[{}])
+    with pytest.raises(ValueError, match="client_pod_selectors"):
+        etcd(client_pod_selectors=[])
