@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CATALOG", "TrainiumInstanceType", "instance_type"]
+__all__ = ["CATALOG", "EFA_RESOURCE", "NEURON_RESOURCE", "TrainiumInstanceType", "instance_type"]
+
+# The extended resources the device plugins advertise. NEURON_RESOURCE is also the Trainium nodes'
+# taint key: EKS's ExtendedResourceToleration admission then tolerates it for every pod that asks
+# for Neuron devices.
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,13 +10,13 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
-from constructs_trn.instance_catalog import TrainiumInstanceType
+from constructs_trn.instance_catalog import NEURON_RESOURCE, TrainiumInstanceType
 
 __all__ = ["NEURON_TAINT_KEY", "TrainiumNodeGroup", "trainium_node_labels"]
 
 # The taint key must equal the extended resource name: EKS's ExtendedResourceToleration admission
 # then adds the toleration to every pod that requests aws.amazon.com/neuron.
-NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+NEURON_TAINT_KEY = NEURON_RESOURCE
 
 _CAPACITY_TYPES = {
     "on_demand": eks.CapacityType.ON_DEMAND,

@@ -34,7 +34,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from constructs_trn.instance_catalog import TrainiumInstanceType, instance_type
+from constructs_trn.instance_catalog import EFA_RESOURCE, NEURON_RESOURCE, TrainiumInstanceType, instance_type
 from k8s_charts.data_staging import (
     DATA_MOUNT,
     DATASET_DIR,
@@ -67,8 +67,6 @@ PHASES = ("precompile", "train")
 _JOB_NAMES = {"precompile": "bert-precompile", "train": "bert-train"}
 _TASK_NAME = "worker"
 
-NEURON_RESOURCE = "aws.amazon.com/neuron"  # whole Trainium chips; also the Trainium nodes' taint key
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 NEURON_CACHE_ROOT = f"{DATA_MOUNT}/neuron_cache"
 OUTPUT_DIR = f"{DATA_MOUNT}/output"
 _CACHESET = re.compile(r"[A-Za-z0-9_-]+")

@@ -20,6 +20,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
+from k8s_charts.trainium_scheduling import device_plugin_tolerations, instance_type_affinity
 
 __all__ = [
     "DEFAULT_IMAGE_TAG",
@@ -34,7 +35,6 @@ __all__ = [
 DEFAULT_IMAGE_TAG = "v0.5.20"  # aws/eks-charts stable/aws-efa-k8s-device-plugin appVersion
 NAME = "aws-efa-k8s-device-plugin"
 NAMESPACE = "kube-system"
-NEURON_TAINT_KEY = "aws.amazon.com/neuron"  # == constructs_trn.trainium_node_group.NEURON_TAINT_KEY
 EFA_INSTANCE_TYPES: tuple[str, ...] = tuple(name for name, entry in CATALOG.items() if entry.efa_network_cards > 0)
 """Catalog instance types with EFA network cards: the only nodes where the plugin has work to do."""
 
@@ -135,26 +135,8 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
         # The plugin discovers the EFA devices of the host's network namespace.
         host_network=True,
         priority_class_name="system-node-critical",
-        tolerations=[
-            k8s.Toleration(key="CriticalAddonsOnly", operator="Exists"),
-            # The Trainium node groups are tainted; EFA lives exactly on those nodes.
-            k8s.Toleration(key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"),
-        ],
-        affinity=k8s.Affinity(
-            node_affinity=k8s.NodeAffinity(
-                required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
-                    node_selector_terms=[
-                        k8s.NodeSelectorTerm(
-                            match_expressions=[
-                                k8s.NodeSelectorRequirement(
-                                    key="node.kubernetes.io/instance-type", operator="In", values=instance_types
-                                )
-                            ]
-                        )
-                    ]
-                )
-            )
-        ),
+        tolerations=device_plugin_tolerations(),
+        affinity=instance_type_affinity(instance_types),
         containers=[
             k8s.Container(
                 name=NAME,

@@ -21,6 +21,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
+from k8s_charts.trainium_scheduling import device_plugin_tolerations, instance_type_affinity
 
 __all__ = ["DEFAULT_IMAGE", "NEURON_INSTANCE_TYPES", "NAME", "NAMESPACE", "NeuronDevicePluginChart"]
 
@@ -30,7 +31,6 @@ __all__ = ["DEFAULT_IMAGE", "NEURON_INSTANCE_TYPES", "NAME", "NAMESPACE", "Neuro
 DEFAULT_IMAGE = "public.ecr.aws/neuron/neuron-device-plugin:2.22.4.0"
 NAME = "neuron-device-plugin"
 NAMESPACE = "kube-system"
-NEURON_TAINT_KEY = "aws.amazon.com/neuron"  # == constructs_trn.trainium_node_group.NEURON_TAINT_KEY
 NEURON_INSTANCE_TYPES: tuple[str, ...] = tuple(CATALOG)
 """Every catalog instance type carries Trainium chips, so the plugin runs on all of them."""
 
@@ -95,26 +95,8 @@ class NeuronDevicePluginChart(cdk8s.Chart):
             service_account_name=NAME,
             # A node without its device plugin cannot run its workload: evict other pods first.
             priority_class_name="system-node-critical",
-            tolerations=[
-                k8s.Toleration(key="CriticalAddonsOnly", operator="Exists"),
-                # The Trainium node groups carry this taint; the plugin is what they are for.
-                k8s.Toleration(key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"),
-            ],
-            affinity=k8s.Affinity(
-                node_affinity=k8s.NodeAffinity(
-                    required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
-                        node_selector_terms=[
-                            k8s.NodeSelectorTerm(
-                                match_expressions=[
-                                    k8s.NodeSelectorRequirement(
-                                        key="node.kubernetes.io/instance-type", operator="In", values=instance_types
-                                    )
-                                ]
-                            )
-                        ]
-                    )
-                )
-            ),
+            tolerations=device_plugin_tolerations(),
+            affinity=instance_type_affinity(instance_types),
             containers=[
                 k8s.Container(
                     name=NAME,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import cdk8s
 from constructs import Construct
 
-from constructs_trn.instance_catalog import instance_type
+from constructs_trn.instance_catalog import EFA_RESOURCE, NEURON_RESOURCE, instance_type
 
 __all__ = ["DEFAULT_QUEUE_NAME", "VolcanoQueueChart", "queue_capability"]
 
@@ -33,8 +33,8 @@ def queue_capability(instance_type_name: str, nodes: int) -> dict[str, str]:
     return {
         "cpu": str(entry.vcpus * nodes),
         "memory": f"{entry.memory_gib * nodes}Gi",
-        "aws.amazon.com/neuron": str(entry.chips * nodes),
-        "vpc.amazonaws.com/efa": str(entry.efa_interfaces * nodes),
+        NEURON_RESOURCE: str(entry.chips * nodes),
+        EFA_RESOURCE: str(entry.efa_interfaces * nodes),
     }
 
 
