@@ -20,7 +20,12 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
-from k8s_charts.trainium_scheduling import device_plugin_tolerations, instance_type_affinity
+from k8s_charts.trainium_scheduling import (
+    device_plugin_daemonset,
+    device_plugin_tolerations,
+    distinct_instance_types,
+    instance_type_affinity,
+)
 
 __all__ = [
     "DEFAULT_IMAGE_TAG",
@@ -101,26 +106,14 @@ class EfaDevicePluginChart(cdk8s.Chart):
     ) -> None:
         super().__init__(scope, id)
         image = efa_plugin_image(region, image_tag)
-        instance_types = list(dict.fromkeys(instance_types))
-        if not instance_types:
-            raise ValueError("EfaDevicePluginChart needs at least one instance type for its node affinity")
+        instance_types = distinct_instance_types("EfaDevicePluginChart", instance_types)
         without_efa = [name for name in instance_types if name in CATALOG and CATALOG[name].efa_network_cards == 0]
         if without_efa:
             raise ValueError(f"instance types without EFA network cards in the catalog: {', '.join(without_efa)}")
 
-        # Raw DaemonSet: the cdk8s-plus L2 would refuse (or rewrite) a privileged, host-network pod.
-        k8s.KubeDaemonSet(
-            self,
-            "DaemonSet",
-            metadata=k8s.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=_LABELS),
-            spec=k8s.DaemonSetSpec(
-                selector=k8s.LabelSelector(match_labels=_LABELS),
-                update_strategy=k8s.DaemonSetUpdateStrategy(type="RollingUpdate"),
-                template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=_LABELS),
-                    spec=_pod_spec(instance_types, image),
-                ),
-            ),
+        # Privileged and host-network: the cdk8s-plus L2 would refuse or rewrite such a pod.
+        device_plugin_daemonset(
+            self, name=NAME, namespace=NAMESPACE, labels=_LABELS, pod_spec=_pod_spec(instance_types, image)
         )
 
 

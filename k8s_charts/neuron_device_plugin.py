@@ -21,7 +21,12 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
-from k8s_charts.trainium_scheduling import device_plugin_tolerations, instance_type_affinity
+from k8s_charts.trainium_scheduling import (
+    device_plugin_daemonset,
+    device_plugin_tolerations,
+    distinct_instance_types,
+    instance_type_affinity,
+)
 
 __all__ = ["DEFAULT_IMAGE", "NEURON_INSTANCE_TYPES", "NAME", "NAMESPACE", "NeuronDevicePluginChart"]
 
@@ -50,9 +55,7 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
-        instance_types = list(dict.fromkeys(instance_types))  # de-duplicated, order kept
-        if not instance_types:
-            raise ValueError("NeuronDevicePluginChart needs at least one instance type for its node affinity")
+        instance_types = distinct_instance_types("NeuronDevicePluginChart", instance_types)
 
         service_account = kplus.ServiceAccount(
             self,
@@ -73,20 +76,8 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         )
         binding.add_subjects(service_account)
 
-        # Raw DaemonSet: the cdk8s-plus L2 cannot express the kubelet host paths without also
-        # imposing its own security-context and resource defaults.
-        k8s.KubeDaemonSet(
-            self,
-            "DaemonSet",
-            metadata=k8s.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=_LABELS),
-            spec=k8s.DaemonSetSpec(
-                selector=k8s.LabelSelector(match_labels=_LABELS),
-                update_strategy=k8s.DaemonSetUpdateStrategy(type="RollingUpdate"),
-                template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=_LABELS),
-                    spec=self._pod_spec(instance_types, image),
-                ),
-            ),
+        device_plugin_daemonset(
+            self, name=NAME, namespace=NAMESPACE, labels=_LABELS, pod_spec=self._pod_spec(instance_types, image)
         )
 
     @staticmethod

@@ -1,14 +1,40 @@
-"""Where the device plugins run: on Trainium nodes only, through their taint."""
+"""What the device plugins share: a DaemonSet on Trainium nodes only, through their taint."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cdk8s_plus_27 import k8s
+from constructs import Construct
 
 from constructs_trn.instance_catalog import NEURON_RESOURCE
 
-__all__ = ["device_plugin_tolerations", "instance_type_affinity"]
+__all__ = ["device_plugin_daemonset", "device_plugin_tolerations", "distinct_instance_types", "instance_type_affinity"]
+
+
+def distinct_instance_types(chart: str, instance_types: Sequence[str]) -> list[str]:
+    """``instance_types`` without repeats, order kept; at least one, or the affinity matches nothing."""
+    distinct = list(dict.fromkeys(instance_types))
+    if not distinct:
+        raise ValueError(f"{chart} needs at least one instance type for its node affinity")
+    return distinct
+
+
+def device_plugin_daemonset(
+    scope: Construct, *, name: str, namespace: str, labels: Mapping[str, str], pod_spec: k8s.PodSpec
+) -> k8s.KubeDaemonSet:
+    """A raw DaemonSet: the cdk8s-plus L2 cannot express the plugins' host access without imposing
+    its own security-context and resource defaults."""
+    return k8s.KubeDaemonSet(
+        scope,
+        "DaemonSet",
+        metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=dict(labels)),
+        spec=k8s.DaemonSetSpec(
+            selector=k8s.LabelSelector(match_labels=dict(labels)),
+            update_strategy=k8s.DaemonSetUpdateStrategy(type="RollingUpdate"),
+            template=k8s.PodTemplateSpec(metadata=k8s.ObjectMeta(labels=dict(labels)), spec=pod_spec),
+        ),
+    )
 
 
 def device_plugin_tolerations() -> list[k8s.Toleration]:
