@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The CDK app: read the configuration named by the `config` context key, then build TrainiumStack.
 
-    cdk synth -c config=config/default.yaml
-    cdk deploy TrainiumStack -c config=config/my-account.yaml
+cdk synth -c config=config/default.yaml
+cdk deploy TrainiumStack -c config=config/my-account.yaml
 """
 
 import sys

@@ -27,7 +27,10 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.lines()))
 
     def lines(self) -> list[str]:
-        return [f"{self.source}: {path}: {message}" if path else f"{self.source}: {message}" for path, message in self.problems]
+        return [
+            f"{self.source}: {path}: {message}" if path else f"{self.source}: {message}"
+            for path, message in self.problems
+        ]
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -56,7 +59,7 @@ def load_config(path: str | Path) -> StackConfig:
         reason = getattr(error, "strerror", None) or str(error)
         raise ConfigError(source, [("", f"configuration file cannot be read: {reason}")]) from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""

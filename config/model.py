@@ -13,7 +13,15 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from constructs_trn.cluster_addon_names import ADDON_NAMES
@@ -55,7 +63,7 @@ def _quoted_string(example: str):
 
     def check(value: object) -> object:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            raise _problem(f"YAML read the number {value}; write it in quotes, for example \"{example}\"")
+            raise _problem(f'YAML read the number {value}; write it in quotes, for example "{example}"')
         return value
 
     return BeforeValidator(check)
@@ -69,15 +77,28 @@ def _ipv4_network(value: str) -> str:
     return value
 
 
-Name = Annotated[str, _matching(r"[a-z][a-z0-9-]{0,31}", "a name of 1-32 lowercase letters, digits and '-', starting with a letter")]
+Name = Annotated[
+    str,
+    _matching(
+        r"[a-z][a-z0-9-]{0,31}", "a name of 1-32 lowercase letters, digits and '-', starting with a letter"
+    ),
+]
 AccountId = Annotated[str, _quoted_string("111122223333"), _matching(r"\d{12}", "a 12-digit AWS account id")]
-Region = Annotated[str, _matching(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name such as us-west-2")]
-AzName = Annotated[str, _matching(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an availability-zone name such as us-west-2a")]
+Region = Annotated[
+    str, _matching(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name such as us-west-2")
+]
+AzName = Annotated[
+    str, _matching(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an availability-zone name such as us-west-2a")
+]
 AzId = Annotated[str, _matching(r"[a-z]{2,5}\d-az\d+", "an availability-zone id such as usw2-az4")]
 Cidr = Annotated[str, AfterValidator(_ipv4_network)]
 RoleArn = Annotated[str, _matching(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
-Ec2InstanceType = Annotated[str, _matching(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an EC2 instance type such as m6i.2xlarge")]
-ReservationId = Annotated[str, _matching(r"cr-[0-9a-f]{8,17}", "a capacity reservation id such as cr-0123456789abcdef0")]
+Ec2InstanceType = Annotated[
+    str, _matching(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an EC2 instance type such as m6i.2xlarge")
+]
+ReservationId = Annotated[
+    str, _matching(r"cr-[0-9a-f]{8,17}", "a capacity reservation id such as cr-0123456789abcdef0")
+]
 RemovalPolicy = Literal["retain", "destroy"]
 
 
@@ -121,7 +142,9 @@ class VpcSettings(_Section):
     def _room_for_subnets(cls, cidr: str) -> str:
         prefix = ipaddress.IPv4Network(cidr).prefixlen
         if not 16 <= prefix <= 22:
-            raise _problem(f"{cidr} is too {'large' if prefix < 16 else 'small'}; allowed prefixes: /16 to /22")
+            raise _problem(
+                f"{cidr} is too {'large' if prefix < 16 else 'small'}; allowed prefixes: /16 to /22"
+            )
         return cidr
 
     @field_validator("availability_zones")
@@ -138,13 +161,17 @@ class VpcSettings(_Section):
     def _one_per_zone_at_most(cls, count: int, info: ValidationInfo) -> int:
         zones = info.data.get("availability_zones")
         if zones is not None and count > len(zones):
-            raise _problem(f"{count} NAT gateways for {len(zones)} availability zones; allowed: 1 to {len(zones)}")
+            raise _problem(
+                f"{count} NAT gateways for {len(zones)} availability zones; allowed: 1 to {len(zones)}"
+            )
         return count
 
 
 def _kubernetes_version(value: str) -> str:
     if value not in KUBECTL_LAYERS:
-        raise _problem(f"{value!r} has no kubectl layer in this project; supported: {', '.join(KUBECTL_LAYERS)}")
+        raise _problem(
+            f"{value!r} has no kubectl layer in this project; supported: {', '.join(KUBECTL_LAYERS)}"
+        )
     return value
 
 
@@ -153,7 +180,12 @@ class ClusterSettings(_Section):
     endpoint_public_cidrs: list[Cidr] = Field(default_factory=list)
     """CIDRs that may reach the public API endpoint; empty means a private endpoint only."""
     admin_role_arns: list[RoleArn] = Field(default_factory=list)
-    addon_versions: dict[str, Annotated[str, _matching(r"v\d+\.\d+\.\d+-eksbuild\.\d+", "an add-on version such as v1.20.4-eksbuild.1")]] = Field(default_factory=dict)
+    addon_versions: dict[
+        str,
+        Annotated[
+            str, _matching(r"v\d+\.\d+\.\d+-eksbuild\.\d+", "an add-on version such as v1.20.4-eksbuild.1")
+        ],
+    ] = Field(default_factory=dict)
     """Pins by add-on name; an add-on left out gets EKS's default version for the cluster version."""
 
     @field_validator("addon_versions")
@@ -200,7 +232,9 @@ class TrainiumNodeGroupSettings(_Scaling):
         if capacity_type == "capacity_block" and reservation is None:
             raise _problem("required for capacity_type capacity_block: the Capacity Block's cr-... id")
         if capacity_type == "spot" and reservation is not None:
-            raise _problem("spot capacity cannot target a reservation; use capacity_type on_demand or capacity_block")
+            raise _problem(
+                "spot capacity cannot target a reservation; use capacity_type on_demand or capacity_block"
+            )
         return reservation
 
     @property
@@ -240,7 +274,13 @@ class FsxSettings(_Section):
     storage_capacity_gib: int = 1200
     throughput_mib_per_tib: int | None = Field(default=None, validate_default=True)
     """PERSISTENT_2 only: 125, 250, 500 or 1000 MB/s per TiB. SCRATCH_2 has a fixed 200."""
-    s3_import_path: Annotated[str, _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", "an S3 URI such as s3://bucket/prefix")] | None = None
+    s3_import_path: (
+        Annotated[
+            str,
+            _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", "an S3 URI such as s3://bucket/prefix"),
+        ]
+        | None
+    ) = None
     removal_policy: RemovalPolicy = "retain"
 
     @field_validator("storage_capacity_gib")
@@ -263,7 +303,9 @@ class FsxSettings(_Section):
 
 
 class EcrSettings(_Section):
-    repository_name: Annotated[str, _matching(r"[a-z0-9]+([._/-][a-z0-9]+)*", "an ECR repository name")] | None = None
+    repository_name: (
+        Annotated[str, _matching(r"[a-z0-9]+([._/-][a-z0-9]+)*", "an ECR repository name")] | None
+    ) = None
     """Defaults to <name>/training."""
     removal_policy: RemovalPolicy = "retain"
     keep_images: int = Field(default=30, ge=1, le=1000)
@@ -276,9 +318,13 @@ TUTORIAL_GRAD_ACCUM_USTEPS = 32
 
 
 def _pinned_image(value: str) -> str:
-    match = re.fullmatch(r"[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})", value)
+    match = re.fullmatch(
+        r"[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})", value
+    )
     if match is None or match.group("tag") == "latest":
-        raise _problem(f"{value!r} is not a pinned image: name it registry/repository:tag (not latest) or @sha256:digest")
+        raise _problem(
+            f"{value!r} is not a pinned image: name it registry/repository:tag (not latest) or @sha256:digest"
+        )
     return value
 
 
@@ -345,18 +391,27 @@ def consistency_problems(config: StackConfig) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     for index, zone in enumerate(config.vpc.availability_zones):
         if not zone.startswith(config.region):
-            problems.append((f"vpc.availability_zones[{index}]", f"{zone!r} is not in region {config.region}"))
+            problems.append(
+                (f"vpc.availability_zones[{index}]", f"{zone!r} is not in region {config.region}")
+            )
     if config.trainium.availability_zone not in config.vpc.availability_zones:
         problems.append(
             (
                 "trainium.availability_zone",
-                f"{config.trainium.availability_zone!r} must be one of vpc.availability_zones "
-                f"({', '.join(config.vpc.availability_zones)})",
+                (
+                    f"{config.trainium.availability_zone!r} must be one of vpc.availability_zones "
+                    f"({', '.join(config.vpc.availability_zones)})"
+                ),
             )
         )
     group_names = [group.name for group in config.trainium.node_groups]
     if config.training.node_group is not None and config.training.node_group not in group_names:
-        problems.append(("training.node_group", f"{config.training.node_group!r} is not a trainium.node_groups name; defined: {', '.join(group_names)}"))
+        problems.append(
+            (
+                "training.node_group",
+                f"{config.training.node_group!r} is not a trainium.node_groups name; defined: {', '.join(group_names)}",
+            )
+        )
     else:
         group = config.training_node_group
         if config.training.nodes > group.max_size:

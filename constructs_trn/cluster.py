@@ -46,7 +46,10 @@ class TrainingCluster(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.secrets_key = kms.Key(
-            self, "SecretsKey", description=f"{cluster_name}: EKS secrets envelope encryption", enable_key_rotation=True
+            self,
+            "SecretsKey",
+            description=f"{cluster_name}: EKS secrets envelope encryption",
+            enable_key_rotation=True,
         )
         self.cluster = eks.Cluster(
             self,
@@ -67,9 +70,7 @@ class TrainingCluster(Construct):
             cluster_logging=_ALL_CONTROL_PLANE_LOGS,
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=kubectl_layer(self, "KubectlLayer", kubernetes_version=kubernetes_version),
-                private_subnets=vpc.select_subnets(
-                    subnet_type=private_subnets.subnet_type
-                ).subnets,
+                private_subnets=vpc.select_subnets(subnet_type=private_subnets.subnet_type).subnets,
             ),
         )
         cluster_admin = eks.AccessPolicy.from_access_policy_name(

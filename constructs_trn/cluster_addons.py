@@ -62,7 +62,11 @@ class ClusterAddons(Construct):
         )
         fsx_csi = self._addon(
             "aws-fsx-csi-driver",
-            pod_identity={"namespace": "kube-system", "service_account": "fsx-csi-controller-sa", "role": self.fsx_csi_role},
+            pod_identity={
+                "namespace": "kube-system",
+                "service_account": "fsx-csi-controller-sa",
+                "role": self.fsx_csi_role,
+            },
         )
         # Container Insights with enhanced observability collects Neuron (neuron-monitor) and EFA
         # metrics per pod on Trainium nodes.
@@ -74,7 +78,11 @@ class ClusterAddons(Construct):
         )
         cloudwatch = self._addon(
             "amazon-cloudwatch-observability",
-            pod_identity={"namespace": "amazon-cloudwatch", "service_account": "cloudwatch-agent", "role": self.cloudwatch_role},
+            pod_identity={
+                "namespace": "amazon-cloudwatch",
+                "service_account": "cloudwatch-agent",
+                "role": self.cloudwatch_role,
+            },
         )
 
         for addon in (coredns, fsx_csi, cloudwatch):
@@ -102,7 +110,8 @@ class ClusterAddons(Construct):
             pod_identity_associations=(
                 [
                     eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                        service_account=pod_identity["service_account"], role_arn=pod_identity["role"].role_arn
+                        service_account=pod_identity["service_account"],
+                        role_arn=pod_identity["role"].role_arn,
                     )
                 ]
                 if pod_identity

@@ -25,5 +25,9 @@ class EfaSecurityGroup(Construct):
             description=f"{name}: EFA traffic between Trainium nodes",
             allow_all_outbound=False,
         )
-        self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_traffic(), "EFA from Trainium nodes")
-        self.security_group.add_egress_rule(self.security_group, ec2.Port.all_traffic(), "EFA to Trainium nodes")
+        self.security_group.add_ingress_rule(
+            self.security_group, ec2.Port.all_traffic(), "EFA from Trainium nodes"
+        )
+        self.security_group.add_egress_rule(
+            self.security_group, ec2.Port.all_traffic(), "EFA to Trainium nodes"
+        )

@@ -46,7 +46,9 @@ def pod_identity_role(
         construct_id,
         description=description,
         assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"),
-        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in managed_policy_names],
+        managed_policies=[
+            iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in managed_policy_names
+        ],
     )
     # Pod Identity passes session tags; the trust policy must allow them.
     role.assume_role_policy.add_statements(  # type: ignore[union-attr]

@@ -94,4 +94,6 @@ def instance_type(name: str) -> TrainiumInstanceType:
     try:
         return CATALOG[name]
     except KeyError:
-        raise KeyError(f"{name!r} is not in the Trainium instance catalog; known: {', '.join(CATALOG)}") from None
+        raise KeyError(
+            f"{name!r} is not in the Trainium instance catalog; known: {', '.join(CATALOG)}"
+        ) from None

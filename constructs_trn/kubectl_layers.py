@@ -13,9 +13,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from constructs import Construct
-
     from aws_cdk import aws_lambda
+    from constructs import Construct
 
 __all__ = ["KUBECTL_LAYERS", "kubectl_layer"]
 
@@ -27,7 +26,9 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
 }
 
 
-def kubectl_layer(scope: Construct, construct_id: str, *, kubernetes_version: str) -> aws_lambda.ILayerVersion:
+def kubectl_layer(
+    scope: Construct, construct_id: str, *, kubernetes_version: str
+) -> aws_lambda.ILayerVersion:
     """The kubectl layer matching ``kubernetes_version`` (imported only for the version in use)."""
     module_name, class_name = KUBECTL_LAYERS[kubernetes_version]
     layer_class = getattr(importlib.import_module(module_name), class_name)

@@ -57,7 +57,12 @@ class LustreStorage(Construct):
 
         # SCRATCH_2 is always encrypted with an FSx-owned key; PERSISTENT_2 takes a customer key.
         self.kms_key = (
-            kms.Key(self, "Key", description=f"{name}: FSx for Lustre encryption at rest", enable_key_rotation=True)
+            kms.Key(
+                self,
+                "Key",
+                description=f"{name}: FSx for Lustre encryption at rest",
+                enable_key_rotation=True,
+            )
             if persistent
             else None
         )

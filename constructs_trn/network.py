@@ -43,7 +43,9 @@ class TrainingNetwork(Construct):
             availability_zones=list(availability_zones),
             nat_gateways=nat_gateways,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=public_mask),
+                ec2.SubnetConfiguration(
+                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=public_mask
+                ),
                 ec2.SubnetConfiguration(
                     name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=private_mask
                 ),

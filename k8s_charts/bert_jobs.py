@@ -47,10 +47,10 @@ from k8s_charts.etcd import CLIENT_PORT, SERVICE_NAME, TRAINING_POD_LABELS
 from k8s_charts.volcano_queue import DEFAULT_QUEUE_NAME
 
 __all__ = [
+    "DEFAULT_TRAINING_IMAGE",
     "NEURON_CACHE_ROOT",
     "OUTPUT_DIR",
     "PHASES",
-    "DEFAULT_TRAINING_IMAGE",
     "BertJobChart",
     "BertTrainingParameters",
     "job_name",
@@ -61,7 +61,9 @@ __all__ = [
 # AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
 # PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
 # the project image on the same base.
-DEFAULT_TRAINING_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+DEFAULT_TRAINING_IMAGE = (
+    "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+)
 
 PHASES = ("precompile", "train")
 _JOB_NAMES = {"precompile": "bert-precompile", "train": "bert-train"}
@@ -178,7 +180,9 @@ def _container_script(parameters: BertTrainingParameters, phase: str) -> str:
         f"wait_for {OPTIMIZER_MODULE_PATH} 'the optimizer module'",
     ]
     if phase == "train":
-        waits.append(f'wait_for "{precompiled_marker(parameters)}" "bert-precompile (replica $VC_TASK_INDEX)"')
+        waits.append(
+            f'wait_for "{precompiled_marker(parameters)}" "bert-precompile (replica $VC_TASK_INDEX)"'
+        )
     if phase == "precompile":
         # As in the TorchX tutorial, neuron_parallel_compile gets the command as ONE string that it
         # runs through a shell, so the quoting inside it (--role '') survives.
@@ -205,8 +209,10 @@ def _container_script(parameters: BertTrainingParameters, phase: str) -> str:
             *waits,
             f'if [ ! -e "{packages}/.complete" ]; then',
             f'  mkdir -p "{packages}"',
-            f'  flock "{packages}.lock" bash -c \'[ -e "$0/.complete" ] || {{ python3 -m pip install --quiet --no-deps '
-            f'--target "$0" {" ".join(PYTHON_REQUIREMENTS)} && touch "$0/.complete"; }}\' "{packages}"',
+            (
+                f'  flock "{packages}.lock" bash -c \'[ -e "$0/.complete" ] || {{ python3 -m pip install --quiet '
+                f'--no-deps --target "$0" {" ".join(PYTHON_REQUIREMENTS)} && touch "$0/.complete"; }}\' "{packages}"'
+            ),
             "fi",
             f'export PYTHONPATH="{packages}${{PYTHONPATH:+:$PYTHONPATH}}"',
             f'export NEURON_CC_FLAGS="--cache_dir={cache_dir}"',
@@ -230,7 +236,11 @@ def _environment(parameters: BertTrainingParameters) -> dict[str, str]:
 
 def _pod_template(parameters: BertTrainingParameters, phase: str) -> dict[str, Any]:
     node = parameters.node
-    labels = {**parameters.pod_labels, "app.kubernetes.io/name": "bert-large", "app.kubernetes.io/component": phase}
+    labels = {
+        **parameters.pod_labels,
+        "app.kubernetes.io/name": "bert-large",
+        "app.kubernetes.io/component": phase,
+    }
     container = {
         "name": "trainer",
         "image": parameters.image,

@@ -70,10 +70,13 @@ def build_charts(values: KubernetesLayerValues) -> dict[str, cdk8s.Chart]:
     """Every chart by name, in CHART_PREREQUISITES order, each in its own cdk8s App."""
     training = values.training
     builders: dict[str, Callable[[cdk8s.App, str], cdk8s.Chart]] = {
-        "neuron-device-plugin": lambda app, name: NeuronDevicePluginChart(app, name),
+        "neuron-device-plugin": NeuronDevicePluginChart,
         "efa-device-plugin": lambda app, name: EfaDevicePluginChart(app, name, region=values.region),
         "volcano-queue": lambda app, name: VolcanoQueueChart(
-            app, name, name=training.queue, capability=queue_capability(training.instance_type, training.nodes)
+            app,
+            name,
+            name=training.queue,
+            capability=queue_capability(training.instance_type, training.nodes),
         ),
         "etcd": lambda app, name: EtcdChart(app, name, namespace=training.namespace),
         "fsx-storage": lambda app, name: FsxStorageChart(
@@ -118,6 +121,8 @@ def write_yaml(charts: dict[str, cdk8s.Chart], directory: Path) -> list[Path]:
     written = []
     for name, chart in charts.items():
         path = directory / f"{name}.yaml"
-        path.write_text(yaml.dump_all(manifests(chart), Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False))
+        path.write_text(
+            yaml.dump_all(manifests(chart), Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False)
+        )
         written.append(path)
     return written

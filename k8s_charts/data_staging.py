@@ -21,10 +21,10 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 __all__ = [
-    "DATA_MOUNT",
     "DATASET_DIR",
     "DATASET_MARKER",
     "DATASET_URL",
+    "DATA_MOUNT",
     "DEFAULT_IMAGE",
     "JOB_NAME",
     "OPTIMIZER_MODULE_PATH",
@@ -137,7 +137,11 @@ class DataStagingChart(cdk8s.Chart):
         optimizer_module_sha256: str = OPTIMIZER_MODULE_SHA256,
     ) -> None:
         super().__init__(scope, id)
-        urls = {"dataset_url": dataset_url, "script_url": script_url, "optimizer_module_url": optimizer_module_url}
+        urls = {
+            "dataset_url": dataset_url,
+            "script_url": script_url,
+            "optimizer_module_url": optimizer_module_url,
+        }
         for label, url in urls.items():
             if not url.startswith("https://"):
                 raise ValueError(f"{label} must be an https:// URL, got {url!r}")
@@ -178,7 +182,10 @@ class DataStagingChart(cdk8s.Chart):
             metadata=k8s.ObjectMeta(
                 name=JOB_NAME,
                 namespace=namespace,
-                labels={"app.kubernetes.io/name": "bert-large", "app.kubernetes.io/component": "data-staging"},
+                labels={
+                    "app.kubernetes.io/name": "bert-large",
+                    "app.kubernetes.io/component": "data-staging",
+                },
             ),
             spec=k8s.JobSpec(
                 # Each retry starts over from the markers above; more than a few means a real fault.
@@ -188,7 +195,10 @@ class DataStagingChart(cdk8s.Chart):
                 # No ttlSecondsAfterFinished: the finished Job stays as the record that staging ran.
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(
-                        labels={"app.kubernetes.io/name": "bert-large", "app.kubernetes.io/component": "data-staging"}
+                        labels={
+                            "app.kubernetes.io/name": "bert-large",
+                            "app.kubernetes.io/component": "data-staging",
+                        }
                     ),
                     spec=k8s.PodSpec(
                         restart_policy="Never",
@@ -201,7 +211,9 @@ class DataStagingChart(cdk8s.Chart):
                         volumes=[
                             k8s.Volume(
                                 name="data",
-                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name),
+                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+                                    claim_name=claim_name
+                                ),
                             )
                         ],
                     ),

@@ -31,24 +31,40 @@ __all__ = [
     "DEFAULT_IMAGE_TAG",
     "EFA_INSTANCE_TYPES",
     "EKS_IMAGE_ACCOUNTS",
-    "EfaDevicePluginChart",
     "NAME",
     "NAMESPACE",
+    "EfaDevicePluginChart",
     "efa_plugin_image",
 ]
 
 DEFAULT_IMAGE_TAG = "v0.5.20"  # aws/eks-charts stable/aws-efa-k8s-device-plugin appVersion
 NAME = "aws-efa-k8s-device-plugin"
 NAMESPACE = "kube-system"
-EFA_INSTANCE_TYPES: tuple[str, ...] = tuple(name for name, entry in CATALOG.items() if entry.efa_network_cards > 0)
+EFA_INSTANCE_TYPES: tuple[str, ...] = tuple(
+    name for name, entry in CATALOG.items() if entry.efa_network_cards > 0
+)
 """Catalog instance types with EFA network cards: the only nodes where the plugin has work to do."""
 
 _STANDARD_ACCOUNT = "602401143452"
-_REGIONS_ON_STANDARD_ACCOUNT = (
-    "ap-northeast-1 ap-northeast-2 ap-northeast-3 ap-south-1 ap-southeast-1 ap-southeast-2 "
-    "ca-central-1 eu-central-1 eu-north-1 eu-west-1 eu-west-2 eu-west-3 sa-east-1 "
-    "us-east-1 us-east-2 us-west-1 us-west-2"
-).split()
+_REGIONS_ON_STANDARD_ACCOUNT = [
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-northeast-3",
+    "ap-south-1",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ca-central-1",
+    "eu-central-1",
+    "eu-north-1",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "sa-east-1",
+    "us-east-1",
+    "us-east-2",
+    "us-west-1",
+    "us-west-2",
+]
 EKS_IMAGE_ACCOUNTS: dict[str, str] = {
     **dict.fromkeys(_REGIONS_ON_STANDARD_ACCOUNT, _STANDARD_ACCOUNT),
     # Opt-in and partitioned regions replicate the EKS images into their own accounts.
@@ -107,9 +123,13 @@ class EfaDevicePluginChart(cdk8s.Chart):
         super().__init__(scope, id)
         image = efa_plugin_image(region, image_tag)
         instance_types = distinct_instance_types("EfaDevicePluginChart", instance_types)
-        without_efa = [name for name in instance_types if name in CATALOG and CATALOG[name].efa_network_cards == 0]
+        without_efa = [
+            name for name in instance_types if name in CATALOG and CATALOG[name].efa_network_cards == 0
+        ]
         if without_efa:
-            raise ValueError(f"instance types without EFA network cards in the catalog: {', '.join(without_efa)}")
+            raise ValueError(
+                f"instance types without EFA network cards in the catalog: {', '.join(without_efa)}"
+            )
 
         # Privileged and host-network: the cdk8s-plus L2 would refuse or rewrite such a pod.
         device_plugin_daemonset(
@@ -135,14 +155,19 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
                 name=NAME,
                 image=image,
                 resources=k8s.ResourceRequirements(
-                    requests={"cpu": k8s.Quantity.from_string("10m"), "memory": k8s.Quantity.from_string("20Mi")},
+                    requests={
+                        "cpu": k8s.Quantity.from_string("10m"),
+                        "memory": k8s.Quantity.from_string("20Mi"),
+                    },
                     limits={"memory": k8s.Quantity.from_string("128Mi")},
                 ),
                 # Privileged and root, as in the upstream chart: recent plugin versions read the
                 # host's Neuron devices and tools to pair EFA interfaces with Neuron devices, which a
                 # capability-less container cannot. (Kubernetes rejects allowPrivilegeEscalation=false
                 # on a privileged container, hence true.)
-                security_context=k8s.SecurityContext(privileged=True, allow_privilege_escalation=True, run_as_user=0),
+                security_context=k8s.SecurityContext(
+                    privileged=True, allow_privilege_escalation=True, run_as_user=0
+                ),
                 volume_mounts=[
                     k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR),
                     k8s.VolumeMount(name="infiniband-volume", mount_path="/dev/infiniband"),

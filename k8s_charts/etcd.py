@@ -142,7 +142,10 @@ def _pod_spec(image: str) -> k8s.PodSpec:
                 ],
                 ports=[k8s.ContainerPort(name="client", container_port=CLIENT_PORT, protocol="TCP")],
                 resources=k8s.ResourceRequirements(
-                    requests={"cpu": k8s.Quantity.from_string("100m"), "memory": k8s.Quantity.from_string("256Mi")},
+                    requests={
+                        "cpu": k8s.Quantity.from_string("100m"),
+                        "memory": k8s.Quantity.from_string("256Mi"),
+                    },
                     limits={"cpu": k8s.Quantity.from_string("1"), "memory": k8s.Quantity.from_string("1Gi")},
                 ),
                 security_context=k8s.SecurityContext(
@@ -168,6 +171,8 @@ def _pod_spec(image: str) -> k8s.PodSpec:
         ],
         # Rendezvous state is per job: losing it with the pod is fine.
         volumes=[
-            k8s.Volume(name="data", empty_dir=k8s.EmptyDirVolumeSource(size_limit=k8s.Quantity.from_string("1Gi")))
+            k8s.Volume(
+                name="data", empty_dir=k8s.EmptyDirVolumeSource(size_limit=k8s.Quantity.from_string("1Gi"))
+            )
         ],
     )

@@ -17,7 +17,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-__all__ = ["CSI_DRIVER", "FsxStorageChart", "PV_NAME"]
+__all__ = ["CSI_DRIVER", "PV_NAME", "FsxStorageChart"]
 
 CSI_DRIVER = "fsx.csi.aws.com"
 PV_NAME = "fsx-pv"

@@ -28,7 +28,7 @@ from k8s_charts.trainium_scheduling import (
     instance_type_affinity,
 )
 
-__all__ = ["DEFAULT_IMAGE", "NEURON_INSTANCE_TYPES", "NAME", "NAMESPACE", "NeuronDevicePluginChart"]
+__all__ = ["DEFAULT_IMAGE", "NAME", "NAMESPACE", "NEURON_INSTANCE_TYPES", "NeuronDevicePluginChart"]
 
 # 2.22.4.0: the tag of the Neuron K8 release notes (2024-09-16), of neuron-helm-charts 1.0.0 and
 # of the plain manifests; the RBAC rules and host paths below are the ones that version needs.
@@ -64,7 +64,9 @@ class NeuronDevicePluginChart(cdk8s.Chart):
             # The plugin talks to the API server (node status, pod annotations): it needs its token.
             automount_token=True,
         )
-        role = kplus.ClusterRole(self, "ClusterRole", metadata=cdk8s.ApiObjectMetadata(name=NAME, labels=_LABELS))
+        role = kplus.ClusterRole(
+            self, "ClusterRole", metadata=cdk8s.ApiObjectMetadata(name=NAME, labels=_LABELS)
+        )
         role.allow(["get", "list", "watch"], kplus.ApiResource.NODES)
         # Extended resources are published through node status.
         role.allow(["patch", "update"], kplus.ApiResource.custom(api_group="", resource_type="nodes/status"))
@@ -77,7 +79,11 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         binding.add_subjects(service_account)
 
         device_plugin_daemonset(
-            self, name=NAME, namespace=NAMESPACE, labels=_LABELS, pod_spec=self._pod_spec(instance_types, image)
+            self,
+            name=NAME,
+            namespace=NAMESPACE,
+            labels=_LABELS,
+            pod_spec=self._pod_spec(instance_types, image),
         )
 
     @staticmethod
@@ -97,11 +103,16 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                         k8s.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
                         k8s.EnvVar(
                             name="NODE_NAME",
-                            value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="spec.nodeName")),
+                            value_from=k8s.EnvVarSource(
+                                field_ref=k8s.ObjectFieldSelector(field_path="spec.nodeName")
+                            ),
                         ),
                     ],
                     resources=k8s.ResourceRequirements(
-                        requests={"cpu": k8s.Quantity.from_string("50m"), "memory": k8s.Quantity.from_string("64Mi")},
+                        requests={
+                            "cpu": k8s.Quantity.from_string("50m"),
+                            "memory": k8s.Quantity.from_string("64Mi"),
+                        },
                         limits={"memory": k8s.Quantity.from_string("256Mi")},
                     ),
                     # Host access is through the two hostPath mounts only: no privilege, no capabilities.
@@ -117,7 +128,9 @@ class NeuronDevicePluginChart(cdk8s.Chart):
             ],
             volumes=[
                 # The kubelet's device-plugin directory: the plugin registers its socket here.
-                k8s.Volume(name="device-plugin", host_path=k8s.HostPathVolumeSource(path=_DEVICE_PLUGINS_DIR)),
+                k8s.Volume(
+                    name="device-plugin", host_path=k8s.HostPathVolumeSource(path=_DEVICE_PLUGINS_DIR)
+                ),
                 # The host's /run, mounted as every upstream manifest does (volume "infa-map"): the
                 # plugin reads the Neuron runtime's state from it.
                 k8s.Volume(name="infa-map", host_path=k8s.HostPathVolumeSource(path="/run")),

@@ -9,7 +9,12 @@ from constructs import Construct
 
 from constructs_trn.instance_catalog import NEURON_RESOURCE
 
-__all__ = ["device_plugin_daemonset", "device_plugin_tolerations", "distinct_instance_types", "instance_type_affinity"]
+__all__ = [
+    "device_plugin_daemonset",
+    "device_plugin_tolerations",
+    "distinct_instance_types",
+    "instance_type_affinity",
+]
 
 
 def distinct_instance_types(chart: str, instance_types: Sequence[str]) -> list[str]:

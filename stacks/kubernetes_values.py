@@ -17,7 +17,9 @@ PLACEHOLDER_FILE_SYSTEM = {
 }
 
 
-def kubernetes_values(config: StackConfig, *, file_system_id: str, dns_name: str, mount_name: str) -> KubernetesLayerValues:
+def kubernetes_values(
+    config: StackConfig, *, file_system_id: str, dns_name: str, mount_name: str
+) -> KubernetesLayerValues:
     training = config.training
     return KubernetesLayerValues(
         region=config.region,

@@ -13,8 +13,8 @@ from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
-from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.image_repository import TrainingImageRepository
+from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
@@ -137,7 +137,10 @@ class TrainiumStack(Stack):
 
         # Every interface of a Trainium node carries the EFA group and the cluster group (which
         # EKS would otherwise add itself, and which lets the node reach the control plane).
-        interface_groups = [self.efa_security_group.security_group.security_group_id, eks_cluster.cluster_security_group_id]
+        interface_groups = [
+            self.efa_security_group.security_group.security_group_id,
+            eks_cluster.cluster_security_group_id,
+        ]
         self.trainium_node_groups: dict[str, TrainiumNodeGroup] = {}
         for group in config.trainium.node_groups:
             node_group = TrainiumNodeGroup(
@@ -181,7 +184,11 @@ class TrainiumStack(Stack):
             cluster=eks_cluster,
             charts=self.charts,
             # Pods need running nodes, their CNI and (for /data) the FSx CSI driver.
-            wait_for=[self.addons, self.system_nodes, *(group.nodegroup for group in self.trainium_node_groups.values())],
+            wait_for=[
+                self.addons,
+                self.system_nodes,
+                *(group.nodegroup for group in self.trainium_node_groups.values()),
+            ],
             apply_training=config.training.enabled,
         )
 
@@ -199,7 +206,10 @@ class TrainiumStack(Stack):
             "FsxFileSystemId": (self.storage.file_system_id, "FSx for Lustre file system id"),
             "FsxMountName": (self.storage.mount_name, "Lustre mount name (for the PersistentVolume)"),
             "FsxDnsName": (self.storage.dns_name, "Lustre DNS name (for the PersistentVolume)"),
-            "TrainiumSubnetId": (self.network.trainium_subnet.subnet_id, "The one subnet of Trainium nodes and FSx"),
+            "TrainiumSubnetId": (
+                self.network.trainium_subnet.subnet_id,
+                "The one subnet of Trainium nodes and FSx",
+            ),
             "TrainiumAvailabilityZone": (
                 f"{config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
                 "Zone name and id of the Trainium subnet",
@@ -207,4 +217,3 @@ class TrainiumStack(Stack):
         }
         for output_id, (value, description) in outputs.items():
             CfnOutput(self, output_id, value=value, description=description)
-

@@ -20,7 +20,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-__all__ = ["KUBERNETES_VERSION", "schema_problems", "assert_valid"]
+__all__ = ["KUBERNETES_VERSION", "assert_valid", "schema_problems"]
 
 KUBERNETES_VERSION = "1.34.0"
 VOLCANO_CRDS = Path(__file__).parent / "schemas" / "volcano-1.15.1"
@@ -66,7 +66,9 @@ def schema_problems(manifest: Mapping[str, Any]) -> list[str]:
         validator = jsonschema.Draft7Validator(crd_schema)
         return [
             f"{name}: {'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}"
-            for error in sorted(validator.iter_errors(obj), key=lambda error: list(map(str, error.absolute_path)))
+            for error in sorted(
+                validator.iter_errors(obj), key=lambda error: list(map(str, error.absolute_path))
+            )
         ]
     try:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)

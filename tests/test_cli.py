@@ -58,7 +58,9 @@ def cli_synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     return cdk_synth("config/default.yaml", output), output
 
 
-def test_default_synth_works_offline_without_lookups(cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+def test_default_synth_works_offline_without_lookups(
+    cli_synth: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     result, output = cli_synth
     assert result.returncode == 0, result.stderr
     manifest = json.loads((output / "manifest.json").read_text())
@@ -84,12 +86,19 @@ def test_cli_template_equals_the_in_process_template(
 def test_bad_configuration_fails_the_synth_with_one_line_per_problem(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     text = (REPO_ROOT / "config" / "default.yaml").read_text()
-    config.write_text(text.replace("instance_type: trn1.32xlarge", "instance_type: trn1.64xlarge").replace('"111122223333"', '"1111"'))
+    config.write_text(
+        text.replace("instance_type: trn1.32xlarge", "instance_type: trn1.64xlarge").replace(
+            '"111122223333"', '"1111"'
+        )
+    )
     output = tmp_path / "cdk.out"
     result = cdk_synth(config, output)
     assert result.returncode != 0
     assert f"{config}: account: '1111' is not a 12-digit AWS account id" in result.stderr
-    assert f"{config}: trainium.node_groups[0].instance_type: 'trn1.64xlarge' is not in the Trainium instance catalog" in result.stderr
+    assert (
+        f"{config}: trainium.node_groups[0].instance_type: 'trn1.64xlarge' is not in the Trainium instance catalog"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
     assert not list(output.glob("*.template.json"))
     assert not (output / "k8s").exists()

@@ -19,14 +19,23 @@ def one_template_per_instance_type() -> dict[str, dict[str, Any]]:
     stack = cdk.Stack(cdk.App(context=project_context()), "LaunchTemplates")
     for name, instance in CATALOG.items():
         EfaLaunchTemplate(
-            stack, name.replace(".", "-"), instance=instance, security_group_ids=["sg-efa", "sg-cluster"], root_volume_gib=500
+            stack,
+            name.replace(".", "-"),
+            instance=instance,
+            security_group_ids=["sg-efa", "sg-cluster"],
+            root_volume_gib=500,
         )
     resources = Template.from_stack(stack).to_json()["Resources"]
-    by_type = {resource["Properties"]["LaunchTemplateData"]["InstanceType"]: resource for resource in resources.values()}
+    by_type = {
+        resource["Properties"]["LaunchTemplateData"]["InstanceType"]: resource
+        for resource in resources.values()
+    }
     return {name: by_type[name]["Properties"]["LaunchTemplateData"] for name in CATALOG}
 
 
-@pytest.mark.parametrize(("instance_type", "interfaces"), [("trn1.32xlarge", 8), ("trn1n.32xlarge", 16), ("trn2.48xlarge", 16)])
+@pytest.mark.parametrize(
+    ("instance_type", "interfaces"), [("trn1.32xlarge", 8), ("trn1n.32xlarge", 16), ("trn2.48xlarge", 16)]
+)
 def test_one_efa_interface_per_network_card(
     one_template_per_instance_type: dict[str, dict[str, Any]], instance_type: str, interfaces: int
 ) -> None:
@@ -40,7 +49,9 @@ def test_card_zero_carries_the_ip_the_others_are_efa_only(
 ) -> None:
     first, *others = one_template_per_instance_type[instance_type]["NetworkInterfaces"]
     assert (first["DeviceIndex"], first["InterfaceType"]) == (0, "efa")
-    assert {(interface["DeviceIndex"], interface["InterfaceType"]) for interface in others} == {(1, "efa-only")}
+    assert {(interface["DeviceIndex"], interface["InterfaceType"]) for interface in others} == {
+        (1, "efa-only")
+    }
 
 
 @pytest.mark.parametrize("instance_type", sorted(CATALOG))
@@ -56,7 +67,11 @@ def test_security_groups_on_every_interface_and_no_subnet_or_profile(
 
 def test_imdsv2_and_encrypted_gp3_root(one_template_per_instance_type: dict[str, dict[str, Any]]) -> None:
     data = one_template_per_instance_type["trn1.32xlarge"]
-    assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+    assert data["MetadataOptions"] == {
+        "HttpEndpoint": "enabled",
+        "HttpTokens": "required",
+        "HttpPutResponseHopLimit": 1,
+    }
     [root] = data["BlockDeviceMappings"]
     assert root == {
         "DeviceName": "/dev/xvda",
@@ -93,7 +108,9 @@ def launch_template_of(synthesized: Synthesized, node_group_name: str) -> dict[s
     return synthesized.json["Resources"][logical_id]["Properties"]["LaunchTemplateData"]
 
 
-def test_default_stack_trn1_nodes_have_8_interfaces_in_a_cluster_placement_group(default_stack: Synthesized) -> None:
+def test_default_stack_trn1_nodes_have_8_interfaces_in_a_cluster_placement_group(
+    default_stack: Synthesized,
+) -> None:
     data = launch_template_of(default_stack, "trn1-32xl")
     assert data["InstanceType"] == "trn1.32xlarge"
     assert len(data["NetworkInterfaces"]) == 8

@@ -50,7 +50,9 @@ def test_each_chart_waits_for_its_prerequisites(example_stack: Synthesized) -> N
     ids = applied(example_stack)
     for name, prerequisites in CHART_PREREQUISITES.items():
         for prerequisite in prerequisites:
-            assert ids[prerequisite] in depends_on(example_stack, ids[name]), f"{name} must wait for {prerequisite}"
+            assert ids[prerequisite] in depends_on(example_stack, ids[name]), (
+                f"{name} must wait for {prerequisite}"
+            )
     # The orders the issue names, spelled out.
     assert ids["volcano"] in depends_on(example_stack, ids["volcano-queue"])
     assert ids["fsx-storage"] in depends_on(example_stack, ids["data-staging"])
@@ -59,8 +61,15 @@ def test_each_chart_waits_for_its_prerequisites(example_stack: Synthesized) -> N
 
 def test_everything_waits_for_the_nodes_and_addons(example_stack: Synthesized) -> None:
     system_nodes = example_stack.logical_id(example_stack.stack.system_nodes)
-    trainium = [example_stack.logical_id(group.nodegroup) for group in example_stack.stack.trainium_node_groups.values()]
-    fsx_csi = next(i for i, r in example_stack.resources("AWS::EKS::Addon").items() if r["Properties"]["AddonName"] == "aws-fsx-csi-driver")
+    trainium = [
+        example_stack.logical_id(group.nodegroup)
+        for group in example_stack.stack.trainium_node_groups.values()
+    ]
+    fsx_csi = next(
+        i
+        for i, r in example_stack.resources("AWS::EKS::Addon").items()
+        if r["Properties"]["AddonName"] == "aws-fsx-csi-driver"
+    )
     for name, logical_id in applied(example_stack).items():
         assert {system_nodes, fsx_csi, *trainium} <= depends_on(example_stack, logical_id), name
 
@@ -69,9 +78,15 @@ def test_volcano_comes_from_its_pinned_helm_chart(default_stack: Synthesized) ->
     _, helm = default_stack.only("Custom::AWSCDK-EKS-HelmChart")
     properties = helm["Properties"]
     assert (properties["Chart"], properties["Version"], properties["Repository"]) == (
-        "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
+        "volcano",
+        "1.15.1",
+        "https://volcano-sh.github.io/helm-charts",
     )
-    assert (properties["Namespace"], properties["CreateNamespace"], properties["Wait"]) == ("volcano-system", True, True)
+    assert (properties["Namespace"], properties["CreateNamespace"], properties["Wait"]) == (
+        "volcano-system",
+        True,
+        True,
+    )
 
 
 def manifest_resources(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
@@ -128,10 +143,14 @@ def test_system_containers_request_cpu_and_memory(default_stack: Synthesized) ->
     for name in ("neuron-device-plugin", "efa-device-plugin", "etcd", "data-staging"):
         for obj in manifests(default_stack.stack.charts[name]):
             for container in containers(obj):
-                assert {"cpu", "memory"} <= set(container["resources"]["requests"]), f"{name}/{container['name']}"
+                assert {"cpu", "memory"} <= set(container["resources"]["requests"]), (
+                    f"{name}/{container['name']}"
+                )
 
 
-def test_yaml_for_review_has_placeholders_instead_of_tokens(default_stack: Synthesized, tmp_path: Path) -> None:
+def test_yaml_for_review_has_placeholders_instead_of_tokens(
+    default_stack: Synthesized, tmp_path: Path
+) -> None:
     charts = build_charts(kubernetes_values(default_stack.config, **PLACEHOLDER_FILE_SYSTEM))
     files = write_yaml(charts, tmp_path)
     assert sorted(path.name for path in files) == sorted(f"{name}.yaml" for name in CHART_PREREQUISITES)

@@ -38,4 +38,8 @@ def test_template_matches_the_reviewed_snapshot(default_stack: Synthesized) -> N
 
 def test_masking_keeps_everything_but_asset_hashes() -> None:
     template = {"Code": {"S3Key": "0" * 64 + ".zip"}, "Name": "trainium", "Short": "abc123"}
-    assert json.loads(masked(template)) == {"Code": {"S3Key": "<asset-hash>.zip"}, "Name": "trainium", "Short": "abc123"}
+    assert json.loads(masked(template)) == {
+        "Code": {"S3Key": "<asset-hash>.zip"},
+        "Name": "trainium",
+        "Short": "abc123",
+    }

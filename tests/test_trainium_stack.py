@@ -66,7 +66,9 @@ def depends_on_transitively(synthesized: Synthesized, logical_id: str) -> set[st
 
 def test_vpc_spans_the_configured_zones_with_public_and_private_subnets(default_stack: Synthesized) -> None:
     subnets = default_stack.resources("AWS::EC2::Subnet").values()
-    zones = sorted((s["Properties"]["AvailabilityZone"], s["Properties"]["MapPublicIpOnLaunch"]) for s in subnets)
+    zones = sorted(
+        (s["Properties"]["AvailabilityZone"], s["Properties"]["MapPublicIpOnLaunch"]) for s in subnets
+    )
     assert zones == [("us-west-2a", False), ("us-west-2a", True), ("us-west-2d", False), ("us-west-2d", True)]
     assert len(default_stack.resources("AWS::EC2::NatGateway")) == 1
 
@@ -74,7 +76,11 @@ def test_vpc_spans_the_configured_zones_with_public_and_private_subnets(default_
 def test_subnets_carry_the_load_balancer_role_tags(default_stack: Synthesized) -> None:
     for subnet in default_stack.resources("AWS::EC2::Subnet").values():
         tags = {tag["Key"]: tag["Value"] for tag in subnet["Properties"]["Tags"]}
-        expected = "kubernetes.io/role/elb" if subnet["Properties"]["MapPublicIpOnLaunch"] else "kubernetes.io/role/internal-elb"
+        expected = (
+            "kubernetes.io/role/elb"
+            if subnet["Properties"]["MapPublicIpOnLaunch"]
+            else "kubernetes.io/role/internal-elb"
+        )
         assert tags[expected] == "1"
 
 
@@ -93,7 +99,11 @@ def test_cluster_version_logging_encryption_and_endpoint(default_stack: Synthesi
     assert properties["Version"] == "1.34"
     assert properties["Name"] == "trainium"
     assert {entry["Type"] for entry in properties["Logging"]["ClusterLogging"]["EnabledTypes"]} == {
-        "api", "audit", "authenticator", "controllerManager", "scheduler",
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
     }
     [encryption] = properties["EncryptionConfig"]
     assert encryption["Resources"] == ["secrets"]
@@ -123,7 +133,9 @@ def test_admin_roles_get_cluster_admin_access_entries(example_stack: Synthesized
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
-def test_kubectl_handler_runs_the_clusters_kubectl_in_the_private_subnets(fixture: str, request: pytest.FixtureRequest) -> None:
+def test_kubectl_handler_runs_the_clusters_kubectl_in_the_private_subnets(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
     synthesized: Synthesized = request.getfixturevalue(fixture)
     version = synthesized.config.cluster.kubernetes_version
     [handler] = [
@@ -132,11 +144,20 @@ def test_kubectl_handler_runs_the_clusters_kubectl_in_the_private_subnets(fixtur
         if resource["Properties"].get("Description") == "onEvent handler for EKS kubectl resource provider"
     ]
     layer_descriptions = [
-        synthesized.json["Resources"][layer["Ref"]]["Properties"]["Description"] for layer in handler["Layers"]
+        synthesized.json["Resources"][layer["Ref"]]["Properties"]["Description"]
+        for layer in handler["Layers"]
     ]
-    assert any(description.startswith(f"/opt/kubectl/kubectl {version}.") for description in layer_descriptions)
-    private_subnets = [ref(logical_id) for logical_id, subnet in synthesized.resources("AWS::EC2::Subnet").items() if not subnet["Properties"]["MapPublicIpOnLaunch"]]
-    assert sorted(map(json.dumps, handler["VpcConfig"]["SubnetIds"])) == sorted(map(json.dumps, private_subnets))
+    assert any(
+        description.startswith(f"/opt/kubectl/kubectl {version}.") for description in layer_descriptions
+    )
+    private_subnets = [
+        ref(logical_id)
+        for logical_id, subnet in synthesized.resources("AWS::EC2::Subnet").items()
+        if not subnet["Properties"]["MapPublicIpOnLaunch"]
+    ]
+    assert sorted(map(json.dumps, handler["VpcConfig"]["SubnetIds"])) == sorted(
+        map(json.dumps, private_subnets)
+    )
 
 
 def test_system_nodes_are_untainted_standard_nodes_in_the_private_subnets(default_stack: Synthesized) -> None:
@@ -191,7 +212,9 @@ def test_capacity_block_group_has_the_capacity_block_capacity_type(example_stack
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
-def test_trainium_nodes_and_fsx_share_one_subnet_in_the_trainium_zone(fixture: str, request: pytest.FixtureRequest) -> None:
+def test_trainium_nodes_and_fsx_share_one_subnet_in_the_trainium_zone(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
     synthesized: Synthesized = request.getfixturevalue(fixture)
     _, file_system = synthesized.only("AWS::FSx::FileSystem")
     [subnet] = file_system["Properties"]["SubnetIds"]
@@ -210,7 +233,10 @@ def test_efa_security_group_admits_itself_in_both_directions(default_stack: Synt
     assert (egress["IpProtocol"], egress["DestinationSecurityGroupId"]) == (ALL_TRAFFIC, group_id(efa_group))
     # Nothing else is opened on the EFA group itself (no 0.0.0.0/0 rule).
     inline = default_stack.json["Resources"][efa_group]["Properties"]
-    assert all(rule.get("CidrIp") != "0.0.0.0/0" for rule in inline.get("SecurityGroupIngress", []) + inline.get("SecurityGroupEgress", []))
+    assert all(
+        rule.get("CidrIp") != "0.0.0.0/0"
+        for rule in inline.get("SecurityGroupIngress", []) + inline.get("SecurityGroupEgress", [])
+    )
 
 
 # --- Storage -----------------------------------------------------------------------------------
@@ -234,7 +260,12 @@ def test_fsx_admits_lustre_ports_from_the_nodes_and_itself(default_stack: Synthe
         ("tcp", 988, 1023, fsx_group),
     }
     egress = {
-        (rule["IpProtocol"], rule["FromPort"], rule["ToPort"], rule["DestinationSecurityGroupId"]["Fn::GetAtt"][0])
+        (
+            rule["IpProtocol"],
+            rule["FromPort"],
+            rule["ToPort"],
+            rule["DestinationSecurityGroupId"]["Fn::GetAtt"][0],
+        )
         for rule in rules(default_stack, "AWS::EC2::SecurityGroupEgress", fsx_group)
     }
     assert ("tcp", 988, 988, efa_group) in egress and ("tcp", 1018, 1023, efa_group) in egress
@@ -242,19 +273,25 @@ def test_fsx_admits_lustre_ports_from_the_nodes_and_itself(default_stack: Synthe
     assert "SecurityGroupIngress" not in inline
 
 
-def test_fsx_is_encrypted_with_a_rotated_key_and_follows_the_removal_policy(default_stack: Synthesized, example_stack: Synthesized) -> None:
+def test_fsx_is_encrypted_with_a_rotated_key_and_follows_the_removal_policy(
+    default_stack: Synthesized, example_stack: Synthesized
+) -> None:
     _, default_fs = default_stack.only("AWS::FSx::FileSystem")
     key_id = default_fs["Properties"]["KmsKeyId"]["Ref"]
     assert default_stack.json["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
     assert default_fs["Properties"]["LustreConfiguration"] == {
-        "DataCompressionType": "LZ4", "DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250,
+        "DataCompressionType": "LZ4",
+        "DeploymentType": "PERSISTENT_2",
+        "PerUnitStorageThroughput": 250,
     }
     assert (default_fs["Properties"]["StorageCapacity"], default_fs["DeletionPolicy"]) == (1200, "Delete")
     _, example_fs = example_stack.only("AWS::FSx::FileSystem")
     assert (example_fs["Properties"]["StorageCapacity"], example_fs["DeletionPolicy"]) == (4800, "Retain")
 
 
-def test_s3_import_path_becomes_a_data_repository_association(default_stack: Synthesized, example_stack: Synthesized) -> None:
+def test_s3_import_path_becomes_a_data_repository_association(
+    default_stack: Synthesized, example_stack: Synthesized
+) -> None:
     assert default_stack.resources("AWS::FSx::DataRepositoryAssociation") == {}
     _, association = example_stack.only("AWS::FSx::DataRepositoryAssociation")
     assert association["Properties"]["DataRepositoryPath"] == "s3://my-training-data/bert"
@@ -275,7 +312,9 @@ def test_all_addons_are_installed(default_stack: Synthesized) -> None:
     assert sorted(addons(default_stack)) == sorted(ADDON_NAMES)
 
 
-def test_vpc_cni_enforces_network_policies_and_takes_pinned_versions(default_stack: Synthesized, example_stack: Synthesized) -> None:
+def test_vpc_cni_enforces_network_policies_and_takes_pinned_versions(
+    default_stack: Synthesized, example_stack: Synthesized
+) -> None:
     _, vpc_cni = addons(default_stack)["vpc-cni"]
     assert json.loads(vpc_cni["Properties"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
     assert "AddonVersion" not in vpc_cni["Properties"]
@@ -290,17 +329,27 @@ def test_vpc_cni_enforces_network_policies_and_takes_pinned_versions(default_sta
         ("amazon-cloudwatch-observability", "cloudwatch-agent", "CloudWatchAgentServerPolicy"),
     ],
 )
-def test_addons_get_pod_identity_roles(default_stack: Synthesized, addon: str, service_account: str, expected_policy: str) -> None:
+def test_addons_get_pod_identity_roles(
+    default_stack: Synthesized, addon: str, service_account: str, expected_policy: str
+) -> None:
     _, resource = addons(default_stack)[addon]
     [association] = resource["Properties"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == service_account
     role_id = association["RoleArn"]["Fn::GetAtt"][0]
     role = default_stack.json["Resources"][role_id]["Properties"]
     trust = role["AssumeRolePolicyDocument"]["Statement"]
-    assert {action for statement in trust for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])} == {"sts:AssumeRole", "sts:TagSession"}
+    assert {
+        action
+        for statement in trust
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    } == {"sts:AssumeRole", "sts:TagSession"}
     assert all(statement["Principal"] == {"Service": "pods.eks.amazonaws.com"} for statement in trust)
     granted = json.dumps(role.get("ManagedPolicyArns", [])) + json.dumps(
-        [p["Properties"]["PolicyDocument"] for p in default_stack.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
+        [
+            p["Properties"]["PolicyDocument"]
+            for p in default_stack.resources("AWS::IAM::Policy").values()
+            if {"Ref": role_id} in p["Properties"]["Roles"]
+        ]
     )
     assert expected_policy in granted
 
@@ -308,7 +357,11 @@ def test_addons_get_pod_identity_roles(default_stack: Synthesized, addon: str, s
 def test_fsx_csi_driver_cannot_create_or_delete_file_systems(default_stack: Synthesized) -> None:
     _, resource = addons(default_stack)["aws-fsx-csi-driver"]
     role_id = resource["Properties"]["PodIdentityAssociations"][0]["RoleArn"]["Fn::GetAtt"][0]
-    [policy] = [p["Properties"]["PolicyDocument"] for p in default_stack.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
+    [policy] = [
+        p["Properties"]["PolicyDocument"]
+        for p in default_stack.resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
     assert [statement["Action"] for statement in policy["Statement"]] == ["fsx:DescribeFileSystems"]
     assert "ManagedPolicyArns" not in default_stack.json["Resources"][role_id]["Properties"]
 
@@ -344,23 +397,38 @@ def test_ecr_repository_scans_keeps_tags_immutable_and_expires_images(default_st
 def test_outputs(default_stack: Synthesized) -> None:
     outputs = default_stack.json["Outputs"]
     assert set(outputs) == {
-        "ClusterName", "UpdateKubeconfigCommand", "EcrRepositoryUri", "FsxFileSystemId", "FsxMountName",
-        "FsxDnsName", "TrainiumSubnetId", "TrainiumAvailabilityZone",
+        "ClusterName",
+        "UpdateKubeconfigCommand",
+        "EcrRepositoryUri",
+        "FsxFileSystemId",
+        "FsxMountName",
+        "FsxDnsName",
+        "TrainiumSubnetId",
+        "TrainiumAvailabilityZone",
     }
-    assert outputs["UpdateKubeconfigCommand"]["Value"] == "aws eks update-kubeconfig --region us-west-2 --name trainium"
+    assert (
+        outputs["UpdateKubeconfigCommand"]["Value"]
+        == "aws eks update-kubeconfig --region us-west-2 --name trainium"
+    )
     assert outputs["TrainiumAvailabilityZone"]["Value"] == "us-west-2d (usw2-az4)"
     file_system_id, _ = default_stack.only("AWS::FSx::FileSystem")
     assert outputs["FsxFileSystemId"]["Value"] == ref(file_system_id)
     assert outputs["FsxMountName"]["Value"] == {"Fn::GetAtt": [file_system_id, "LustreMountName"]}
 
 
-@pytest.mark.parametrize("resource_type", ["AWS::FSx::FileSystem", "AWS::ECR::Repository", "AWS::IAM::Role", "AWS::KMS::Key"])
-def test_storage_images_and_iam_do_not_wait_for_the_cluster(default_stack: Synthesized, resource_type: str) -> None:
+@pytest.mark.parametrize(
+    "resource_type", ["AWS::FSx::FileSystem", "AWS::ECR::Repository", "AWS::IAM::Role", "AWS::KMS::Key"]
+)
+def test_storage_images_and_iam_do_not_wait_for_the_cluster(
+    default_stack: Synthesized, resource_type: str
+) -> None:
     cluster_id, _ = default_stack.only("AWS::EKS::Cluster")
     for logical_id in default_stack.resources(resource_type):
         assert cluster_id not in depends_on_transitively(default_stack, logical_id), logical_id
 
 
-def test_stack_is_far_below_the_template_size_limit(default_stack: Synthesized, example_stack: Synthesized) -> None:
+def test_stack_is_far_below_the_template_size_limit(
+    default_stack: Synthesized, example_stack: Synthesized
+) -> None:
     for synthesized in (default_stack, example_stack):
         assert len(json.dumps(synthesized.json, separators=(",", ":"))) < 1_000_000

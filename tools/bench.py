@@ -62,7 +62,9 @@ def time_once(command: list[str], env: dict[str, str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cdk", type=Path, required=True, help="the CDK CLI, e.g. node_modules/.bin/cdk")
-    parser.add_argument("--config", required=True, help="the app's configuration file, e.g. config/default.yaml")
+    parser.add_argument(
+        "--config", required=True, help="the app's configuration file, e.g. config/default.yaml"
+    )
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each (default: 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each first (default: 1)")
     args = parser.parse_args()

@@ -47,8 +47,12 @@ def node_affinity_values(manifest: Manifest, key: str) -> list[str]:
 def host_paths(manifest: Manifest) -> dict[str, str]:
     """mountPath -> host path, for every hostPath volume the container mounts."""
     spec = pod_spec(manifest)
-    volumes = {volume["name"]: volume["hostPath"]["path"] for volume in spec["volumes"] if "hostPath" in volume}
+    volumes = {
+        volume["name"]: volume["hostPath"]["path"] for volume in spec["volumes"] if "hostPath" in volume
+    }
     [container] = spec["containers"]
     return {
-        mount["mountPath"]: volumes[mount["name"]] for mount in container["volumeMounts"] if mount["name"] in volumes
+        mount["mountPath"]: volumes[mount["name"]]
+        for mount in container["volumeMounts"]
+        if mount["name"] in volumes
     }

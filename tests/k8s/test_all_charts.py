@@ -66,7 +66,9 @@ def test_every_container_requests_cpu_and_memory(manifests: list[Manifest]) -> N
         assert {"cpu", "memory"} <= set(container.get("resources", {}).get("requests", {})), container["name"]
 
 
-def test_namespaced_objects_name_their_namespace_and_cluster_objects_do_not(manifests: list[Manifest]) -> None:
+def test_namespaced_objects_name_their_namespace_and_cluster_objects_do_not(
+    manifests: list[Manifest],
+) -> None:
     for manifest in manifests:
         assert ("namespace" in manifest["metadata"]) == (manifest["kind"] not in CLUSTER_SCOPED), manifest
 

@@ -24,9 +24,9 @@ from k8s_charts.bert_jobs import (
 from k8s_charts.data_staging import (
     DATASET_MARKER,
     OPTIMIZER_MODULE_PATH,
-    SCRIPT_PATH,
     OPTIMIZER_MODULE_SHA256,
     OPTIMIZER_MODULE_URL,
+    SCRIPT_PATH,
     SCRIPT_SHA256,
     SCRIPT_URL,
     require_pinned_image,
@@ -49,11 +49,15 @@ TUTORIAL_TRAINING_COMMAND = (
 
 
 def parameters(**overrides: Any) -> BertTrainingParameters:
-    return BertTrainingParameters(**{"instance_type": "trn1.32xlarge", "nodes": 2, "image": IMAGE, **overrides})
+    return BertTrainingParameters(
+        **{"instance_type": "trn1.32xlarge", "nodes": 2, "image": IMAGE, **overrides}
+    )
 
 
 def job(phase: str = "train", **overrides: Any) -> Manifest:
-    manifests = synth(lambda app: BertJobChart(app, f"bert-{phase}", parameters=parameters(**overrides), phase=phase))
+    manifests = synth(
+        lambda app: BertJobChart(app, f"bert-{phase}", parameters=parameters(**overrides), phase=phase)
+    )
     assert_valid(manifests)
     return only(manifests, "Job")
 
@@ -80,7 +84,11 @@ def script(manifest: Manifest) -> str:
 
 def exec_line(manifest: Manifest) -> list[str]:
     """The argv of the script's launch line (``exec`` for training), as bash splits it."""
-    [line] = [line for line in script(manifest).splitlines() if line.startswith(("exec ", "neuron_parallel_compile "))]
+    [line] = [
+        line
+        for line in script(manifest).splitlines()
+        if line.startswith(("exec ", "neuron_parallel_compile "))
+    ]
     argv = shlex.split(line)
     return argv[1:] if argv[0] == "exec" else argv
 
@@ -161,7 +169,9 @@ def test_dev_shm_is_in_memory() -> None:
 
 def test_pods_carry_the_labels_the_etcd_network_policy_admits() -> None:
     [policy] = [m for m in synth(lambda app: EtcdChart(app, "etcd")) if m["kind"] == "NetworkPolicy"]
-    selectors = [peer["podSelector"]["matchLabels"] for rule in policy["spec"]["ingress"] for peer in rule["from"]]
+    selectors = [
+        peer["podSelector"]["matchLabels"] for rule in policy["spec"]["ingress"] for peer in rule["from"]
+    ]
     for phase in ("precompile", "train"):
         labels = task(job(phase))["template"]["metadata"]["labels"]
         # Admitted when the pod matches one whole selector.
@@ -240,7 +250,9 @@ def test_training_runs_the_tutorial_launcher_exactly() -> None:
 
 def test_nproc_per_node_is_one_worker_per_neuroncore_from_the_catalog() -> None:
     argv = launcher(job())
-    assert argv[argv.index("--nproc_per_node") + 1] == "32" == str(CATALOG["trn1.32xlarge"].processes_per_node)
+    assert (
+        argv[argv.index("--nproc_per_node") + 1] == "32" == str(CATALOG["trn1.32xlarge"].processes_per_node)
+    )
     argv = launcher(job(instance_type="trn2.48xlarge"))
     assert argv[argv.index("--nproc_per_node") + 1] == str(CATALOG["trn2.48xlarge"].processes_per_node)
 
@@ -262,7 +274,9 @@ def test_precompile_is_the_training_command_under_neuron_parallel_compile_with_f
     # Only the step limit and the rendezvous id may differ, or the cached graphs would not match.
     rdzv = train_argv.index("--rdzv_id") + 1
     assert precompile_argv[rdzv] == "bert-precompile" and train_argv[rdzv] == "bert-train"
-    assert precompile_argv[:rdzv] + precompile_argv[rdzv + 1 : -2] == train_argv[:rdzv] + train_argv[rdzv + 1 :]
+    assert (
+        precompile_argv[:rdzv] + precompile_argv[rdzv + 1 : -2] == train_argv[:rdzv] + train_argv[rdzv + 1 :]
+    )
 
 
 def test_torchrun_arguments_is_what_the_pods_run() -> None:
@@ -304,7 +318,9 @@ if sys.argv[1:3] == ["-m", "pip"]:
 FAKE_NEURON_PARALLEL_COMPILE = '#!/bin/bash\nexec bash -c "$*"\n'
 
 
-def run_script(manifest: Manifest, tmp_path: Path, *, staged: bool = True, precompiled: bool = True) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def run_script(
+    manifest: Manifest, tmp_path: Path, *, staged: bool = True, precompiled: bool = True
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Run a pod's script with fake python3 and neuron_parallel_compile, /data moved under tmp_path."""
     data = tmp_path / "data"
     bin_dir = tmp_path / "bin"
@@ -326,12 +342,16 @@ def run_script(manifest: Manifest, tmp_path: Path, *, staged: bool = True, preco
     record = tmp_path / "record.jsonl"
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RECORD": str(record), "VC_TASK_INDEX": "1"}
     text = script(manifest).replace("/data", str(data)).replace("+ 21600", "+ 0")
-    result = subprocess.run(["bash", "-c", text], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["bash", "-c", text], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     calls = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     return result, calls
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock")
+@pytest.mark.skipif(
+    shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock"
+)
 @pytest.mark.parametrize("phase", ["precompile", "train"])
 def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: str, tmp_path: Path) -> None:
     result, calls = run_script(job(phase, nodes=4), tmp_path)
@@ -339,7 +359,9 @@ def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: 
     pip, ran = calls
     assert pip["argv"][:3] == ["-m", "pip", "install"] and "transformers==4.44.0" in pip["argv"]
     data = str(tmp_path / "data")
-    expected = [argument.replace("/data", data) for argument in torchrun_arguments(parameters(nodes=4), phase)[1:]]
+    expected = [
+        argument.replace("/data", data) for argument in torchrun_arguments(parameters(nodes=4), phase)[1:]
+    ]
     assert ran["argv"] == expected
     assert "" in ran["argv"]  # --role '' survived every shell
     assert ran["NEURON_CC_FLAGS"] == f"--cache_dir={data}/neuron_cache/bert-large_1"
@@ -348,7 +370,9 @@ def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: 
     assert precompiled.exists()
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock")
+@pytest.mark.skipif(
+    shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock"
+)
 def test_packages_are_installed_once(tmp_path: Path) -> None:
     run_script(job("train"), tmp_path)
     _, calls = run_script(job("train"), tmp_path)
@@ -373,7 +397,12 @@ def test_training_waits_for_its_replicas_precompile(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_the_container_script_refuses_to_run_without_the_replica_index() -> None:
     result = subprocess.run(
-        ["bash", "-c", script(job())], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60
+        ["bash", "-c", script(job())],
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode != 0
     assert "VC_TASK_INDEX" in result.stderr
@@ -395,7 +424,7 @@ def test_defaults_are_the_tutorials() -> None:
 
 
 def test_unknown_instance_type_names_the_catalog() -> None:
-    with pytest.raises(KeyError, match="trn1.32xlarge"):
+    with pytest.raises(KeyError, match=r"trn1\.32xlarge"):
         parameters(instance_type="p5.48xlarge")
 
 

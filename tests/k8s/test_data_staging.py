@@ -205,14 +205,17 @@ class Staging:
 
     def run(self) -> subprocess.CompletedProcess[str]:
         self.log.write_text("")
-        return subprocess.run(["bash", "-c", self.script], env=self.env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            ["bash", "-c", self.script], env=self.env, capture_output=True, text=True, timeout=60, check=False
+        )
 
     def downloads(self) -> list[str]:
         return [url.rsplit("/", 1)[1] for url in self.log.read_text().split()]
 
 
 needs_tools = pytest.mark.skipif(
-    any(shutil.which(tool) is None for tool in ("bash", "tar", "sha256sum")), reason="needs bash, tar and sha256sum"
+    any(shutil.which(tool) is None for tool in ("bash", "tar", "sha256sum")),
+    reason="needs bash, tar and sha256sum",
 )
 
 

@@ -32,7 +32,10 @@ def test_the_chart_is_one_valid_daemonset_in_kube_system(daemonset) -> None:
 
 def test_image_for_us_west_2_is_the_pinned_eks_registry_image(daemonset) -> None:
     [container] = pod_spec(daemonset)["containers"]
-    assert container["image"] == "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20"
+    assert (
+        container["image"]
+        == "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20"
+    )
 
 
 @pytest.mark.parametrize(
@@ -54,7 +57,9 @@ def test_image_comes_from_the_eks_registry_of_the_region(region: str, registry: 
 
 
 def test_image_tag_can_be_changed() -> None:
-    [container] = pod_spec(only(efa_plugin(region="us-east-2", image_tag="v0.5.21"), "DaemonSet"))["containers"]
+    [container] = pod_spec(only(efa_plugin(region="us-east-2", image_tag="v0.5.21"), "DaemonSet"))[
+        "containers"
+    ]
     assert container["image"].endswith("/eks/aws-efa-k8s-device-plugin:v0.5.21")
 
 
@@ -74,7 +79,9 @@ def test_pod_uses_the_host_network_and_the_efa_host_paths(daemonset) -> None:
 
 
 def test_daemonset_tolerates_the_trainium_taint(daemonset) -> None:
-    assert {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod_spec(daemonset)["tolerations"]
+    assert {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod_spec(daemonset)[
+        "tolerations"
+    ]
 
 
 def test_daemonset_selects_the_efa_capable_catalog_types(daemonset) -> None:
@@ -85,7 +92,7 @@ def test_daemonset_selects_the_efa_capable_catalog_types(daemonset) -> None:
 def test_a_catalog_type_without_efa_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     no_efa = dataclasses.replace(CATALOG["trn1.32xlarge"], name="trn1.2xlarge", efa_network_cards=0)
     monkeypatch.setattr(efa_device_plugin, "CATALOG", {**CATALOG, no_efa.name: no_efa})
-    with pytest.raises(ValueError, match="without EFA network cards.*trn1.2xlarge"):
+    with pytest.raises(ValueError, match=r"without EFA network cards.*trn1\.2xlarge"):
         efa_plugin(region="us-west-2", instance_types=["trn1.32xlarge", "trn1.2xlarge"])
 
 

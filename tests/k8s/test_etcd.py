@@ -77,7 +77,9 @@ def test_service_is_etcd_server_cluster_ip_2379_on_the_etcd_pods(manifests) -> N
     [port] = service["spec"]["ports"]
     assert (port["port"], port["targetPort"]) == (2379, 2379)
     assert "nodePort" not in port
-    assert service["spec"]["selector"] == only(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert (
+        service["spec"]["selector"] == only(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    )
 
 
 def test_network_policy_admits_only_training_pods_to_etcd(manifests) -> None:
@@ -87,7 +89,9 @@ def test_network_policy_admits_only_training_pods_to_etcd(manifests) -> None:
     assert policy["policyTypes"] == ["Ingress"]  # selected for ingress: everything not listed is denied
     project, torchx = policy["ingress"]
     assert project["from"] == [{"podSelector": {"matchLabels": TRAINING_POD_LABELS}}]
-    assert torchx["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}}}]
+    assert torchx["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}}}
+    ]
     for rule in (project, torchx):
         assert rule["ports"] == [{"port": 2379, "protocol": "TCP"}]
 

@@ -14,7 +14,12 @@ MOUNT_NAME = "${Token[TOKEN.125]}"
 
 
 def fsx(**props):
-    defaults = {"file_system_id": FS_ID, "dns_name": DNS_NAME, "mount_name": MOUNT_NAME, "storage_capacity_gib": 1200}
+    defaults = {
+        "file_system_id": FS_ID,
+        "dns_name": DNS_NAME,
+        "mount_name": MOUNT_NAME,
+        "storage_capacity_gib": 1200,
+    }
     manifests = synth(lambda app: FsxStorageChart(app, "fsx-storage", **{**defaults, **props}))
     assert_valid(manifests)
     return manifests
@@ -63,7 +68,10 @@ def test_claim_name_namespace_and_size_are_applied() -> None:
     manifests = fsx(namespace="training", claim_name="data", storage_capacity_gib=4800)
     claim = only(manifests, "PersistentVolumeClaim")
     assert claim["metadata"] == {"name": "data", "namespace": "training"}
-    assert only(manifests, "PersistentVolume")["spec"]["claimRef"] == {"name": "data", "namespace": "training"}
+    assert only(manifests, "PersistentVolume")["spec"]["claimRef"] == {
+        "name": "data",
+        "namespace": "training",
+    }
     assert claim["spec"]["resources"]["requests"] == {"storage": "4800Gi"}
 
 

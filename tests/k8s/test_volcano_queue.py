@@ -49,12 +49,19 @@ def test_capability_admits_a_job_holding_every_chip_and_efa_of_the_nodes() -> No
 
 
 def test_capability_is_rendered_into_a_valid_queue() -> None:
-    manifest = queue(name="training", weight=5, reclaimable=True, capability=queue_capability("trn2.48xlarge", 4))
+    manifest = queue(
+        name="training", weight=5, reclaimable=True, capability=queue_capability("trn2.48xlarge", 4)
+    )
     assert manifest["metadata"]["name"] == "training"
     assert manifest["spec"] == {
         "weight": 5,
         "reclaimable": True,
-        "capability": {"cpu": "768", "memory": "8192Gi", "aws.amazon.com/neuron": "64", "vpc.amazonaws.com/efa": "64"},
+        "capability": {
+            "cpu": "768",
+            "memory": "8192Gi",
+            "aws.amazon.com/neuron": "64",
+            "vpc.amazonaws.com/efa": "64",
+        },
     }
 
 
