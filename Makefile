@@ -10,6 +10,10 @@ SHELL := /bin/bash
 PYTHON ?= python3
 CONFIG ?= config/default.yaml
 STACK ?= TrainiumStack
+# Set PIPELINE=config/pipeline.example.yaml to synthesize the CDK Pipelines app instead of one stack.
+PIPELINE ?=
+# Set WRITE=1 for `make preflight` to rewrite the configuration's zone names from the resolved zone ids.
+WRITE ?=
 
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
@@ -23,11 +27,14 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy test snapshot bench clean
+.PHONY: help setup synth diff deploy preflight lint test snapshot bench clean
 
 help:
 	@echo "make synth [CONFIG=file]   set up (first run only) and synthesize the app into cdk.out/"
-	@echo "make test                  set up (first run only) and run the test suite"
+	@echo "make synth PIPELINE=file   synthesize TrainiumPipeline and its stages from a pipeline file"
+	@echo "make test                  set up (first run only), lint, and run the tests and policy checks"
+	@echo "make lint                  ruff (style and errors) and mypy (types)"
+	@echo "make preflight CONFIG=f    check capacity, quotas and zones in the AWS account [WRITE=1]"
 	@echo "make diff|deploy CONFIG=f  cdk diff / cdk deploy $(STACK) against a real account"
 	@echo "make snapshot              rewrite the reviewed template snapshot after an intended change"
 	@echo "make bench                 time cdk synth of this app against an empty CDK app"
@@ -50,12 +57,20 @@ $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
 	touch $@
 
 synth: setup
-	$(CDK) synth --quiet -c config=$(CONFIG)
+	$(CDK) synth --quiet -c config=$(CONFIG) $(if $(PIPELINE),-c pipeline=$(PIPELINE))
 
 diff deploy: setup
 	$(CDK) $@ $(STACK) -c config=$(CONFIG)
 
-test: setup
+preflight: setup
+	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest
 
 snapshot: setup
