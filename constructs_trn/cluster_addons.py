@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from constructs_trn.iam_roles import pod_identity_role
+from constructs_trn.nag import acknowledge, aws_managed_policy
 
 __all__ = ["ClusterAddons"]
 
@@ -60,6 +61,12 @@ class ClusterAddons(Construct):
             description="FSx CSI driver controller: read-only, static provisioning",
             statements=[iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])],
         )
+        acknowledge(
+            self.fsx_csi_role,
+            "IAM5[Resource::*]",
+            reason="fsx:DescribeFileSystems is the role's only action, a read-only describe for static "
+            "volumes; the role can create, change or delete nothing, whatever file system it names",
+        )
         fsx_csi = self._addon(
             "aws-fsx-csi-driver",
             pod_identity={
@@ -75,6 +82,12 @@ class ClusterAddons(Construct):
             "CloudWatchAgentRole",
             description="CloudWatch agent: container, Neuron and EFA metrics and logs",
             managed_policy_names=["CloudWatchAgentServerPolicy"],
+        )
+        acknowledge(
+            self.cloudwatch_role,
+            aws_managed_policy("CloudWatchAgentServerPolicy"),
+            reason="the policy the amazon-cloudwatch-observability add-on documents for its agent "
+            "(metrics, logs, X-Ray); AWS extends it as the agent gains collectors",
         )
         cloudwatch = self._addon(
             "amazon-cloudwatch-observability",

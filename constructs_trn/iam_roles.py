@@ -11,25 +11,37 @@ from collections.abc import Sequence
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from constructs_trn.nag import acknowledge, aws_managed_policy
+
 __all__ = ["node_role", "pod_identity_role"]
+
+
+# The policies EKS documents for managed node groups. AWS revises them with each EKS release
+# (new CNI and kubelet calls), which a copied inline policy would silently miss.
+_NODE_POLICIES = {
+    "AmazonEKSWorkerNodePolicy": "the kubelet's EC2 and EKS calls to join and describe the cluster",
+    "AmazonEKS_CNI_Policy": "the VPC CNI's ENI and IP calls, including the EFA interfaces",
+    # Pull-only: nodes never push images or change repositories.
+    "AmazonEC2ContainerRegistryPullOnly": "image pulls from ECR, with no push or repository changes",
+}
 
 
 def node_role(scope: Construct, construct_id: str) -> iam.Role:
     """The EC2 role of every managed node: join the cluster, run the VPC CNI, pull images."""
-    return iam.Role(
+    role = iam.Role(
         scope,
         construct_id,
         assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-        managed_policies=[
-            iam.ManagedPolicy.from_aws_managed_policy_name(name)
-            for name in (
-                "AmazonEKSWorkerNodePolicy",
-                "AmazonEKS_CNI_Policy",
-                # Pull-only: nodes never push images or change repositories.
-                "AmazonEC2ContainerRegistryPullOnly",
-            )
-        ],
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in _NODE_POLICIES],
     )
+    for name, purpose in _NODE_POLICIES.items():
+        acknowledge(
+            role,
+            aws_managed_policy(name),
+            reason=f"EKS requires this AWS managed policy on managed-node roles for {purpose}; "
+            "AWS updates it with each EKS release",
+        )
+    return role
 
 
 def pod_identity_role(

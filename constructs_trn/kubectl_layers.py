@@ -32,4 +32,5 @@ def kubectl_layer(
     """The kubectl layer matching ``kubernetes_version`` (imported only for the version in use)."""
     module_name, class_name = KUBECTL_LAYERS[kubernetes_version]
     layer_class = getattr(importlib.import_module(module_name), class_name)
-    return layer_class(scope, construct_id)
+    layer: aws_lambda.ILayerVersion = layer_class(scope, construct_id)
+    return layer

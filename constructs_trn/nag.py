@@ -1,0 +1,41 @@
+"""Acknowledging cdk-nag AwsSolutions findings next to the construct that causes them.
+
+app.py registers ``AwsSolutionsChecks`` as a validation plugin, so every unacknowledged finding
+fails ``cdk synth``. An acknowledgment names one finding exactly (cdk-nag 3 has no prefix
+matching) and gives the reason it is acceptable for that construct; it covers the construct and
+everything under it. A finding that disappears leaves its acknowledgment unused, and a finding
+whose id changes fails the synth again, so ``tests/guardrails`` catch both directions.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Validations
+from cdk_nag import AwsSolutionsChecks
+from constructs import IConstruct
+
+__all__ = ["ACKNOWLEDGMENT_METADATA", "acknowledge", "add_aws_solutions_checks", "aws_managed_policy"]
+
+# The id CDK's validation report prints after "Acknowledge with": plugin name, then the rule.
+_PLUGIN = "AwsSolutions"
+# Each acknowledgment is also recorded as construct metadata, so a test can list the ones the code
+# makes and compare them with the ones the validation report used.
+ACKNOWLEDGMENT_METADATA = "trainium:nag-acknowledgment"
+
+
+def add_aws_solutions_checks(scope: IConstruct) -> None:
+    """Run cdk-nag's AwsSolutions pack over every template under ``scope`` (an App or a Stage)."""
+    Validations.of(scope).add_plugins(AwsSolutionsChecks(scope))
+
+
+def acknowledge(scope: IConstruct, finding: str, *, reason: str) -> None:
+    """Accept ``finding`` (e.g. ``"L1"`` or ``"IAM5[Resource::*]"``) on ``scope`` and its children."""
+    if not reason.strip():
+        raise ValueError(f"acknowledging {finding} needs a reason specific to this construct")
+    finding_id = f"{_PLUGIN}::AwsSolutions-{finding}"
+    Validations.of(scope).acknowledge(Acknowledgment(id=finding_id, reason=reason))
+    scope.node.add_metadata(ACKNOWLEDGMENT_METADATA, finding_id)
+
+
+def aws_managed_policy(name: str) -> str:
+    """The IAM4 finding for one AWS managed policy attached to a role, as cdk-nag reports it."""
+    return f"IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]"
