@@ -21,6 +21,7 @@ from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fsx_storage import FsxStorageChart
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.training_namespace import TrainingNamespaceChart
 from k8s_charts.volcano_queue import VolcanoQueueChart, queue_capability
 
 __all__ = [
@@ -40,8 +41,9 @@ CHART_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "neuron-device-plugin": (),
     "efa-device-plugin": (),
     "volcano-queue": ("volcano",),
-    "etcd": (),
-    "fsx-storage": (),
+    "training-namespace": (),
+    "etcd": ("training-namespace",),
+    "fsx-storage": ("training-namespace",),
     "data-staging": ("fsx-storage",),
     "bert-precompile": ("volcano", "volcano-queue", "etcd", "fsx-storage", "data-staging"),
     "bert-train": ("bert-precompile",),
@@ -78,6 +80,7 @@ def build_charts(values: KubernetesLayerValues) -> dict[str, cdk8s.Chart]:
             name=training.queue,
             capability=queue_capability(training.instance_type, training.nodes),
         ),
+        "training-namespace": lambda app, name: TrainingNamespaceChart(app, name, name=training.namespace),
         "etcd": lambda app, name: EtcdChart(app, name, namespace=training.namespace),
         "fsx-storage": lambda app, name: FsxStorageChart(
             app,

@@ -20,6 +20,10 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from k8s_charts.isolation import deny_ingress
+from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.training_namespace import TRAINING_NAMESPACE
+
 __all__ = [
     "DATASET_DIR",
     "DATASET_MARKER",
@@ -127,7 +131,7 @@ class DataStagingChart(cdk8s.Chart):
         scope: Construct,
         id: str,
         *,
-        namespace: str = "default",
+        namespace: str = TRAINING_NAMESPACE,
         claim_name: str = "fsx-claim",
         image: str = DEFAULT_IMAGE,
         dataset_url: str = DATASET_URL,
@@ -161,6 +165,8 @@ class DataStagingChart(cdk8s.Chart):
         container = k8s.Container(
             name="stage",
             image=require_pinned_image(image),
+            # The tag is pinned; Always only re-checks it against the registry at start.
+            image_pull_policy="Always",
             command=["/bin/sh", "-c", STAGING_SCRIPT],
             env=[k8s.EnvVar(name=name, value=value) for name, value in environment.items()],
             resources=k8s.ResourceRequirements(
@@ -176,16 +182,19 @@ class DataStagingChart(cdk8s.Chart):
             ),
             volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
         )
+        pod_labels = {"app.kubernetes.io/name": "bert-large", "app.kubernetes.io/component": "data-staging"}
+        root_writer = (
+            "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
+            "with no capabilities, no privilege escalation and a read-only root file system"
+        )
         k8s.KubeJob(
             self,
             "Job",
             metadata=k8s.ObjectMeta(
                 name=JOB_NAME,
                 namespace=namespace,
-                labels={
-                    "app.kubernetes.io/name": "bert-large",
-                    "app.kubernetes.io/component": "data-staging",
-                },
+                labels=pod_labels,
+                annotations=policy_exceptions({"CKV_K8S_23": root_writer, "CKV_K8S_40": root_writer}),
             ),
             spec=k8s.JobSpec(
                 # Each retry starts over from the markers above; more than a few means a real fault.
@@ -194,12 +203,7 @@ class DataStagingChart(cdk8s.Chart):
                 active_deadline_seconds=6 * 3600,
                 # No ttlSecondsAfterFinished: the finished Job stays as the record that staging ran.
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(
-                        labels={
-                            "app.kubernetes.io/name": "bert-large",
-                            "app.kubernetes.io/component": "data-staging",
-                        }
-                    ),
+                    metadata=k8s.ObjectMeta(labels=pod_labels),
                     spec=k8s.PodSpec(
                         restart_policy="Never",
                         automount_service_account_token=False,
@@ -220,3 +224,5 @@ class DataStagingChart(cdk8s.Chart):
                 ),
             ),
         )
+        # The job only downloads; nothing has a reason to connect to it.
+        deny_ingress(self, name=JOB_NAME, namespace=namespace, pod_labels=pod_labels)

@@ -21,10 +21,12 @@ from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
 from k8s_charts.trainium_scheduling import (
+    DEVICE_PLUGIN_EXCEPTIONS,
     device_plugin_daemonset,
     device_plugin_tolerations,
     distinct_instance_types,
     instance_type_affinity,
+    runtime_default_seccomp,
 )
 
 __all__ = [
@@ -133,8 +135,29 @@ class EfaDevicePluginChart(cdk8s.Chart):
 
         # Privileged and host-network: the cdk8s-plus L2 would refuse or rewrite such a pod.
         device_plugin_daemonset(
-            self, name=NAME, namespace=NAMESPACE, labels=_LABELS, pod_spec=_pod_spec(instance_types, image)
+            self,
+            name=NAME,
+            namespace=NAMESPACE,
+            labels=_LABELS,
+            pod_spec=_pod_spec(instance_types, image),
+            exceptions=_EXCEPTIONS,
         )
+
+
+_HOST_ACCESS = (
+    "privileged as in the upstream chart: the plugin reads the host's EFA and Neuron devices and "
+    "tools to pair each EFA interface with its Neuron device"
+)
+_EXCEPTIONS = {
+    **DEVICE_PLUGIN_EXCEPTIONS,
+    "CKV_K8S_16": _HOST_ACCESS,
+    "CKV_K8S_20": "Kubernetes rejects allowPrivilegeEscalation false on a privileged container",
+    "CKV_K8S_28": _HOST_ACCESS + " (a privileged container keeps every capability)",
+    "CKV_K8S_37": _HOST_ACCESS + " (a privileged container keeps every capability)",
+    "CKV_K8S_19": "the plugin lists the EFA interfaces of the host's network namespace",
+    "CKV2_K8S_6": "a host-network pod is outside NetworkPolicy; it opens no port and talks only "
+    "to the kubelet's socket",
+}
 
 
 def _host_path(name: str, path: str, type: str | None = None) -> k8s.Volume:
@@ -147,6 +170,7 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
         automount_service_account_token=False,
         # The plugin discovers the EFA devices of the host's network namespace.
         host_network=True,
+        security_context=runtime_default_seccomp(),
         priority_class_name="system-node-critical",
         tolerations=device_plugin_tolerations(),
         affinity=instance_type_affinity(instance_types),
@@ -154,12 +178,17 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
             k8s.Container(
                 name=NAME,
                 image=image,
+                # The tag is pinned; Always only re-checks it against the registry at start.
+                image_pull_policy="Always",
                 resources=k8s.ResourceRequirements(
                     requests={
                         "cpu": k8s.Quantity.from_string("10m"),
                         "memory": k8s.Quantity.from_string("20Mi"),
                     },
-                    limits={"memory": k8s.Quantity.from_string("128Mi")},
+                    limits={
+                        "cpu": k8s.Quantity.from_string("200m"),
+                        "memory": k8s.Quantity.from_string("128Mi"),
+                    },
                 ),
                 # Privileged and root, as in the upstream chart: recent plugin versions read the
                 # host's Neuron devices and tools to pair EFA interfaces with Neuron devices, which a

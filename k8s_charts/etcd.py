@@ -22,6 +22,8 @@ import cdk8s_plus_27 as kplus
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from k8s_charts.training_namespace import TRAINING_NAMESPACE
+
 __all__ = [
     "CLIENT_PORT",
     "DEFAULT_IMAGE",
@@ -55,7 +57,7 @@ class EtcdChart(cdk8s.Chart):
         scope: Construct,
         id: str,
         *,
-        namespace: str = "default",
+        namespace: str = TRAINING_NAMESPACE,
         image: str = DEFAULT_IMAGE,
         client_pod_selectors: Sequence[Mapping[str, str]] = (TRAINING_POD_LABELS, TORCHX_POD_LABELS),
     ) -> None:
@@ -140,6 +142,8 @@ def _pod_spec(image: str) -> k8s.PodSpec:
                     "--initial-cluster=etcd-server=http://127.0.0.1:2380",
                     "--initial-cluster-state=new",
                 ],
+                # The tag is pinned; Always only re-checks it against the registry at start.
+                image_pull_policy="Always",
                 ports=[k8s.ContainerPort(name="client", container_port=CLIENT_PORT, protocol="TCP")],
                 resources=k8s.ResourceRequirements(
                     requests={

@@ -17,6 +17,8 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from k8s_charts.training_namespace import TRAINING_NAMESPACE
+
 __all__ = ["CSI_DRIVER", "PV_NAME", "FsxStorageChart"]
 
 CSI_DRIVER = "fsx.csi.aws.com"
@@ -35,7 +37,7 @@ class FsxStorageChart(cdk8s.Chart):
         dns_name: str,
         mount_name: str,
         storage_capacity_gib: int,
-        namespace: str = "default",
+        namespace: str = TRAINING_NAMESPACE,
         claim_name: str = "fsx-claim",
     ) -> None:
         super().__init__(scope, id)

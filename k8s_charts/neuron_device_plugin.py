@@ -21,11 +21,14 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
+from k8s_charts.isolation import deny_ingress
 from k8s_charts.trainium_scheduling import (
+    DEVICE_PLUGIN_EXCEPTIONS,
     device_plugin_daemonset,
     device_plugin_tolerations,
     distinct_instance_types,
     instance_type_affinity,
+    runtime_default_seccomp,
 )
 
 __all__ = ["DEFAULT_IMAGE", "NAME", "NAMESPACE", "NEURON_INSTANCE_TYPES", "NeuronDevicePluginChart"]
@@ -84,12 +87,20 @@ class NeuronDevicePluginChart(cdk8s.Chart):
             namespace=NAMESPACE,
             labels=_LABELS,
             pod_spec=self._pod_spec(instance_types, image),
+            exceptions={
+                **DEVICE_PLUGIN_EXCEPTIONS,
+                "CKV_K8S_38": "the plugin patches node status and annotates pods through the API server, "
+                "with the token of its own service account",
+            },
         )
+        # The plugin serves the kubelet over a unix socket and opens no port.
+        deny_ingress(self, name=NAME, namespace=NAMESPACE, pod_labels=_LABELS)
 
     @staticmethod
     def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
         return k8s.PodSpec(
             service_account_name=NAME,
+            security_context=runtime_default_seccomp(),
             # A node without its device plugin cannot run its workload: evict other pods first.
             priority_class_name="system-node-critical",
             tolerations=device_plugin_tolerations(),
@@ -98,6 +109,8 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 k8s.Container(
                     name=NAME,
                     image=image,
+                    # The tag is pinned; Always only re-checks it against the registry at start.
+                    image_pull_policy="Always",
                     env=[
                         # The plugin reads the kubelet's kubeconfig path to find the API server.
                         k8s.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
@@ -113,7 +126,10 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                             "cpu": k8s.Quantity.from_string("50m"),
                             "memory": k8s.Quantity.from_string("64Mi"),
                         },
-                        limits={"memory": k8s.Quantity.from_string("256Mi")},
+                        limits={
+                            "cpu": k8s.Quantity.from_string("200m"),
+                            "memory": k8s.Quantity.from_string("256Mi"),
+                        },
                     ),
                     # Host access is through the two hostPath mounts only: no privilege, no capabilities.
                     security_context=k8s.SecurityContext(

@@ -8,12 +8,15 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import NEURON_RESOURCE
+from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
+    "DEVICE_PLUGIN_EXCEPTIONS",
     "device_plugin_daemonset",
     "device_plugin_tolerations",
     "distinct_instance_types",
     "instance_type_affinity",
+    "runtime_default_seccomp",
 ]
 
 
@@ -26,20 +29,49 @@ def distinct_instance_types(chart: str, instance_types: Sequence[str]) -> list[s
 
 
 def device_plugin_daemonset(
-    scope: Construct, *, name: str, namespace: str, labels: Mapping[str, str], pod_spec: k8s.PodSpec
+    scope: Construct,
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    pod_spec: k8s.PodSpec,
+    exceptions: Mapping[str, str],
 ) -> k8s.KubeDaemonSet:
     """A raw DaemonSet: the cdk8s-plus L2 cannot express the plugins' host access without imposing
-    its own security-context and resource defaults."""
+    its own security-context and resource defaults. ``exceptions`` are the policy checks (id to
+    reason) the plugin must break; they are recorded on the DaemonSet and on its pods."""
+    annotations = policy_exceptions(exceptions)
     return k8s.KubeDaemonSet(
         scope,
         "DaemonSet",
-        metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=dict(labels)),
+        metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=dict(labels), annotations=annotations),
         spec=k8s.DaemonSetSpec(
             selector=k8s.LabelSelector(match_labels=dict(labels)),
             update_strategy=k8s.DaemonSetUpdateStrategy(type="RollingUpdate"),
-            template=k8s.PodTemplateSpec(metadata=k8s.ObjectMeta(labels=dict(labels)), spec=pod_spec),
+            template=k8s.PodTemplateSpec(
+                metadata=k8s.ObjectMeta(labels=dict(labels), annotations=annotations), spec=pod_spec
+            ),
         ),
     )
+
+
+def runtime_default_seccomp() -> k8s.PodSecurityContext:
+    """The container runtime's default seccomp profile for every container of the pod."""
+    return k8s.PodSecurityContext(seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"))
+
+
+# What every device plugin must break, and why: it serves the kubelet over a socket in a root-owned
+# host directory and has no endpoint of its own to probe.
+DEVICE_PLUGIN_EXCEPTIONS = {
+    "CKV_K8S_8": "a device plugin serves the kubelet over a unix socket; the kubelet's registration "
+    "is its liveness signal and there is no endpoint to probe",
+    "CKV_K8S_9": "a device plugin serves the kubelet over a unix socket; it is ready once registered "
+    "and there is no endpoint to probe",
+    "CKV_K8S_22": "the plugin writes its socket and state under host paths; its image is not built "
+    "or tested for a read-only root file system",
+    "CKV_K8S_23": "the plugin creates its socket in the kubelet's root-owned device-plugins directory",
+    "CKV_K8S_40": "the plugin creates its socket in the kubelet's root-owned device-plugins directory",
+}
 
 
 def device_plugin_tolerations() -> list[k8s.Toleration]:

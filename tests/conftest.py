@@ -19,6 +19,7 @@ from aws_cdk.assertions import Template  # noqa: E402
 
 from config import load_config  # noqa: E402
 from config.model import StackConfig  # noqa: E402
+from constructs_trn.nag import add_aws_solutions_checks  # noqa: E402
 from stacks.trainium_stack import TrainiumStack, add_trainium_stack  # noqa: E402
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
@@ -30,6 +31,8 @@ class Synthesized:
     config: StackConfig
     stack: TrainiumStack
     template: Template
+    assembly_dir: Path
+    """The cloud assembly: templates, manifest and the policy validation report."""
 
     @property
     def json(self) -> dict[str, Any]:
@@ -59,9 +62,14 @@ def project_context() -> dict[str, Any]:
 
 
 def synthesize(config: StackConfig) -> Synthesized:
+    """Build the stack as app.py does, cdk-nag included: an unacknowledged finding fails here."""
     app = cdk.App(context=project_context())
+    add_aws_solutions_checks(app)
     stack = add_trainium_stack(app, config)
-    return Synthesized(config=config, stack=stack, template=Template.from_stack(stack))
+    template = Template.from_stack(stack)
+    # The app has synthesized already; synth() returns that same assembly.
+    assembly_dir = Path(app.synth().directory)
+    return Synthesized(config=config, stack=stack, template=template, assembly_dir=assembly_dir)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fsx_storage import FsxStorageChart
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.training_namespace import TrainingNamespaceChart
 from k8s_charts.volcano_queue import VolcanoQueueChart, queue_capability
 from tests.k8s.manifests import Manifest, containers, synth
 from tests.k8s_validation import assert_valid
@@ -21,6 +22,7 @@ CHARTS: dict[str, Callable[[cdk8s.App], cdk8s.Chart]] = {
     "volcano-queue": lambda app: VolcanoQueueChart(
         app, "volcano-queue", capability=queue_capability("trn1.32xlarge", 2)
     ),
+    "training-namespace": lambda app: TrainingNamespaceChart(app, "training-namespace"),
     "etcd": lambda app: EtcdChart(app, "etcd"),
     "fsx-storage": lambda app: FsxStorageChart(
         app,
@@ -31,7 +33,14 @@ CHARTS: dict[str, Callable[[cdk8s.App], cdk8s.Chart]] = {
         storage_capacity_gib=1200,
     ),
 }
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "PersistentVolume", "Queue", "StorageClass"}
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Namespace",
+    "PersistentVolume",
+    "Queue",
+    "StorageClass",
+}
 
 
 @pytest.fixture(scope="module", params=sorted(CHARTS))
@@ -82,16 +91,18 @@ EXPECTED_NAMES = {
         ("ClusterRole", None, "neuron-device-plugin"),
         ("ClusterRoleBinding", None, "neuron-device-plugin"),
         ("DaemonSet", "kube-system", "neuron-device-plugin"),
+        ("NetworkPolicy", "kube-system", "neuron-device-plugin"),
         ("ServiceAccount", "kube-system", "neuron-device-plugin"),
     ],
     "efa-device-plugin": [("DaemonSet", "kube-system", "aws-efa-k8s-device-plugin")],
     "volcano-queue": [("Queue", None, "test")],
     "etcd": [
-        ("Deployment", "default", "etcd-server"),
-        ("NetworkPolicy", "default", "etcd-server"),
-        ("Service", "default", "etcd-server"),
+        ("Deployment", "training", "etcd-server"),
+        ("NetworkPolicy", "training", "etcd-server"),
+        ("Service", "training", "etcd-server"),
     ],
-    "fsx-storage": [("PersistentVolume", None, "fsx-pv"), ("PersistentVolumeClaim", "default", "fsx-claim")],
+    "fsx-storage": [("PersistentVolume", None, "fsx-pv"), ("PersistentVolumeClaim", "training", "fsx-claim")],
+    "training-namespace": [("Namespace", None, "training")],
 }
 
 

@@ -114,7 +114,7 @@ def test_each_phase_is_one_valid_volcano_job_with_a_fixed_name(phase: str, name:
     manifest = job(phase)
     assert (manifest["apiVersion"], manifest["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     assert manifest["metadata"]["name"] == name
-    assert manifest["metadata"]["namespace"] == "default"
+    assert manifest["metadata"]["namespace"] == "training"
 
 
 def test_job_spec_is_the_torchx_shape_gang_scheduled_on_the_queue() -> None:
@@ -416,7 +416,7 @@ def test_defaults_are_the_tutorials() -> None:
     assert (defaults.queue, defaults.batch_size, defaults.grad_accum_usteps) == ("test", 16, 32)
     assert (defaults.bf16, defaults.stochastic_rounding, defaults.precompile_steps) == (True, True, 10)
     assert (defaults.namespace, defaults.claim_name, defaults.rendezvous_endpoint) == (
-        "default",
+        "training",
         "fsx-claim",
         "etcd-server:2379",
     )

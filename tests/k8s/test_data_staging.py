@@ -56,10 +56,10 @@ def environment_of(job: Manifest) -> dict[str, str]:
 
 def test_one_valid_batch_job_with_a_fixed_name(manifests: list[Manifest], job: Manifest) -> None:
     assert_valid(manifests)
-    assert [manifest["kind"] for manifest in manifests] == ["Job"]
+    assert [manifest["kind"] for manifest in manifests] == ["Job", "NetworkPolicy"]
     assert job["apiVersion"] == "batch/v1"
     assert job["metadata"]["name"] == "bert-data-staging"
-    assert job["metadata"]["namespace"] == "default"
+    assert job["metadata"]["namespace"] == "training"
 
 
 def test_namespace_and_claim_are_configurable() -> None:

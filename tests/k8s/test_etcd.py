@@ -29,7 +29,7 @@ def container(manifests):
 
 def test_chart_is_a_deployment_a_service_and_a_network_policy(manifests) -> None:
     assert sorted(manifest["kind"] for manifest in manifests) == ["Deployment", "NetworkPolicy", "Service"]
-    assert {manifest["metadata"]["namespace"] for manifest in manifests} == {"default"}
+    assert {manifest["metadata"]["namespace"] for manifest in manifests} == {"training"}
 
 
 def test_etcd_serves_the_v2_api_on_2379(manifests) -> None:

@@ -56,9 +56,9 @@ def test_volume_is_static_shared_and_retained(manifests) -> None:
 def test_claim_and_volume_are_bound_to_each_other(manifests) -> None:
     volume = only(manifests, "PersistentVolume")
     claim = only(manifests, "PersistentVolumeClaim")
-    assert claim["metadata"] == {"name": "fsx-claim", "namespace": "default"}
+    assert claim["metadata"] == {"name": "fsx-claim", "namespace": "training"}
     assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
-    assert volume["spec"]["claimRef"] == {"name": "fsx-claim", "namespace": "default"}
+    assert volume["spec"]["claimRef"] == {"name": "fsx-claim", "namespace": "training"}
     assert claim["spec"]["storageClassName"] == ""
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert claim["spec"]["resources"]["requests"] == volume["spec"]["capacity"]

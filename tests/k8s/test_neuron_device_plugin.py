@@ -26,6 +26,7 @@ def test_every_object_is_valid(manifests) -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "DaemonSet",
+        "NetworkPolicy",
         "ServiceAccount",
     ]
 

@@ -1,0 +1,23 @@
+"""Exceptions to the Kubernetes policy checks, written on the object that needs them.
+
+``make test`` runs checkov's Kubernetes checks over every chart (tests/guardrails). An object that
+must break a check (a device plugin needs the host) carries one ``checkov.io/skip<N>`` annotation
+per check, with the reason, so the exception is reviewed with the chart and visible in the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["policy_exceptions"]
+
+
+def policy_exceptions(reasons: Mapping[str, str]) -> dict[str, str]:
+    """Annotations accepting each check id in ``reasons`` for the one object they are put on."""
+    annotations = {}
+    for number, (check, reason) in enumerate(sorted(reasons.items()), start=1):
+        # checkov splits the value on "=", so a reason with one would be cut short.
+        if "=" in reason or not reason.strip():
+            raise ValueError(f"{check}: the reason must be a non-empty sentence without '='")
+        annotations[f"checkov.io/skip{number}"] = f"{check}={reason}"
+    return annotations
