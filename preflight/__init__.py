@@ -1,0 +1,14 @@
+"""Preflight: before ``cdk deploy``, ask the AWS account whether this configuration can be deployed.
+
+``make preflight CONFIG=<file>`` (``python -m preflight --config <file>``) reads, read-only, what the
+account offers (zone names, instance type offerings, Service Quotas, capacity reservations, EKS
+versions) and compares it with the configuration. The modules, one job each:
+
+- ``facts``: the account's answers as plain frozen data;
+- ``aws``: the only module that calls AWS (boto3), turning answers into ``facts``;
+- ``quotas``: which Service Quota each node group draws on, and how many vCPUs it needs;
+- ``checks``: pure functions, configuration and facts in, check results out;
+- ``report``: the plain-text table;
+- ``rewrite``: ``--write``, the zone names in the file, comments and layout kept;
+- ``cli``: arguments, exit codes and the one-line error messages.
+"""

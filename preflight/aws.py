@@ -1,0 +1,308 @@
+"""The one module that calls AWS: read-only calls that turn the account's answers into ``AccountFacts``.
+
+Every client retries in botocore's ``standard`` mode, which backs off and retries throttling
+(``RequestLimitExceeded``, ``TooManyRequestsException``, ...) and transient network errors. What
+cannot be answered at all (no credentials, credentials refused, no route to AWS, throttled on every
+attempt) raises ``AwsUnavailable``: no check can run then. A call that is answered with an error
+(access denied, say) becomes an ``Unavailable`` fact, and only the checks that needed it fail.
+
+boto3 and botocore have no type information; clients are typed by the small protocols below, and
+responses are read into typed facts right here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+import boto3  # type: ignore[import-untyped]
+import botocore.exceptions  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+
+from config.model import StackConfig
+from preflight.facts import AccountFacts, KubernetesVersion, Reservation, Unavailable, Zone
+from preflight.quotas import quota_demands
+
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "AwsUnavailable",
+    "Clients",
+    "gather_facts",
+    "make_clients",
+]
+
+DEFAULT_MAX_ATTEMPTS = 8
+"""Attempts per call, the first included; standard mode backs off up to 20 s between them."""
+
+# Error codes that mean the credentials themselves were refused: nothing else can work either.
+_CREDENTIAL_ERRORS = frozenset(
+    {
+        "AuthFailure",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidAccessKeyId",
+        "InvalidClientTokenId",
+        "InvalidSignatureException",
+        "SignatureDoesNotMatch",
+        "UnrecognizedClientException",
+    }
+)
+# botocore's standard retry mode retries these; seeing one here means every attempt was throttled.
+_THROTTLING_ERRORS = frozenset(
+    {
+        "EC2ThrottledException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+    }
+)
+_RESERVATION_NOT_FOUND = frozenset(
+    {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"}
+)
+
+
+class AwsUnavailable(Exception):
+    """AWS could not be asked at all; ``str(error)`` is the one line the user reads."""
+
+
+class _Paginator(Protocol):
+    def paginate(self, **kwargs: Any) -> Iterable[Mapping[str, Any]]: ...
+
+
+class StsClient(Protocol):
+    def get_caller_identity(self) -> Mapping[str, Any]: ...
+
+
+class Ec2Client(Protocol):
+    def describe_availability_zones(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_capacity_reservations(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def get_paginator(self, operation_name: str) -> _Paginator: ...
+
+
+class ServiceQuotasClient(Protocol):
+    def get_service_quota(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def get_aws_default_service_quota(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+class EksClient(Protocol):
+    def get_paginator(self, operation_name: str) -> _Paginator: ...
+
+
+@dataclass(frozen=True)
+class Clients:
+    region: str
+    sts: StsClient
+    ec2: Ec2Client
+    service_quotas: ServiceQuotasClient
+    eks: EksClient
+
+
+def client_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Any:
+    """Standard retries (throttling and transient errors), and timeouts short enough to fail fast.
+
+    ``total_max_attempts`` counts the first attempt; botocore's ``max_attempts`` key would count
+    retries only (one more attempt than the number given).
+    """
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
+        connect_timeout=10,
+        read_timeout=30,
+    )
+
+
+def make_clients(region: str, *, session: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Clients:
+    """Clients for ``region`` from the usual credential chain (environment, profile, SSO, role)."""
+    try:
+        session = session if session is not None else boto3.session.Session()
+        config = client_config(max_attempts)
+        return Clients(
+            region=region,
+            sts=session.client("sts", region_name=region, config=config),
+            ec2=session.client("ec2", region_name=region, config=config),
+            service_quotas=session.client("service-quotas", region_name=region, config=config),
+            eks=session.client("eks", region_name=region, config=config),
+        )
+    except botocore.exceptions.BotoCoreError as error:
+        # A missing profile (AWS_PROFILE), an unreadable config file, an unknown region ...
+        raise AwsUnavailable(f"cannot set up AWS clients: {error}") from None
+
+
+def gather_facts(config: StackConfig, clients: Clients) -> AccountFacts:
+    """Ask the account, read-only, everything the checks need; one call (or paginated series) each."""
+    identity = _ask(clients.sts.get_caller_identity, call="sts:GetCallerIdentity")
+    if identity is None or isinstance(identity, Unavailable):
+        reason = identity.reason if identity is not None else "no answer"
+        raise AwsUnavailable(f"cannot identify the AWS account ({reason})")
+    groups = config.trainium.node_groups
+    instance_types = sorted({group.instance_type for group in groups})
+    reservation_ids = list(
+        dict.fromkeys(g.capacity_reservation_id for g in groups if g.capacity_reservation_id)
+    )
+    quota_codes = [demand.quota.code for demand in quota_demands(config)]
+    return AccountFacts(
+        account_id=str(identity["Account"]),
+        region=clients.region,
+        zones=_zones(clients.ec2),
+        offerings=_offerings(clients.ec2, instance_types),
+        reservations={
+            reservation_id: _reservation(clients.ec2, reservation_id) for reservation_id in reservation_ids
+        },
+        quotas={code: _quota(clients.service_quotas, code) for code in quota_codes},
+        kubernetes_versions=_kubernetes_versions(clients.eks),
+    )
+
+
+_T = TypeVar("_T")
+
+
+def _ask(
+    request: Callable[[], _T], *, call: str, missing: frozenset[str] = frozenset()
+) -> _T | Unavailable | None:
+    """Run one request; None when AWS answers with a ``missing`` code, Unavailable for other answers.
+
+    Everything that means "AWS cannot be asked" is raised as ``AwsUnavailable`` instead.
+    """
+    try:
+        return request()
+    except botocore.exceptions.ClientError as error:
+        details = error.response.get("Error", {})
+        code = str(details.get("Code", "Unknown"))
+        message = " ".join(str(details.get("Message", "")).split())
+        if code in missing:
+            return None
+        if code in _CREDENTIAL_ERRORS:
+            raise AwsUnavailable(
+                f"AWS refused the credentials ({code}: {message}); renew them (aws sso login, or new keys) and retry"
+            ) from None
+        if code in _THROTTLING_ERRORS:
+            raise AwsUnavailable(
+                f"AWS throttled {call} on every attempt ({code}); wait a minute and retry, or pass --max-attempts"
+            ) from None
+        return Unavailable(call=call, reason=f"{code}: {message}" if message else code)
+    except (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError):
+        raise AwsUnavailable(
+            "no AWS credentials found: set AWS_PROFILE (and run aws sso login) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+        ) from None
+    except (
+        botocore.exceptions.TokenRetrievalError,
+        botocore.exceptions.CredentialRetrievalError,
+        botocore.exceptions.SSOError,
+    ) as error:
+        raise AwsUnavailable(f"cannot get AWS credentials: {error}") from None
+    except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as error:
+        raise AwsUnavailable(f"cannot reach AWS ({error}); check the network, proxy and region") from None
+    except botocore.exceptions.BotoCoreError as error:
+        raise AwsUnavailable(f"AWS request {call} failed: {error}") from None
+
+
+def _zones(ec2: Ec2Client) -> tuple[Zone, ...] | Unavailable:
+    answer = _ask(ec2.describe_availability_zones, call="ec2:DescribeAvailabilityZones")
+    if answer is None:
+        return Unavailable("ec2:DescribeAvailabilityZones", "no answer")
+    if isinstance(answer, Unavailable):
+        return answer
+    return tuple(
+        Zone(
+            name=str(zone["ZoneName"]), zone_id=str(zone["ZoneId"]), state=str(zone.get("State", "available"))
+        )
+        for zone in answer.get("AvailabilityZones", [])
+        # Local and Wavelength zones can hold neither the VPC's subnets here nor Trainium nodes.
+        if zone.get("ZoneType", "availability-zone") == "availability-zone"
+    )
+
+
+def _offerings(ec2: Ec2Client, instance_types: list[str]) -> Mapping[str, tuple[str, ...]] | Unavailable:
+    def read() -> dict[str, tuple[str, ...]]:
+        found: dict[str, set[str]] = {instance_type: set() for instance_type in instance_types}
+        pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone-id",
+            Filters=[{"Name": "instance-type", "Values": instance_types}],
+        )
+        for page in pages:
+            for offering in page.get("InstanceTypeOfferings", []):
+                found.setdefault(str(offering["InstanceType"]), set()).add(str(offering["Location"]))
+        return {instance_type: tuple(sorted(zone_ids)) for instance_type, zone_ids in found.items()}
+
+    answer = _ask(read, call="ec2:DescribeInstanceTypeOfferings")
+    return answer if answer is not None else Unavailable("ec2:DescribeInstanceTypeOfferings", "no answer")
+
+
+def _reservation(ec2: Ec2Client, reservation_id: str) -> Reservation | Unavailable | None:
+    # One call per id: with several ids, one unknown id would fail the whole call.
+    answer = _ask(
+        lambda: ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id]),
+        call="ec2:DescribeCapacityReservations",
+        missing=_RESERVATION_NOT_FOUND,
+    )
+    if answer is None or isinstance(answer, Unavailable):
+        return answer
+    found = [
+        item
+        for item in answer.get("CapacityReservations", [])
+        if item.get("CapacityReservationId") == reservation_id
+    ]
+    if not found:
+        return None
+    item = found[0]
+    return Reservation(
+        reservation_id=reservation_id,
+        instance_type=str(item.get("InstanceType", "")),
+        zone_name=str(item.get("AvailabilityZone", "")),
+        zone_id=str(item.get("AvailabilityZoneId", "")),
+        total_instances=int(item.get("TotalInstanceCount", 0)),
+        available_instances=int(item.get("AvailableInstanceCount", 0)),
+        state=str(item.get("State", "")),
+        reservation_type=str(item.get("ReservationType", "default")),
+        start=_datetime(item.get("StartDate")),
+        end=_datetime(item.get("EndDate")),
+    )
+
+
+def _quota(service_quotas: ServiceQuotasClient, code: str) -> float | Unavailable | None:
+    """The applied value; the AWS default when the account has no applied value for the quota."""
+    applied = _ask(
+        lambda: service_quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code),
+        call="servicequotas:GetServiceQuota",
+        missing=frozenset({"NoSuchResourceException"}),
+    )
+    if applied is None:
+        applied = _ask(
+            lambda: service_quotas.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code),
+            call="servicequotas:GetAWSDefaultServiceQuota",
+            missing=frozenset({"NoSuchResourceException"}),
+        )
+    if applied is None or isinstance(applied, Unavailable):
+        return applied
+    value = applied.get("Quota", {}).get("Value")
+    return float(value) if value is not None else None
+
+
+def _kubernetes_versions(eks: EksClient) -> tuple[KubernetesVersion, ...] | Unavailable:
+    def read() -> tuple[KubernetesVersion, ...]:
+        versions = []
+        for page in eks.get_paginator("describe_cluster_versions").paginate():
+            for item in page.get("clusterVersions", []):
+                versions.append(
+                    KubernetesVersion(
+                        version=str(item["clusterVersion"]),
+                        status=str(item.get("versionStatus") or item.get("status") or "")
+                        .upper()
+                        .replace("-", "_"),
+                        end_of_standard_support=_datetime(item.get("endOfStandardSupportDate")),
+                        end_of_extended_support=_datetime(item.get("endOfExtendedSupportDate")),
+                    )
+                )
+        return tuple(versions)
+
+    answer = _ask(read, call="eks:DescribeClusterVersions")
+    return answer if answer is not None else Unavailable("eks:DescribeClusterVersions", "no answer")
+
+
+def _datetime(value: object) -> datetime | None:
+    return value if isinstance(value, datetime) else None

@@ -1,0 +1,373 @@
+"""The checks: pure functions from the configuration and the account's facts to results.
+
+No AWS here: ``aws.gather_facts`` reads the account once, and every check only compares. Each
+result says what was found (DETAIL) and, when it is not a PASS, what to change (WHAT TO DO),
+naming the configuration key. The order of the results is fixed: account, zones, offerings,
+quotas, reservations, Kubernetes version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from config.model import StackConfig, TrainiumNodeGroupSettings
+from constructs_trn.kubectl_layers import KUBECTL_LAYERS
+from preflight.facts import AccountFacts, KubernetesVersion, Reservation, Unavailable, Zone
+from preflight.quotas import QuotaDemand, quota_demands
+
+__all__ = ["CheckResult", "Status", "run_checks", "worst"]
+
+Status = Literal["PASS", "WARN", "FAIL"]
+_RANK: dict[Status, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
+
+# Reservation states that become usable by themselves; every other state but active never will.
+_NOT_YET_ACTIVE = frozenset({"pending", "scheduled", "payment-pending", "assessing", "delayed"})
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    status: Status
+    detail: str
+    action: str = ""
+    """What to do; empty for a PASS."""
+
+
+def worst(statuses: Iterable[Status]) -> Status:
+    return max(statuses, key=_RANK.__getitem__, default="PASS")
+
+
+def run_checks(config: StackConfig, facts: AccountFacts) -> list[CheckResult]:
+    results = [
+        check_account(config, facts),
+        check_vpc_zones(config, facts),
+        check_trainium_zone(config, facts),
+    ]
+    results += [check_offering(config, facts, index) for index in range(len(config.trainium.node_groups))]
+    results += check_quotas(config, facts)
+    results += [
+        check_reservation(config, facts, index)
+        for index, group in enumerate(config.trainium.node_groups)
+        if group.capacity_reservation_id is not None
+    ]
+    results.append(check_kubernetes_version(config, facts))
+    return results
+
+
+def check_account(config: StackConfig, facts: AccountFacts) -> CheckResult:
+    if facts.account_id == config.account:
+        return CheckResult("account", "PASS", f"credentials are for account {facts.account_id}")
+    return CheckResult(
+        "account",
+        "FAIL",
+        f"credentials are for account {facts.account_id}, the file names {config.account}; zone names "
+        f"and quotas below are {facts.account_id}'s",
+        f"use credentials for {config.account} (AWS_PROFILE), or correct account",
+    )
+
+
+def check_vpc_zones(config: StackConfig, facts: AccountFacts) -> CheckResult:
+    check = "vpc zones"
+    if isinstance(facts.zones, Unavailable):
+        return _unavailable(check, facts.zones)
+    by_name = {zone.name: zone for zone in facts.zones}
+    found: list[str] = []
+    missing: list[str] = []
+    impaired: list[str] = []
+    for index, name in enumerate(config.vpc.availability_zones):
+        zone = by_name.get(name)
+        if zone is None:
+            missing.append(f"vpc.availability_zones[{index}] {name}")
+            continue
+        found.append(f"{name} = {zone.zone_id}")
+        if zone.state != "available":
+            impaired.append(f"{name} is {zone.state}")
+    if missing:
+        return CheckResult(
+            check,
+            "FAIL",
+            f"{', '.join(missing)}: not a zone of {facts.region} in this account; zones: {_zone_list(facts.zones)}",
+            "use zone names from that list in vpc.availability_zones",
+        )
+    if impaired:
+        return CheckResult(
+            check,
+            "WARN",
+            f"{', '.join(found)}; {', '.join(impaired)}",
+            "retry later, or pick other zones for vpc.availability_zones",
+        )
+    return CheckResult(check, "PASS", ", ".join(found))
+
+
+def check_trainium_zone(config: StackConfig, facts: AccountFacts) -> CheckResult:
+    check = "trainium zone"
+    trainium = config.trainium
+    if isinstance(facts.zones, Unavailable):
+        return _unavailable(check, facts.zones)
+    zone = _zone_by_id(facts, trainium.availability_zone_id)
+    if zone is None:
+        return CheckResult(
+            check,
+            "FAIL",
+            f"trainium.availability_zone_id {trainium.availability_zone_id} is not a zone of {facts.region}; "
+            f"zones: {_zone_list(facts.zones)}",
+            "set trainium.availability_zone_id to a zone id that offers the instance types (offering rows)",
+        )
+    if zone.name != trainium.availability_zone:
+        return CheckResult(
+            check,
+            "FAIL",
+            f"trainium.availability_zone_id {zone.zone_id} is {zone.name} in this account, "
+            f"not {trainium.availability_zone} (trainium.availability_zone)",
+            f"run again with --write (make preflight WRITE=1), or set trainium.availability_zone: {zone.name} "
+            "and the same name in vpc.availability_zones",
+        )
+    if zone.state != "available":
+        return CheckResult(
+            check,
+            "WARN",
+            f"{zone.zone_id} is {zone.name}, state {zone.state}",
+            "retry later or choose another zone",
+        )
+    return CheckResult(check, "PASS", f"{zone.zone_id} is {zone.name} in this account")
+
+
+def check_offering(config: StackConfig, facts: AccountFacts, index: int) -> CheckResult:
+    group = config.trainium.node_groups[index]
+    check = f"offering {group.name}"
+    if isinstance(facts.offerings, Unavailable):
+        return _unavailable(check, facts.offerings)
+    zone_id = config.trainium.availability_zone_id
+    offered_in = facts.offerings.get(group.instance_type, ())
+    if not offered_in:
+        return CheckResult(
+            check,
+            "FAIL",
+            f"{group.instance_type} is not offered in any zone of {facts.region}",
+            f"choose another region or trainium.node_groups[{index}].instance_type",
+        )
+    where = f"offered in: {', '.join(_describe_zone_id(facts, zone) for zone in offered_in)}"
+    if zone_id not in offered_in:
+        return CheckResult(
+            check,
+            "FAIL",
+            f"{group.instance_type} is not offered in {zone_id} (trainium.availability_zone_id); {where}",
+            f"set trainium.availability_zone_id to one of {', '.join(offered_in)}, then run with --write",
+        )
+    return CheckResult(check, "PASS", f"{group.instance_type} in {zone_id}; {where}")
+
+
+def check_quotas(config: StackConfig, facts: AccountFacts) -> list[CheckResult]:
+    demands = quota_demands(config)
+    if not demands:
+        return [
+            CheckResult(
+                "quota",
+                "PASS",
+                "only capacity_block groups: they run in their Capacity Blocks, not on the On-Demand or Spot quota",
+            )
+        ]
+    return [_check_quota(config, facts, demand) for demand in demands]
+
+
+def _check_quota(config: StackConfig, facts: AccountFacts, demand: QuotaDemand) -> CheckResult:
+    quota = demand.quota
+    check = f"quota {quota.purchase}"
+    value = facts.quotas.get(quota.code)
+    if isinstance(value, Unavailable):
+        return _unavailable(check, value)
+    needs = f"needs {demand.vcpus} vCPUs ({', '.join(f'{g.name} {g.max_size} x {g.vcpus_per_instance}' for g in demand.groups)})"
+    if value is None:
+        return CheckResult(
+            check,
+            "WARN",
+            f"{needs}; {quota.code} {quota.name} not found in {facts.region}",
+            f"check {quota.name} in the Service Quotas console ({facts.region})",
+        )
+    have = f"{quota.code} {quota.name} = {value:g}"
+    if value < demand.vcpus:
+        keys = ", ".join(f"trainium.node_groups[{g.index}].max_size" for g in demand.groups)
+        return CheckResult(
+            check,
+            "FAIL",
+            f"{needs}; {have}",
+            f"request {quota.code} >= {demand.vcpus} in Service Quotas (ec2, {facts.region}), or lower {keys}",
+        )
+    return CheckResult(check, "PASS", f"{needs}; {have}")
+
+
+def check_reservation(config: StackConfig, facts: AccountFacts, index: int) -> CheckResult:
+    group = config.trainium.node_groups[index]
+    check = f"reservation {group.name}"
+    key = f"trainium.node_groups[{index}]"
+    reservation_id = group.capacity_reservation_id
+    assert reservation_id is not None
+    reservation = facts.reservations.get(reservation_id)
+    if isinstance(reservation, Unavailable):
+        return _unavailable(check, reservation)
+    if reservation is None:
+        return CheckResult(
+            check,
+            "FAIL",
+            f"{reservation_id} not found in account {facts.account_id}, {facts.region}",
+            f"correct {key}.capacity_reservation_id (EC2 console, Capacity Reservations, {facts.region})",
+        )
+    problems = _reservation_problems(config, group, key, reservation)
+    detail = _describe_reservation(reservation)
+    if not problems:
+        return CheckResult(check, "PASS", detail)
+    status = worst(status for status, _, _ in problems)
+    return CheckResult(
+        check,
+        status,
+        "; ".join([detail, *(problem for _, problem, _ in problems)]),
+        "; ".join(dict.fromkeys(action for _, _, action in problems)),
+    )
+
+
+def _reservation_problems(
+    config: StackConfig, group: TrainiumNodeGroupSettings, key: str, reservation: Reservation
+) -> list[tuple[Status, str, str]]:
+    problems: list[tuple[Status, str, str]] = []
+    zone_id = config.trainium.availability_zone_id
+    if reservation.zone_id != zone_id:
+        problems.append(
+            (
+                "FAIL",
+                f"in {reservation.zone_id}, not trainium.availability_zone_id {zone_id}",
+                f"set trainium.availability_zone_id: {reservation.zone_id} and run with --write",
+            )
+        )
+    if reservation.instance_type != group.instance_type:
+        problems.append(
+            (
+                "FAIL",
+                f"reserves {reservation.instance_type}, the group runs {group.instance_type}",
+                f"set {key}.instance_type: {reservation.instance_type}",
+            )
+        )
+    if reservation.total_instances < group.max_size:
+        problems.append(
+            (
+                "FAIL",
+                f"reserves {reservation.total_instances} instances, {key}.max_size is {group.max_size}",
+                f"lower {key}.max_size (and desired_size) to {reservation.total_instances}",
+            )
+        )
+    is_block = reservation.reservation_type == "capacity-block"
+    if group.capacity_type == "capacity_block" and not is_block:
+        problems.append(
+            (
+                "FAIL",
+                "an On-Demand Capacity Reservation, not a Capacity Block",
+                f"set {key}.capacity_type: on_demand",
+            )
+        )
+    if group.capacity_type == "on_demand" and is_block:
+        problems.append(
+            (
+                "FAIL",
+                "a Capacity Block, not an On-Demand Capacity Reservation",
+                f"set {key}.capacity_type: capacity_block",
+            )
+        )
+    if reservation.state in _NOT_YET_ACTIVE:
+        starts = f" at {_when(reservation.start)}" if reservation.start else ""
+        problems.append(
+            (
+                "WARN",
+                f"not active yet ({reservation.state})",
+                f"nodes can start only when it becomes active{starts}",
+            )
+        )
+    elif reservation.state != "active":
+        problems.append(
+            (
+                "FAIL",
+                f"{reservation.state}: no instance can launch in it",
+                f"buy or create a new reservation and set {key}.capacity_reservation_id",
+            )
+        )
+    return problems
+
+
+def _describe_reservation(reservation: Reservation) -> str:
+    kind = "Capacity Block" if reservation.reservation_type == "capacity-block" else "ODCR"
+    end = _when(reservation.end) if reservation.end else "no end date"
+    start = _when(reservation.start) if reservation.start else "now"
+    return (
+        f"{kind} {reservation.reservation_id} {reservation.state}: {reservation.total_instances} x "
+        f"{reservation.instance_type} ({reservation.available_instances} available) in "
+        f"{reservation.zone_id} ({reservation.zone_name}), {start} to {end}"
+    )
+
+
+def check_kubernetes_version(config: StackConfig, facts: AccountFacts) -> CheckResult:
+    wanted = config.cluster.kubernetes_version
+    check = f"kubernetes {wanted}"
+    if isinstance(facts.kubernetes_versions, Unavailable):
+        return _unavailable(check, facts.kubernetes_versions)
+    offered = {item.version: item for item in facts.kubernetes_versions if item.status != "UNSUPPORTED"}
+    version: KubernetesVersion | None = offered.get(wanted)
+    if version is None:
+        usable = [v for v in sorted(offered, key=_version_key) if v in KUBECTL_LAYERS]
+        return CheckResult(
+            check,
+            "FAIL",
+            f"EKS in {facts.region} does not offer {wanted}; offers: {', '.join(sorted(offered, key=_version_key)) or 'none'}",
+            f"set cluster.kubernetes_version to {' or '.join(usable)}"
+            if usable
+            else "no offered version has a kubectl layer in this project",
+        )
+    if version.status == "EXTENDED_SUPPORT":
+        until = f" until {_day(version.end_of_extended_support)}" if version.end_of_extended_support else ""
+        return CheckResult(
+            check,
+            "WARN",
+            f"{wanted} is in extended support{until}: EKS charges more per cluster hour",
+            "plan an upgrade of cluster.kubernetes_version",
+        )
+    until = f" until {_day(version.end_of_standard_support)}" if version.end_of_standard_support else ""
+    return CheckResult(check, "PASS", f"offered by EKS in {facts.region}, standard support{until}")
+
+
+def _unavailable(check: str, fact: Unavailable) -> CheckResult:
+    return CheckResult(
+        check,
+        "FAIL",
+        f"could not ask AWS: {fact.reason}",
+        f"allow {fact.call} (read-only) for these credentials",
+    )
+
+
+def _zone_by_id(facts: AccountFacts, zone_id: str) -> Zone | None:
+    if isinstance(facts.zones, Unavailable):
+        return None
+    return next((zone for zone in facts.zones if zone.zone_id == zone_id), None)
+
+
+def _describe_zone_id(facts: AccountFacts, zone_id: str) -> str:
+    zone = _zone_by_id(facts, zone_id)
+    return f"{zone_id} ({zone.name})" if zone is not None else zone_id
+
+
+def _zone_list(zones: tuple[Zone, ...]) -> str:
+    return (
+        ", ".join(f"{zone.name} = {zone.zone_id}" for zone in sorted(zones, key=lambda zone: zone.name))
+        or "none"
+    )
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _day(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")

@@ -1,0 +1,73 @@
+"""What the AWS account answered, as frozen data: the checks read these and never call AWS."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+__all__ = ["AccountFacts", "KubernetesVersion", "Reservation", "Unavailable", "Zone"]
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A fact AWS did not give (the call was denied or failed); the check that needs it fails."""
+
+    call: str
+    """The IAM action of the call, such as ``ec2:DescribeAvailabilityZones``."""
+    reason: str
+    """The error code and message, such as ``UnauthorizedOperation: You are not authorized ...``."""
+
+
+@dataclass(frozen=True)
+class Zone:
+    name: str
+    """This account's name for the zone, such as us-west-2d."""
+    zone_id: str
+    """The physical zone, the same in every account, such as usw2-az4."""
+    state: str
+    """available, information, impaired, unavailable or constrained."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """One On-Demand Capacity Reservation or Capacity Block (``DescribeCapacityReservations``)."""
+
+    reservation_id: str
+    instance_type: str
+    zone_name: str
+    zone_id: str
+    total_instances: int
+    available_instances: int
+    state: str
+    reservation_type: str
+    """``default`` for an On-Demand Capacity Reservation, ``capacity-block`` for a Capacity Block."""
+    start: datetime | None = None
+    end: datetime | None = None
+    """None for a reservation without an end date."""
+
+
+@dataclass(frozen=True)
+class KubernetesVersion:
+    version: str
+    status: str
+    """STANDARD_SUPPORT, EXTENDED_SUPPORT or UNSUPPORTED (EKS ``versionStatus``)."""
+    end_of_standard_support: datetime | None = None
+    end_of_extended_support: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AccountFacts:
+    """Everything the checks need, read once per run."""
+
+    account_id: str
+    """The account the credentials belong to (``sts:GetCallerIdentity``)."""
+    region: str
+    zones: tuple[Zone, ...] | Unavailable
+    offerings: Mapping[str, tuple[str, ...]] | Unavailable
+    """Instance type -> the zone ids of the region that offer it (none: not offered in the region)."""
+    reservations: Mapping[str, Reservation | Unavailable | None] = field(default_factory=dict)
+    """Reservation id -> the reservation; None when the account has no reservation with that id."""
+    quotas: Mapping[str, float | Unavailable | None] = field(default_factory=dict)
+    """Service Quotas code -> value; None when the region has no such quota."""
+    kubernetes_versions: tuple[KubernetesVersion, ...] | Unavailable = ()
