@@ -3,6 +3,7 @@
 
 cdk synth -c config=config/default.yaml
 cdk deploy TrainiumStack -c config=config/my-account.yaml
+cdk synth -c pipeline=config/pipeline.example.yaml        # TrainiumPipeline and its stages instead
 """
 
 import sys
@@ -11,13 +12,23 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import DEFAULT_CONFIG, ConfigError, load_config
+from config.pipeline import load_pipeline, repository_path
+from constructs_trn.nag import add_aws_solutions_checks
 from k8s_charts.cluster_layer import build_charts, write_yaml
 from stacks.kubernetes_values import PLACEHOLDER_FILE_SYSTEM, kubernetes_values
+from stacks.pipeline_stack import TrainiumPipeline
 from stacks.trainium_stack import add_trainium_stack
 
 
 def main() -> int:
     app = cdk.App()
+    # Every stack of every stage is checked against the AwsSolutions rules when the app synthesizes:
+    # an unacknowledged finding fails `cdk synth`. Acknowledgments sit next to the construct they
+    # excuse (constructs_trn.nag.acknowledge).
+    add_aws_solutions_checks(app)
+    pipeline_path = app.node.try_get_context("pipeline")
+    if pipeline_path:
+        return synth_pipeline(app, str(pipeline_path))
     config_path = app.node.try_get_context("config") or str(DEFAULT_CONFIG)
     try:
         config = load_config(config_path)
@@ -30,6 +41,24 @@ def main() -> int:
     # The same charts as YAML for review and kubectl, with the file system's deploy-time values
     # as ${StackOutput} placeholders.
     write_yaml(build_charts(kubernetes_values(config, **PLACEHOLDER_FILE_SYSTEM)), Path(app.outdir) / "k8s")
+    return 0
+
+
+def synth_pipeline(app: cdk.App, pipeline_path: str) -> int:
+    """Pipeline mode: TrainiumPipeline and one stage per environment, nothing else.
+
+    The `config` key (which make synth always passes) is not read: each stage builds from the
+    environment file the pipeline file names. No cdk.out/k8s/ either: one export per stage would
+    add nothing the stage templates do not hold.
+    """
+    try:
+        pipeline = load_pipeline(pipeline_path)
+        pipeline_file = repository_path(pipeline_path)
+    except ConfigError as error:
+        print("\n".join(error.lines()), file=sys.stderr)
+        return 1
+    TrainiumPipeline(app, pipeline=pipeline, pipeline_file=pipeline_file)
+    app.synth()
     return 0
 
 

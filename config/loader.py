@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from config.model import StackConfig, consistency_problems
 
-__all__ = ["DEFAULT_CONFIG", "ConfigError", "load_config", "parse_config"]
+__all__ = ["DEFAULT_CONFIG", "ConfigError", "load_config", "parse_config", "read_yaml", "validation_problems"]
 
 DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 
@@ -39,7 +39,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice", key_node.start_mark
@@ -50,6 +50,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def load_config(path: str | Path) -> StackConfig:
     """Load and validate ``path``; raise ``ConfigError`` for anything wrong, the file included."""
+    return parse_config(read_yaml(path), source=str(path))
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML data of ``path`` (keys unique); ``ConfigError`` if the file is absent, unreadable or not YAML."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -65,7 +70,7 @@ def load_config(path: str | Path) -> StackConfig:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error)
         raise ConfigError(source, [("", f"not valid YAML: {where}{problem}")]) from None
-    return parse_config(data, source=source)
+    return data
 
 
 def parse_config(data: object, *, source: str = "<config>") -> StackConfig:
@@ -75,18 +80,23 @@ def parse_config(data: object, *, source: str = "<config>") -> StackConfig:
     try:
         config = StackConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(source, [_describe(detail) for detail in error.errors(include_url=False)]) from None
+        raise ConfigError(source, validation_problems(error)) from None
     problems = consistency_problems(config)
     if problems:
         raise ConfigError(source, problems)
     return config
 
 
-def _describe(detail: Mapping[str, Any]) -> tuple[str, str]:
+def validation_problems(error: ValidationError, root: type[BaseModel] = StackConfig) -> list[tuple[str, str]]:
+    """pydantic's errors for a file of ``root``'s shape as (key path, message), one per problem."""
+    return [_describe(detail, root) for detail in error.errors(include_url=False)]
+
+
+def _describe(detail: Mapping[str, Any], root: type[BaseModel] = StackConfig) -> tuple[str, str]:
     location = tuple(detail["loc"])
     path = _dotted(location)
     if detail["type"] == "extra_forbidden":
-        allowed = _allowed_keys(location[:-1])
+        allowed = _allowed_keys(location[:-1], root)
         close = difflib.get_close_matches(str(location[-1]), allowed, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return path, f"unknown key; {hint}allowed here: {', '.join(allowed)}"
@@ -102,9 +112,9 @@ def _dotted(location: tuple[Any, ...]) -> str:
     return path
 
 
-def _allowed_keys(location: tuple[Any, ...]) -> list[str]:
+def _allowed_keys(location: tuple[Any, ...], root: type[BaseModel] = StackConfig) -> list[str]:
     """The keys the model at ``location`` accepts (walking list items and optional sections)."""
-    model: type[BaseModel] = StackConfig
+    model: type[BaseModel] = root
     for part in location:
         if isinstance(part, int):
             continue

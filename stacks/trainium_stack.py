@@ -11,6 +11,11 @@ from constructs import Construct
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
+from constructs_trn.deployment_check_role import (
+    DeploymentCheckAccess,
+    DeploymentCheckTrust,
+    deployment_check_role_name,
+)
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
 from constructs_trn.image_repository import TrainingImageRepository
@@ -60,7 +65,15 @@ class TrainiumStack(Stack):
     CloudFormation runs them side by side; nothing of storage, images or IAM waits on the cluster.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        deployment_check: DeploymentCheckTrust | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             scope,
             construct_id,
@@ -146,7 +159,7 @@ class TrainiumStack(Stack):
             node_group = TrainiumNodeGroup(
                 self,
                 f"Trainium-{group.name}",
-                cluster=eks_cluster,
+                cluster=self.cluster.interface,
                 name=group.name,
                 instance=group.instance,
                 subnet=self.network.trainium_subnet,
@@ -181,7 +194,7 @@ class TrainiumStack(Stack):
         self.kubernetes = KubernetesLayer(
             self,
             "Kubernetes",
-            cluster=eks_cluster,
+            cluster=self.cluster.interface,
             charts=self.charts,
             # Pods need running nodes, their CNI and (for /data) the FSx CSI driver.
             wait_for=[
@@ -192,6 +205,19 @@ class TrainiumStack(Stack):
             apply_training=config.training.enabled,
         )
 
+        # Opt-in (the pipeline's stages): a read-only role for the post-deployment check.
+        self.deployment_check = (
+            DeploymentCheckAccess(
+                self,
+                "DeploymentCheck",
+                cluster=self.cluster.interface,
+                role_name=deployment_check_role_name(config.name, config.region),
+                trust=deployment_check,
+                node_groups=[group.nodegroup for group in self.trainium_node_groups.values()],
+            )
+            if deployment_check is not None
+            else None
+        )
         self._add_outputs()
 
     def _add_outputs(self) -> None:
@@ -215,5 +241,8 @@ class TrainiumStack(Stack):
                 "Zone name and id of the Trainium subnet",
             ),
         }
-        for output_id, (value, description) in outputs.items():
-            CfnOutput(self, output_id, value=value, description=description)
+        # Kept by id: the pipeline's post-deployment check reads them (env_from_cfn_outputs).
+        self.outputs = {
+            output_id: CfnOutput(self, output_id, value=value, description=description)
+            for output_id, (value, description) in outputs.items()
+        }

@@ -13,6 +13,7 @@ import pytest
 
 from k8s_charts.cluster_layer import CHART_PREREQUISITES
 from tests.conftest import REPO_ROOT, Synthesized
+from tests.guardrails.reports import plugin_report
 
 CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 
@@ -67,6 +68,15 @@ def test_default_synth_works_offline_without_lookups(
     assert "missing" not in manifest, f"context lookups were requested: {manifest.get('missing')}"
     assert not (REPO_ROOT / "cdk.context.json").exists()
     assert "Node 20 is end-of-life" not in result.stderr
+
+
+def test_the_app_runs_cdk_nag_and_passes(cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """app.py registers AwsSolutions itself: the CLI's synth of the whole app is checked and clean."""
+    _, output = cli_synth
+    report = plugin_report(output)
+    assert report["conclusion"] == "success"
+    assert report["violations"] == []
+    assert report["suppressedViolations"], "acknowledged findings are expected in the report"
 
 
 def test_synth_writes_each_chart_as_yaml(cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> None:

@@ -1,0 +1,134 @@
+"""Read-only access for the pipeline's post-deployment check, which runs in the tooling account.
+
+The check (``stacks/pipeline_stack.py``) is a CodeBuild project of the pipeline; it reaches a
+stage's cluster by assuming the role made here, in the stage's account. The role trusts exactly one
+principal, the pipeline's check role in the tooling account, and may only:
+
+- describe this cluster and its Trainium node groups (EKS API, by ARN),
+- describe EC2 instances (to count each Trainium node's EFA interfaces; the action has no
+  resource-level permissions),
+- get and list Kubernetes nodes, through an access entry in a Kubernetes group bound to a
+  ClusterRole with just that (no access policy: AmazonEKSViewPolicy cannot read nodes, and
+  AmazonEKSAdminViewPolicy would read Secrets too).
+
+Opt-in: TrainiumStack builds it only when given ``deployment_check`` (the pipeline's stages do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Aws
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from constructs_trn.nag import acknowledge
+
+__all__ = [
+    "KUBERNETES_GROUP",
+    "DeploymentCheckAccess",
+    "DeploymentCheckTrust",
+    "deployment_check_role_name",
+]
+
+KUBERNETES_GROUP = "trainium-deployment-check"
+_IAM_ROLE_NAME_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class DeploymentCheckTrust:
+    """The one principal that may assume the check role: a role of the pipeline's tooling account."""
+
+    account: str
+    role_name: str
+
+    def role_arn(self, partition: str = Aws.PARTITION) -> str:
+        return f"arn:{partition}:iam::{self.account}:role/{self.role_name}"
+
+
+def deployment_check_role_name(cluster_name: str, region: str) -> str:
+    """The check role's name in a stage's account: IAM names are per account, so the region is part of it."""
+    name = f"{cluster_name}-{region}-deploy-check"
+    if len(name) > _IAM_ROLE_NAME_LIMIT:
+        raise ValueError(
+            f"deployment check role name {name!r} is longer than {_IAM_ROLE_NAME_LIMIT} characters"
+        )
+    return name
+
+
+class DeploymentCheckAccess(Construct):
+    """An IAM role in the stage's account, its EKS access entry and the Kubernetes RBAC it is bound to."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        role_name: str,
+        trust: DeploymentCheckTrust,
+        node_groups: Sequence[eks.Nodegroup],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # Trusting the account under a condition on the caller's ARN (not the role ARN as principal)
+        # keeps working if the pipeline's role is deleted and created again.
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=role_name,
+            description="Read-only post-deployment check of the TrainiumPipeline (assumed from the tooling account)",
+            assumed_by=iam.AccountPrincipal(trust.account).with_conditions(
+                {"ArnEquals": {"aws:PrincipalArn": trust.role_arn()}}
+            ),
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["eks:DescribeNodegroup"], resources=[group.nodegroup_arn for group in node_groups]
+            )
+        )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["ec2:DescribeInstances"], resources=["*"]))
+        acknowledge(
+            self.role,
+            "IAM5[Resource::*]",
+            reason=(
+                "ec2:DescribeInstances supports no resource-level permissions; the check reads the EFA "
+                "interfaces of the Trainium instances with it and nothing else"
+            ),
+        )
+
+        self.access_entry = eks_l1.CfnAccessEntry(
+            self,
+            "AccessEntry",
+            cluster_name=cluster.cluster_name,
+            principal_arn=self.role.role_arn,
+            type="STANDARD",
+            kubernetes_groups=[KUBERNETES_GROUP],
+        )
+        self.rbac = cluster.add_manifest(
+            "DeploymentCheckNodeReader",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": KUBERNETES_GROUP},
+                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": KUBERNETES_GROUP},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": KUBERNETES_GROUP,
+                },
+                "subjects": [
+                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": KUBERNETES_GROUP}
+                ],
+            },
+        )

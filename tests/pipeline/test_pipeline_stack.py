@@ -1,0 +1,473 @@
+"""TrainiumPipeline from config/pipeline.example.yaml, synthesized once per session as app.py builds it.
+
+Read from the cloud assembly: the pipeline's CodePipeline stages and actions in order, the synth and
+self-mutation commands, the approval and security-check placement, each stage's TrainiumStack
+environment, the artifact store's keys, the post-deployment checks, and cdk-nag's verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from config.pipeline import Pipeline, construct_id_of, load_pipeline
+from constructs_trn.deployment_check_role import KUBERNETES_GROUP, deployment_check_role_name
+from constructs_trn.instance_catalog import CATALOG
+from constructs_trn.nag import add_aws_solutions_checks
+from constructs_trn.trainium_node_group import trainium_node_labels
+from stacks.deployment_check import (
+    CHECK_OUTPUTS,
+    EFA_INTERFACES_LABEL,
+    NEURON_DEVICES_LABEL,
+    NODE_GROUP_LABEL,
+)
+from stacks.pipeline_stack import TrainiumPipeline, pinned_cli_version
+from tests.conftest import REPO_ROOT, project_context
+from tests.guardrails.reports import acknowledgments_made, acknowledgments_used, plugin_report, violation_ids
+from tests.test_cli import CDK, offline_environment, without_metadata
+
+PIPELINE_FILE = "config/pipeline.example.yaml"
+CFN_LINT = REPO_ROOT / ".venv" / "bin" / "cfn-lint"
+
+
+@dataclass(frozen=True)
+class PipelineSynth:
+    app: cdk.App
+    stack: TrainiumPipeline
+    pipeline: Pipeline
+    outdir: Path
+
+    def template(self, name: str = "TrainiumPipeline") -> dict[str, Any]:
+        return dict(json.loads((self.outdir / f"{name}.template.json").read_text()))
+
+    def resources(self, resource_type: str, template: str = "TrainiumPipeline") -> dict[str, dict[str, Any]]:
+        return {
+            logical_id: resource
+            for logical_id, resource in self.template(template)["Resources"].items()
+            if resource["Type"] == resource_type
+        }
+
+    @property
+    def codepipeline(self) -> dict[str, Any]:
+        (pipeline,) = self.resources("AWS::CodePipeline::Pipeline").values()
+        return dict(pipeline["Properties"])
+
+    def stage(self, name: str) -> list[dict[str, Any]]:
+        (stage,) = [stage for stage in self.codepipeline["Stages"] if stage["Name"] == name]
+        return list(stage["Actions"])
+
+    def project(self, action: dict[str, Any]) -> dict[str, Any]:
+        """The CodeBuild project a CodeBuild action runs."""
+        logical_id = action["Configuration"]["ProjectName"]["Ref"]
+        return dict(self.template()["Resources"][logical_id]["Properties"])
+
+    def build_spec(self, action: dict[str, Any]) -> dict[str, Any]:
+        return dict(json.loads(self.project(action)["Source"]["BuildSpec"]))
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> PipelineSynth:
+    """app.py's pipeline branch, in process: feature flags, cdk-nag, the example pipeline file."""
+    outdir = tmp_path_factory.mktemp("pipeline.out")
+    app = cdk.App(context={**project_context(), "pipeline": PIPELINE_FILE}, outdir=str(outdir))
+    add_aws_solutions_checks(app)
+    pipeline = load_pipeline(REPO_ROOT / PIPELINE_FILE)
+    stack = TrainiumPipeline(app, pipeline=pipeline, pipeline_file=PIPELINE_FILE)
+    app.synth()
+    return PipelineSynth(app=app, stack=stack, pipeline=pipeline, outdir=outdir)
+
+
+def actions_of(synth: PipelineSynth, wave: str, environment: str) -> dict[str, dict[str, Any]]:
+    """The actions of one environment's stage in its wave, by name without the stage prefix."""
+    wave_settings = next(settings for settings in synth.pipeline.settings.waves if settings.name == wave)
+    actions = synth.stage(construct_id_of(wave))
+    if len(wave_settings.environments) == 1:
+        return {action["Name"]: action for action in actions}
+    prefix = f"{construct_id_of(environment)}."
+    return {
+        action["Name"].removeprefix(prefix): action for action in actions if action["Name"].startswith(prefix)
+    }
+
+
+def test_stages_run_source_build_update_assets_then_the_waves_in_file_order(synth: PipelineSynth) -> None:
+    names = [stage["Name"] for stage in synth.codepipeline["Stages"]]
+    assert names == ["Source", "Build", "UpdatePipeline", "Assets", "Dev", "Staging", "Production"]
+    assert synth.codepipeline["Name"] == "trainium"
+    assert synth.codepipeline["PipelineType"] == "V2"
+
+
+def test_source_is_the_connection_repository_and_branch(synth: PipelineSynth) -> None:
+    (action,) = synth.stage("Source")
+    assert action["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
+    source = synth.pipeline.settings.source
+    assert action["Configuration"]["ConnectionArn"] == source.connection_arn
+    assert action["Configuration"]["FullRepositoryId"] == source.repository
+    assert action["Configuration"]["BranchName"] == source.branch
+
+
+def test_synth_installs_through_make_then_tests_then_synthesizes_this_pipeline_file(
+    synth: PipelineSynth,
+) -> None:
+    (action,) = synth.stage("Build")
+    spec = synth.build_spec(action)
+    assert spec["phases"]["install"]["commands"] == ["make setup"]
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.11", "nodejs": "24"}
+    assert spec["phases"]["build"]["commands"] == ["make test", f"make synth PIPELINE={PIPELINE_FILE}"]
+    assert spec["artifacts"]["base-directory"] == "cdk.out"
+    environment = synth.project(action)["Environment"]
+    assert environment["Image"] == "aws/codebuild/standard:8.0"
+    assert environment["PrivilegedMode"] is False
+
+
+def test_self_mutation_and_the_security_check_use_the_pinned_cli(synth: PipelineSynth) -> None:
+    version = pinned_cli_version()
+    lock = json.loads((REPO_ROOT / "package-lock.json").read_text())
+    assert version == lock["packages"]["node_modules/aws-cdk"]["version"]
+    (update,) = synth.stage("UpdatePipeline")
+    spec = synth.build_spec(update)
+    assert spec["phases"]["install"]["commands"] == [f"npm install -g aws-cdk@{version}"]
+    assert spec["phases"]["build"]["commands"] == [
+        "cdk -a . deploy TrainiumPipeline --require-approval=never --verbose"
+    ]
+    checks = [
+        project["Properties"]
+        for logical_id, project in synth.resources("AWS::CodeBuild::Project").items()
+        if "PipelinesSecurityCheck" in logical_id
+    ]
+    (check,) = checks
+    build_spec = json.dumps(check["Source"]["BuildSpec"])
+    assert f"npm install -g aws-cdk@{version}" in build_spec
+    assert 'npm install -g aws-cdk\\\\"' not in build_spec.replace(f"aws-cdk@{version}", "")
+    assert check["Environment"]["Image"] == "aws/codebuild/standard:8.0"
+
+
+def test_production_waves_check_permissions_then_wait_for_approval_before_executing(
+    synth: PipelineSynth,
+) -> None:
+    for wave, environment, _ in synth.pipeline.stages():
+        actions = actions_of(synth, wave.name, environment.name)
+        order = {name: action["RunOrder"] for name, action in actions.items()}
+        approvals = sorted(
+            name for name, action in actions.items() if action["ActionTypeId"]["Category"] == "Approval"
+        )
+        if wave.production:
+            assert approvals == ["SecurityCheck.Confirm", "TrainiumStack.Approve"]
+            assert (
+                order["SecurityCheck.Check"]
+                < order["SecurityCheck.Confirm"]
+                < order["TrainiumStack.Prepare"]
+                < order["TrainiumStack.Approve"]
+                < order["TrainiumStack.Deploy"]
+                < order["DeploymentCheck"]
+            )
+            assert actions["TrainiumStack.Prepare"]["Configuration"]["ActionMode"] == "CHANGE_SET_REPLACE"
+            assert actions["TrainiumStack.Deploy"]["Configuration"]["ActionMode"] == "CHANGE_SET_EXECUTE"
+            comment = actions["TrainiumStack.Approve"]["Configuration"]["CustomData"]
+            assert f"{construct_id_of(environment.name)}-TrainiumStack" in comment
+            assert "PipelineChange" in comment
+        else:
+            assert approvals == []
+            assert not any(name.startswith("SecurityCheck") for name in actions)
+            assert order["TrainiumStack.Prepare"] < order["TrainiumStack.Deploy"] < order["DeploymentCheck"]
+
+
+def test_each_stage_deploys_trainium_stack_to_its_account_and_region(synth: PipelineSynth) -> None:
+    root = json.loads((synth.outdir / "manifest.json").read_text())
+    pipeline_artifact = root["artifacts"]["TrainiumPipeline"]
+    assert pipeline_artifact["environment"] == "aws://444444444444/us-west-2"
+    deployed = []
+    for wave, environment, config in synth.pipeline.stages():
+        stage_id = construct_id_of(environment.name)
+        assert root["artifacts"][f"assembly-{stage_id}"]["type"] == "cdk:cloud-assembly"
+        nested = json.loads((synth.outdir / f"assembly-{stage_id}" / "manifest.json").read_text())
+        (stack,) = [
+            artifact
+            for artifact in nested["artifacts"].values()
+            if artifact["type"] == "aws:cloudformation:stack"
+        ]
+        assert stack["environment"] == f"aws://{environment.account}/{environment.region}"
+        assert (config.account, config.region) == (environment.account, environment.region)
+        assert stack["properties"]["stackName"] == f"{stage_id}-TrainiumStack"
+        deployed.append((wave.name, stack["environment"]))
+    assert deployed == [
+        ("dev", "aws://111111111111/us-west-2"),
+        ("staging", "aws://222222222222/us-east-1"),
+        ("production", "aws://333333333333/us-east-1"),
+        ("production", "aws://333333333333/us-west-2"),
+    ]
+
+
+def test_deploy_actions_assume_the_target_accounts_bootstrap_roles(synth: PipelineSynth) -> None:
+    for wave, environment, _ in synth.pipeline.stages():
+        prepare = actions_of(synth, wave.name, environment.name)["TrainiumStack.Prepare"]
+        role = json.dumps(prepare["RoleArn"])
+        assert (
+            f"iam::{environment.account}:role/cdk-hnb659fds-deploy-role-{environment.account}-{environment.region}"
+            in role
+        )
+        expected_region = None if environment.region == "us-west-2" else environment.region
+        assert prepare.get("Region") == expected_region
+
+
+def test_no_context_lookups_anywhere(synth: PipelineSynth) -> None:
+    manifests = [synth.outdir / "manifest.json", *synth.outdir.glob("assembly-*/manifest.json")]
+    assert len(manifests) == 1 + 4
+    for manifest in manifests:
+        assert "missing" not in json.loads(manifest.read_text()), manifest
+
+
+def test_cross_account_keys_encrypt_every_artifact_store(synth: PipelineSynth) -> None:
+    stores = {store["Region"]: store["ArtifactStore"] for store in synth.codepipeline["ArtifactStores"]}
+    assert set(stores) == {"us-west-2", "us-east-1"}
+    assert all(store["EncryptionKey"]["Type"] == "KMS" for store in stores.values())
+    key_id = stores["us-west-2"]["EncryptionKey"]["Id"]["Fn::GetAtt"][0]
+    key = synth.template()["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"]["EnableKeyRotation"] is True
+    bucket = synth.template()["Resources"][stores["us-west-2"]["Location"]["Ref"]]["Properties"]
+    (rule,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert rule["ServerSideEncryptionByDefault"]["KMSMasterKeyID"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert "LoggingConfiguration" in bucket
+    replication = synth.resources("AWS::KMS::Key", "cross-region-stack-444444444444_us-east-1")
+    assert [key["Properties"]["EnableKeyRotation"] for key in replication.values()] == [True]
+
+
+def test_every_stage_ends_with_a_deployment_check_on_the_stack_outputs(synth: PipelineSynth) -> None:
+    for wave, environment, config in synth.pipeline.stages():
+        check = actions_of(synth, wave.name, environment.name)["DeploymentCheck"]
+        stack_namespace = actions_of(synth, wave.name, environment.name)["TrainiumStack.Deploy"]["Namespace"]
+        variables = {
+            item["name"]: item["value"] for item in json.loads(check["Configuration"]["EnvironmentVariables"])
+        }
+        assert variables == {
+            variable: f"#{{{stack_namespace}.{output}}}" for variable, output in CHECK_OUTPUTS.items()
+        }
+        project = synth.project(check)
+        plain = {item["Name"]: item["Value"] for item in project["Environment"]["EnvironmentVariables"]}
+        role_name = deployment_check_role_name(config.name, config.region)
+        assert plain["CHECK_ROLE_ARN"] == f"arn:aws:iam::{config.account}:role/{role_name}"
+        assert plain["EXPECTED_CLUSTER_NAME"] == config.name
+        assert plain["TARGET_REGION"] == config.region
+        assert plain["CHECK_KUBERNETES"] == ("true" if config.cluster.endpoint_public_cidrs else "false")
+        assert plain["TRAINIUM_NODE_GROUPS"] == " ".join(
+            f"{group.name}:{group.instance.efa_interfaces}" for group in config.trainium.node_groups
+        )
+        spec = synth.build_spec(check)
+        assert spec["env"]["shell"] == "bash"
+        (command,) = spec["phases"]["build"]["commands"]
+        assert "aws.amazon.com/neuron" in command
+        assert "vpc.amazonaws.com/efa" in command
+
+
+def test_the_check_role_assumes_exactly_the_stages_read_only_roles(synth: PipelineSynth) -> None:
+    roles = synth.resources("AWS::IAM::Role")
+    (check_role_id,) = [
+        logical_id
+        for logical_id, role in roles.items()
+        if role["Properties"].get("RoleName") == "trainium-deployment-check"
+    ]
+    policies = [
+        policy["Properties"]["PolicyDocument"]["Statement"]
+        for policy in synth.resources("AWS::IAM::Policy").values()
+        if {"Ref": check_role_id} in policy["Properties"]["Roles"]
+    ]
+    assume = [
+        statement["Resource"]
+        for statements in policies
+        for statement in statements
+        if statement["Action"] == "sts:AssumeRole"
+    ]
+    assert assume == [
+        [
+            f"arn:aws:iam::{config.account}:role/{deployment_check_role_name(config.name, config.region)}"
+            for _, _, config in synth.pipeline.stages()
+        ]
+    ]
+
+
+def test_each_stage_grants_the_check_read_only_access_in_its_account(synth: PipelineSynth) -> None:
+    for _, environment, config in synth.pipeline.stages():
+        stage = synth.stack.stages[environment.name]
+        template = json.loads(
+            (
+                synth.outdir / f"assembly-{construct_id_of(environment.name)}" / stage.stack.template_file
+            ).read_text()
+        )
+        resources = template["Resources"]
+        (role,) = [
+            resource["Properties"]
+            for resource in resources.values()
+            if resource["Type"] == "AWS::IAM::Role"
+            and resource["Properties"].get("RoleName")
+            == deployment_check_role_name(config.name, config.region)
+        ]
+        (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Principal"] == {"AWS": "arn:aws:iam::444444444444:root"}
+        assert trust["Condition"]["ArnEquals"]["aws:PrincipalArn"] == {
+            "Fn::Join": [
+                "",
+                ["arn:", {"Ref": "AWS::Partition"}, ":iam::444444444444:role/trainium-deployment-check"],
+            ]
+        }
+        (entry,) = [
+            resource["Properties"]
+            for resource in resources.values()
+            if resource["Type"] == "AWS::EKS::AccessEntry" and resource["Properties"].get("KubernetesGroups")
+        ]
+        assert entry["KubernetesGroups"] == [KUBERNETES_GROUP]
+        assert "AccessPolicies" not in entry
+        (rbac,) = [
+            json.loads(resource["Properties"]["Manifest"])
+            for resource in resources.values()
+            if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+            and KUBERNETES_GROUP in resource["Properties"]["Manifest"]
+        ]
+        cluster_role = next(item for item in rbac if item["kind"] == "ClusterRole")
+        assert cluster_role["rules"] == [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}
+        ]
+        actions = sorted(
+            statement["Action"]
+            for policy in resources.values()
+            if policy["Type"] == "AWS::IAM::Policy"
+            and "DeploymentCheck" in json.dumps(policy["Properties"]["Roles"])
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        )
+        assert actions == ["ec2:DescribeInstances", "eks:DescribeCluster", "eks:DescribeNodegroup"]
+
+
+def test_the_check_reads_the_labels_the_node_groups_carry() -> None:
+    labels = trainium_node_labels(CATALOG["trn1.32xlarge"], node_group="group")
+    assert {NODE_GROUP_LABEL, NEURON_DEVICES_LABEL, EFA_INTERFACES_LABEL} <= set(labels)
+    assert labels[NEURON_DEVICES_LABEL] == "16"
+    assert labels[EFA_INTERFACES_LABEL] == "8"
+
+
+def test_the_pipeline_passes_aws_solutions_with_every_acknowledgment_used(synth: PipelineSynth) -> None:
+    report = plugin_report(synth.outdir)
+    assert report["conclusion"] == "success"
+    assert violation_ids(report) == set()
+    made = acknowledgments_made(synth.stack)
+    for child in synth.app.node.children:
+        if isinstance(child, cdk.Stack) and child.node.id.startswith("cross-region-stack-"):
+            made |= acknowledgments_made(child)
+    for stage in synth.stack.stages.values():
+        made |= acknowledgments_made(stage.stack.deployment_check)  # type: ignore[arg-type]
+    used = acknowledgments_used(report)
+    ours = {
+        entry
+        for entry in used
+        if entry[0].startswith(("TrainiumPipeline", "cross-region-stack-")) or "/DeploymentCheck" in entry[0]
+    }
+    assert made == ours
+    for entry in report["suppressedViolations"]:
+        if entry["acknowledgedAt"].startswith("TrainiumPipeline"):
+            assert len(entry["reason"]) >= 60, entry
+
+
+@pytest.fixture(scope="module")
+def cli_synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`make synth PIPELINE=config/pipeline.example.yaml`, as the pipeline's synth step runs it, offline."""
+    output = tmp_path_factory.mktemp("pipeline-cli.out")
+    return cdk_synth_pipeline(PIPELINE_FILE, output), output
+
+
+def cdk_synth_pipeline(pipeline_file: str | Path, output: Path) -> subprocess.CompletedProcess[str]:
+    assert CDK.exists(), "the pinned CDK CLI is missing: run the tests through `make test`"
+    return subprocess.run(
+        [
+            str(CDK),
+            "synth",
+            "--quiet",
+            "-c",
+            "config=config/default.yaml",
+            "-c",
+            f"pipeline={pipeline_file}",
+            "--output",
+            str(output),
+        ],
+        cwd=REPO_ROOT,
+        env=offline_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_the_cli_synthesizes_the_pipeline_and_its_stages_offline(
+    cli_synth: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, output = cli_synth
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert "missing" not in manifest
+    stacks = sorted(
+        name
+        for name, artifact in manifest["artifacts"].items()
+        if artifact["type"] == "aws:cloudformation:stack"
+    )
+    assert stacks == ["TrainiumPipeline", "cross-region-stack-444444444444_us-east-1"]
+    for stage in ("Dev", "Staging", "ProdUsEast1", "ProdUsWest2"):
+        nested = json.loads((output / f"assembly-{stage}" / "manifest.json").read_text())
+        assert "missing" not in nested
+        assert len(list((output / f"assembly-{stage}").glob(f"{stage}TrainiumStack*.template.json"))) == 1
+    assert not (output / "TrainiumStack.template.json").exists(), (
+        "pipeline mode builds no plain TrainiumStack"
+    )
+    assert not (output / "k8s").exists()
+
+
+def test_the_cli_templates_equal_the_in_process_ones(
+    cli_synth: tuple[subprocess.CompletedProcess[str], Path], synth: PipelineSynth
+) -> None:
+    """Deterministic: another process, another run, the same templates (path metadata aside)."""
+    _, output = cli_synth
+    templates = sorted(path.relative_to(synth.outdir) for path in synth.outdir.rglob("*.template.json"))
+    assert templates == sorted(path.relative_to(output) for path in output.rglob("*.template.json"))
+    for template in templates:
+        from_cli = json.loads((output / template).read_text())
+        in_process = json.loads((synth.outdir / template).read_text())
+        assert without_metadata(from_cli) == without_metadata(in_process), template
+
+
+def test_pipeline_templates_pass_cfn_lint(cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """The templates the pipeline deploys (path metadata included, as cfn-lint expects of CDK output)."""
+    _, output = cli_synth
+    templates = [
+        output / "TrainiumPipeline.template.json",
+        *output.glob("cross-region-stack-*.template.json"),
+        *output.glob("assembly-*/*.template.json"),
+    ]
+    assert len(templates) == 1 + 1 + 4
+    result = subprocess.run(
+        [str(CFN_LINT), "--format", "json", *map(str, templates)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    findings = json.loads(result.stdout)
+    assert [f"{item['Rule']['Id']} {item['Message']} ({item['Filename']})" for item in findings] == []
+
+
+def test_a_bad_pipeline_file_fails_the_cli_with_one_line_per_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "pipeline.yaml"
+    text = (REPO_ROOT / PIPELINE_FILE).read_text()
+    bad.write_text(text.replace("approval: manual\n", "approval: none\n").replace('"444444444444"', '"4444"'))
+    output = tmp_path / "cdk.out"
+    result = cdk_synth_pipeline(bad, output)
+    assert result.returncode != 0
+    assert f"{bad}: tooling.account: '4444' is not a 12-digit AWS account id" in result.stderr
+    assert f"{bad}: waves[2].approval: a production wave needs approval: manual, got 'none'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(output.glob("**/*.template.json"))
