@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import yaml
 
 from config import ConfigError, load_config, parse_config
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
+from tests.yaml_edits import with_change as change_key
 
 
 def default_data() -> dict[str, Any]:
@@ -24,17 +24,7 @@ def problems_of(data: Any) -> list[str]:
 
 
 def with_change(path: str, value: Any) -> dict[str, Any]:
-    """The default data with one key (dotted, list items as integers) set or, for ..., removed."""
-    data = copy.deepcopy(default_data())
-    *parents, last = [int(part) if part.isdigit() else part for part in path.split(".")]
-    target = data
-    for part in parents:
-        target = target[part]
-    if value is ...:
-        del target[last]
-    else:
-        target[last] = value
-    return data
+    return change_key(default_data(), path, value)
 
 
 def test_default_config_is_the_tutorial_cluster() -> None:

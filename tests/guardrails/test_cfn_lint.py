@@ -6,38 +6,15 @@ Zero errors, and zero warnings beyond the ones .cfnlintrc.yaml switches off with
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT, Synthesized
+from tests.guardrails.reports import cfn_lint, summary
 
-CFN_LINT = REPO_ROOT / ".venv" / "bin" / "cfn-lint"
 STACKS = ["default_stack", "example_stack"]
-
-
-def cfn_lint(*templates: Path) -> list[dict[str, Any]]:
-    """cfn-lint's findings, run from the repository root so that it reads .cfnlintrc.yaml."""
-    result = subprocess.run(
-        [str(CFN_LINT), "--format", "json", *map(str, templates)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    # Exit status is a bit mask of the levels found (2 error, 4 warning, 8 informational); a crash
-    # (or a bad option) is 1 or 32 and prints no JSON.
-    assert result.stdout.strip(), f"cfn-lint printed nothing (exit {result.returncode}): {result.stderr}"
-    findings: list[dict[str, Any]] = json.loads(result.stdout)
-    return findings
-
-
-def summary(findings: list[dict[str, Any]]) -> list[str]:
-    return [f"{item['Rule']['Id']} {item['Message']} ({item['Location']['Path']})" for item in findings]
 
 
 @pytest.mark.parametrize("stack_fixture", STACKS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from config.pipeline import (
     repository_path,
 )
 from tests.conftest import REPO_ROOT
+from tests.yaml_edits import with_change as change_key
 
 EXAMPLE = REPO_ROOT / "config" / "pipeline.example.yaml"
 SOURCE = "pipeline.yaml"
@@ -42,17 +42,7 @@ def problems_of(data: Any, folder: Path = Path("config")) -> list[str]:
 
 
 def with_change(path: str, value: Any) -> dict[str, Any]:
-    """The example data with one key (dotted, list items as integers) set or, for ..., removed."""
-    data = copy.deepcopy(example_data())
-    *parents, last = [int(part) if part.isdigit() else part for part in path.split(".")]
-    target: Any = data
-    for part in parents:
-        target = target[part]
-    if value is ...:
-        del target[last]
-    else:
-        target[last] = value
-    return data
+    return change_key(example_data(), path, value)
 
 
 def test_example_pipeline_deploys_dev_then_staging_then_production() -> None:

@@ -29,11 +29,17 @@ from stacks.deployment_check import (
 )
 from stacks.pipeline_stack import TrainiumPipeline, pinned_cli_version
 from tests.conftest import REPO_ROOT, project_context
-from tests.guardrails.reports import acknowledgments_made, acknowledgments_used, plugin_report, violation_ids
+from tests.guardrails.reports import (
+    acknowledgments_made,
+    acknowledgments_used,
+    cfn_lint,
+    plugin_report,
+    summary,
+    violation_ids,
+)
 from tests.test_cli import CDK, offline_environment, without_metadata
 
 PIPELINE_FILE = "config/pipeline.example.yaml"
-CFN_LINT = REPO_ROOT / ".venv" / "bin" / "cfn-lint"
 
 
 @dataclass(frozen=True)
@@ -448,16 +454,7 @@ def test_pipeline_templates_pass_cfn_lint(cli_synth: tuple[subprocess.CompletedP
         *output.glob("assembly-*/*.template.json"),
     ]
     assert len(templates) == 1 + 1 + 4
-    result = subprocess.run(
-        [str(CFN_LINT), "--format", "json", *map(str, templates)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    findings = json.loads(result.stdout)
-    assert [f"{item['Rule']['Id']} {item['Message']} ({item['Filename']})" for item in findings] == []
+    assert summary(cfn_lint(*templates)) == []
 
 
 def test_a_bad_pipeline_file_fails_the_cli_with_one_line_per_problem(tmp_path: Path) -> None:
