@@ -22,6 +22,7 @@ from constructs import Construct
 
 from k8s_charts.isolation import deny_ingress
 from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.resources import container_resources
 from k8s_charts.training_namespace import TRAINING_NAMESPACE
 
 __all__ = [
@@ -119,10 +120,6 @@ def require_pinned_image(image: str) -> str:
     return image
 
 
-def _quantities(**values: str) -> dict[str, k8s.Quantity]:
-    return {name: k8s.Quantity.from_string(value) for name, value in values.items()}
-
-
 class DataStagingChart(cdk8s.Chart):
     """The Job ``bert-data-staging``: data set and script onto the claim ``claim_name`` at ``/data``."""
 
@@ -169,10 +166,10 @@ class DataStagingChart(cdk8s.Chart):
             image_pull_policy="Always",
             command=["/bin/sh", "-c", STAGING_SCRIPT],
             env=[k8s.EnvVar(name=name, value=value) for name, value in environment.items()],
-            resources=k8s.ResourceRequirements(
+            resources=container_resources(
                 # wget | tar is I/O bound; the memory limit leaves room for the page cache of the writes.
-                requests=_quantities(cpu="250m", memory="256Mi"),
-                limits=_quantities(cpu="1", memory="1Gi"),
+                requests={"cpu": "250m", "memory": "256Mi"},
+                limits={"cpu": "1", "memory": "1Gi"},
             ),
             # Root only to own what it writes on the (root-owned) Lustre root; no capabilities needed.
             security_context=k8s.SecurityContext(

@@ -20,6 +20,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
+from k8s_charts.resources import container_resources
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
     device_plugin_daemonset,
@@ -180,15 +181,8 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
                 image=image,
                 # The tag is pinned; Always only re-checks it against the registry at start.
                 image_pull_policy="Always",
-                resources=k8s.ResourceRequirements(
-                    requests={
-                        "cpu": k8s.Quantity.from_string("10m"),
-                        "memory": k8s.Quantity.from_string("20Mi"),
-                    },
-                    limits={
-                        "cpu": k8s.Quantity.from_string("200m"),
-                        "memory": k8s.Quantity.from_string("128Mi"),
-                    },
+                resources=container_resources(
+                    requests={"cpu": "10m", "memory": "20Mi"}, limits={"cpu": "200m", "memory": "128Mi"}
                 ),
                 # Privileged and root, as in the upstream chart: recent plugin versions read the
                 # host's Neuron devices and tools to pair EFA interfaces with Neuron devices, which a

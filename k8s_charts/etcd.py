@@ -22,6 +22,7 @@ import cdk8s_plus_27 as kplus
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from k8s_charts.resources import container_resources
 from k8s_charts.training_namespace import TRAINING_NAMESPACE
 
 __all__ = [
@@ -145,12 +146,8 @@ def _pod_spec(image: str) -> k8s.PodSpec:
                 # The tag is pinned; Always only re-checks it against the registry at start.
                 image_pull_policy="Always",
                 ports=[k8s.ContainerPort(name="client", container_port=CLIENT_PORT, protocol="TCP")],
-                resources=k8s.ResourceRequirements(
-                    requests={
-                        "cpu": k8s.Quantity.from_string("100m"),
-                        "memory": k8s.Quantity.from_string("256Mi"),
-                    },
-                    limits={"cpu": k8s.Quantity.from_string("1"), "memory": k8s.Quantity.from_string("1Gi")},
+                resources=container_resources(
+                    requests={"cpu": "100m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "1Gi"}
                 ),
                 security_context=k8s.SecurityContext(
                     allow_privilege_escalation=False,

@@ -22,6 +22,7 @@ from constructs import Construct
 
 from constructs_trn.instance_catalog import CATALOG
 from k8s_charts.isolation import deny_ingress
+from k8s_charts.resources import container_resources
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
     device_plugin_daemonset,
@@ -121,15 +122,8 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                             ),
                         ),
                     ],
-                    resources=k8s.ResourceRequirements(
-                        requests={
-                            "cpu": k8s.Quantity.from_string("50m"),
-                            "memory": k8s.Quantity.from_string("64Mi"),
-                        },
-                        limits={
-                            "cpu": k8s.Quantity.from_string("200m"),
-                            "memory": k8s.Quantity.from_string("256Mi"),
-                        },
+                    resources=container_resources(
+                        requests={"cpu": "50m", "memory": "64Mi"}, limits={"cpu": "200m", "memory": "256Mi"}
                     ),
                     # Host access is through the two hostPath mounts only: no privilege, no capabilities.
                     security_context=k8s.SecurityContext(
