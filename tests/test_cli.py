@@ -31,15 +31,20 @@ def offline_environment() -> dict[str, str]:
     return environment
 
 
-def cdk_synth(config: Path | str, output: Path) -> subprocess.CompletedProcess[str]:
+def cdk_synth(
+    config: Path | str, output: Path, *, pipeline: Path | str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`cdk synth` as `make synth [PIPELINE=...]` runs it, offline, into ``output``."""
     assert CDK.exists(), "the pinned CDK CLI is missing: run the tests through `make test`"
+    context = ["-c", f"config={config}"] + (["-c", f"pipeline={pipeline}"] if pipeline else [])
     return subprocess.run(
-        [str(CDK), "synth", "--quiet", "-c", f"config={config}", "--output", str(output)],
+        [str(CDK), "synth", "--quiet", *context, "--output", str(output)],
         cwd=REPO_ROOT,
         env=offline_environment(),
         capture_output=True,
         text=True,
-        timeout=300,
+        # A pipeline synthesizes four TrainiumStacks.
+        timeout=600 if pipeline else 300,
         check=False,
     )
 

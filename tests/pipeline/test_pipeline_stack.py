@@ -37,7 +37,7 @@ from tests.guardrails.reports import (
     summary,
     violation_ids,
 )
-from tests.test_cli import CDK, offline_environment, without_metadata
+from tests.test_cli import cdk_synth, without_metadata
 
 PIPELINE_FILE = "config/pipeline.example.yaml"
 
@@ -387,26 +387,7 @@ def cli_synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
 
 
 def cdk_synth_pipeline(pipeline_file: str | Path, output: Path) -> subprocess.CompletedProcess[str]:
-    assert CDK.exists(), "the pinned CDK CLI is missing: run the tests through `make test`"
-    return subprocess.run(
-        [
-            str(CDK),
-            "synth",
-            "--quiet",
-            "-c",
-            "config=config/default.yaml",
-            "-c",
-            f"pipeline={pipeline_file}",
-            "--output",
-            str(output),
-        ],
-        cwd=REPO_ROOT,
-        env=offline_environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return cdk_synth("config/default.yaml", output, pipeline=pipeline_file)
 
 
 def test_the_cli_synthesizes_the_pipeline_and_its_stages_offline(
