@@ -6,7 +6,7 @@
 The pipeline runs in the tooling account. Source (a CodeConnections connection) -> Build (``make
 setup``, ``make test``, ``make synth PIPELINE=<this file>``: the tests and the synth run once per
 change, with the CDK CLI pinned in package-lock.json) -> UpdatePipeline (self-mutation with that
-same CLI) -> Assets -> one CodePipeline stage per wave, in file order. Each environment of a wave
+same CLI) -> Assets (cdk-assets pinned in package-lock.json) -> one CodePipeline stage per wave, in file order. Each environment of a wave
 is a ``TrainiumStage`` (a ``cdk.Stage`` holding TrainiumStack in the environment's account and
 region). Production waves check each stage's security diff (``ConfirmPermissionsBroadening``)
 and wait for a manual approval after the stack's change set is created and before it executes.
@@ -43,6 +43,7 @@ __all__ = [
     "RUNTIME_VERSIONS",
     "TrainiumPipeline",
     "TrainiumStage",
+    "pinned_assets_cli_version",
     "pinned_cli_version",
 ]
 
@@ -50,15 +51,29 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Ubuntu 24.04 (aws/codebuild/standard:8.0) with the runtimes pinned: Python 3.11 (the project's
 # target; make setup builds .venv from it) and Node.js 24 for the steps that npm-install a CLI.
-# The synth itself runs on the Node.js 24 that make setup installs into .venv.
-BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_8_0
+# The synth itself runs on the Node.js 24 that make setup installs into .venv. By id: aws-cdk-lib
+# names STANDARD_8_0 only from 2.274, whose cloud-assembly schema the pinned cdk-assets cannot read.
+BUILD_IMAGE = codebuild.LinuxBuildImage.from_code_build_image_id("aws/codebuild/standard:8.0")
 RUNTIME_VERSIONS = {"python": "3.11", "nodejs": "24"}
+
+
+def _locked_npm_version(package: str) -> str:
+    lock = json.loads((REPO_ROOT / "package-lock.json").read_text(encoding="utf-8"))
+    return str(lock["packages"][f"node_modules/{package}"]["version"])
 
 
 def pinned_cli_version() -> str:
     """The CDK CLI version of package-lock.json: the one make synth runs, used by self-mutation too."""
-    lock = json.loads((REPO_ROOT / "package-lock.json").read_text(encoding="utf-8"))
-    return str(lock["packages"]["node_modules/aws-cdk"]["version"])
+    return _locked_npm_version("aws-cdk")
+
+
+def pinned_assets_cli_version() -> str:
+    """The cdk-assets version of package-lock.json: the Assets stage's publisher, which the tests run.
+
+    CDK Pipelines would install ``cdk-assets@latest``, whose cloud-assembly schema support can trail
+    aws-cdk-lib's by a release; the tests prove this version reads every stage's asset manifest.
+    """
+    return _locked_npm_version("cdk-assets")
 
 
 class TrainiumStage(cdk.Stage):
@@ -95,6 +110,7 @@ class TrainiumPipeline(cdk.Stack):
         pipeline: Pipeline,
         pipeline_file: str,
         cli_version: str | None = None,
+        assets_cli_version: str | None = None,
     ) -> None:
         settings = pipeline.settings
         super().__init__(
@@ -105,6 +121,7 @@ class TrainiumPipeline(cdk.Stack):
         )
         self.settings = settings
         self.cli_version = cli_version or pinned_cli_version()
+        self.assets_cli_version = assets_cli_version or pinned_assets_cli_version()
         self.artifact_bucket = self._artifact_bucket()
 
         source = pipelines.CodePipelineSource.connection(
@@ -128,6 +145,7 @@ class TrainiumPipeline(cdk.Stack):
             enable_key_rotation=True,
             artifact_bucket=self.artifact_bucket,
             cli_version=self.cli_version,
+            cdk_assets_cli_version=self.assets_cli_version,
             self_mutation=True,
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(
@@ -279,9 +297,10 @@ class TrainiumPipeline(cdk.Stack):
     def _pin_security_check_cli(self) -> None:
         """ConfirmPermissionsBroadening installs ``aws-cdk`` unpinned: pin it to our CLI.
 
-        The registry's latest aws-cdk cannot read this aws-cdk-lib's cloud assembly (schema 55), so
-        the unpinned ``cdk diff`` would fail and every production deployment would ask for a
-        confirmation without a diff. The rendered buildspec is rewritten at exactly that command.
+        The registry's latest aws-cdk need not read this aws-cdk-lib's cloud assembly (its ``latest``
+        tag has pointed past the 2.x line), and an unreadable assembly fails ``cdk diff``: every
+        production deployment would ask for a confirmation without a diff. The rendered buildspec is
+        rewritten at exactly that command.
         """
         security_check = self.pipeline.node.try_find_child("PipelinesSecurityCheck")
         if security_check is None:

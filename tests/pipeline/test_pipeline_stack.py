@@ -8,6 +8,7 @@ environment, the artifact store's keys, the post-deployment checks, and cdk-nag'
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from stacks.deployment_check import (
     NEURON_DEVICES_LABEL,
     NODE_GROUP_LABEL,
 )
-from stacks.pipeline_stack import TrainiumPipeline, pinned_cli_version
+from stacks.pipeline_stack import TrainiumPipeline, pinned_assets_cli_version, pinned_cli_version
 from tests.conftest import REPO_ROOT, project_context
 from tests.guardrails.reports import (
     acknowledgments_made,
@@ -151,6 +152,60 @@ def test_self_mutation_and_the_security_check_use_the_pinned_cli(synth: Pipeline
     assert f"npm install -g aws-cdk@{version}" in build_spec
     assert 'npm install -g aws-cdk\\\\"' not in build_spec.replace(f"aws-cdk@{version}", "")
     assert check["Environment"]["Image"] == "aws/codebuild/standard:8.0"
+
+
+CDK_ASSETS = REPO_ROOT / "node_modules" / ".bin" / "cdk-assets"
+
+
+def asset_publications(synth: PipelineSynth) -> list[tuple[str, str]]:
+    """(asset manifest path, destination selector) of every ``cdk-assets publish`` in the Assets stage."""
+    publications = []
+    for action in synth.stage("Assets"):
+        spec = synth.build_spec(action)
+        assert spec["phases"]["install"]["commands"] == [
+            f"npm install -g cdk-assets@{pinned_assets_cli_version()}"
+        ]
+        for command in spec["phases"]["build"]["commands"]:
+            program, path_flag, path, verbose, verb, selector = shlex.split(command)
+            assert (program, path_flag, verbose, verb) == ("cdk-assets", "--path", "--verbose", "publish")
+            publications.append((path, selector))
+    return publications
+
+
+def test_the_assets_stage_publishes_every_stage_asset_with_the_pinned_cdk_assets(
+    synth: PipelineSynth,
+) -> None:
+    """The pinned cdk-assets (the one the Assets stage installs) reads each manifest and finds each asset.
+
+    This is the Assets stage's own reading of the assembly, run offline: a cdk-assets that cannot
+    read aws-cdk-lib's cloud-assembly schema fails here just as it would in CodeBuild.
+    """
+    lock = json.loads((REPO_ROOT / "package-lock.json").read_text())
+    assert pinned_assets_cli_version() == lock["packages"]["node_modules/cdk-assets"]["version"]
+    publications = asset_publications(synth)
+    listings: dict[str, str] = {}
+    for path in sorted({path for path, _ in publications}):
+        # CodeBuild runs the commands in the synth output's root: cdk.out, here the session's outdir.
+        result = subprocess.run(
+            [str(CDK_ASSETS), "--path", path, "ls"],
+            cwd=synth.outdir,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, f"cdk-assets cannot read {path}: {result.stderr.strip()}"
+        listings[path] = result.stdout
+    for path, selector in publications:
+        assert f"\u2514 {selector} " in listings[path], f"{selector} is not an asset destination of {path}"
+    published_manifests = {path.split("/")[0] for path in listings}
+    assert published_manifests == {f"assembly-{stage.stage_name}" for stage in synth.stack.stages.values()}
+    # Every file asset of every stage goes to its own account's bootstrap bucket, nowhere else.
+    for stage in synth.stack.stages.values():
+        (manifest,) = [path for path in listings if path.startswith(f"assembly-{stage.stage_name}/")]
+        destinations = {selector.split(":")[1] for path, selector in publications if path == manifest}
+        assert {destination.rsplit("-", 1)[0] for destination in destinations} == {
+            f"{stage.config.account}-{stage.config.region}"
+        }
 
 
 def test_production_waves_check_permissions_then_wait_for_approval_before_executing(
