@@ -22,8 +22,9 @@ import botocore.exceptions  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 
 from config.model import StackConfig
-from preflight.facts import AccountFacts, KubernetesVersion, Reservation, Unavailable, Zone
-from preflight.quotas import quota_demands
+from constructs_trn.instance_catalog import CATALOG
+from preflight.facts import AccountFacts, InstancesInUse, KubernetesVersion, Reservation, Unavailable, Zone
+from preflight.quotas import quota_demands, quota_of_instance
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -154,6 +155,7 @@ def gather_facts(config: StackConfig, clients: Clients) -> AccountFacts:
             reservation_id: _reservation(clients.ec2, reservation_id) for reservation_id in reservation_ids
         },
         quotas={code: _quota(clients.service_quotas, code) for code in quota_codes},
+        in_use=_trn_in_use(clients.ec2, cluster_name=config.name) if quota_codes else {},
         kubernetes_versions=_kubernetes_versions(clients.eks),
     )
 
@@ -281,6 +283,50 @@ def _quota(service_quotas: ServiceQuotasClient, code: str) -> float | Unavailabl
         return applied
     value = applied.get("Quota", {}).get("Value")
     return float(value) if value is not None else None
+
+
+# The EKS tag on every instance of a managed node group: the cluster's own nodes are already
+# counted at their groups' max_size.
+_CLUSTER_TAG = "eks:cluster-name"
+_COUNTED_STATES = ["pending", "running"]
+
+
+def _trn_in_use(ec2: Ec2Client, *, cluster_name: str) -> Mapping[str, InstancesInUse] | Unavailable:
+    """Pending and running Trn instances of the region outside ``cluster_name``, by quota code."""
+
+    def read() -> dict[str, InstancesInUse]:
+        in_use: dict[str, InstancesInUse] = {}
+        pages = ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "instance-type", "Values": ["trn*"]},
+                {"Name": "instance-state-name", "Values": _COUNTED_STATES},
+            ]
+        )
+        for page in pages:
+            for reservation in page.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    tags = {tag.get("Key"): tag.get("Value") for tag in instance.get("Tags", [])}
+                    quota = quota_of_instance(instance.get("InstanceLifecycle"))
+                    if tags.get(_CLUSTER_TAG) == cluster_name or quota is None:
+                        continue
+                    seen = in_use.get(quota.code, InstancesInUse())
+                    in_use[quota.code] = InstancesInUse(
+                        instances=seen.instances + 1, vcpus=seen.vcpus + _vcpus(instance)
+                    )
+        return in_use
+
+    answer = _ask(read, call="ec2:DescribeInstances")
+    return answer if answer is not None else Unavailable("ec2:DescribeInstances", "no answer")
+
+
+def _vcpus(instance: Mapping[str, Any]) -> int:
+    """The vCPUs the quota counts: the catalog's for the type; else the instance's CPU options
+    (the type's vCPUs, unless it was launched with fewer)."""
+    known = CATALOG.get(str(instance.get("InstanceType", "")))
+    if known is not None:
+        return known.vcpus
+    cpu = instance.get("CpuOptions", {})
+    return int(cpu.get("CoreCount", 0)) * int(cpu.get("ThreadsPerCore", 1))
 
 
 def _kubernetes_versions(eks: EksClient) -> tuple[KubernetesVersion, ...] | Unavailable:

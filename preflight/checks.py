@@ -15,7 +15,7 @@ from typing import Literal
 
 from config.model import StackConfig, TrainiumNodeGroupSettings
 from constructs_trn.kubectl_layers import KUBECTL_LAYERS
-from preflight.facts import AccountFacts, KubernetesVersion, Reservation, Unavailable, Zone
+from preflight.facts import AccountFacts, InstancesInUse, KubernetesVersion, Reservation, Unavailable, Zone
 from preflight.quotas import QuotaDemand, quota_demands
 
 __all__ = ["CheckResult", "Status", "run_checks", "worst"]
@@ -188,13 +188,30 @@ def _check_quota(config: StackConfig, facts: AccountFacts, demand: QuotaDemand) 
             f"check {quota.name} in the Service Quotas console ({facts.region})",
         )
     have = f"{quota.code} {quota.name} = {value:g}"
-    if value < demand.vcpus:
-        keys = ", ".join(f"trainium.node_groups[{g.index}].max_size" for g in demand.groups)
+    keys = ", ".join(f"trainium.node_groups[{g.index}].max_size" for g in demand.groups)
+    in_use = facts.in_use
+    used = InstancesInUse() if isinstance(in_use, Unavailable) else in_use.get(quota.code, InstancesInUse())
+    total = demand.vcpus + used.vcpus
+    if used.instances:
+        plural = "s" if used.instances > 1 else ""
+        needs += (
+            f" + {used.vcpus} in use by {used.instances} Trn instance{plural} outside cluster {config.name}"
+        )
+    if value < total:
+        stop = " or stop those instances" if used.instances else ""
         return CheckResult(
             check,
             "FAIL",
             f"{needs}; {have}",
-            f"request {quota.code} >= {demand.vcpus} in Service Quotas (ec2, {facts.region}), or lower {keys}",
+            f"request {quota.code} >= {total} in Service Quotas (ec2, {facts.region}), or lower {keys}{stop}",
+        )
+    if isinstance(in_use, Unavailable):
+        return CheckResult(
+            check,
+            "WARN",
+            f"{needs}; {have}; Trn instances already running not counted: {in_use.reason}",
+            f"allow {in_use.call} (read-only) for these credentials, or check the quota's usage in the "
+            "Service Quotas console",
         )
     return CheckResult(check, "PASS", f"{needs}; {have}")
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-__all__ = ["AccountFacts", "KubernetesVersion", "Reservation", "Unavailable", "Zone"]
+__all__ = ["AccountFacts", "InstancesInUse", "KubernetesVersion", "Reservation", "Unavailable", "Zone"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,14 @@ class KubernetesVersion:
 
 
 @dataclass(frozen=True)
+class InstancesInUse:
+    """Pending and running Trn instances outside this stack's cluster that draw on one quota."""
+
+    instances: int = 0
+    vcpus: int = 0
+
+
+@dataclass(frozen=True)
 class AccountFacts:
     """Everything the checks need, read once per run."""
 
@@ -70,4 +78,6 @@ class AccountFacts:
     """Reservation id -> the reservation; None when the account has no reservation with that id."""
     quotas: Mapping[str, float | Unavailable | None] = field(default_factory=dict)
     """Service Quotas code -> value; None when the region has no such quota."""
+    in_use: Mapping[str, InstancesInUse] | Unavailable = field(default_factory=dict)
+    """Service Quotas code -> the Trn instances other than this cluster's that already use it."""
     kubernetes_versions: tuple[KubernetesVersion, ...] | Unavailable = ()

@@ -19,7 +19,9 @@ What counts against which, and why:
   are sized against their block by the reservation check instead.
 
 Every group counts at ``max_size``: that is what the autoscaler may ask for. Trn instances already
-running in the account (outside this stack) also use the quota and are not subtracted here.
+pending or running in the region outside this stack's cluster use the same quotas, so the check
+adds them (``quota_of_instance``); the cluster's own nodes, tagged ``eks:cluster-name``, are
+already counted at ``max_size``. Open Spot requests that have no instance yet are not counted.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 from config.model import StackConfig
 
-__all__ = ["ON_DEMAND", "SPOT", "GroupDemand", "Quota", "QuotaDemand", "quota_demands"]
+__all__ = ["ON_DEMAND", "SPOT", "GroupDemand", "Quota", "QuotaDemand", "quota_demands", "quota_of_instance"]
 
 
 @dataclass(frozen=True)
@@ -85,3 +87,13 @@ def quota_demands(config: StackConfig) -> list[QuotaDemand]:
         if groups:
             demands.append(QuotaDemand(quota=quota, groups=groups))
     return demands
+
+
+def quota_of_instance(lifecycle: str | None) -> Quota | None:
+    """The quota a running instance draws on, from its ``InstanceLifecycle`` (absent: On-Demand).
+
+    Capacity Block instances (``capacity-block``) draw on neither, as decided above.
+    """
+    if lifecycle == "capacity-block":
+        return None
+    return SPOT if lifecycle == "spot" else ON_DEMAND

@@ -36,6 +36,10 @@ ODCR_ID = "cr-0123456789abcdef0"  # example.yaml: trn1n-32xl, on_demand, max_siz
 BLOCK_ID = "cr-0fedcba9876543210"  # example.yaml: trn1-32xl-block, capacity_block, max_size 8
 BLOCK_START = datetime(2026, 6, 1, 11, 30, tzinfo=UTC)
 BLOCK_END = datetime(2026, 6, 15, 11, 30, tzinfo=UTC)
+TRN_IN_USE_FILTERS = [
+    {"Name": "instance-type", "Values": ["trn*"]},
+    {"Name": "instance-state-name", "Values": ["pending", "running"]},
+]
 
 
 @pytest.fixture(autouse=True)
@@ -108,6 +112,29 @@ def _reservation(
     return item
 
 
+def trn_instance(
+    instance_type: str = "trn1.32xlarge",
+    *,
+    cluster: str | None = None,
+    lifecycle: str | None = None,
+    state: str = "running",
+    cores: int = 64,
+) -> dict[str, Any]:
+    """One ``DescribeInstances`` instance; ``cluster`` sets the EKS node group tag."""
+    instance: dict[str, Any] = {
+        "InstanceId": "i-0123456789abcdef0",
+        "InstanceType": instance_type,
+        "State": {"Code": 16, "Name": state},
+        "CpuOptions": {"CoreCount": cores, "ThreadsPerCore": 2},
+        "Tags": [{"Key": "Name", "Value": "trn"}],
+    }
+    if cluster is not None:
+        instance["Tags"].append({"Key": "eks:cluster-name", "Value": cluster})
+    if lifecycle is not None:
+        instance["InstanceLifecycle"] = lifecycle
+    return instance
+
+
 @dataclass
 class FakeAccount:
     """An account in which config/example.yaml (us-east-1) and config/default.yaml (us-west-2) pass."""
@@ -159,6 +186,8 @@ class FakeAccount:
     """Applied values; None: no applied value (NoSuchResourceException), see ``default_quotas``."""
     default_quotas: dict[str, float] = field(default_factory=dict)
     """AWS default values, asked for when a quota has no applied value; missing: none either."""
+    instances: list[dict[str, Any]] = field(default_factory=list)
+    """Pending and running Trn instances (``trn_instance``); the account has none by default."""
     versions: list[dict[str, Any]] = field(
         default_factory=lambda: [
             {"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT", "status": "standard-support"},
@@ -331,6 +360,14 @@ def _queue_ec2(account: FakeAccount, config: StackConfig, ec2: Stubber) -> None:
                     "AvailabilityZone": names.get(item["AvailabilityZoneId"], item["AvailabilityZone"]),
                 }
             _queue(account, ec2, "describe_capacity_reservations", {"CapacityReservations": [item]}, params)
+    if quota_demands(config):
+        _queue(
+            account,
+            ec2,
+            "describe_instances",
+            {"Reservations": [{"ReservationId": "r-0123456789abcdef0", "Instances": account.instances}]},
+            {"Filters": TRN_IN_USE_FILTERS},
+        )
 
 
 def _queue_quotas(account: FakeAccount, config: StackConfig, quotas: Stubber) -> None:

@@ -26,6 +26,7 @@ from tests.preflight.conftest import (
     default_config,
     example_config,
     stub_clients,
+    trn_instance,
 )
 
 
@@ -232,6 +233,81 @@ def test_quota_without_applied_value_uses_the_aws_default(account: FakeAccount) 
     quota = results["quota on-demand"]
     assert quota.status == "FAIL"
     assert quota.detail.endswith("L-2C3B7624 Running On-Demand Trn instances = 384")
+
+
+def test_trn_instances_outside_the_cluster_count_against_the_quota(account: FakeAccount) -> None:
+    # example.yaml needs 512 of 768 On-Demand vCPUs; another team's three trn1n nodes use 384 more.
+    account.instances = [trn_instance("trn1n.32xlarge", cluster="research")] * 2 + [
+        trn_instance("trn1n.32xlarge", state="pending")
+    ]
+    results = evaluate(account, example_config())
+
+    assert list(failed(results)) == ["quota on-demand"]
+    quota = results["quota on-demand"]
+    assert quota.detail == (
+        "needs 512 vCPUs (trn1n-32xl 4 x 128) + 384 in use by 3 Trn instances outside cluster trainium-prod; "
+        "L-2C3B7624 Running On-Demand Trn instances = 768"
+    )
+    assert quota.action == (
+        "request L-2C3B7624 >= 896 in Service Quotas (ec2, us-east-1), or lower "
+        "trainium.node_groups[0].max_size or stop those instances"
+    )
+
+
+def test_the_clusters_own_nodes_and_capacity_block_instances_are_not_counted_again(
+    account: FakeAccount,
+) -> None:
+    # On a redeploy the cluster's nodes run already: its groups are counted at max_size instead.
+    account.instances = [trn_instance("trn1n.32xlarge", cluster="trainium-prod")] * 4 + [
+        trn_instance("trn1.32xlarge", lifecycle="capacity-block")
+    ] * 8
+    results = evaluate(account, example_config())
+
+    quota = results["quota on-demand"]
+    assert quota.status == "PASS"
+    assert quota.detail == (
+        "needs 512 vCPUs (trn1n-32xl 4 x 128); L-2C3B7624 Running On-Demand Trn instances = 768"
+    )
+
+
+def test_spot_instances_count_against_the_spot_quota_only(account: FakeAccount) -> None:
+    account.account_id = "111122223333"
+    # 256 of 512 Spot vCPUs needed; a spot trn1.32xlarge (128) and a spot trn1.2xlarge (8, from its
+    # CPU options: not in the catalog) leave room. An On-Demand instance does not touch Spot.
+    account.instances = [
+        trn_instance("trn1.32xlarge", lifecycle="spot"),
+        trn_instance("trn1.2xlarge", lifecycle="spot", cores=4),
+        trn_instance("trn1.32xlarge"),
+    ]
+    results = evaluate(account, config_from(DEFAULT_CONFIG, spot_default))
+
+    quota = results["quota spot"]
+    assert quota.status == "PASS"
+    assert quota.detail == (
+        "needs 256 vCPUs (trn1-32xl 2 x 128) + 136 in use by 2 Trn instances outside cluster trainium; "
+        "L-6B0D517C All Trn Spot Instance Requests = 512"
+    )
+
+
+def test_unreadable_instances_warn_when_the_quota_covers_the_stack_alone(account: FakeAccount) -> None:
+    account.errors["describe_instances"] = ("UnauthorizedOperation", "not authorized")
+    results = evaluate(account, example_config())
+
+    quota = results["quota on-demand"]
+    assert quota.status == "WARN"
+    assert quota.detail.endswith(
+        "= 768; Trn instances already running not counted: UnauthorizedOperation: not authorized"
+    )
+    assert quota.action.startswith("allow ec2:DescribeInstances (read-only) for these credentials")
+
+
+def test_unreadable_instances_still_fail_a_quota_too_low_for_the_stack(account: FakeAccount) -> None:
+    account.errors["describe_instances"] = ("UnauthorizedOperation", "not authorized")
+    account.quotas[ON_DEMAND.code] = 256.0
+    results = evaluate(account, example_config())
+
+    assert list(failed(results)) == ["quota on-demand"]
+    assert results["quota on-demand"].action.startswith("request L-2C3B7624 >= 512")
 
 
 def test_capacity_blocks_only_need_no_quota() -> None:

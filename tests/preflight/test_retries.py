@@ -125,6 +125,9 @@ def ec2_throttled_once(account: FakeAccount, region: str) -> Any:
                 if zone_id in account.zones[region].values()
             )
             inner = f"<instanceTypeOfferingSet>{items}</instanceTypeOfferingSet>"
+        elif action == "DescribeInstances":
+            assert form["Filter.1.Value.1"] == ["trn*"]
+            inner = "<reservationSet/>"
         else:
             raise AssertionError(f"unexpected EC2 action {action}")
         xml = f'<{action}Response xmlns="{_EC2_XMLNS}"><requestId>r-2</requestId>{inner}</{action}Response>'
@@ -136,7 +139,7 @@ def ec2_throttled_once(account: FakeAccount, region: str) -> Any:
 
 def test_ec2_request_limit_exceeded_is_retried_and_then_succeeds(sleeps: list[float]) -> None:
     account = FakeAccount()
-    config = default_config()  # no reservations: EC2 is asked for zones and offerings only
+    config = default_config()  # no reservations: EC2 is asked for zones, offerings and Trn instances
     stubbed = stub_clients(account, config, unstubbed=frozenset({"ec2"}))
     handler = ec2_throttled_once(account, config.region)
     stubbed.clients.ec2.meta.events.register("before-send.ec2", handler)
@@ -144,7 +147,8 @@ def test_ec2_request_limit_exceeded_is_retried_and_then_succeeds(sleeps: list[fl
     facts = gather_facts(config, stubbed.clients)
 
     stubbed.assert_all_asked()
-    assert handler.calls == 4 and len(sleeps) == 2
+    assert handler.calls == 6 and len(sleeps) == 3
     assert isinstance(facts.zones, tuple)
     assert ("us-west-2d", "usw2-az4") in {(zone.name, zone.zone_id) for zone in facts.zones}
     assert facts.offerings == {"trn1.32xlarge": ("usw2-az3", "usw2-az4")}
+    assert facts.in_use == {}
