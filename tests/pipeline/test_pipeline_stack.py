@@ -1,8 +1,9 @@
 """TrainiumPipeline from config/pipeline.example.yaml, synthesized once per session as app.py builds it.
 
 Read from the cloud assembly: the pipeline's CodePipeline stages and actions in order, the synth and
-self-mutation commands, the approval and security-check placement, each stage's TrainiumStack
-environment, the artifact store's keys, the post-deployment checks, and cdk-nag's verdict.
+self-mutation commands, the Assets stage (run through the pinned cdk-assets), the approval and
+security-check placement, each stage's TrainiumStack environment, the artifact store's keys, the
+post-deployment checks, and cdk-nag's verdict.
 """
 
 from __future__ import annotations
