@@ -6,13 +6,13 @@
 The pipeline runs in the tooling account. Source (a CodeConnections connection) -> Build (``make
 setup``, ``make test``, ``make synth PIPELINE=<this file>``: the tests and the synth run once per
 change, with the CDK CLI pinned in package-lock.json) -> UpdatePipeline (self-mutation with that
-same CLI) -> Assets (cdk-assets pinned in package-lock.json) -> one CodePipeline stage per wave, in file order. Each environment of a wave
-is a ``TrainiumStage`` (a ``cdk.Stage`` holding TrainiumStack in the environment's account and
-region). Production waves check each stage's security diff (``ConfirmPermissionsBroadening``)
-and wait for a manual approval after the stack's change set is created and before it executes.
-After every stage, a CodeBuild check reads the stack's outputs and checks the cluster, its Trainium
-node groups and EFA interfaces and, where the API server is reachable, that every Trainium node
-advertises its Neuron and EFA devices.
+same CLI) -> Assets (with the cdk-assets pinned there too) -> one CodePipeline stage per wave, in
+file order. Each environment of a wave is a ``TrainiumStage`` (a ``cdk.Stage`` holding
+TrainiumStack in the environment's account and region). Production waves check each stage's
+security diff (``ConfirmPermissionsBroadening``) and wait for a manual approval after the stack's
+change set is created and before it executes. After every stage, a CodeBuild check reads the
+stack's outputs and checks the cluster, its Trainium node groups and EFA interfaces and, where the
+API server is reachable, that every Trainium node advertises its Neuron and EFA devices.
 """
 
 from __future__ import annotations
