@@ -73,10 +73,14 @@ diff deploy: setup
 preflight: setup
 	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
 
+# Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
+SCRIPTS := $(sort $(wildcard */scripts/*.sh))
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/shellcheck --severity=style $(SCRIPTS)
 
 test: lint
 	$(BIN)/python -m pytest

@@ -14,8 +14,7 @@ import aws_cdk as cdk
 from config import DEFAULT_CONFIG, ConfigError, load_config
 from config.pipeline import load_pipeline, repository_path
 from constructs_trn.nag import add_aws_solutions_checks
-from k8s_charts.cluster_layer import build_charts, write_yaml
-from stacks.kubernetes_values import PLACEHOLDER_FILE_SYSTEM, kubernetes_values
+from stacks.review_files import write_review_files
 from stacks.trainium_stack import add_trainium_stack
 
 
@@ -35,11 +34,9 @@ def main() -> int:
         # One line per problem and no traceback; nothing has been synthesized yet.
         print("\n".join(error.lines()), file=sys.stderr)
         return 1
-    add_trainium_stack(app, config)
-    app.synth()
-    # The same charts as YAML for review and kubectl, with the file system's deploy-time values
-    # as ${StackOutput} placeholders.
-    write_yaml(build_charts(kubernetes_values(config, **PLACEHOLDER_FILE_SYSTEM)), Path(app.outdir) / "k8s")
+    stack = add_trainium_stack(app, config)
+    assembly = app.synth()
+    write_review_files(assembly, [stack], Path(app.outdir))
     return 0
 
 
@@ -47,8 +44,8 @@ def synth_pipeline(app: cdk.App, pipeline_path: str) -> int:
     """Pipeline mode: TrainiumPipeline and one stage per environment, nothing else.
 
     The `config` key (which make synth always passes) is not read: each stage builds from the
-    environment file the pipeline file names. No cdk.out/k8s/ either: one export per stage would
-    add nothing the stage templates do not hold.
+    environment file the pipeline file names. A summary per stage, but no cdk.out/k8s/: one export
+    per stage would add nothing the stage templates do not hold.
     """
     # Imported here: CDK Pipelines and CodeBuild cost a plain `make synth` about 0.1 s to load.
     from stacks.pipeline_stack import TrainiumPipeline  # noqa: PLC0415
@@ -59,8 +56,14 @@ def synth_pipeline(app: cdk.App, pipeline_path: str) -> int:
     except ConfigError as error:
         print("\n".join(error.lines()), file=sys.stderr)
         return 1
-    TrainiumPipeline(app, pipeline=pipeline, pipeline_file=pipeline_file)
-    app.synth()
+    trainium_pipeline = TrainiumPipeline(app, pipeline=pipeline, pipeline_file=pipeline_file)
+    assembly = app.synth()
+    write_review_files(
+        assembly,
+        [stage.stack for stage in trainium_pipeline.stages.values()],
+        Path(app.outdir),
+        kubernetes=False,
+    )
     return 0
 
 

@@ -24,9 +24,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from constructs_trn.cluster_addon_names import ADDON_NAMES
-from constructs_trn.instance_catalog import CATALOG, TrainiumInstanceType
-from constructs_trn.kubectl_layers import KUBECTL_LAYERS
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
+from cluster_facts.versions import ADDON_NAMES, KUBECTL_LAYERS, VPC_CNI, VPC_CNI_EFA_ONLY_MINIMUM, version_key
 
 __all__ = [
     "ClusterSettings",
@@ -194,14 +194,12 @@ class ClusterSettings(_Section):
         unknown = sorted(set(versions) - set(ADDON_NAMES))
         if unknown:
             raise _problem(f"unknown add-on {', '.join(unknown)}; allowed: {', '.join(ADDON_NAMES)}")
-        cni = versions.get("vpc-cni")
-        if cni is not None and _version_tuple(cni) < (1, 18, 5):
-            raise _problem(f"vpc-cni {cni} cannot attach efa-only interfaces; use v1.18.5 or later")
+        cni = versions.get(VPC_CNI)
+        if cni is not None and version_key(cni) < version_key(VPC_CNI_EFA_ONLY_MINIMUM):
+            raise _problem(
+                f"{VPC_CNI} {cni} cannot attach efa-only interfaces; use v{VPC_CNI_EFA_ONLY_MINIMUM} or later"
+            )
         return versions
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("."))
 
 
 class SystemNodesSettings(_Scaling):
@@ -318,14 +316,18 @@ TUTORIAL_GRAD_ACCUM_USTEPS = 32
 
 
 def _pinned_image(value: str) -> str:
-    match = re.fullmatch(
-        r"[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})", value
-    )
-    if match is None or match.group("tag") == "latest":
-        raise _problem(
-            f"{value!r} is not a pinned image: name it registry/repository:tag (not latest) or @sha256:digest"
-        )
+    problem = pinned_image_problem(value)
+    if problem is not None:
+        raise _problem(problem)
     return value
+
+
+# AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
+# PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
+# the project image FROM the same reference (a test keeps them equal).
+DEFAULT_TRAINING_IMAGE = (
+    "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+)
 
 
 class TrainingSettings(_Section):
@@ -334,7 +336,7 @@ class TrainingSettings(_Section):
     node_group: Name | None = None
     """The Trainium node group the BERT job runs on; defaults to the first one."""
     nodes: int = Field(default=TUTORIAL_NODES, ge=1)
-    image: Annotated[str, AfterValidator(_pinned_image)] | None = None
+    image: Annotated[str, AfterValidator(_pinned_image)] = DEFAULT_TRAINING_IMAGE
     """The training container; defaults to the pinned Neuron PyTorch training image."""
     queue: Name = "test"
     """The Volcano queue, created by the stack; TorchX users pass it as -cfg queue=<name>."""
@@ -345,6 +347,8 @@ class TrainingSettings(_Section):
     stochastic_rounding: bool = True
     cacheset: Name = "bert-large"
     """Names the compile cache on FSx; give concurrent jobs different cachesets."""
+    precompile_steps: int = Field(default=10, ge=1)
+    """Steps of the precompile run under neuron_parallel_compile (enough to trace every graph)."""
 
     @field_validator("grad_accum_usteps")
     @classmethod

@@ -1,6 +1,6 @@
 """Constructs for a Trainium training cluster, one concept per module.
 
-Importing this package imports no aws-cdk-lib: the pure-data modules (``instance_catalog``,
-``kubectl_layers``, ``cluster_addon_names``) are read by the configuration before any construct
-exists. Import constructs from their modules.
+They take typed values (``cluster_facts`` entries, plain strings and numbers, other constructs)
+and import neither the configuration nor the charts: the stack wires them together. Importing
+this package imports no aws-cdk-lib; import constructs from their modules.
 """

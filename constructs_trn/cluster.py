@@ -12,7 +12,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IConstruct
 
-from constructs_trn.kubectl_layers import kubectl_layer
+from cluster_facts.kubernetes_names import NODE_GROUP_LABEL
+from constructs_trn.kubectl_layer import kubectl_layer
 from constructs_trn.nag import acknowledge, aws_managed_policy
 from constructs_trn.node_launch_template import metadata_options, root_volume
 
@@ -135,7 +136,7 @@ class TrainingCluster(Construct):
             min_size=min_size,
             desired_size=desired_size,
             max_size=max_size,
-            labels={"trainium/node-group": name},
+            labels={NODE_GROUP_LABEL: name},
         )
 
 

@@ -11,6 +11,14 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from cluster_facts.versions import (
+    AMAZON_CLOUDWATCH_OBSERVABILITY,
+    AWS_FSX_CSI_DRIVER,
+    COREDNS,
+    EKS_POD_IDENTITY_AGENT,
+    KUBE_PROXY,
+    VPC_CNI,
+)
 from constructs_trn.iam_roles import pod_identity_role
 from constructs_trn.nag import acknowledge, aws_managed_policy
 
@@ -43,15 +51,15 @@ class ClusterAddons(Construct):
         self._versions = versions
 
         vpc_cni = self._addon(
-            "vpc-cni",
+            VPC_CNI,
             # Network policies are enforced so that, for example, etcd admits only training pods.
             configuration={"enableNetworkPolicy": "true"},
         )
-        kube_proxy = self._addon("kube-proxy")
-        pod_identity_agent = self._addon("eks-pod-identity-agent")
+        kube_proxy = self._addon(KUBE_PROXY)
+        pod_identity_agent = self._addon(EKS_POD_IDENTITY_AGENT)
         self.networking: list[Construct] = [vpc_cni, kube_proxy, pod_identity_agent]
 
-        coredns = self._addon("coredns")
+        coredns = self._addon(COREDNS)
 
         # Static provisioning only (the PersistentVolume names the stack's file system), so the
         # controller needs to describe file systems and nothing that creates or deletes them.
@@ -68,7 +76,7 @@ class ClusterAddons(Construct):
             "volumes; the role can create, change or delete nothing, whatever file system it names",
         )
         fsx_csi = self._addon(
-            "aws-fsx-csi-driver",
+            AWS_FSX_CSI_DRIVER,
             pod_identity={
                 "namespace": "kube-system",
                 "service_account": "fsx-csi-controller-sa",
@@ -90,7 +98,7 @@ class ClusterAddons(Construct):
             "(metrics, logs, X-Ray); AWS extends it as the agent gains collectors",
         )
         cloudwatch = self._addon(
-            "amazon-cloudwatch-observability",
+            AMAZON_CLOUDWATCH_OBSERVABILITY,
             pod_identity={
                 "namespace": "amazon-cloudwatch",
                 "service_account": "cloudwatch-agent",

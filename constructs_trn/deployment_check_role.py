@@ -7,17 +7,18 @@ principal, the pipeline's check role in the tooling account, and may only:
 - describe this cluster and its Trainium node groups (EKS API, by ARN),
 - describe EC2 instances (to count each Trainium node's EFA interfaces; the action has no
   resource-level permissions),
-- get and list Kubernetes nodes, through an access entry in a Kubernetes group bound to a
-  ClusterRole with just that (no access policy: AmazonEKSViewPolicy cannot read nodes, and
-  AmazonEKSAdminViewPolicy would read Secrets too).
+- get and list Kubernetes nodes, through an access entry in the Kubernetes group
+  ``DEPLOYMENT_CHECK_GROUP``, which ``rbac_manifests`` (k8s_charts/deployment_check_rbac.py, rendered
+  by the stack) bind to a ClusterRole with just that.
 
 Opt-in: TrainiumStack builds it only when given ``deployment_check`` (the pipeline's stages do).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Aws
 from aws_cdk import aws_eks as eks_l1
@@ -25,16 +26,11 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP
 from constructs_trn.nag import acknowledge
 
-__all__ = [
-    "KUBERNETES_GROUP",
-    "DeploymentCheckAccess",
-    "DeploymentCheckTrust",
-    "deployment_check_role_name",
-]
+__all__ = ["DeploymentCheckAccess", "DeploymentCheckTrust", "deployment_check_role_name"]
 
-KUBERNETES_GROUP = "trainium-deployment-check"
 _IAM_ROLE_NAME_LIMIT = 64
 
 
@@ -71,6 +67,7 @@ class DeploymentCheckAccess(Construct):
         role_name: str,
         trust: DeploymentCheckTrust,
         node_groups: Sequence[eks.Nodegroup],
+        rbac_manifests: Sequence[Mapping[str, Any]],
     ) -> None:
         super().__init__(scope, construct_id)
         # Trusting the account under a condition on the caller's ARN (not the role ARN as principal)
@@ -108,27 +105,10 @@ class DeploymentCheckAccess(Construct):
             cluster_name=cluster.cluster_name,
             principal_arn=self.role.role_arn,
             type="STANDARD",
-            kubernetes_groups=[KUBERNETES_GROUP],
+            kubernetes_groups=[DEPLOYMENT_CHECK_GROUP],
         )
+        # The id is part of the deployed stack's logical id: keep it, or a deployment would create
+        # the new resource and then delete the old one, and with it the ClusterRole and binding.
         self.rbac = cluster.add_manifest(
-            "DeploymentCheckNodeReader",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": KUBERNETES_GROUP},
-                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": KUBERNETES_GROUP},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": KUBERNETES_GROUP,
-                },
-                "subjects": [
-                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": KUBERNETES_GROUP}
-                ],
-            },
+            "DeploymentCheckNodeReader", *(dict(manifest) for manifest in rbac_manifests)
         )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from constructs_trn.instance_catalog import TrainiumInstanceType
+from cluster_facts.instance_catalog import TrainiumInstanceType
 from constructs_trn.node_launch_template import metadata_options, root_volume
 
 __all__ = ["EfaLaunchTemplate", "efa_network_interfaces"]

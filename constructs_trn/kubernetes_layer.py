@@ -1,29 +1,31 @@
-"""The Kubernetes layer in the cluster: Volcano from its Helm chart, then each cdk8s chart as one manifest."""
+"""The Kubernetes layer in the cluster: each applied step of a plan as one custom resource, in order."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-import cdk8s
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IDependable
 
-from k8s_charts.cluster_layer import CHART_PREREQUISITES, TRAINING_CHARTS
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
 
-__all__ = ["VOLCANO_CHART_VERSION", "VOLCANO_REPOSITORY", "KubernetesLayer"]
-
-VOLCANO_REPOSITORY = "https://volcano-sh.github.io/helm-charts"
-VOLCANO_CHART_VERSION = "1.15.1"
+__all__ = ["KubernetesLayer"]
 
 
 class KubernetesLayer(Construct):
-    """Volcano and the charts, in the order CHART_PREREQUISITES gives, after the nodes they need.
+    """Every applied step of ``plan``: a Helm release as an ``eks.HelmChart``, a set of manifests as
+    one ``eks.KubernetesManifest`` (one kubectl apply, with overwrite so that a second deployment
+    updates objects instead of failing on them).
 
-    Each chart is one ``KubernetesManifest`` (one kubectl apply, with overwrite so that a second
-    deployment updates objects instead of failing on them). Manifests wait only for the cluster
-    by default, so every one also waits for ``wait_for`` (the node groups and the add-ons whose
-    pods must run first). The training jobs are applied only when ``apply_training`` is set.
+    Manifests and charts wait only for the cluster by default, so every step also waits for
+    ``wait_for`` (the node groups and the add-ons whose pods must run first) and for the steps
+    the plan says it follows.
+
+    Construct ids are part of the deployed stack's logical ids, so they never change: a manifest
+    set's id is its step name, a Helm release's its name in CamelCase (``volcano`` -> ``Volcano``).
+    A new id would make CloudFormation create the new resource and then delete the old one, which
+    for a Helm release means uninstalling it.
     """
 
     def __init__(
@@ -32,35 +34,39 @@ class KubernetesLayer(Construct):
         construct_id: str,
         *,
         cluster: eks.ICluster,
-        charts: Mapping[str, cdk8s.Chart],
+        plan: KubernetesLayerPlan,
         wait_for: Sequence[IDependable],
-        apply_training: bool,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.volcano = eks.HelmChart(
-            self,
-            "Volcano",
-            cluster=cluster,
-            chart="volcano",
-            repository=VOLCANO_REPOSITORY,
-            version=VOLCANO_CHART_VERSION,
-            release="volcano",
-            namespace="volcano-system",
-            create_namespace=True,
-            # Wait until the admission webhook serves: it rejects Queues and Jobs until then.
-            wait=True,
-            timeout=Duration.minutes(15),
-        )
-        applied: dict[str, Construct] = {"volcano": self.volcano}
-        for name, chart in charts.items():
-            if name in TRAINING_CHARTS and not apply_training:
-                continue
-            applied[name] = eks.KubernetesManifest(
-                self, name, cluster=cluster, manifest=list(chart.to_json()), overwrite=True
-            )
-        for name, construct in applied.items():
+        self.applied: dict[str, Construct] = {}
+        for step in plan.applied():
+            construct: Construct
+            if isinstance(step, HelmRelease):
+                construct = eks.HelmChart(
+                    self,
+                    "".join(part.capitalize() for part in step.name.split("-")),
+                    cluster=cluster,
+                    chart=step.chart,
+                    repository=step.repository,
+                    version=step.version,
+                    release=step.release,
+                    namespace=step.namespace,
+                    create_namespace=True,
+                    values=dict(step.values) or None,
+                    wait=step.wait,
+                    timeout=Duration.minutes(step.timeout_minutes),
+                )
+            else:
+                assert isinstance(step, ManifestSet)
+                construct = eks.KubernetesManifest(
+                    self,
+                    step.name,
+                    cluster=cluster,
+                    manifest=[dict(manifest) for manifest in step.manifests],
+                    overwrite=True,
+                )
             for dependency in wait_for:
                 construct.node.add_dependency(dependency)
-            for prerequisite in CHART_PREREQUISITES.get(name, ()):
-                construct.node.add_dependency(applied[prerequisite])
-        self.manifests: dict[str, Construct] = {name: c for name, c in applied.items() if name != "volcano"}
+            for prerequisite in step.after:
+                construct.node.add_dependency(self.applied[prerequisite])
+            self.applied[step.name] = construct

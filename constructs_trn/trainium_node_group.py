@@ -9,31 +9,17 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
-from constructs_trn.instance_catalog import NEURON_RESOURCE, TrainiumInstanceType
 
-__all__ = ["NEURON_TAINT_KEY", "TrainiumNodeGroup", "trainium_node_labels"]
-
-# The taint key must equal the extended resource name: EKS's ExtendedResourceToleration admission
-# then adds the toleration to every pod that requests aws.amazon.com/neuron.
-NEURON_TAINT_KEY = NEURON_RESOURCE
+__all__ = ["TrainiumNodeGroup"]
 
 _CAPACITY_TYPES = {
     "on_demand": eks.CapacityType.ON_DEMAND,
     "spot": eks.CapacityType.SPOT,
     "capacity_block": eks.CapacityType.CAPACITY_BLOCK,
 }
-
-
-def trainium_node_labels(instance: TrainiumInstanceType, *, node_group: str) -> dict[str, str]:
-    """Labels the Kubernetes layer selects on; read from the catalog, never typed twice."""
-    return {
-        "trainium/node-group": node_group,
-        "trainium/instance-family": instance.family,
-        "trainium/neuron-devices": str(instance.chips),
-        "trainium/neuron-cores": str(instance.neuron_cores),
-        "trainium/efa-interfaces": str(instance.efa_interfaces),
-    }
 
 
 class TrainiumNodeGroup(Construct):
@@ -94,5 +80,9 @@ class TrainiumNodeGroup(Construct):
             desired_size=desired_size,
             max_size=max_size,
             labels=trainium_node_labels(instance, node_group=name),
-            taints=[eks.TaintSpec(key=NEURON_TAINT_KEY, value="present", effect=eks.TaintEffect.NO_SCHEDULE)],
+            taints=[
+                eks.TaintSpec(
+                    key=NEURON_TAINT_KEY, value=NEURON_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE
+                )
+            ],
         )

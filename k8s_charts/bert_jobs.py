@@ -26,97 +26,92 @@ namespaces sharing one file system) need different cachesets: concurrent writers
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import cdk8s
 from constructs import Construct
 
-from constructs_trn.instance_catalog import EFA_RESOURCE, NEURON_RESOURCE, TrainiumInstanceType, instance_type
-from k8s_charts.data_staging import (
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.kubernetes_names import (
     DATA_MOUNT,
-    DATASET_DIR,
-    DATASET_MARKER,
-    OPTIMIZER_MODULE_PATH,
-    SCRIPT_PATH,
-    require_pinned_image,
+    EFA_RESOURCE,
+    INSTANCE_TYPE_LABEL,
+    NEURON_CACHE_ROOT,
+    NEURON_RESOURCE,
+    NEURON_TAINT_KEY,
+    OUTPUT_ROOT,
+    PYTHON_PACKAGES_ROOT,
 )
-from k8s_charts.etcd import CLIENT_PORT, SERVICE_NAME, TRAINING_POD_LABELS
+from cluster_facts.script_files import script_body
+from k8s_charts.data_staging import DATASET_DIR, DATASET_MARKER, OPTIMIZER_MODULE_PATH, SCRIPT_PATH
 from k8s_charts.policy_exceptions import policy_exceptions
-from k8s_charts.training_namespace import TRAINING_NAMESPACE
-from k8s_charts.volcano_queue import DEFAULT_QUEUE_NAME
 
 __all__ = [
-    "DEFAULT_TRAINING_IMAGE",
-    "NEURON_CACHE_ROOT",
-    "OUTPUT_DIR",
     "PHASES",
+    "PYTHON_PACKAGES_DIR",
+    "PYTHON_REQUIREMENTS",
+    "WORKER_SCRIPT",
     "BertJobChart",
     "BertTrainingParameters",
     "job_name",
-    "precompiled_marker",
     "torchrun_arguments",
 ]
-
-# AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
-# PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
-# the project image on the same base.
-DEFAULT_TRAINING_IMAGE = (
-    "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
-)
 
 PHASES = ("precompile", "train")
 _JOB_NAMES = {"precompile": "bert-precompile", "train": "bert-train"}
 _TASK_NAME = "worker"
 
-NEURON_CACHE_ROOT = f"{DATA_MOUNT}/neuron_cache"
-OUTPUT_DIR = f"{DATA_MOUNT}/output"
 _CACHESET = re.compile(r"[A-Za-z0-9_-]+")
+
+# bash; what it needs arrives as environment variables, the launcher as its arguments.
+WORKER_SCRIPT = script_body("k8s_charts", "bert_worker.sh")
 
 
 @dataclass(frozen=True, kw_only=True)
 class BertTrainingParameters:
-    """One BERT-large phase-1 run (sequence length 128); shared by its precompile and training Jobs."""
+    """One BERT-large phase-1 run (sequence length 128); shared by its precompile and training Jobs.
 
-    instance_type: str
-    """A key of the instance catalog; pods take every Neuron chip and EFA interface of such a node."""
+    Every value is required: the configuration owns the recipe's defaults, the cluster's facts
+    (namespace, claim, rendezvous endpoint, pod labels) come from ``cluster_facts``.
+    """
+
+    instance: TrainiumInstanceType
+    """Pods take every Neuron chip and EFA interface of such a node."""
     nodes: int
     image: str
     """The training image (docker/Dockerfile), pinned by tag or digest."""
-    queue: str = DEFAULT_QUEUE_NAME
-    batch_size: int = 16
+    queue: str
+    batch_size: int
     """Per worker (NeuronCore)."""
-    grad_accum_usteps: int = 32
+    grad_accum_usteps: int
     """Micro-steps per optimizer step; the configuration keeps the global batch when ``nodes`` changes."""
-    bf16: bool = True
+    bf16: bool
     """BF16 weights (the script's default, model.to(torch.bfloat16)); False passes --enable_fp32,
     for which the upstream recipe halves batch_size and doubles grad_accum_usteps."""
-    stochastic_rounding: bool = True
+    stochastic_rounding: bool
     """NEURON_RT_STOCHASTIC_ROUNDING_EN; set explicitly either way, since the script turns it on
     for BF16 whenever the variable is absent."""
-    cacheset: str = "bert-large"
+    cacheset: str
     """Names this run's Neuron cache directories; never shared by runs that overlap in time."""
-    namespace: str = TRAINING_NAMESPACE
-    claim_name: str = "fsx-claim"
-    rendezvous_endpoint: str = f"{SERVICE_NAME}:{CLIENT_PORT}"
-    precompile_steps: int = 10
-    pod_labels: Mapping[str, str] = field(default_factory=lambda: dict(TRAINING_POD_LABELS))
-    """The etcd NetworkPolicy admits only pods carrying TRAINING_POD_LABELS."""
+    precompile_steps: int
+    namespace: str
+    claim_name: str
+    rendezvous_endpoint: str
+    pod_labels: Mapping[str, str]
+    """Labels etcd's NetworkPolicy admits (cluster_facts.kubernetes_names.TRAINING_POD_LABELS)."""
 
     def __post_init__(self) -> None:
-        instance_type(self.instance_type)  # KeyError naming the known types
         for name in ("nodes", "batch_size", "grad_accum_usteps", "precompile_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not _CACHESET.fullmatch(self.cacheset):
             raise ValueError(f"cacheset {self.cacheset!r} may hold only letters, digits, '-' and '_'")
-        require_pinned_image(self.image)
-
-    @property
-    def node(self) -> TrainiumInstanceType:
-        return instance_type(self.instance_type)
+        problem = pinned_image_problem(self.image)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 def job_name(phase: str) -> str:
@@ -128,12 +123,16 @@ def job_name(phase: str) -> str:
 
 def torchrun_arguments(parameters: BertTrainingParameters, phase: str) -> list[str]:
     """The launcher's argv, as TorchX's dist component writes it; identical in both phases but for
-    ``--steps_this_run`` (neuron_parallel_compile needs the same graphs the real run builds)."""
+    ``--steps_this_run`` (neuron_parallel_compile needs the same graphs the real run builds).
+
+    ``--role=`` is TorchX's ``--role ''`` as one word: neuron_parallel_compile takes the command as
+    arguments that it may join into one string, and an empty argument would not survive that.
+    """
     script_arguments = [
         "--batch_size", str(parameters.batch_size),
         "--grad_accum_usteps", str(parameters.grad_accum_usteps),
         "--data_dir", DATASET_DIR,
-        "--output_dir", OUTPUT_DIR,
+        "--output_dir", OUTPUT_ROOT,
     ]  # fmt: skip
     if not parameters.bf16:
         script_arguments.append("--enable_fp32")
@@ -145,9 +144,9 @@ def torchrun_arguments(parameters: BertTrainingParameters, phase: str) -> list[s
         "--rdzv_endpoint", parameters.rendezvous_endpoint,
         "--rdzv_id", job_name(phase),
         "--nnodes", str(parameters.nodes),
-        "--nproc_per_node", str(parameters.node.processes_per_node),
+        "--nproc_per_node", str(parameters.instance.processes_per_node),
         "--tee", "3",
-        "--role", "",
+        "--role=",
         SCRIPT_PATH,
         *script_arguments,
     ]  # fmt: skip
@@ -156,71 +155,30 @@ def torchrun_arguments(parameters: BertTrainingParameters, phase: str) -> list[s
 # The stock Neuron training image ships a transformers release without ``transformers.AdamW``,
 # which the pinned script imports; the pods install the release the script was written for onto
 # FSx once (under a lock: every pod of every job shares it) and put it first on PYTHONPATH.
-# docker/Dockerfile bakes the same pins into the project image, where this is a no-op.
+# docker/Dockerfile bakes the same pins into the project image, where this is a no-op (a test
+# keeps the two lists equal).
 PYTHON_REQUIREMENTS = ("transformers==4.44.0", "tokenizers==0.19.1", "huggingface-hub==0.24.5")
-PYTHON_PACKAGES_DIR = f"{DATA_MOUNT}/python/bert-transformers-4.44.0"
+PYTHON_PACKAGES_DIR = f"{PYTHON_PACKAGES_ROOT}/bert-transformers-4.44.0"
 # How long a pod waits for what must finish before it (data staging, then precompile).
 WAIT_TIMEOUT_SECONDS = 6 * 3600
 
 
-def precompiled_marker(parameters: BertTrainingParameters) -> str:
-    """Written by each precompile replica when it finishes; the same training replica waits for it."""
-    return f"{NEURON_CACHE_ROOT}/{parameters.cacheset}_${{VC_TASK_INDEX}}.precompiled"
-
-
-def _container_script(parameters: BertTrainingParameters, phase: str) -> str:
-    """bash: wait for what this phase needs, set up this replica's cache, run the launcher.
+def _script_inputs(parameters: BertTrainingParameters, phase: str) -> dict[str, str]:
+    """What k8s_charts/scripts/bert_worker.sh reads from its environment.
 
     Both jobs can be applied in one deployment: precompile waits until the staging Job has put
     the data and script on FSx, and training waits until precompile has filled this replica's
     cache (Volcano queues jobs in creation order, and precompile is created first).
     """
-    launcher = shlex.join(torchrun_arguments(parameters, phase))
-    waits = [
-        f"wait_for {DATASET_MARKER} 'the data staging job'",
-        f"wait_for {SCRIPT_PATH} 'the training script'",
-        f"wait_for {OPTIMIZER_MODULE_PATH} 'the optimizer module'",
-    ]
-    if phase == "train":
-        waits.append(
-            f'wait_for "{precompiled_marker(parameters)}" "bert-precompile (replica $VC_TASK_INDEX)"'
-        )
-    if phase == "precompile":
-        # As in the TorchX tutorial, neuron_parallel_compile gets the command as ONE string that it
-        # runs through a shell, so the quoting inside it (--role '') survives.
-        if any(character in launcher for character in '"$`\\'):
-            raise ValueError(f"launcher command cannot be double-quoted safely: {launcher}")
-        run = [f'neuron_parallel_compile "{launcher}"', f'touch "{precompiled_marker(parameters)}"']
-    else:
-        run = [f"exec {launcher}"]
-    cache_dir = f"{NEURON_CACHE_ROOT}/{parameters.cacheset}_${{VC_TASK_INDEX}}"
-    packages = PYTHON_PACKAGES_DIR
-    return "\n".join(
-        [
-            "set -eu",
-            "# VC_TASK_INDEX (0..replicas-1) comes from Volcano's env plugin; the same index in both",
-            "# phases means the same cache directory.",
-            ': "${VC_TASK_INDEX:?not set: is the Volcano env plugin enabled?}"',
-            "wait_for() {",
-            f"  local deadline=$((SECONDS + {WAIT_TIMEOUT_SECONDS}))",
-            '  until [ -e "$1" ]; do',
-            '    if [ "$SECONDS" -ge "$deadline" ]; then echo "gave up waiting for $2 ($1)" >&2; exit 1; fi',
-            '    echo "waiting for $2 ($1)"; sleep 30',
-            "  done",
-            "}",
-            *waits,
-            f'if [ ! -e "{packages}/.complete" ]; then',
-            f'  mkdir -p "{packages}"',
-            (
-                f'  flock "{packages}.lock" bash -c \'[ -e "$0/.complete" ] || {{ python3 -m pip install --quiet '
-                f'--no-deps --target "$0" {" ".join(PYTHON_REQUIREMENTS)} && touch "$0/.complete"; }}\' "{packages}"'
-            ),
-            "fi",
-            f'export PYTHONPATH="{packages}${{PYTHONPATH:+:$PYTHONPATH}}"',
-            f'export NEURON_CC_FLAGS="--cache_dir={cache_dir}"',
-            *run,
-        ]
-    )
+    return {
+        "PHASE": phase,
+        "REQUIRED_FILES": f"{DATASET_MARKER} {SCRIPT_PATH} {OPTIMIZER_MODULE_PATH}",
+        "NEURON_CACHE_ROOT": NEURON_CACHE_ROOT,
+        "CACHESET": parameters.cacheset,
+        "PYTHON_PACKAGES_DIR": PYTHON_PACKAGES_DIR,
+        "PYTHON_REQUIREMENTS": " ".join(PYTHON_REQUIREMENTS),
+        "WAIT_TIMEOUT_SECONDS": str(WAIT_TIMEOUT_SECONDS),
+    }
 
 
 def _environment(parameters: BertTrainingParameters) -> dict[str, str]:
@@ -237,7 +195,7 @@ def _environment(parameters: BertTrainingParameters) -> dict[str, str]:
 
 
 def _pod_template(parameters: BertTrainingParameters, phase: str) -> dict[str, Any]:
-    node = parameters.node
+    node = parameters.instance
     labels = {
         **parameters.pod_labels,
         "app.kubernetes.io/name": "bert-large",
@@ -246,8 +204,13 @@ def _pod_template(parameters: BertTrainingParameters, phase: str) -> dict[str, A
     container = {
         "name": "trainer",
         "image": parameters.image,
-        "command": ["/bin/bash", "-c", _container_script(parameters, phase)],
-        "env": [{"name": name, "value": value} for name, value in _environment(parameters).items()],
+        # k8s_charts/scripts/bert_worker.sh, with the launcher as its arguments ("$@").
+        "command": ["/bin/bash", "-c", WORKER_SCRIPT, "bert-worker"],
+        "args": torchrun_arguments(parameters, phase),
+        "env": [
+            {"name": name, "value": value}
+            for name, value in {**_environment(parameters), **_script_inputs(parameters, phase)}.items()
+        ],
         "resources": {
             # Every chip and EFA interface of the node: one pod per node, one worker per NeuronCore.
             # Extended resources are limits only; Kubernetes copies them to requests.
@@ -273,8 +236,8 @@ def _pod_template(parameters: BertTrainingParameters, phase: str) -> dict[str, A
             "automountServiceAccountToken": False,
             # The runtime's default seccomp profile is what `docker run` gives the Neuron images.
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "nodeSelector": {"node.kubernetes.io/instance-type": parameters.instance_type},
-            "tolerations": [{"key": NEURON_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            "nodeSelector": {INSTANCE_TYPE_LABEL: node.name},
+            "tolerations": [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [container],
             "volumes": [
                 {"name": "data", "persistentVolumeClaim": {"claimName": parameters.claim_name}},

@@ -20,16 +20,17 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.kubernetes_names import DATA_MOUNT
+from cluster_facts.script_files import script_body
 from k8s_charts.isolation import deny_ingress
 from k8s_charts.policy_exceptions import policy_exceptions
 from k8s_charts.resources import container_resources
-from k8s_charts.training_namespace import TRAINING_NAMESPACE
 
 __all__ = [
     "DATASET_DIR",
     "DATASET_MARKER",
     "DATASET_URL",
-    "DATA_MOUNT",
     "DEFAULT_IMAGE",
     "JOB_NAME",
     "OPTIMIZER_MODULE_PATH",
@@ -40,11 +41,9 @@ __all__ = [
     "SCRIPT_URL",
     "STAGING_SCRIPT",
     "DataStagingChart",
-    "require_pinned_image",
 ]
 
 JOB_NAME = "bert-data-staging"
-DATA_MOUNT = "/data"
 
 # Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
 # Public so pulls need no Docker Hub quota. Its busybox has sh, wget (HTTPS via ssl_client), tar
@@ -76,48 +75,8 @@ SCRIPT_PATH = f"{DATA_MOUNT}/dp_bert_large_hf_pretrain_hdf5.py"
 DATASET_MARKER = f"{DATASET_DIR}.staged"
 OPTIMIZER_MODULE_PATH = f"{DATA_MOUNT}/adamw_fp32_optim_params.py"
 
-# POSIX sh (busybox ash): every value arrives as an environment variable set by the Job.
-STAGING_SCRIPT = """\
-set -eu
-set -o pipefail
-
-# fetch URL SHA256 DEST: download unless DEST already holds exactly that content.
-fetch() {
-  if [ -f "$3" ] && echo "$2  $3" | sha256sum -c - >/dev/null 2>&1; then
-    echo "$3: up to date"
-    return 0
-  fi
-  echo "$3: downloading $1"
-  wget -q -O "$3.partial" "$1"
-  echo "$2  $3.partial" | sha256sum -c -
-  mv "$3.partial" "$3"
-}
-
-# The marker holds the URL of the last complete unpack; anything else means (re)do it.
-if [ "$(cat "$DATASET_MARKER" 2>/dev/null || true)" = "$DATASET_URL" ]; then
-  echo "$DATASET_DIR: already staged"
-else
-  echo "$DATASET_DIR: streaming $DATASET_URL"
-  rm -rf "$DATASET_DIR" "$DATASET_MARKER"
-  # -o: keep the files owned by this user; the archive's owners mean nothing here.
-  wget -q -O - "$DATASET_URL" | tar -x -o -f - -C "$DATA_MOUNT"
-  test -d "$DATASET_DIR"
-  echo "$DATASET_URL" > "$DATASET_MARKER"
-fi
-
-fetch "$SCRIPT_URL" "$SCRIPT_SHA256" "$SCRIPT_PATH"
-fetch "$OPTIMIZER_MODULE_URL" "$OPTIMIZER_MODULE_SHA256" "$OPTIMIZER_MODULE_PATH"
-echo "staging complete"
-"""
-
-
-def require_pinned_image(image: str) -> str:
-    """``image`` itself, if it names a digest or a tag other than ``latest``; else a ValueError."""
-    name, _, tag = image.rpartition(":")
-    pinned = "@sha256:" in image or ("/" not in tag and bool(name) and tag not in ("", "latest"))
-    if not pinned:
-        raise ValueError(f"image {image!r} is not pinned: give an explicit tag (not 'latest') or a digest")
-    return image
+# POSIX sh (busybox ash); every value arrives as an environment variable set by the Job.
+STAGING_SCRIPT = script_body("k8s_charts", "data_staging.sh")
 
 
 class DataStagingChart(cdk8s.Chart):
@@ -128,8 +87,8 @@ class DataStagingChart(cdk8s.Chart):
         scope: Construct,
         id: str,
         *,
-        namespace: str = TRAINING_NAMESPACE,
-        claim_name: str = "fsx-claim",
+        namespace: str,
+        claim_name: str,
         image: str = DEFAULT_IMAGE,
         dataset_url: str = DATASET_URL,
         script_url: str = SCRIPT_URL,
@@ -146,6 +105,9 @@ class DataStagingChart(cdk8s.Chart):
         for label, url in urls.items():
             if not url.startswith("https://"):
                 raise ValueError(f"{label} must be an https:// URL, got {url!r}")
+        problem = pinned_image_problem(image)
+        if problem is not None:
+            raise ValueError(problem)
 
         environment = {
             "DATA_MOUNT": DATA_MOUNT,
@@ -161,10 +123,10 @@ class DataStagingChart(cdk8s.Chart):
         }
         container = k8s.Container(
             name="stage",
-            image=require_pinned_image(image),
+            image=image,
             # The tag is pinned; Always only re-checks it against the registry at start.
             image_pull_policy="Always",
-            command=["/bin/sh", "-c", STAGING_SCRIPT],
+            command=["/bin/sh", "-c", STAGING_SCRIPT],  # k8s_charts/scripts/data_staging.sh
             env=[k8s.EnvVar(name=name, value=value) for name, value in environment.items()],
             resources=container_resources(
                 # wget | tar is I/O bound; the memory limit leaves room for the page cache of the writes.

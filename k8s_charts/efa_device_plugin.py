@@ -19,7 +19,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from constructs_trn.instance_catalog import CATALOG
+from cluster_facts.instance_catalog import CATALOG
 from k8s_charts.resources import container_resources
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,

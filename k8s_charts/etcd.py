@@ -22,28 +22,19 @@ import cdk8s_plus_27 as kplus
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.kubernetes_names import (
+    ETCD_CLIENT_PORT,
+    ETCD_SERVICE_NAME,
+    TORCHX_POD_LABELS,
+    TRAINING_POD_LABELS,
+)
 from k8s_charts.resources import container_resources
-from k8s_charts.training_namespace import TRAINING_NAMESPACE
 
-__all__ = [
-    "CLIENT_PORT",
-    "DEFAULT_IMAGE",
-    "ETCD_LABELS",
-    "SERVICE_NAME",
-    "TORCHX_POD_LABELS",
-    "TRAINING_POD_LABELS",
-    "EtcdChart",
-]
+__all__ = ["DEFAULT_IMAGE", "ETCD_LABELS", "EtcdChart"]
 
 # The newest 3.5 release (etcd-io/etcd tag v3.5.33, 2026-07-23); the release script publishes it
 # as quay.io/coreos/etcd:v3.5.33. Its image is distroless-static: no shell, any uid works.
 DEFAULT_IMAGE = "quay.io/coreos/etcd:v3.5.33"
-SERVICE_NAME = "etcd-server"
-CLIENT_PORT = 2379
-TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
-"""Labels every training pod of this project carries; the NetworkPolicy lets them reach etcd."""
-TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}
-"""Labels TorchX's Kubernetes scheduler puts on every pod it submits; admitted too."""
 ETCD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous"}
 
 _DATA_DIR = "/var/lib/etcd"
@@ -58,7 +49,7 @@ class EtcdChart(cdk8s.Chart):
         scope: Construct,
         id: str,
         *,
-        namespace: str = TRAINING_NAMESPACE,
+        namespace: str,
         image: str = DEFAULT_IMAGE,
         client_pod_selectors: Sequence[Mapping[str, str]] = (TRAINING_POD_LABELS, TORCHX_POD_LABELS),
     ) -> None:
@@ -71,7 +62,7 @@ class EtcdChart(cdk8s.Chart):
         k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(name=SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            metadata=k8s.ObjectMeta(name=ETCD_SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
             spec=k8s.DeploymentSpec(
                 replicas=1,
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
@@ -87,15 +78,15 @@ class EtcdChart(cdk8s.Chart):
         kplus.Service(
             self,
             "Service",
-            metadata=cdk8s.ApiObjectMetadata(name=SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            metadata=cdk8s.ApiObjectMetadata(name=ETCD_SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
             type=kplus.ServiceType.CLUSTER_IP,
             selector=etcd_pods,
-            ports=[kplus.ServicePort(name="client", port=CLIENT_PORT, target_port=CLIENT_PORT)],
+            ports=[kplus.ServicePort(name="client", port=ETCD_CLIENT_PORT, target_port=ETCD_CLIENT_PORT)],
         )
         kplus.NetworkPolicy(
             self,
             "NetworkPolicy",
-            metadata=cdk8s.ApiObjectMetadata(name=SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            metadata=cdk8s.ApiObjectMetadata(name=ETCD_SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
             selector=etcd_pods,
             ingress=kplus.NetworkPolicyTraffic(
                 # Selecting the etcd pods for Ingress denies everything not listed below.
@@ -104,7 +95,7 @@ class EtcdChart(cdk8s.Chart):
                     kplus.NetworkPolicyRule(
                         # Pods of this namespace only (no namespaceSelector).
                         peer=kplus.Pods.select(self, f"ClientPods{index}", labels=dict(selector)),
-                        ports=[kplus.NetworkPolicyPort.tcp(CLIENT_PORT)],
+                        ports=[kplus.NetworkPolicyPort.tcp(ETCD_CLIENT_PORT)],
                     )
                     for index, selector in enumerate(client_pod_selectors)
                 ],
@@ -113,7 +104,7 @@ class EtcdChart(cdk8s.Chart):
 
 
 def _pod_spec(image: str) -> k8s.PodSpec:
-    client_port = k8s.IntOrString.from_number(CLIENT_PORT)
+    client_port = k8s.IntOrString.from_number(ETCD_CLIENT_PORT)
     return k8s.PodSpec(
         # etcd never calls the Kubernetes API.
         automount_service_account_token=False,
@@ -135,8 +126,8 @@ def _pod_spec(image: str) -> k8s.PodSpec:
                     f"--data-dir={_DATA_DIR}/data",
                     # TorchElastic's etcd rendezvous (python-etcd) speaks only the v2 API.
                     "--enable-v2=true",
-                    f"--listen-client-urls=http://0.0.0.0:{CLIENT_PORT}",
-                    f"--advertise-client-urls=http://{SERVICE_NAME}:{CLIENT_PORT}",
+                    f"--listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT}",
+                    f"--advertise-client-urls=http://{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}",
                     # A single member: its peer port stays on loopback.
                     "--listen-peer-urls=http://127.0.0.1:2380",
                     "--initial-advertise-peer-urls=http://127.0.0.1:2380",
@@ -145,7 +136,7 @@ def _pod_spec(image: str) -> k8s.PodSpec:
                 ],
                 # The tag is pinned; Always only re-checks it against the registry at start.
                 image_pull_policy="Always",
-                ports=[k8s.ContainerPort(name="client", container_port=CLIENT_PORT, protocol="TCP")],
+                ports=[k8s.ContainerPort(name="client", container_port=ETCD_CLIENT_PORT, protocol="TCP")],
                 resources=container_resources(
                     requests={"cpu": "100m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "1Gi"}
                 ),

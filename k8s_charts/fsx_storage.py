@@ -1,7 +1,7 @@
 """Static provisioning of the stack's FSx for Lustre file system for the training pods.
 
 The file system is created by CloudFormation; this chart only exposes it: a PersistentVolume
-``fsx-pv`` for the FSx CSI driver (``fsx.csi.aws.com``: volumeHandle = file system id,
+``fsx-pv`` (``PV_NAME``) for the FSx CSI driver (``fsx.csi.aws.com``: volumeHandle = file system id,
 attributes ``dnsname`` and ``mountname``, mount option ``flock``) and a ReadWriteMany claim bound
 to it by name. Both use ``storageClassName: ""`` and there is deliberately no StorageClass:
 dynamic provisioning would create file systems outside CloudFormation that ``cdk destroy``
@@ -17,12 +17,11 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from k8s_charts.training_namespace import TRAINING_NAMESPACE
+from cluster_facts.kubernetes_names import PV_NAME
 
-__all__ = ["CSI_DRIVER", "PV_NAME", "FsxStorageChart"]
+__all__ = ["CSI_DRIVER", "FsxStorageChart"]
 
 CSI_DRIVER = "fsx.csi.aws.com"
-PV_NAME = "fsx-pv"
 
 
 class FsxStorageChart(cdk8s.Chart):
@@ -37,8 +36,8 @@ class FsxStorageChart(cdk8s.Chart):
         dns_name: str,
         mount_name: str,
         storage_capacity_gib: int,
-        namespace: str = TRAINING_NAMESPACE,
-        claim_name: str = "fsx-claim",
+        namespace: str,
+        claim_name: str,
     ) -> None:
         super().__init__(scope, id)
         if storage_capacity_gib < 1:

@@ -6,9 +6,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-__all__ = ["TRAINING_NAMESPACE", "TrainingNamespaceChart"]
-
-TRAINING_NAMESPACE = "training"
+__all__ = ["TrainingNamespaceChart"]
 
 
 class TrainingNamespaceChart(cdk8s.Chart):
@@ -19,7 +17,7 @@ class TrainingNamespaceChart(cdk8s.Chart):
     restricted profile would refuse.
     """
 
-    def __init__(self, scope: Construct, id: str, *, name: str = TRAINING_NAMESPACE) -> None:
+    def __init__(self, scope: Construct, id: str, *, name: str) -> None:
         super().__init__(scope, id)
         k8s.KubeNamespace(
             self,

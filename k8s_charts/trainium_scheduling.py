@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from constructs_trn.instance_catalog import NEURON_RESOURCE
+from cluster_facts.kubernetes_names import INSTANCE_TYPE_LABEL, NEURON_TAINT_KEY
 from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
@@ -78,14 +78,14 @@ def device_plugin_tolerations() -> list[k8s.Toleration]:
     return [
         k8s.Toleration(key="CriticalAddonsOnly", operator="Exists"),
         # The Trainium node groups carry this taint; the plugins are what those nodes need.
-        k8s.Toleration(key=NEURON_RESOURCE, operator="Exists", effect="NoSchedule"),
+        k8s.Toleration(key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"),
     ]
 
 
 def instance_type_affinity(instance_types: Sequence[str]) -> k8s.Affinity:
-    """Required node affinity: one of ``instance_types`` (node.kubernetes.io/instance-type)."""
+    """Required node affinity: one of ``instance_types`` (the kubelet's instance-type label)."""
     requirement = k8s.NodeSelectorRequirement(
-        key="node.kubernetes.io/instance-type", operator="In", values=list(instance_types)
+        key=INSTANCE_TYPE_LABEL, operator="In", values=list(instance_types)
     )
     return k8s.Affinity(
         node_affinity=k8s.NodeAffinity(

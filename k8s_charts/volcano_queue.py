@@ -14,14 +14,13 @@ from collections.abc import Mapping
 import cdk8s
 from constructs import Construct
 
-from constructs_trn.instance_catalog import EFA_RESOURCE, NEURON_RESOURCE, instance_type
+from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
 
-__all__ = ["DEFAULT_QUEUE_NAME", "VolcanoQueueChart", "queue_capability"]
-
-DEFAULT_QUEUE_NAME = "test"  # the name TorchX's Volcano examples submit to
+__all__ = ["VolcanoQueueChart", "queue_capability"]
 
 
-def queue_capability(instance_type_name: str, nodes: int) -> dict[str, str]:
+def queue_capability(instance: TrainiumInstanceType, nodes: int) -> dict[str, str]:
     """Total cpu, memory, Neuron chips and EFA interfaces of ``nodes`` instances of one catalog type.
 
     Whole-instance figures, not allocatable ones: the capability is an upper bound, and the
@@ -29,12 +28,11 @@ def queue_capability(instance_type_name: str, nodes: int) -> dict[str, str]:
     """
     if nodes < 1:
         raise ValueError(f"nodes must be at least 1, got {nodes}")
-    entry = instance_type(instance_type_name)
     return {
-        "cpu": str(entry.vcpus * nodes),
-        "memory": f"{entry.memory_gib * nodes}Gi",
-        NEURON_RESOURCE: str(entry.chips * nodes),
-        EFA_RESOURCE: str(entry.efa_interfaces * nodes),
+        "cpu": str(instance.vcpus * nodes),
+        "memory": f"{instance.memory_gib * nodes}Gi",
+        NEURON_RESOURCE: str(instance.chips * nodes),
+        EFA_RESOURCE: str(instance.efa_interfaces * nodes),
     }
 
 
@@ -46,7 +44,7 @@ class VolcanoQueueChart(cdk8s.Chart):
         scope: Construct,
         id: str,
         *,
-        name: str = DEFAULT_QUEUE_NAME,
+        name: str,
         weight: int = 1,
         reclaimable: bool = False,
         capability: Mapping[str, str] | None = None,

@@ -21,8 +21,8 @@ import boto3  # type: ignore[import-untyped]
 import botocore.exceptions  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 
+from cluster_facts.instance_catalog import CATALOG
 from config.model import StackConfig
-from constructs_trn.instance_catalog import CATALOG
 from preflight.facts import AccountFacts, InstancesInUse, KubernetesVersion, Reservation, Unavailable, Zone
 from preflight.quotas import quota_demands, quota_of_instance
 

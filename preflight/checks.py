@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from cluster_facts.versions import KUBECTL_LAYERS, version_key
 from config.model import StackConfig, TrainiumNodeGroupSettings
-from constructs_trn.kubectl_layers import KUBECTL_LAYERS
 from preflight.facts import AccountFacts, InstancesInUse, KubernetesVersion, Reservation, Unavailable, Zone
 from preflight.quotas import QuotaDemand, quota_demands
 
@@ -330,11 +330,11 @@ def check_kubernetes_version(config: StackConfig, facts: AccountFacts) -> CheckR
     offered = {item.version: item for item in facts.kubernetes_versions if item.status != "UNSUPPORTED"}
     version: KubernetesVersion | None = offered.get(wanted)
     if version is None:
-        usable = [v for v in sorted(offered, key=_version_key) if v in KUBECTL_LAYERS]
+        usable = [v for v in sorted(offered, key=version_key) if v in KUBECTL_LAYERS]
         return CheckResult(
             check,
             "FAIL",
-            f"EKS in {facts.region} does not offer {wanted}; offers: {', '.join(sorted(offered, key=_version_key)) or 'none'}",
+            f"EKS in {facts.region} does not offer {wanted}; offers: {', '.join(sorted(offered, key=version_key)) or 'none'}",
             f"set cluster.kubernetes_version to {' or '.join(usable)}"
             if usable
             else "no offered version has a kubectl layer in this project",
@@ -376,10 +376,6 @@ def _zone_list(zones: tuple[Zone, ...]) -> str:
         ", ".join(f"{zone.name} = {zone.zone_id}" for zone in sorted(zones, key=lambda zone: zone.name))
         or "none"
     )
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
 
 
 def _when(moment: datetime) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -31,7 +30,14 @@ from aws_cdk import pipelines
 from constructs import Construct, IConstruct
 
 from config.model import StackConfig
-from config.pipeline import PIPELINE_STACK_ID, EnvironmentSettings, Pipeline, WaveSettings, construct_id_of
+from config.pipeline import (
+    PIPELINE_STACK_ID,
+    REPO_ROOT,
+    EnvironmentSettings,
+    Pipeline,
+    WaveSettings,
+    construct_id_of,
+)
 from constructs_trn.deployment_check_role import DeploymentCheckTrust, deployment_check_role_name
 from constructs_trn.nag import acknowledge, aws_managed_policy
 from stacks.deployment_check import CHECK_OUTPUTS, deployment_check_env, deployment_check_script
@@ -46,8 +52,6 @@ __all__ = [
     "pinned_assets_cli_version",
     "pinned_cli_version",
 ]
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Ubuntu 24.04 (aws/codebuild/standard:8.0) with the runtimes pinned: Python 3.11 (the project's
 # target; make setup builds .venv from it) and Node.js 24 for the steps that npm-install a CLI.
@@ -278,7 +282,7 @@ class TrainiumPipeline(cdk.Stack):
             "DeploymentCheck",
             commands=[deployment_check_script()],
             env_from_cfn_outputs={
-                variable: stack.outputs[output_id] for variable, output_id in CHECK_OUTPUTS.items()
+                variable: stack.outputs[output] for variable, output in CHECK_OUTPUTS.items()
             },
             env=deployment_check_env(
                 config,

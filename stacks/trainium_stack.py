@@ -8,6 +8,8 @@ from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP
+from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
@@ -23,8 +25,9 @@ from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
-from k8s_charts.cluster_layer import build_charts
-from stacks.kubernetes_values import kubernetes_values
+from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
+from k8s_charts.plan import FileSystemValues, render
+from stacks.kubernetes_values import kubernetes_plan
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -183,26 +186,26 @@ class TrainiumStack(Stack):
         # cluster security group; they mount the file system too.
         self.storage.allow_clients(eks_cluster.cluster_security_group)
 
-        self.charts = build_charts(
-            kubernetes_values(
-                config,
+        self.kubernetes_plan = kubernetes_plan(
+            config,
+            file_system=FileSystemValues(
                 file_system_id=self.storage.file_system_id,
                 dns_name=self.storage.dns_name,
                 mount_name=self.storage.mount_name,
-            )
+                storage_capacity_gib=config.fsx.storage_capacity_gib,
+            ),
         )
         self.kubernetes = KubernetesLayer(
             self,
             "Kubernetes",
             cluster=self.cluster.interface,
-            charts=self.charts,
+            plan=self.kubernetes_plan,
             # Pods need running nodes, their CNI and (for /data) the FSx CSI driver.
             wait_for=[
                 self.addons,
                 self.system_nodes,
                 *(group.nodegroup for group in self.trainium_node_groups.values()),
             ],
-            apply_training=config.training.enabled,
         )
 
         # Opt-in (the pipeline's stages): a read-only role for the post-deployment check.
@@ -214,6 +217,9 @@ class TrainiumStack(Stack):
                 role_name=deployment_check_role_name(config.name, config.region),
                 trust=deployment_check,
                 node_groups=[group.nodegroup for group in self.trainium_node_groups.values()],
+                rbac_manifests=render(
+                    lambda app, name: DeploymentCheckRbacChart(app, name, group=DEPLOYMENT_CHECK_GROUP)
+                ),
             )
             if deployment_check is not None
             else None
@@ -223,26 +229,32 @@ class TrainiumStack(Stack):
     def _add_outputs(self) -> None:
         config = self.config
         outputs = {
-            "ClusterName": (self.cluster.cluster.cluster_name, "EKS cluster name"),
-            "UpdateKubeconfigCommand": (
+            StackOutput.CLUSTER_NAME: (self.cluster.cluster.cluster_name, "EKS cluster name"),
+            StackOutput.UPDATE_KUBECONFIG_COMMAND: (
                 f"aws eks update-kubeconfig --region {config.region} --name {config.name}",
                 "Point kubectl at the cluster (needs an identity listed in cluster.admin_role_arns)",
             ),
-            "EcrRepositoryUri": (self.images.repository.repository_uri, "Push training images here"),
-            "FsxFileSystemId": (self.storage.file_system_id, "FSx for Lustre file system id"),
-            "FsxMountName": (self.storage.mount_name, "Lustre mount name (for the PersistentVolume)"),
-            "FsxDnsName": (self.storage.dns_name, "Lustre DNS name (for the PersistentVolume)"),
-            "TrainiumSubnetId": (
+            StackOutput.ECR_REPOSITORY_URI: (
+                self.images.repository.repository_uri,
+                "Push training images here",
+            ),
+            StackOutput.FSX_FILE_SYSTEM_ID: (self.storage.file_system_id, "FSx for Lustre file system id"),
+            StackOutput.FSX_MOUNT_NAME: (
+                self.storage.mount_name,
+                "Lustre mount name (for the PersistentVolume)",
+            ),
+            StackOutput.FSX_DNS_NAME: (self.storage.dns_name, "Lustre DNS name (for the PersistentVolume)"),
+            StackOutput.TRAINIUM_SUBNET_ID: (
                 self.network.trainium_subnet.subnet_id,
                 "The one subnet of Trainium nodes and FSx",
             ),
-            "TrainiumAvailabilityZone": (
+            StackOutput.TRAINIUM_AVAILABILITY_ZONE: (
                 f"{config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
                 "Zone name and id of the Trainium subnet",
             ),
         }
-        # Kept by id: the pipeline's post-deployment check reads them (env_from_cfn_outputs).
-        self.outputs = {
-            output_id: CfnOutput(self, output_id, value=value, description=description)
-            for output_id, (value, description) in outputs.items()
+        # Kept by name: the pipeline's post-deployment check reads them (env_from_cfn_outputs).
+        self.outputs: dict[StackOutput, CfnOutput] = {
+            output: CfnOutput(self, output.value, value=value, description=description)
+            for output, (value, description) in outputs.items()
         }

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from k8s_charts.cluster_layer import CHART_PREREQUISITES
 from tests.conftest import REPO_ROOT, Synthesized
 from tests.guardrails.reports import plugin_report
 
@@ -84,10 +83,13 @@ def test_the_app_runs_cdk_nag_and_passes(cli_synth: tuple[subprocess.CompletedPr
     assert report["suppressedViolations"], "acknowledged findings are expected in the report"
 
 
-def test_synth_writes_each_chart_as_yaml(cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+def test_synth_writes_each_chart_as_yaml(
+    cli_synth: tuple[subprocess.CompletedProcess[str], Path], default_stack: Synthesized
+) -> None:
     _, output = cli_synth
     written = sorted(path.name for path in (output / "k8s").glob("*.yaml"))
-    assert written == sorted(f"{name}.yaml" for name in CHART_PREREQUISITES)
+    manifest_sets = default_stack.stack.kubernetes_plan.manifest_sets()
+    assert written == sorted(f"{step.name}.yaml" for step in manifest_sets)
 
 
 def test_cli_template_equals_the_in_process_template(

@@ -8,8 +8,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
+from cluster_facts.instance_catalog import CATALOG
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
-from constructs_trn.instance_catalog import CATALOG
 from tests.conftest import Synthesized, project_context
 
 

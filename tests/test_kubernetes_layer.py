@@ -10,8 +10,11 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from k8s_charts.cluster_layer import CHART_PREREQUISITES, TRAINING_CHARTS, build_charts, manifests, write_yaml
-from stacks.kubernetes_values import PLACEHOLDER_FILE_SYSTEM, kubernetes_values
+from cluster_facts.images import is_pinned_image
+from cluster_facts.kubernetes_plan import ManifestSet
+from k8s_charts.plan import VOLCANO
+from stacks.kubernetes_values import review_plan
+from stacks.review_files import write_kubernetes_yaml
 from tests.conftest import Synthesized
 from tests.k8s.manifests import containers
 from tests.k8s_validation import assert_valid
@@ -25,11 +28,18 @@ def custom_resource_id(synthesized: Synthesized, construct: Any) -> str:
 
 
 def applied(synthesized: Synthesized) -> dict[str, str]:
-    """Chart (or "volcano") -> logical id of the custom resource that applies it."""
+    """Step name -> logical id of the custom resource that applies it."""
     layer = synthesized.stack.kubernetes
-    found = {name: custom_resource_id(synthesized, manifest) for name, manifest in layer.manifests.items()}
-    found["volcano"] = custom_resource_id(synthesized, layer.volcano)
-    return found
+    return {name: custom_resource_id(synthesized, construct) for name, construct in layer.applied.items()}
+
+
+def manifests(synthesized: Synthesized, step_name: str) -> list[dict[str, Any]]:
+    step = synthesized.stack.kubernetes_plan.step(step_name)
+    assert isinstance(step, ManifestSet)
+    return [dict(manifest) for manifest in step.manifests]
+
+
+TRAINING_STEPS = ("bert-precompile", "bert-train")
 
 
 def depends_on(synthesized: Synthesized, logical_id: str) -> set[str]:
@@ -37,24 +47,26 @@ def depends_on(synthesized: Synthesized, logical_id: str) -> set[str]:
 
 
 def test_default_configuration_applies_everything_but_the_training_jobs(default_stack: Synthesized) -> None:
-    assert set(applied(default_stack)) == {"volcano", *CHART_PREREQUISITES} - set(TRAINING_CHARTS)
+    plan = default_stack.stack.kubernetes_plan
+    assert set(applied(default_stack)) == set(plan.names) - set(TRAINING_STEPS)
     # Rendered all the same, for review.
-    assert set(default_stack.stack.charts) == set(CHART_PREREQUISITES)
+    assert set(TRAINING_STEPS) <= set(plan.names)
 
 
 def test_enabled_training_applies_precompile_and_training(example_stack: Synthesized) -> None:
-    assert set(applied(example_stack)) == {"volcano", *CHART_PREREQUISITES}
+    assert set(applied(example_stack)) == set(example_stack.stack.kubernetes_plan.names)
 
 
 def test_each_chart_waits_for_its_prerequisites(example_stack: Synthesized) -> None:
     ids = applied(example_stack)
-    for name, prerequisites in CHART_PREREQUISITES.items():
-        for prerequisite in prerequisites:
+    for step in example_stack.stack.kubernetes_plan:
+        name = step.name
+        for prerequisite in step.after:
             assert ids[prerequisite] in depends_on(example_stack, ids[name]), (
                 f"{name} must wait for {prerequisite}"
             )
     # The orders the issue names, spelled out.
-    assert ids["volcano"] in depends_on(example_stack, ids["volcano-queue"])
+    assert ids[VOLCANO] in depends_on(example_stack, ids["volcano-queue"])
     assert ids["fsx-storage"] in depends_on(example_stack, ids["data-staging"])
     assert ids["bert-precompile"] in depends_on(example_stack, ids["bert-train"])
 
@@ -109,10 +121,9 @@ def test_file_system_tokens_resolve_into_the_persistent_volume(default_stack: Sy
 
 
 def test_queue_is_the_one_the_jobs_use_and_admits_them(example_stack: Synthesized) -> None:
-    charts = example_stack.stack.charts
-    [queue] = manifests(charts["volcano-queue"])
-    for job in TRAINING_CHARTS:
-        [volcano_job] = manifests(charts[job])
+    [queue] = manifests(example_stack, "volcano-queue")
+    for job in TRAINING_STEPS:
+        [volcano_job] = manifests(example_stack, job)
         assert volcano_job["spec"]["queue"] == queue["metadata"]["name"] == "test"
     capability = queue["spec"]["capability"]
     assert capability["aws.amazon.com/neuron"] == "64"  # 4 x trn1n.32xlarge, 16 chips each
@@ -120,28 +131,27 @@ def test_queue_is_the_one_the_jobs_use_and_admits_them(example_stack: Synthesize
 
 
 def test_configuration_reaches_the_training_job(example_stack: Synthesized) -> None:
-    [job] = manifests(example_stack.stack.charts["bert-train"])
+    [job] = manifests(example_stack, "bert-train")
     [container] = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
-    script = container["command"][-1]
-    assert "--nnodes 4" in script and "--nproc_per_node 32" in script
-    assert "--grad_accum_usteps 16" in script  # 4 nodes keep the tutorial's global batch
+    launcher = " ".join(container["args"])
+    assert "--nnodes 4" in launcher and "--nproc_per_node 32" in launcher
+    assert "--grad_accum_usteps 16" in launcher  # 4 nodes keep the tutorial's global batch
     assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
 def test_every_rendered_object_is_valid_and_pinned(fixture: str, request: pytest.FixtureRequest) -> None:
     synthesized: Synthesized = request.getfixturevalue(fixture)
-    for name, chart in synthesized.stack.charts.items():
-        objects = manifests(chart)
+    for step in synthesized.stack.kubernetes_plan.manifest_sets():
+        objects = manifests(synthesized, step.name)
         assert_valid(objects)
         for container in (c for obj in objects for c in containers(obj)):
-            image = container["image"]
-            assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), f"{name}: {image}"
+            assert is_pinned_image(container["image"]), f"{step.name}: {container['image']}"
 
 
 def test_system_containers_request_cpu_and_memory(default_stack: Synthesized) -> None:
     for name in ("neuron-device-plugin", "efa-device-plugin", "etcd", "data-staging"):
-        for obj in manifests(default_stack.stack.charts[name]):
+        for obj in manifests(default_stack, name):
             for container in containers(obj):
                 assert {"cpu", "memory"} <= set(container["resources"]["requests"]), (
                     f"{name}/{container['name']}"
@@ -151,9 +161,9 @@ def test_system_containers_request_cpu_and_memory(default_stack: Synthesized) ->
 def test_yaml_for_review_has_placeholders_instead_of_tokens(
     default_stack: Synthesized, tmp_path: Path
 ) -> None:
-    charts = build_charts(kubernetes_values(default_stack.config, **PLACEHOLDER_FILE_SYSTEM))
-    files = write_yaml(charts, tmp_path)
-    assert sorted(path.name for path in files) == sorted(f"{name}.yaml" for name in CHART_PREREQUISITES)
+    plan = review_plan(default_stack.config)
+    files = write_kubernetes_yaml(plan, tmp_path)
+    assert sorted(path.name for path in files) == sorted(f"{step.name}.yaml" for step in plan.manifest_sets())
     [volume, _] = list(yaml.safe_load_all((tmp_path / "fsx-storage.yaml").read_text()))
     assert volume["spec"]["csi"]["volumeHandle"] == "${FsxFileSystemId}"
     # Scripts stay readable: literal blocks, not escaped one-liners.

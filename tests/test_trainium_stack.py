@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from constructs_trn.cluster_addon_names import ADDON_NAMES
-from constructs_trn.instance_catalog import CATALOG
+from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.versions import ADDON_NAMES
 from tests.conftest import Synthesized
 
 ALL_TRAFFIC = "-1"

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from config import load_config
-from k8s_charts.cluster_layer import build_charts, write_yaml
-from stacks.kubernetes_values import PLACEHOLDER_FILE_SYSTEM, kubernetes_values
+from stacks.kubernetes_values import review_plan
+from stacks.review_files import write_kubernetes_yaml
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 
 CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
@@ -53,9 +53,7 @@ def failures(report: dict[str, Any]) -> list[str]:
 def chart_report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """checkov over the YAML that app.py writes for one configuration."""
     directory = tmp_path_factory.mktemp("k8s")
-    write_yaml(
-        build_charts(kubernetes_values(load_config(request.param), **PLACEHOLDER_FILE_SYSTEM)), directory
-    )
+    write_kubernetes_yaml(review_plan(load_config(request.param)), directory)
     return checkov(directory)
 
 

@@ -26,9 +26,13 @@ def pod_spec(manifest: Manifest) -> dict[str, Any]:
 
 
 def containers(manifest: Manifest) -> Iterator[dict[str, Any]]:
-    """Every container (init containers included) of a workload object; none for other kinds."""
-    template = manifest.get("spec", {}).get("template")
-    if template:
+    """Every container (init containers included) of a workload object, a Volcano Job's tasks
+    included; none for other kinds."""
+    spec = manifest.get("spec", {})
+    templates = (
+        [spec["template"]] if "template" in spec else [task["template"] for task in spec.get("tasks", [])]
+    )
+    for template in templates:
         yield from template["spec"].get("initContainers", [])
         yield from template["spec"]["containers"]
 

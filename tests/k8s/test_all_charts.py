@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import cache
 
-import cdk8s
 import pytest
 
-from k8s_charts.efa_device_plugin import EfaDevicePluginChart
-from k8s_charts.etcd import EtcdChart
-from k8s_charts.fsx_storage import FsxStorageChart
-from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
-from k8s_charts.training_namespace import TrainingNamespaceChart
-from k8s_charts.volcano_queue import VolcanoQueueChart, queue_capability
-from tests.k8s.manifests import Manifest, containers, synth
+from cluster_facts.images import is_pinned_image
+from cluster_facts.kubernetes_plan import ManifestSet
+from config import load_config
+from stacks.kubernetes_values import review_plan
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
+from tests.k8s.manifests import Manifest, containers
 from tests.k8s_validation import assert_valid
 
-CHARTS: dict[str, Callable[[cdk8s.App], cdk8s.Chart]] = {
-    "neuron-device-plugin": lambda app: NeuronDevicePluginChart(app, "neuron-device-plugin"),
-    "efa-device-plugin": lambda app: EfaDevicePluginChart(app, "efa-device-plugin", region="us-west-2"),
-    "volcano-queue": lambda app: VolcanoQueueChart(
-        app, "volcano-queue", capability=queue_capability("trn1.32xlarge", 2)
-    ),
-    "training-namespace": lambda app: TrainingNamespaceChart(app, "training-namespace"),
-    "etcd": lambda app: EtcdChart(app, "etcd"),
-    "fsx-storage": lambda app: FsxStorageChart(
-        app,
-        "fsx-storage",
-        file_system_id="${Token[TOKEN.123]}",
-        dns_name="${Token[TOKEN.124]}",
-        mount_name="${Token[TOKEN.125]}",
-        storage_capacity_gib=1200,
-    ),
-}
+CONFIGS = {"default": DEFAULT_CONFIG, "example": EXAMPLE_CONFIG}
+
+
+@cache
+def plan_steps(config: str) -> dict[str, ManifestSet]:
+    """Every manifest set the stack would apply (or render) for one shipped configuration."""
+    return {step.name: step for step in review_plan(load_config(CONFIGS[config])).manifest_sets()}
+
+
+CHARTS = [(config, name) for config in sorted(CONFIGS) for name in plan_steps(config)]
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
@@ -43,22 +34,10 @@ CLUSTER_SCOPED = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(CHARTS))
+@pytest.fixture(scope="module", params=CHARTS, ids=[f"{config}-{name}" for config, name in CHARTS])
 def manifests(request: pytest.FixtureRequest) -> list[Manifest]:
-    return synth(CHARTS[request.param])
-
-
-def image_tag(image: str) -> str | None:
-    """The tag of an image reference (None without one); a registry port is not a tag."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return last.split(":", 1)[1] if ":" in last else None
-
-
-def test_image_tag_parsing() -> None:
-    assert image_tag("quay.io/coreos/etcd:v3.5.33") == "v3.5.33"
-    assert image_tag("registry.local:5000/etcd") is None
-    assert image_tag("etcd") is None
+    config, name = request.param
+    return [dict(manifest) for manifest in plan_steps(config)[name].manifests]
 
 
 def test_every_object_is_valid(manifests: list[Manifest]) -> None:
@@ -67,7 +46,7 @@ def test_every_object_is_valid(manifests: list[Manifest]) -> None:
 
 def test_no_image_is_unpinned(manifests: list[Manifest]) -> None:
     for container in (c for manifest in manifests for c in containers(manifest)):
-        assert image_tag(container["image"]) not in (None, "", "latest"), container["image"]
+        assert is_pinned_image(container["image"]), container["image"]
 
 
 def test_every_container_requests_cpu_and_memory(manifests: list[Manifest]) -> None:
@@ -103,15 +82,28 @@ EXPECTED_NAMES = {
     ],
     "fsx-storage": [("PersistentVolume", None, "fsx-pv"), ("PersistentVolumeClaim", "training", "fsx-claim")],
     "training-namespace": [("Namespace", None, "training")],
+    "data-staging": [
+        ("Job", "training", "bert-data-staging"),
+        ("NetworkPolicy", "training", "bert-data-staging"),
+    ],
+    "bert-precompile": [("Job", "training", "bert-precompile")],
+    "bert-train": [("Job", "training", "bert-train")],
 }
 
 
-@pytest.mark.parametrize("chart", sorted(CHARTS))
+@pytest.mark.parametrize("chart", sorted(EXPECTED_NAMES))
 def test_object_names_are_explicit_and_deterministic(chart: str) -> None:
     def names() -> list[tuple[str, str | None, str]]:
+        plan = review_plan(load_config(DEFAULT_CONFIG))
+        step = plan.step(chart)
+        assert isinstance(step, ManifestSet)
         return sorted(
-            (m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"]) for m in synth(CHARTS[chart])
+            (m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"]) for m in step.manifests
         )
 
     # The names the chart chose (no cdk8s hash suffixes), the same on every synth.
     assert names() == names() == EXPECTED_NAMES[chart]
+
+
+def test_every_manifest_set_of_the_default_plan_is_named_here() -> None:
+    assert set(plan_steps("default")) == set(EXPECTED_NAMES)

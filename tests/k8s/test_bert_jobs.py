@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
-from constructs_trn.instance_catalog import CATALOG
-from constructs_trn.trainium_node_group import NEURON_TAINT_KEY
+from cluster_facts.images import is_pinned_image
+from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, TRAINING_POD_LABELS
+from config.model import DEFAULT_TRAINING_IMAGE
 from k8s_charts.bert_jobs import (
+    PYTHON_REQUIREMENTS,
     BertJobChart,
     BertTrainingParameters,
     torchrun_arguments,
@@ -29,9 +32,8 @@ from k8s_charts.data_staging import (
     SCRIPT_PATH,
     SCRIPT_SHA256,
     SCRIPT_URL,
-    require_pinned_image,
 )
-from k8s_charts.etcd import TRAINING_POD_LABELS, EtcdChart
+from k8s_charts.etcd import EtcdChart
 from k8s_charts.volcano_queue import queue_capability
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
@@ -39,19 +41,37 @@ from tests.k8s_validation import assert_valid
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.27.1-1"
 DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 
-# The tutorial's launcher, word for word (2 x trn1.32xlarge, batch 16, 32 micro-steps).
+# The tutorial's launcher (2 x trn1.32xlarge, batch 16, 32 micro-steps), word for word but for
+# --role '' written as one word, --role=, which survives neuron_parallel_compile joining its argv.
 TUTORIAL_TRAINING_COMMAND = (
     "python3 -m torch.distributed.run --rdzv_backend etcd --rdzv_endpoint etcd-server:2379 "
-    "--rdzv_id bert-train --nnodes 2 --nproc_per_node 32 --tee 3 --role '' "
+    "--rdzv_id bert-train --nnodes 2 --nproc_per_node 32 --tee 3 --role= "
     "/data/dp_bert_large_hf_pretrain_hdf5.py --batch_size 16 --grad_accum_usteps 32 "
     "--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output"
 )
+# The tutorial's recipe; the chart takes every value (the configuration owns the defaults).
+TUTORIAL = {
+    "instance": CATALOG["trn1.32xlarge"],
+    "nodes": 2,
+    "image": IMAGE,
+    "queue": "test",
+    "batch_size": 16,
+    "grad_accum_usteps": 32,
+    "bf16": True,
+    "stochastic_rounding": True,
+    "cacheset": "bert-large",
+    "precompile_steps": 10,
+    "namespace": "training",
+    "claim_name": "fsx-claim",
+    "rendezvous_endpoint": "etcd-server:2379",
+    "pod_labels": TRAINING_POD_LABELS,
+}
 
 
 def parameters(**overrides: Any) -> BertTrainingParameters:
-    return BertTrainingParameters(
-        **{"instance_type": "trn1.32xlarge", "nodes": 2, "image": IMAGE, **overrides}
-    )
+    if "instance_type" in overrides:
+        overrides["instance"] = CATALOG[overrides.pop("instance_type")]
+    return BertTrainingParameters(**{**TUTORIAL, **overrides})
 
 
 def job(phase: str = "train", **overrides: Any) -> Manifest:
@@ -76,30 +96,16 @@ def container(manifest: Manifest) -> dict[str, Any]:
     return only_container
 
 
-def script(manifest: Manifest) -> str:
-    command = container(manifest)["command"]
-    assert command[:2] == ["/bin/bash", "-c"]
-    return command[2]
-
-
-def exec_line(manifest: Manifest) -> list[str]:
-    """The argv of the script's launch line (``exec`` for training), as bash splits it."""
-    [line] = [
-        line
-        for line in script(manifest).splitlines()
-        if line.startswith(("exec ", "neuron_parallel_compile "))
-    ]
-    argv = shlex.split(line)
-    return argv[1:] if argv[0] == "exec" else argv
+def command(manifest: Manifest) -> list[str]:
+    """What the container runs: bash -c <bert_worker.sh> bert-worker <launcher argv...>."""
+    return [*container(manifest)["command"], *container(manifest)["args"]]
 
 
 def launcher(manifest: Manifest) -> list[str]:
-    """The torchrun argv, unwrapped from neuron_parallel_compile's single command string."""
-    argv = exec_line(manifest)
-    if argv[0] == "neuron_parallel_compile":
-        [command] = argv[1:]
-        return shlex.split(command)
-    return argv
+    """The torchrun argv: the container's args, which the script receives as "$@"."""
+    argv = command(manifest)
+    assert argv[:2] == ["/bin/bash", "-c"] and argv[3] == "bert-worker"
+    return argv[4:]
 
 
 def environment(manifest: Manifest) -> dict[str, str]:
@@ -168,7 +174,11 @@ def test_dev_shm_is_in_memory() -> None:
 
 
 def test_pods_carry_the_labels_the_etcd_network_policy_admits() -> None:
-    [policy] = [m for m in synth(lambda app: EtcdChart(app, "etcd")) if m["kind"] == "NetworkPolicy"]
+    [policy] = [
+        m
+        for m in synth(lambda app: EtcdChart(app, "etcd", namespace="training"))
+        if m["kind"] == "NetworkPolicy"
+    ]
     selectors = [
         peer["podSelector"]["matchLabels"] for rule in policy["spec"]["ingress"] for peer in rule["from"]
     ]
@@ -202,7 +212,7 @@ def test_cpu_and_memory_requests_leave_headroom_and_the_job_fits_its_queue(insta
     cpu, memory_gib = int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
     assert entry.vcpus * 3 // 4 <= cpu <= entry.vcpus - 8
     assert entry.memory_gib * 3 // 4 <= memory_gib <= entry.memory_gib - 32
-    capability = queue_capability(instance_type, nodes)
+    capability = queue_capability(entry, nodes)
     assert cpu * nodes <= int(capability["cpu"])
     assert memory_gib * nodes <= int(capability["memory"].removesuffix("Gi"))
 
@@ -219,16 +229,29 @@ EFA_AND_RUNTIME_ENVIRONMENT = {
 }
 
 
+# What k8s_charts/scripts/bert_worker.sh reads, besides PHASE and CACHESET.
+SCRIPT_INPUTS = {
+    "REQUIRED_FILES": f"{DATASET_MARKER} {SCRIPT_PATH} {OPTIMIZER_MODULE_PATH}",
+    "NEURON_CACHE_ROOT": "/data/neuron_cache",
+    "PYTHON_PACKAGES_DIR": "/data/python/bert-transformers-4.44.0",
+    "PYTHON_REQUIREMENTS": "transformers==4.44.0 tokenizers==0.19.1 huggingface-hub==0.24.5",
+    "WAIT_TIMEOUT_SECONDS": "21600",
+}
+
+
 @pytest.mark.parametrize("phase", ["precompile", "train"])
 def test_environment_is_exact(phase: str) -> None:
-    assert environment(job(phase)) == {**EFA_AND_RUNTIME_ENVIRONMENT, "NEURON_RT_STOCHASTIC_ROUNDING_EN": "1"}
+    assert environment(job(phase)) == {
+        **EFA_AND_RUNTIME_ENVIRONMENT,
+        "NEURON_RT_STOCHASTIC_ROUNDING_EN": "1",
+        **SCRIPT_INPUTS,
+        "PHASE": phase,
+        "CACHESET": "bert-large",
+    }
 
 
 def test_stochastic_rounding_off_is_explicit_because_the_script_defaults_it_on() -> None:
-    assert environment(job(stochastic_rounding=False)) == {
-        **EFA_AND_RUNTIME_ENVIRONMENT,
-        "NEURON_RT_STOCHASTIC_ROUNDING_EN": "0",
-    }
+    assert environment(job(stochastic_rounding=False))["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "0"
 
 
 @pytest.mark.parametrize("bf16", [True, False])
@@ -243,9 +266,13 @@ def test_precision_is_chosen_by_script_argument_never_by_xla_downcast_bf16(bf16:
 # --- Launcher ---------------------------------------------------------------------------------
 
 
-def test_training_runs_the_tutorial_launcher_exactly() -> None:
+def test_training_runs_the_tutorial_launcher() -> None:
     assert launcher(job("train")) == shlex.split(TUTORIAL_TRAINING_COMMAND)
-    assert exec_line(job("train"))[0] == "python3"
+
+
+def test_no_launcher_argument_is_empty_so_any_joining_keeps_it() -> None:
+    for phase in ("precompile", "train"):
+        assert all(argument.strip() for argument in launcher(job(phase)))
 
 
 def test_nproc_per_node_is_one_worker_per_neuroncore_from_the_catalog() -> None:
@@ -267,7 +294,6 @@ def test_nnodes_batch_and_accumulation_come_from_the_parameters() -> None:
 
 def test_precompile_is_the_training_command_under_neuron_parallel_compile_with_few_steps() -> None:
     precompile, train = job("precompile", precompile_steps=12), job("train", precompile_steps=12)
-    assert exec_line(precompile)[0] == "neuron_parallel_compile"
     precompile_argv, train_argv = launcher(precompile), launcher(train)
     assert precompile_argv[-2:] == ["--steps_this_run", "12"]
     assert "--steps_this_run" not in train_argv
@@ -284,24 +310,7 @@ def test_torchrun_arguments_is_what_the_pods_run() -> None:
         assert launcher(job(phase, nodes=4)) == torchrun_arguments(parameters(nodes=4), phase)
 
 
-# --- Compiler cache ---------------------------------------------------------------------------
-
-
-def cache_export(manifest: Manifest) -> str:
-    [line] = [line for line in script(manifest).splitlines() if "NEURON_CC_FLAGS" in line]
-    return line
-
-
-def test_precompile_and_training_share_one_cache_directory_per_replica() -> None:
-    assert cache_export(job("precompile")) == cache_export(job("train"))
-    expected = 'export NEURON_CC_FLAGS="--cache_dir=/data/neuron_cache/bert-large_${VC_TASK_INDEX}"'
-    assert cache_export(job("train")) == expected
-
-
-def test_runs_with_different_cachesets_use_different_cache_directories() -> None:
-    assert "/data/neuron_cache/run-b_${VC_TASK_INDEX}" in cache_export(job(cacheset="run-b"))
-    assert cache_export(job(cacheset="run-a")) != cache_export(job(cacheset="run-b"))
-
+# --- The pod's script, run as the pod runs it -----------------------------------------------
 
 FAKE_PYTHON3 = """\
 #!{python}
@@ -313,22 +322,26 @@ if sys.argv[1:3] == ["-m", "pip"]:
     target = sys.argv[sys.argv.index("--target") + 1]
     os.makedirs(target, exist_ok=True)
 """
-# Stands in for the real tool the way the TorchX tutorial uses it: the command arrives as one string
-# and goes through a shell.
-FAKE_NEURON_PARALLEL_COMPILE = '#!/bin/bash\nexec bash -c "$*"\n'
+# Stands in for the real tool as its documentation shows it: the command arrives as arguments.
+FAKE_NEURON_PARALLEL_COMPILE = '#!/bin/bash\nexec "$@"\n'
 
 
-def run_script(
-    manifest: Manifest, tmp_path: Path, *, staged: bool = True, precompiled: bool = True
+def run_pod(
+    manifest: Manifest,
+    tmp_path: Path,
+    *,
+    staged: bool = True,
+    precompiled: bool = True,
+    environ: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
-    """Run a pod's script with fake python3 and neuron_parallel_compile, /data moved under tmp_path."""
+    """Run the container's command with its rendered environment, /data moved under tmp_path and
+    stand-ins for python3 and neuron_parallel_compile; no waiting."""
     data = tmp_path / "data"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for name, text in (
         ("python3", FAKE_PYTHON3.format(python=sys.executable)),
         ("neuron_parallel_compile", FAKE_NEURON_PARALLEL_COMPILE),
-        # No waiting in tests: a missing prerequisite must fail at once.
         ("sleep", "#!/bin/sh\nexit 0\n"),
     ):
         (bin_dir / name).write_text(text)
@@ -340,21 +353,32 @@ def run_script(
     if precompiled:
         (data / "neuron_cache" / "bert-large_1.precompiled").touch()
     record = tmp_path / "record.jsonl"
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RECORD": str(record), "VC_TASK_INDEX": "1"}
-    text = script(manifest).replace("/data", str(data)).replace("+ 21600", "+ 0")
-    result = subprocess.run(
-        ["bash", "-c", text], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    env = {
+        **{name: value.replace("/data", str(data)) for name, value in environment(manifest).items()},
+        "WAIT_TIMEOUT_SECONDS": "0",
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "RECORD": str(record),
+        "VC_TASK_INDEX": "1",
+        **(environ or {}),
+    }
+    # The script itself names no path: only its environment and the launcher's arguments move.
+    bash, flag, script, name, *launcher_argv = command(manifest)
+    argv = [shutil.which("bash") or bash, flag, script, name]
+    argv += [argument.replace("/data", str(data)) for argument in launcher_argv]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
     calls = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     return result, calls
 
 
-@pytest.mark.skipif(
+needs_bash_and_flock = pytest.mark.skipif(
     shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock"
 )
+
+
+@needs_bash_and_flock
 @pytest.mark.parametrize("phase", ["precompile", "train"])
-def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: str, tmp_path: Path) -> None:
-    result, calls = run_script(job(phase, nodes=4), tmp_path)
+def test_the_pod_runs_the_launcher_with_this_replicas_cache(phase: str, tmp_path: Path) -> None:
+    result, calls = run_pod(job(phase, nodes=4), tmp_path)
     assert result.returncode == 0, result.stderr
     pip, ran = calls
     assert pip["argv"][:3] == ["-m", "pip", "install"] and "transformers==4.44.0" in pip["argv"]
@@ -363,69 +387,63 @@ def test_the_container_script_runs_the_launcher_with_this_replicas_cache(phase: 
         argument.replace("/data", data) for argument in torchrun_arguments(parameters(nodes=4), phase)[1:]
     ]
     assert ran["argv"] == expected
-    assert "" in ran["argv"]  # --role '' survived every shell
     assert ran["NEURON_CC_FLAGS"] == f"--cache_dir={data}/neuron_cache/bert-large_1"
     assert ran["PYTHONPATH"] == f"{data}/python/bert-transformers-4.44.0"
     precompiled = tmp_path / "data" / "neuron_cache" / "bert-large_1.precompiled"
     assert precompiled.exists()
 
 
-@pytest.mark.skipif(
-    shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash and flock"
-)
+def test_precompile_and_training_share_one_cache_directory_per_replica() -> None:
+    precompile, train = environment(job("precompile")), environment(job("train"))
+    for name in ("NEURON_CACHE_ROOT", "CACHESET"):
+        assert precompile[name] == train[name]
+
+
+@needs_bash_and_flock
+def test_runs_with_different_cachesets_use_different_cache_directories(tmp_path: Path) -> None:
+    result, calls = run_pod(job("precompile", cacheset="run-b"), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert calls[-1]["NEURON_CC_FLAGS"].endswith("/neuron_cache/run-b_1")
+
+
+@needs_bash_and_flock
 def test_packages_are_installed_once(tmp_path: Path) -> None:
-    run_script(job("train"), tmp_path)
-    _, calls = run_script(job("train"), tmp_path)
+    run_pod(job("train"), tmp_path)
+    _, calls = run_pod(job("train"), tmp_path)
     assert [call["argv"][:2] for call in calls].count(["-m", "pip"]) == 1
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@needs_bash_and_flock
 @pytest.mark.parametrize("phase", ["precompile", "train"])
 def test_jobs_wait_for_the_staged_data(phase: str, tmp_path: Path) -> None:
-    result, calls = run_script(job(phase), tmp_path, staged=False)
+    result, calls = run_pod(job(phase), tmp_path, staged=False)
     assert result.returncode != 0 and calls == []
     assert "gave up waiting for the data staging job" in result.stderr
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@needs_bash_and_flock
 def test_training_waits_for_its_replicas_precompile(tmp_path: Path) -> None:
-    result, calls = run_script(job("train"), tmp_path, precompiled=False)
+    result, calls = run_pod(job("train"), tmp_path, precompiled=False)
     assert result.returncode != 0 and calls == []
-    assert "gave up waiting for bert-precompile (replica 1)" in result.stderr
+    assert "gave up waiting for the precompile job (replica 1)" in result.stderr
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_the_container_script_refuses_to_run_without_the_replica_index() -> None:
-    result = subprocess.run(
-        ["bash", "-c", script(job())],
-        env={"PATH": os.environ["PATH"]},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode != 0
+@needs_bash_and_flock
+def test_the_pod_refuses_to_run_without_the_replica_index(tmp_path: Path) -> None:
+    result, calls = run_pod(job(), tmp_path, environ={"VC_TASK_INDEX": ""})
+    assert result.returncode != 0 and calls == []
     assert "VC_TASK_INDEX" in result.stderr
 
 
+def test_the_rendered_command_survives_kubernetes_variable_expansion() -> None:
+    # Kubernetes rewrites $(NAME) and $$ in command and args; the script must contain neither.
+    for phase in ("precompile", "train"):
+        for argument in command(job(phase)):
+            assert "$$" not in argument
+            assert not re.search(r"\$\([A-Za-z_][A-Za-z0-9_]*\)", argument), argument
+
+
 # --- Parameter checks -------------------------------------------------------------------------
-
-
-def test_defaults_are_the_tutorials() -> None:
-    defaults = parameters()
-    assert (defaults.queue, defaults.batch_size, defaults.grad_accum_usteps) == ("test", 16, 32)
-    assert (defaults.bf16, defaults.stochastic_rounding, defaults.precompile_steps) == (True, True, 10)
-    assert (defaults.namespace, defaults.claim_name, defaults.rendezvous_endpoint) == (
-        "training",
-        "fsx-claim",
-        "etcd-server:2379",
-    )
-    assert defaults.pod_labels == TRAINING_POD_LABELS
-
-
-def test_unknown_instance_type_names_the_catalog() -> None:
-    with pytest.raises(KeyError, match=r"trn1\.32xlarge"):
-        parameters(instance_type="p5.48xlarge")
 
 
 @pytest.mark.parametrize("field", ["nodes", "batch_size", "grad_accum_usteps", "precompile_steps"])
@@ -441,15 +459,16 @@ def test_cacheset_is_a_plain_name(cacheset: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "image", ["training", "repo/training", "repo/training:latest", "registry:5000/training", "repo/training:"]
+    "image",
+    ["training", "repo/training:1", "registry.local/training:latest", "registry:5000/training", "a.io/x:"],
 )
 def test_unpinned_images_are_refused(image: str) -> None:
-    with pytest.raises(ValueError, match="not pinned"):
+    with pytest.raises(ValueError, match="not a pinned image"):
         parameters(image=image)
 
 
 def test_a_digest_pins_an_image() -> None:
-    assert parameters(image=f"repo/training@sha256:{'a' * 64}").image.endswith("a" * 64)
+    assert parameters(image=f"registry.local/training@sha256:{'a' * 64}").image.endswith("a" * 64)
 
 
 def test_unknown_phase_is_refused() -> None:
@@ -460,10 +479,17 @@ def test_unknown_phase_is_refused() -> None:
 # --- The training image ---------------------------------------------------------------------
 
 
-def test_the_dockerfile_builds_on_a_pinned_neuron_training_image() -> None:
+def test_the_dockerfile_builds_on_the_default_training_image() -> None:
     [base] = re.findall(r"^FROM\s+(\S+)", DOCKERFILE.read_text(), flags=re.MULTILINE)
-    assert base.startswith("public.ecr.aws/neuron/pytorch-training-neuronx:")
-    assert re.search(r"-sdk2\.\d+\.\d+-", require_pinned_image(base))
+    assert base == DEFAULT_TRAINING_IMAGE
+    assert is_pinned_image(base) and re.search(r"-sdk2\.\d+\.\d+-", base)
+
+
+def test_the_dockerfile_installs_the_packages_the_pods_install() -> None:
+    [install] = re.findall(
+        r"RUN pip3 install --no-cache-dir((?:\s*\\\n\s*\"[^\"]+\")+)", DOCKERFILE.read_text()
+    )
+    assert tuple(re.findall(r'"([^"]+)"', install)) == PYTHON_REQUIREMENTS
 
 
 def test_the_dockerfile_adds_the_staged_script_files_by_commit_and_checksum() -> None:

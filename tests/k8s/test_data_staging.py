@@ -29,6 +29,7 @@ from tests.k8s_validation import assert_valid
 
 
 def staging(**props: Any) -> list[Manifest]:
+    props = {"namespace": "training", "claim_name": "fsx-claim", **props}
     return synth(lambda app: DataStagingChart(app, "data-staging", **props))
 
 
@@ -102,9 +103,12 @@ def test_the_image_is_pinned(job: Manifest) -> None:
     assert tag and tag != "latest" and tag.count(".") == 2
 
 
-@pytest.mark.parametrize("image", ["alpine", "alpine:latest", "registry:5000/alpine"])
+@pytest.mark.parametrize(
+    "image",
+    ["alpine", "alpine:3.24.1", "public.ecr.aws/docker/library/alpine:latest", "registry:5000/alpine"],
+)
 def test_unpinned_images_are_refused(image: str) -> None:
-    with pytest.raises(ValueError, match="not pinned"):
+    with pytest.raises(ValueError, match="not a pinned image"):
         staging(image=image)
 
 

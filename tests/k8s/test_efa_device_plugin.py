@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from constructs_trn.instance_catalog import CATALOG
-from constructs_trn.trainium_node_group import NEURON_TAINT_KEY
+from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.kubernetes_names import NEURON_TAINT_KEY
 from k8s_charts import efa_device_plugin
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart, efa_plugin_image
 from tests.k8s.manifests import host_paths, node_affinity_values, only, pod_spec, synth

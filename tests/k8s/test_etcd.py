@@ -6,12 +6,14 @@ import re
 
 import pytest
 
-from k8s_charts.etcd import TRAINING_POD_LABELS, EtcdChart
+from cluster_facts.kubernetes_names import TRAINING_POD_LABELS
+from k8s_charts.etcd import EtcdChart
 from tests.k8s.manifests import only, pod_spec, synth
 from tests.k8s_validation import assert_valid
 
 
 def etcd(**props):
+    props.setdefault("namespace", "training")
     manifests = synth(lambda app: EtcdChart(app, "etcd", **props))
     assert_valid(manifests)
     return manifests

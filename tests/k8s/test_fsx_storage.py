@@ -19,6 +19,8 @@ def fsx(**props):
         "dns_name": DNS_NAME,
         "mount_name": MOUNT_NAME,
         "storage_capacity_gib": 1200,
+        "namespace": "training",
+        "claim_name": "fsx-claim",
     }
     manifests = synth(lambda app: FsxStorageChart(app, "fsx-storage", **{**defaults, **props}))
     assert_valid(manifests)

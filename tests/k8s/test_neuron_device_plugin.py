@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from constructs_trn.instance_catalog import CATALOG
-from constructs_trn.trainium_node_group import NEURON_TAINT_KEY
+from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.kubernetes_names import NEURON_TAINT_KEY
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE, NeuronDevicePluginChart
 from tests.k8s.manifests import host_paths, node_affinity_values, only, pod_spec, synth
 from tests.k8s_validation import assert_valid

@@ -18,17 +18,18 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from config.pipeline import Pipeline, construct_id_of, load_pipeline
-from constructs_trn.deployment_check_role import KUBERNETES_GROUP, deployment_check_role_name
-from constructs_trn.instance_catalog import CATALOG
-from constructs_trn.nag import add_aws_solutions_checks
-from constructs_trn.trainium_node_group import trainium_node_labels
-from stacks.deployment_check import (
-    CHECK_OUTPUTS,
+from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.kubernetes_names import (
+    DEPLOYMENT_CHECK_GROUP,
     EFA_INTERFACES_LABEL,
     NEURON_DEVICES_LABEL,
     NODE_GROUP_LABEL,
+    trainium_node_labels,
 )
+from config.pipeline import Pipeline, construct_id_of, load_pipeline
+from constructs_trn.deployment_check_role import deployment_check_role_name
+from constructs_trn.nag import add_aws_solutions_checks
+from stacks.deployment_check import CHECK_OUTPUTS, deployment_check_script
 from stacks.pipeline_stack import TrainiumPipeline, pinned_assets_cli_version, pinned_cli_version
 from tests.conftest import REPO_ROOT, project_context
 from tests.guardrails.reports import (
@@ -325,8 +326,9 @@ def test_every_stage_ends_with_a_deployment_check_on_the_stack_outputs(synth: Pi
         spec = synth.build_spec(check)
         assert spec["env"]["shell"] == "bash"
         (command,) = spec["phases"]["build"]["commands"]
-        assert "aws.amazon.com/neuron" in command
-        assert "vpc.amazonaws.com/efa" in command
+        assert command == deployment_check_script()
+        assert plain["NEURON_RESOURCE"] == "aws.amazon.com/neuron"
+        assert plain["EFA_RESOURCE"] == "vpc.amazonaws.com/efa"
 
 
 def test_the_check_role_assumes_exactly_the_stages_read_only_roles(synth: PipelineSynth) -> None:
@@ -384,13 +386,13 @@ def test_each_stage_grants_the_check_read_only_access_in_its_account(synth: Pipe
             for resource in resources.values()
             if resource["Type"] == "AWS::EKS::AccessEntry" and resource["Properties"].get("KubernetesGroups")
         ]
-        assert entry["KubernetesGroups"] == [KUBERNETES_GROUP]
+        assert entry["KubernetesGroups"] == [DEPLOYMENT_CHECK_GROUP]
         assert "AccessPolicies" not in entry
         (rbac,) = [
             json.loads(resource["Properties"]["Manifest"])
             for resource in resources.values()
             if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-            and KUBERNETES_GROUP in resource["Properties"]["Manifest"]
+            and DEPLOYMENT_CHECK_GROUP in resource["Properties"]["Manifest"]
         ]
         cluster_role = next(item for item in rbac if item["kind"] == "ClusterRole")
         assert cluster_role["rules"] == [

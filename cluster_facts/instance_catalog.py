@@ -4,20 +4,14 @@ The launch template (EFA interfaces), the node labels, the configuration checks 
 Kubernetes layer, the pods' resource limits and ``--nproc_per_node`` all read from here, so a new
 instance type is one entry in ``CATALOG`` and nothing else.
 
-Pure data, no aws-cdk-lib import: the configuration model uses it before any construct exists.
+Pure data: the configuration model uses it before any construct exists.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CATALOG", "EFA_RESOURCE", "NEURON_RESOURCE", "TrainiumInstanceType", "instance_type"]
-
-# The extended resources the device plugins advertise. NEURON_RESOURCE is also the Trainium nodes'
-# taint key: EKS's ExtendedResourceToleration admission then tolerates it for every pod that asks
-# for Neuron devices.
-NEURON_RESOURCE = "aws.amazon.com/neuron"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
+__all__ = ["CATALOG", "TrainiumInstanceType", "instance_type"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,94 @@
+"""Names the Kubernetes objects, the node groups, the pipeline's check and the configuration share.
+
+A label, a resource name or a path typed in two places is a future mismatch; each lives here once
+and every layer reads it from here.
+"""
+
+from __future__ import annotations
+
+from cluster_facts.instance_catalog import TrainiumInstanceType
+
+__all__ = [
+    "CLAIM_NAME",
+    "DATA_MOUNT",
+    "DEPLOYMENT_CHECK_GROUP",
+    "EFA_INTERFACES_LABEL",
+    "EFA_RESOURCE",
+    "ETCD_CLIENT_PORT",
+    "ETCD_SERVICE_NAME",
+    "INSTANCE_FAMILY_LABEL",
+    "INSTANCE_TYPE_LABEL",
+    "NEURON_CACHE_ROOT",
+    "NEURON_CORES_LABEL",
+    "NEURON_DEVICES_LABEL",
+    "NEURON_RESOURCE",
+    "NEURON_TAINT_KEY",
+    "NEURON_TAINT_VALUE",
+    "NODE_GROUP_LABEL",
+    "OUTPUT_ROOT",
+    "PV_NAME",
+    "PYTHON_PACKAGES_ROOT",
+    "TORCHX_POD_LABELS",
+    "TRAINING_NAMESPACE",
+    "TRAINING_POD_LABELS",
+    "trainium_node_labels",
+]
+
+# The extended resources the device plugins advertise: whole Trainium chips, and one per EFA interface.
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+# The Trainium nodes' taint. Its key equals the Neuron resource name, so EKS's
+# ExtendedResourceToleration admission tolerates it for every pod that asks for Neuron devices.
+NEURON_TAINT_KEY = NEURON_RESOURCE
+NEURON_TAINT_VALUE = "present"
+
+# The well-known label the kubelet sets from the EC2 instance type.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# Labels the stack puts on its node groups (trainium_node_labels; the system group gets the first).
+NODE_GROUP_LABEL = "trainium/node-group"
+INSTANCE_FAMILY_LABEL = "trainium/instance-family"
+NEURON_DEVICES_LABEL = "trainium/neuron-devices"
+NEURON_CORES_LABEL = "trainium/neuron-cores"
+EFA_INTERFACES_LABEL = "trainium/efa-interfaces"
+
+
+def trainium_node_labels(instance: TrainiumInstanceType, *, node_group: str) -> dict[str, str]:
+    """What a Trainium node says about itself, read from the catalog.
+
+    The pipeline's deployment check compares the devices a node advertises with these labels.
+    """
+    return {
+        NODE_GROUP_LABEL: node_group,
+        INSTANCE_FAMILY_LABEL: instance.family,
+        NEURON_DEVICES_LABEL: str(instance.chips),
+        NEURON_CORES_LABEL: str(instance.neuron_cores),
+        EFA_INTERFACES_LABEL: str(instance.efa_interfaces),
+    }
+
+
+# The namespace of the training workload: etcd, the FSx claim, the staging and training jobs.
+TRAINING_NAMESPACE = "training"
+
+# Static provisioning of the stack's file system: one PersistentVolume, one claim bound to it.
+PV_NAME = "fsx-pv"
+CLAIM_NAME = "fsx-claim"
+# Where every pod mounts the claim, and the shared directories on it.
+DATA_MOUNT = "/data"
+NEURON_CACHE_ROOT = f"{DATA_MOUNT}/neuron_cache"
+"""Neuron compile caches, one directory per cache set and replica."""
+OUTPUT_ROOT = f"{DATA_MOUNT}/output"
+"""Training output: checkpoints, metrics and TensorBoard logs."""
+PYTHON_PACKAGES_ROOT = f"{DATA_MOUNT}/python"
+"""``pip install --target`` directories that training pods put on PYTHONPATH."""
+
+# etcd for TorchElastic rendezvous: the Service the launchers dial, in the training namespace.
+ETCD_SERVICE_NAME = "etcd-server"
+ETCD_CLIENT_PORT = 2379
+TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
+"""Labels every training pod of this project carries; etcd's NetworkPolicy admits them."""
+TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}
+"""Labels TorchX's Kubernetes scheduler puts on every pod it submits; admitted too."""
+
+# The Kubernetes group of the pipeline's read-only deployment check (its EKS access entry maps to it).
+DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"

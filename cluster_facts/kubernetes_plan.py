@@ -1,0 +1,91 @@
+"""The plan of the cluster's Kubernetes layer: what the charts produce and the stack applies.
+
+``k8s_charts.plan`` renders every chart into a ``KubernetesLayerPlan``: an ordered list of steps,
+each a Helm release or a set of manifests, with the steps it must follow at deploy time and whether
+this configuration applies it. ``constructs_trn.kubernetes_layer`` turns each applied step into one
+custom resource; ``stacks.review_files`` writes every step, applied or not, as YAML for review. The
+plan is plain data (rendered objects may hold CDK token strings), so neither side imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HelmRelease", "KubernetesLayerPlan", "KubernetesStep", "ManifestSet"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestSet:
+    """Objects applied together by one ``kubectl apply`` (one custom resource)."""
+
+    name: str
+    manifests: tuple[Mapping[str, Any], ...]
+    after: tuple[str, ...] = ()
+    """Steps that must be in place first (at deploy time; runtime order is the objects' own business)."""
+    applied: bool = True
+    """False: rendered for review and ``kubectl apply`` only; this configuration does not deploy it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HelmRelease:
+    """A chart from a Helm repository, installed (and upgraded) as one release."""
+
+    name: str
+    chart: str
+    repository: str
+    version: str
+    release: str
+    namespace: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    after: tuple[str, ...] = ()
+    applied: bool = True
+    wait: bool = True
+    """Wait until the release's workloads are ready before the steps after it start."""
+    timeout_minutes: int = 15
+
+
+KubernetesStep = ManifestSet | HelmRelease
+
+
+@dataclass(frozen=True)
+class KubernetesLayerPlan:
+    """Steps in deploy order; every ``after`` names an earlier step that is applied whenever this one is."""
+
+    steps: tuple[KubernetesStep, ...]
+
+    def __post_init__(self) -> None:
+        seen: dict[str, KubernetesStep] = {}
+        for step in self.steps:
+            if step.name in seen:
+                raise ValueError(f"two steps of the Kubernetes layer are named {step.name!r}")
+            for prerequisite in step.after:
+                if prerequisite not in seen:
+                    raise ValueError(f"{step.name!r} follows {prerequisite!r}, which is not an earlier step")
+                if step.applied and not seen[prerequisite].applied:
+                    raise ValueError(f"{step.name!r} is applied but follows {prerequisite!r}, which is not")
+            seen[step.name] = step
+
+    def __iter__(self) -> Iterator[KubernetesStep]:
+        return iter(self.steps)
+
+    @property
+    def names(self) -> list[str]:
+        return [step.name for step in self.steps]
+
+    def step(self, name: str) -> KubernetesStep:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"no step {name!r} in the Kubernetes layer; steps: {', '.join(self.names)}")
+
+    def applied(self) -> list[KubernetesStep]:
+        return [step for step in self.steps if step.applied]
+
+    def manifest_sets(self) -> list[ManifestSet]:
+        return [step for step in self.steps if isinstance(step, ManifestSet)]
+
+    @staticmethod
+    def of(steps: Sequence[KubernetesStep]) -> KubernetesLayerPlan:
+        return KubernetesLayerPlan(tuple(steps))

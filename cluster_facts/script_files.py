@@ -1,0 +1,28 @@
+"""Reading the shell scripts that pods and builds run, kept as files beside the code that uses them.
+
+A script lives in a ``scripts/`` folder of the package that renders it, where shellcheck reads it
+(``make lint``) and tests run it. What is rendered into a manifest or a buildspec is the script
+without its header (the shebang and the comment block that documents its inputs): the header is
+for the people reading the repository; the rendered objects stay as short as before.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+__all__ = ["script_body", "script_text"]
+
+
+def script_text(package: str, name: str) -> str:
+    """The whole file ``<package>/scripts/<name>``."""
+    return (resources.files(package) / "scripts" / name).read_text(encoding="utf-8")
+
+
+def script_body(package: str, name: str) -> str:
+    """The file ``<package>/scripts/<name>`` from its first line that is neither a comment nor blank."""
+    lines = script_text(package, name).splitlines(keepends=True)
+    start = next(
+        (index for index, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")),
+        len(lines),
+    )
+    return "".join(lines[start:])

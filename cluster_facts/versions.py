@@ -1,0 +1,67 @@
+"""Versions the project supports or pins, and how to compare two version strings.
+
+- Kubernetes: a minor version is supported exactly when its kubectl Lambda layer package is pinned
+  in requirements.txt and listed in ``KUBECTL_LAYERS`` (the kubectl handler that applies manifests
+  must run a kubectl of the cluster's minor version). Adding a version is one line here and one
+  there; ``constructs_trn.kubectl_layer`` builds the layer.
+- EKS add-ons: the names of the managed add-ons the cluster runs (version pins are configuration).
+- Volcano: the Helm chart release the cluster installs; the CRD schemas the tests validate against
+  live in ``tests/schemas/volcano-<VOLCANO_CHART_VERSION>`` and a test keeps the two together.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "ADDON_NAMES",
+    "AMAZON_CLOUDWATCH_OBSERVABILITY",
+    "AWS_FSX_CSI_DRIVER",
+    "COREDNS",
+    "EKS_POD_IDENTITY_AGENT",
+    "KUBECTL_LAYERS",
+    "KUBE_PROXY",
+    "VOLCANO_CHART_REPOSITORY",
+    "VOLCANO_CHART_VERSION",
+    "VPC_CNI",
+    "VPC_CNI_EFA_ONLY_MINIMUM",
+    "version_key",
+]
+
+# Kubernetes minor version -> (Python module, layer class) of the aws-cdk.lambda-layer-kubectl-vNN package.
+KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
+    "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
+    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+}
+
+VPC_CNI = "vpc-cni"
+KUBE_PROXY = "kube-proxy"
+EKS_POD_IDENTITY_AGENT = "eks-pod-identity-agent"
+COREDNS = "coredns"
+AWS_FSX_CSI_DRIVER = "aws-fsx-csi-driver"
+AMAZON_CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
+ADDON_NAMES = (
+    VPC_CNI,
+    KUBE_PROXY,
+    EKS_POD_IDENTITY_AGENT,
+    COREDNS,
+    AWS_FSX_CSI_DRIVER,
+    AMAZON_CLOUDWATCH_OBSERVABILITY,
+)
+"""The EKS add-ons the cluster runs, in the order ClusterAddons creates them."""
+# The first VPC CNI that attaches efa-only interfaces (no IP address on EFA cards 1..N-1).
+VPC_CNI_EFA_ONLY_MINIMUM = "1.18.5"
+
+VOLCANO_CHART_REPOSITORY = "https://volcano-sh.github.io/helm-charts"
+VOLCANO_CHART_VERSION = "1.15.1"
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"v1.20.4-eksbuild.1"`` -> ``(1, 20, 4)``; ``"1.34"`` -> ``(1, 34)``: comparable release numbers.
+
+    A leading ``v`` and anything after the first ``-`` (a build or pre-release suffix) are ignored,
+    as are non-numeric parts.
+    """
+    release = version.strip().removeprefix("v").split("-", 1)[0]
+    return tuple(int(part) if re.fullmatch(r"\d+", part) else 0 for part in release.split("."))

@@ -1,0 +1,35 @@
+"""What the pipeline's post-deployment check may do in Kubernetes: get and list nodes, nothing else.
+
+Its IAM role reaches the cluster through an EKS access entry in the group ``DEPLOYMENT_CHECK_GROUP``
+(constructs_trn/deployment_check_role.py), with no access policy: AmazonEKSViewPolicy cannot read
+nodes, and AmazonEKSAdminViewPolicy would read Secrets too. This chart binds that group to a
+ClusterRole with just the node reads the check makes.
+"""
+
+from __future__ import annotations
+
+import cdk8s
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+__all__ = ["DeploymentCheckRbacChart"]
+
+
+class DeploymentCheckRbacChart(cdk8s.Chart):
+    """A ClusterRole named ``group`` that reads nodes, bound to the Kubernetes group ``group``."""
+
+    def __init__(self, scope: Construct, id: str, *, group: str) -> None:
+        super().__init__(scope, id)
+        k8s.KubeClusterRole(
+            self,
+            "ClusterRole",
+            metadata=k8s.ObjectMeta(name=group),
+            rules=[k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list"])],
+        )
+        k8s.KubeClusterRoleBinding(
+            self,
+            "ClusterRoleBinding",
+            metadata=k8s.ObjectMeta(name=group),
+            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=group),
+            subjects=[k8s.Subject(api_group="rbac.authorization.k8s.io", kind="Group", name=group)],
+        )

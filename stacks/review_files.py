@@ -1,0 +1,171 @@
+"""What ``cdk synth`` writes beside the cloud assembly for people to read.
+
+- ``cdk.out/k8s/<step>.yaml``: every manifest set of the Kubernetes layer, as ``kubectl apply``
+  takes it, with the file system's deploy-time values as ``${StackOutput}`` placeholders. A header
+  says whether this configuration applies it at deploy and after which steps.
+- ``cdk.out/summary/<stack>.md``: one page per environment: Trainium capacity, what the Kubernetes
+  layer applies, and the template's resources by type. The snapshot tests keep one per shipped
+  configuration, so a pull request shows each environment's change in a few lines.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
+from config.model import StackConfig
+from stacks.kubernetes_values import review_plan
+
+if TYPE_CHECKING:
+    from aws_cdk import cx_api
+
+    from stacks.trainium_stack import TrainiumStack
+
+__all__ = [
+    "KUBERNETES_DIR",
+    "SUMMARY_DIR",
+    "kubernetes_yaml",
+    "summary",
+    "write_kubernetes_yaml",
+    "write_review_files",
+    "write_summary",
+]
+
+KUBERNETES_DIR = "k8s"
+SUMMARY_DIR = "summary"
+
+
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line strings (the jobs' scripts) as literal blocks, readable in a review."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ReadableDumper.add_representer(str, _represent_str)
+
+
+def _header(step: ManifestSet) -> str:
+    after = f" after {', '.join(step.after)}" if step.after else ""
+    if step.applied:
+        return f"# {step.name}: applied by TrainiumStack at deploy{after}.\n"
+    return (
+        f"# {step.name}: NOT applied by this configuration (rendered for review and kubectl apply);\n"
+        f"# when applied, it goes{after or ' first'}.\n"
+    )
+
+
+def kubernetes_yaml(step: ManifestSet) -> str:
+    """One manifest set as a YAML stream (one document per object), with its header."""
+    documents = yaml.dump_all(
+        [dict(manifest) for manifest in step.manifests],
+        Dumper=_ReadableDumper,
+        sort_keys=False,
+        default_flow_style=False,
+    )
+    return _header(step) + documents
+
+
+def write_kubernetes_yaml(plan: KubernetesLayerPlan, directory: Path) -> list[Path]:
+    """Write each manifest set of ``plan`` as ``<name>.yaml``; return the files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for step in plan.manifest_sets():
+        path = directory / f"{step.name}.yaml"
+        path.write_text(kubernetes_yaml(step))
+        written.append(path)
+    return written
+
+
+def summary(config: StackConfig, *, stack_name: str, template: Mapping[str, Any]) -> str:
+    """A page a reviewer reads instead of the template: what this environment runs and creates."""
+    plan = review_plan(config)
+    lines = [
+        f"# {stack_name}: {config.name} in {config.account} {config.region}",
+        "",
+        f"EKS {config.cluster.kubernetes_version}; API endpoint "
+        + (
+            f"public to {', '.join(config.cluster.endpoint_public_cidrs)} and private"
+            if config.cluster.endpoint_public_cidrs
+            else "private only"
+        )
+        + f"; {len(config.cluster.admin_role_arns)} admin role(s).",
+        (
+            f"System nodes: {config.system_nodes.instance_type}, "
+            f"{config.system_nodes.min_size}/{config.system_nodes.desired_size}/{config.system_nodes.max_size} "
+            "(min/desired/max)."
+        ),
+        (
+            f"FSx for Lustre: {config.fsx.deployment_type}, {config.fsx.storage_capacity_gib} GiB, "
+            f"removal policy {config.fsx.removal_policy}."
+        ),
+        "",
+        f"## Trainium capacity in {config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
+        "",
+        "| node group | instance type | min | desired | max | capacity | EFA per node | placement group |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for group in config.trainium.node_groups:
+        capacity = group.capacity_type + (
+            f" ({group.capacity_reservation_id})" if group.capacity_reservation_id else ""
+        )
+        lines.append(
+            f"| {group.name} | {group.instance_type} | {group.min_size} | {group.desired_size} | "
+            f"{group.max_size} | {capacity} | {group.instance.efa_interfaces} | "
+            f"{'yes' if group.uses_placement_group else 'no'} |"
+        )
+    lines += ["", "## Kubernetes layer, in deploy order", ""]
+    for step in plan:
+        if isinstance(step, HelmRelease):
+            what = f"Helm chart {step.chart} {step.version} from {step.repository} into {step.namespace}"
+        else:
+            kinds = Counter(str(manifest["kind"]) for manifest in step.manifests)
+            what = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+        state = "applied" if step.applied else "rendered only"
+        lines.append(f"- {step.name} ({state}): {what}")
+    resources = Counter(str(resource["Type"]) for resource in template.get("Resources", {}).values())
+    lines += [
+        "",
+        f"## Resources ({sum(resources.values())})",
+        "",
+        *(f"- {resource_type}: {count}" for resource_type, count in sorted(resources.items())),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_summary(
+    config: StackConfig, *, stack_name: str, template: Mapping[str, Any], directory: Path
+) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stack_name}.md"
+    path.write_text(summary(config, stack_name=stack_name, template=template))
+    return path
+
+
+def write_review_files(
+    assembly: cx_api.CloudAssembly,
+    stacks: Sequence[TrainiumStack],
+    outdir: Path,
+    *,
+    kubernetes: bool = True,
+) -> None:
+    """After ``app.synth()``: a summary per TrainiumStack and, unless told not to, the review YAML."""
+    for stack in stacks:
+        artifact = assembly.get_stack_artifact(stack.artifact_id)
+        write_summary(
+            stack.config,
+            stack_name=artifact.display_name.replace("/", "-"),
+            template=artifact.template,
+            directory=outdir / SUMMARY_DIR,
+        )
+    if kubernetes:
+        for stack in stacks:
+            write_kubernetes_yaml(review_plan(stack.config), outdir / KUBERNETES_DIR)
