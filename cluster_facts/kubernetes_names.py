@@ -9,7 +9,8 @@ from __future__ import annotations
 from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
-    "CLAIM_NAME",
+    "CANNOT_PROCEED_EXIT_CODE",
+    "DATASETS_ROOT",
     "DATA_MOUNT",
     "DEPLOYMENT_CHECK_GROUP",
     "EFA_INTERFACES_LABEL",
@@ -18,19 +19,20 @@ __all__ = [
     "ETCD_SERVICE_NAME",
     "INSTANCE_FAMILY_LABEL",
     "INSTANCE_TYPE_LABEL",
-    "NEURON_CACHE_ROOT",
+    "NEURON_CACHE_DIR",
     "NEURON_CORES_LABEL",
     "NEURON_DEVICES_LABEL",
     "NEURON_RESOURCE",
     "NEURON_TAINT_KEY",
     "NEURON_TAINT_VALUE",
     "NODE_GROUP_LABEL",
-    "OUTPUT_ROOT",
-    "PV_NAME",
-    "PYTHON_PACKAGES_ROOT",
+    "RUNS_ROOT",
+    "SAFE_TO_EVICT_ANNOTATION",
     "TORCHX_POD_LABELS",
     "TRAINING_NAMESPACE",
     "TRAINING_POD_LABELS",
+    "dataset_variable",
+    "file_system_claim",
     "trainium_node_labels",
 ]
 
@@ -70,17 +72,33 @@ def trainium_node_labels(instance: TrainiumInstanceType, *, node_group: str) -> 
 # The namespace of the training workload: etcd, the FSx claim, the staging and training jobs.
 TRAINING_NAMESPACE = "training"
 
-# Static provisioning of the stack's file system: one PersistentVolume, one claim bound to it.
-PV_NAME = "fsx-pv"
-CLAIM_NAME = "fsx-claim"
+
+def file_system_claim(generation: str) -> str:
+    """The claim (and the PersistentVolume) of the stack's file system of one ``generation``.
+
+    A replaced file system gets new names: a volume's source and a bound claim cannot change.
+    """
+    return f"fsx-{generation}"
+
+
 # Where every pod mounts the claim, and the shared directories on it.
 DATA_MOUNT = "/data"
-NEURON_CACHE_ROOT = f"{DATA_MOUNT}/neuron_cache"
-"""Neuron compile caches, one directory per cache set and replica."""
-OUTPUT_ROOT = f"{DATA_MOUNT}/output"
-"""Training output: checkpoints, metrics and TensorBoard logs."""
-PYTHON_PACKAGES_ROOT = f"{DATA_MOUNT}/python"
-"""``pip install --target`` directories that training pods put on PYTHONPATH."""
+NEURON_CACHE_DIR = "neuron_cache"
+"""Each namespace's Neuron compile caches: ``/data/<namespace>/neuron_cache/<cacheset>_<replica>``."""
+DATASETS_ROOT = f"{DATA_MOUNT}/datasets"
+"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``."""
+
+
+def dataset_variable(name: str) -> str:
+    """The environment variable in which a run's pods find a data set's directory: ``DATASET_<NAME>``.
+
+    Run arguments name it as ``$(DATASET_<NAME>)``, which Kubernetes expands.
+    """
+    return "DATASET_" + name.upper().replace("-", "_")
+
+
+RUNS_ROOT = "runs"
+"""Each namespace's runs write under ``/data/<namespace>/runs/<run id>``."""
 
 # etcd for TorchElastic rendezvous: the Service the launchers dial, in the training namespace.
 ETCD_SERVICE_NAME = "etcd-server"
@@ -92,3 +110,11 @@ TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pyt
 
 # The Kubernetes group of the pipeline's read-only deployment check (its EKS access entry maps to it).
 DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"
+
+# A training pod that cannot proceed (a prerequisite failed, a checksum does not match) exits with
+# this code; the run's Volcano policy turns it into the end of the job instead of a restart.
+# 78 is EX_CONFIG in sysexits.h: nothing a retry can fix. Neither torchrun nor Python use it.
+CANNOT_PROCEED_EXIT_CODE = 78
+
+# The cluster autoscaler never removes a node that runs a pod with this annotation set to "false".
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"

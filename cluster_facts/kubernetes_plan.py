@@ -1,8 +1,8 @@
 """The plan of the cluster's Kubernetes layer: what the charts produce and the stack applies.
 
 ``k8s_charts.plan`` renders every chart into a ``KubernetesLayerPlan``: an ordered list of steps,
-each a Helm release or a set of manifests, with the steps it must follow at deploy time and whether
-this configuration applies it. ``constructs_trn.kubernetes_layer`` turns each applied step into one
+each a Helm release, a set of manifests or a readiness gate, with the steps it must follow at
+deploy time and whether this configuration applies it. ``constructs_trn.kubernetes_layer`` turns each applied step into one
 custom resource; ``stacks.review_files`` writes every step, applied or not, as YAML for review. The
 plan is plain data (rendered objects may hold CDK token strings), so neither side imports the other.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HelmRelease", "KubernetesLayerPlan", "KubernetesStep", "ManifestSet"]
+__all__ = ["HelmRelease", "KubernetesLayerPlan", "KubernetesStep", "ManifestSet", "ReadinessGate"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +26,28 @@ class ManifestSet:
     """Steps that must be in place first (at deploy time; runtime order is the objects' own business)."""
     applied: bool = True
     """False: rendered for review and ``kubectl apply`` only; this configuration does not deploy it."""
+    identity: str | None = None
+    """Part of the custom resource's id when set. Objects that Kubernetes or Volcano will not update
+    in place (a Volcano Job, a batch Job) are named after their identity; a new identity makes a new
+    custom resource, so CloudFormation creates the new objects and then deletes the old ones."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadinessGate:
+    """Deploy-time wait until ``kubectl get <object_type> <object_name> -o jsonpath=<json_path>``
+    prints something (retried every 10 s up to ``timeout_minutes``): the steps after it start
+    only once the cluster is in that state."""
+
+    name: str
+    object_type: str
+    object_name: str
+    json_path: str
+    namespace: str = "default"
+    after: tuple[str, ...] = ()
+    applied: bool = True
+    timeout_minutes: int = 10
+    identity: str | None = None
+    """As for ManifestSet: a new identity waits again (for example, after an upgrade of what it waits for)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +68,7 @@ class HelmRelease:
     timeout_minutes: int = 15
 
 
-KubernetesStep = ManifestSet | HelmRelease
+KubernetesStep = ManifestSet | HelmRelease | ReadinessGate
 
 
 @dataclass(frozen=True)

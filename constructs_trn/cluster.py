@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from aws_cdk import Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -54,6 +54,9 @@ class TrainingCluster(Construct):
             "SecretsKey",
             description=f"{cluster_name}: EKS secrets envelope encryption",
             enable_key_rotation=True,
+            # Only this cluster's secrets use it, and they go with the cluster: a destroyed stack
+            # schedules the key's deletion (KMS waits 30 days, during which it can be cancelled).
+            removal_policy=RemovalPolicy.DESTROY,
         )
         self.cluster = eks.Cluster(
             self,

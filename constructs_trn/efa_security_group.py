@@ -5,6 +5,8 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
+from constructs_trn.security_groups import restricted_security_group
+
 __all__ = ["EfaSecurityGroup"]
 
 
@@ -18,12 +20,8 @@ class EfaSecurityGroup(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, name: str) -> None:
         super().__init__(scope, construct_id)
-        self.security_group = ec2.SecurityGroup(
-            self,
-            "SecurityGroup",
-            vpc=vpc,
-            description=f"{name}: EFA traffic between Trainium nodes",
-            allow_all_outbound=False,
+        self.security_group = restricted_security_group(
+            self, "SecurityGroup", vpc=vpc, description=f"{name}: EFA traffic between Trainium nodes"
         )
         self.security_group.add_ingress_rule(
             self.security_group, ec2.Port.all_traffic(), "EFA from Trainium nodes"

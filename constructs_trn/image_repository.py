@@ -10,14 +10,18 @@ __all__ = ["TrainingImageRepository"]
 
 
 class TrainingImageRepository(Construct):
-    """Scanned on push, immutable tags (a job's image cannot change under it), old images expire."""
+    """Scanned on push, immutable tags (a job's image cannot change under it), old images expire.
+
+    ``repository_name`` None lets CloudFormation generate a unique name: a repository retained by
+    ``cdk destroy`` then never collides with the next deployment's.
+    """
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        repository_name: str,
+        repository_name: str | None,
         keep_images: int,
         removal_policy: RemovalPolicy,
     ) -> None:

@@ -8,7 +8,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IDependable
 
-from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ReadinessGate
 
 __all__ = ["KubernetesLayer"]
 
@@ -16,16 +16,18 @@ __all__ = ["KubernetesLayer"]
 class KubernetesLayer(Construct):
     """Every applied step of ``plan``: a Helm release as an ``eks.HelmChart``, a set of manifests as
     one ``eks.KubernetesManifest`` (one kubectl apply, with overwrite so that a second deployment
-    updates objects instead of failing on them).
+    updates objects instead of failing on them, and prune, so that objects it no longer holds are
+    deleted), a readiness gate as an ``eks.KubernetesObjectValue`` (a kubectl get, retried).
 
     Manifests and charts wait only for the cluster by default, so every step also waits for
     ``wait_for`` (the node groups and the add-ons whose pods must run first) and for the steps
     the plan says it follows.
 
-    Construct ids are part of the deployed stack's logical ids, so they never change: a manifest
-    set's id is its step name, a Helm release's its name in CamelCase (``volcano`` -> ``Volcano``).
-    A new id would make CloudFormation create the new resource and then delete the old one, which
-    for a Helm release means uninstalling it.
+    Construct ids are part of the deployed stack's logical ids: a step's id is its name (a Helm
+    release's in CamelCase, ``volcano`` -> ``Volcano``), followed by its identity when it has one.
+    A new id makes CloudFormation create the new resource and then delete the old one: right for
+    a run whose identity changed, wrong for anything else (for a Helm release it would mean
+    uninstalling it), so names never change.
     """
 
     def __init__(
@@ -56,11 +58,21 @@ class KubernetesLayer(Construct):
                     wait=step.wait,
                     timeout=Duration.minutes(step.timeout_minutes),
                 )
+            elif isinstance(step, ReadinessGate):
+                construct = eks.KubernetesObjectValue(
+                    self,
+                    _construct_id(step.name, step.identity),
+                    cluster=cluster,
+                    object_type=step.object_type,
+                    object_name=step.object_name,
+                    object_namespace=step.namespace,
+                    json_path=step.json_path,
+                    timeout=Duration.minutes(step.timeout_minutes),
+                )
             else:
-                assert isinstance(step, ManifestSet)
                 construct = eks.KubernetesManifest(
                     self,
-                    step.name,
+                    _construct_id(step.name, step.identity),
                     cluster=cluster,
                     manifest=[dict(manifest) for manifest in step.manifests],
                     overwrite=True,
@@ -70,3 +82,7 @@ class KubernetesLayer(Construct):
             for prerequisite in step.after:
                 construct.node.add_dependency(self.applied[prerequisite])
             self.applied[step.name] = construct
+
+
+def _construct_id(name: str, identity: str | None) -> str:
+    return f"{name}-{identity}" if identity else name

@@ -10,6 +10,8 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from constructs_trn.security_groups import restricted_security_group
+
 __all__ = ["LUSTRE_PORTS", "LustreStorage"]
 
 # Lustre clients reach the file servers on 988 (LNet) and 1018-1023 (the other Lustre services).
@@ -50,8 +52,8 @@ class LustreStorage(Construct):
         super().__init__(scope, construct_id)
         persistent = deployment_type == "PERSISTENT_2"
 
-        self.security_group = ec2.SecurityGroup(
-            self, "SecurityGroup", vpc=vpc, description=f"{name}: FSx for Lustre", allow_all_outbound=False
+        self.security_group = restricted_security_group(
+            self, "SecurityGroup", vpc=vpc, description=f"{name}: FSx for Lustre"
         )
         self.allow_clients(*client_security_groups)
 
@@ -62,6 +64,9 @@ class LustreStorage(Construct):
                 "Key",
                 description=f"{name}: FSx for Lustre encryption at rest",
                 enable_key_rotation=True,
+                # The key goes with the file system: retained together, or scheduled for deletion
+                # (KMS waits 30 days, during which the deletion can be cancelled) when it is destroyed.
+                removal_policy=removal_policy,
             )
             if persistent
             else None

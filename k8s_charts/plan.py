@@ -4,36 +4,60 @@ The stack builds the plan with CDK tokens for the file system's deploy-time valu
 step as one custom resource (constructs_trn.kubernetes_layer); ``make synth`` builds it again with
 readable placeholders and writes it as YAML under ``cdk.out/k8s/`` (stacks.review_files).
 
-Deploy-time order (``after``): Volcano's admission webhook rejects Queues and Jobs until it runs;
-the data job needs its claim; training reuses what precompile compiled. Runtime order inside the
-cluster (data staged before precompile starts, precompile finished before training starts) is kept
-by the jobs themselves.
+Deploy-time order (``after``):
+- Volcano's admission webhook rejects Queues and Jobs until it serves, and its Deployment has no
+  readiness probe, so Helm's wait is not enough: a gate waits until the webhook manager has put its
+  CA into its webhook configuration, which it does right before it starts serving.
+- Volcano admits Jobs only into an Open queue: a second gate waits for the controller to open each queue.
+- Data sets need their claim; runs need the queues, etcd, the claim and their data sets' Jobs.
+
+Runtime order inside the cluster (a data set staged before a run works) is kept by the pods.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import cdk8s
 
-from cluster_facts.kubernetes_names import CLAIM_NAME, TRAINING_NAMESPACE
-from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, KubernetesStep, ManifestSet
+from cluster_facts.kubernetes_names import TRAINING_NAMESPACE
+from cluster_facts.kubernetes_plan import (
+    HelmRelease,
+    KubernetesLayerPlan,
+    KubernetesStep,
+    ManifestSet,
+    ReadinessGate,
+)
 from cluster_facts.versions import VOLCANO_CHART_REPOSITORY, VOLCANO_CHART_VERSION
-from k8s_charts.bert_jobs import BertJobChart, BertTrainingParameters
-from k8s_charts.data_staging import DataStagingChart
+from k8s_charts.dataset_staging import Dataset, DatasetStagingChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fsx_storage import FsxStorageChart
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
 from k8s_charts.training_namespace import TrainingNamespaceChart
-from k8s_charts.volcano_queue import VolcanoQueueChart, queue_capability
+from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
+from k8s_charts.volcano_queue import VolcanoQueueChart
 
-__all__ = ["VOLCANO", "FileSystemValues", "KubernetesLayerValues", "plan_kubernetes_layer", "render"]
+__all__ = [
+    "VOLCANO",
+    "FileSystemValues",
+    "KubernetesLayerValues",
+    "PlannedRun",
+    "QueueValues",
+    "plan_kubernetes_layer",
+    "render",
+]
 
 VOLCANO = "volcano"
 """The step that installs Volcano (the Helm release)."""
+# The webhook configuration the webhook manager patches with its CA just before it serves
+# (volcano v1.15.1 cmd/webhook-manager/app/server.go: addCaCertForWebhook, then ListenAndServeTLS).
+_VOLCANO_WEBHOOK = "volcano-admission-service-jobs-validate"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,15 +68,31 @@ class FileSystemValues:
     dns_name: str
     mount_name: str
     storage_capacity_gib: int
+    claim_name: str
+    volume_name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueValues:
+    name: str
+    capability: Mapping[str, str]
+    weight: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedRun:
+    run: TrainingRun
+    applied: bool
+    """Apply the run at deploy (it is rendered either way)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class KubernetesLayerValues:
     region: str
     file_system: FileSystemValues
-    training: BertTrainingParameters
-    apply_training: bool
-    """Apply the BERT precompile and training jobs at deploy (they are rendered either way)."""
+    queues: tuple[QueueValues, ...]
+    datasets: tuple[Dataset, ...]
+    runs: tuple[PlannedRun, ...]
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
@@ -71,42 +111,74 @@ def _volcano() -> HelmRelease:
         version=VOLCANO_CHART_VERSION,
         release="volcano",
         namespace="volcano-system",
-        # Wait until the admission webhook serves: it rejects Queues and Jobs until then.
         wait=True,
         timeout_minutes=15,
     )
 
 
+def _identity(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
 def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     """Every step, in deploy order; each chart rendered in its own cdk8s App."""
-    training = values.training
     file_system = values.file_system
+    namespace = TRAINING_NAMESPACE
 
     def chart(
-        name: str, build: ChartBuilder, *, after: tuple[str, ...] = (), applied: bool = True
+        name: str,
+        build: ChartBuilder,
+        *,
+        after: tuple[str, ...] = (),
+        applied: bool = True,
+        identity: str | None = None,
     ) -> ManifestSet:
-        return ManifestSet(name=name, manifests=render(build, name), after=after, applied=applied)
+        return ManifestSet(
+            name=name, manifests=render(build, name), after=after, applied=applied, identity=identity
+        )
 
+    volcano = _volcano()
     steps: list[KubernetesStep] = [
         chart("neuron-device-plugin", NeuronDevicePluginChart),
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
-        _volcano(),
-        chart(
-            "volcano-queue",
-            lambda app, name: VolcanoQueueChart(
-                app,
-                name,
-                name=training.queue,
-                capability=queue_capability(training.instance, training.nodes),
-            ),
+        volcano,
+        ReadinessGate(
+            name="volcano-webhook-ready",
+            object_type="validatingwebhookconfiguration",
+            object_name=_VOLCANO_WEBHOOK,
+            # Prints the webhook's name once its CA bundle is set, nothing before.
+            json_path=".webhooks[?(@.clientConfig.caBundle)].name",
             after=(VOLCANO,),
+            # Waits again after every change of the release (an upgrade restarts the webhook).
+            identity=_identity([volcano.chart, volcano.version, dict(volcano.values)]),
         ),
-        chart(
-            "training-namespace", lambda app, name: TrainingNamespaceChart(app, name, name=TRAINING_NAMESPACE)
+        ManifestSet(
+            name="volcano-queue",
+            manifests=tuple(
+                manifest
+                for queue in values.queues
+                for manifest in render(
+                    partial(
+                        VolcanoQueueChart, name=queue.name, weight=queue.weight, capability=queue.capability
+                    )
+                )
+            ),
+            after=("volcano-webhook-ready",),
         ),
+        *(
+            ReadinessGate(
+                name=f"queue-{queue.name}-open",
+                object_type="queue.scheduling.volcano.sh",
+                object_name=queue.name,
+                json_path=".status.state",
+                after=("volcano-queue",),
+            )
+            for queue in values.queues
+        ),
+        chart("training-namespace", lambda app, name: TrainingNamespaceChart(app, name, name=namespace)),
         chart(
             "etcd",
-            lambda app, name: EtcdChart(app, name, namespace=TRAINING_NAMESPACE),
+            lambda app, name: EtcdChart(app, name, namespace=namespace),
             after=("training-namespace",),
         ),
         chart(
@@ -118,29 +190,42 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 dns_name=file_system.dns_name,
                 mount_name=file_system.mount_name,
                 storage_capacity_gib=file_system.storage_capacity_gib,
-                namespace=TRAINING_NAMESPACE,
-                claim_name=CLAIM_NAME,
+                namespace=namespace,
+                claim_name=file_system.claim_name,
+                volume_name=file_system.volume_name,
             ),
             after=("training-namespace",),
         ),
-        chart(
-            "data-staging",
-            lambda app, name: DataStagingChart(
-                app, name, namespace=TRAINING_NAMESPACE, claim_name=CLAIM_NAME
-            ),
-            after=("fsx-storage",),
-        ),
-        chart(
-            "bert-precompile",
-            lambda app, name: BertJobChart(app, name, parameters=training, phase="precompile"),
-            after=(VOLCANO, "volcano-queue", "etcd", "fsx-storage", "data-staging"),
-            applied=values.apply_training,
-        ),
-        chart(
-            "bert-train",
-            lambda app, name: BertJobChart(app, name, parameters=training, phase="train"),
-            after=("bert-precompile",),
-            applied=values.apply_training,
+        *(
+            chart(
+                f"data-{dataset.name}",
+                partial(
+                    DatasetStagingChart,
+                    dataset=dataset,
+                    namespace=namespace,
+                    claim_name=file_system.claim_name,
+                ),
+                after=("fsx-storage",),
+                identity=dataset.identity,
+            )
+            for dataset in values.datasets
         ),
     ]
+    queue_gates = {queue.name: f"queue-{queue.name}-open" for queue in values.queues}
+    for planned in values.runs:
+        run = planned.run
+        steps.append(
+            chart(
+                f"run-{run.name}",
+                partial(TrainingRunChart, run=run),
+                after=(
+                    queue_gates[run.queue],
+                    "etcd",
+                    "fsx-storage",
+                    *(f"data-{dataset.name}" for dataset in run.datasets),
+                ),
+                applied=planned.applied,
+                identity=run_id(run).removeprefix(f"{run.name}-"),
+            )
+        )
     return KubernetesLayerPlan.of(steps)

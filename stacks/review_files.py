@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
 from config.model import StackConfig
 from stacks.kubernetes_values import review_plan
 
@@ -125,6 +125,8 @@ def summary(config: StackConfig, *, stack_name: str, template: Mapping[str, Any]
     for step in plan:
         if isinstance(step, HelmRelease):
             what = f"Helm chart {step.chart} {step.version} from {step.repository} into {step.namespace}"
+        elif isinstance(step, ReadinessGate):
+            what = f"waits for {step.object_type}/{step.object_name} {{{step.json_path}}}"
         else:
             kinds = Counter(str(manifest["kind"]) for manifest in step.manifests)
             what = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))

@@ -26,8 +26,8 @@ from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
-from k8s_charts.plan import FileSystemValues, render
-from stacks.kubernetes_values import kubernetes_plan
+from k8s_charts.plan import render
+from stacks.kubernetes_values import file_system_values, kubernetes_plan
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -43,6 +43,15 @@ _RETENTION = {
     180: logs.RetentionDays.SIX_MONTHS,
     365: logs.RetentionDays.ONE_YEAR,
 }
+
+
+def _repository_name(config: StackConfig) -> str | None:
+    """The configured name; else ``<name>/training`` when the repository goes with the stack, and a
+    generated name when it is retained (a fixed name would collide with the retained repository on
+    the next deployment after ``cdk destroy``; docs/day2.md says how to adopt one with cdk import)."""
+    if config.ecr.repository_name is not None:
+        return config.ecr.repository_name
+    return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
 
 
 def availability_zones_context(config: StackConfig) -> tuple[str, list[str]]:
@@ -115,7 +124,7 @@ class TrainiumStack(Stack):
         self.images = TrainingImageRepository(
             self,
             "TrainingImages",
-            repository_name=config.ecr_repository_name,
+            repository_name=_repository_name(config),
             keep_images=config.ecr.keep_images,
             removal_policy=_REMOVAL_POLICIES[config.ecr.removal_policy],
         )
@@ -188,11 +197,11 @@ class TrainiumStack(Stack):
 
         self.kubernetes_plan = kubernetes_plan(
             config,
-            file_system=FileSystemValues(
+            file_system=file_system_values(
+                config,
                 file_system_id=self.storage.file_system_id,
                 dns_name=self.storage.dns_name,
                 mount_name=self.storage.mount_name,
-                storage_capacity_gib=config.fsx.storage_capacity_gib,
             ),
         )
         self.kubernetes = KubernetesLayer(

@@ -39,7 +39,7 @@ def manifests(synthesized: Synthesized, step_name: str) -> list[dict[str, Any]]:
     return [dict(manifest) for manifest in step.manifests]
 
 
-TRAINING_STEPS = ("bert-precompile", "bert-train")
+TRAINING_STEPS = ("run-bert-large",)
 
 
 def depends_on(synthesized: Synthesized, logical_id: str) -> set[str]:
@@ -65,10 +65,38 @@ def test_each_chart_waits_for_its_prerequisites(example_stack: Synthesized) -> N
             assert ids[prerequisite] in depends_on(example_stack, ids[name]), (
                 f"{name} must wait for {prerequisite}"
             )
-    # The orders the issue names, spelled out.
-    assert ids[VOLCANO] in depends_on(example_stack, ids["volcano-queue"])
-    assert ids["fsx-storage"] in depends_on(example_stack, ids["data-staging"])
-    assert ids["bert-precompile"] in depends_on(example_stack, ids["bert-train"])
+    # The orders that matter, spelled out: Volcano serves its webhook before the queue is applied,
+    # the queue is open before the run is, and the data set's Job follows its claim.
+    assert ids[VOLCANO] in depends_on(example_stack, ids["volcano-webhook-ready"])
+    assert ids["volcano-webhook-ready"] in depends_on(example_stack, ids["volcano-queue"])
+    assert ids["volcano-queue"] in depends_on(example_stack, ids["queue-test-open"])
+    assert ids["queue-test-open"] in depends_on(example_stack, ids["run-bert-large"])
+    assert ids["fsx-storage"] in depends_on(example_stack, ids["data-bert-wikicorpus-128"])
+    assert ids["data-bert-wikicorpus-128"] in depends_on(example_stack, ids["run-bert-large"])
+
+
+def test_gates_wait_for_the_webhook_to_serve_and_the_queue_to_open(example_stack: Synthesized) -> None:
+    ids = applied(example_stack)
+    webhook = example_stack.json["Resources"][ids["volcano-webhook-ready"]]
+    assert webhook["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
+    assert webhook["Properties"]["ObjectType"] == "validatingwebhookconfiguration"
+    assert webhook["Properties"]["ObjectName"] == "volcano-admission-service-jobs-validate"
+    # Empty until the webhook manager has written its CA, which it does right before it serves.
+    assert webhook["Properties"]["JsonPath"] == ".webhooks[?(@.clientConfig.caBundle)].name"
+    queue = example_stack.json["Resources"][ids["queue-test-open"]]
+    assert (queue["Properties"]["ObjectType"], queue["Properties"]["ObjectName"]) == (
+        "queue.scheduling.volcano.sh",
+        "test",
+    )
+    assert queue["Properties"]["JsonPath"] == ".status.state"
+
+
+def test_a_run_is_applied_by_a_resource_of_its_own_identity(example_stack: Synthesized) -> None:
+    # A changed run is a new logical id: CloudFormation creates the new Job, then deletes the old.
+    run = example_stack.stack.kubernetes_plan.step("run-bert-large")
+    [job] = manifests(example_stack, "run-bert-large")
+    assert job["metadata"]["name"] == f"bert-large-{run.identity}"
+    assert applied(example_stack)["run-bert-large"].startswith("Kubernetesrunbertlarge" + str(run.identity))
 
 
 def test_everything_waits_for_the_nodes_and_addons(example_stack: Synthesized) -> None:
@@ -131,10 +159,13 @@ def test_queue_is_the_one_the_jobs_use_and_admits_them(example_stack: Synthesize
 
 
 def test_configuration_reaches_the_training_job(example_stack: Synthesized) -> None:
-    [job] = manifests(example_stack, "bert-train")
+    [job] = manifests(example_stack, "run-bert-large")
     [container] = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
     launcher = " ".join(container["args"])
     assert "--nnodes 4" in launcher and "--nproc_per_node 32" in launcher
+    assert job["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] == {
+        "trainium/node-group": "trn1n-32xl"
+    }
     assert "--grad_accum_usteps 16" in launcher  # 4 nodes keep the tutorial's global batch
     assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
 
@@ -150,7 +181,7 @@ def test_every_rendered_object_is_valid_and_pinned(fixture: str, request: pytest
 
 
 def test_system_containers_request_cpu_and_memory(default_stack: Synthesized) -> None:
-    for name in ("neuron-device-plugin", "efa-device-plugin", "etcd", "data-staging"):
+    for name in ("neuron-device-plugin", "efa-device-plugin", "etcd", "data-bert-wikicorpus-128"):
         for obj in manifests(default_stack, name):
             for container in containers(obj):
                 assert {"cpu", "memory"} <= set(container["resources"]["requests"]), (
@@ -167,4 +198,8 @@ def test_yaml_for_review_has_placeholders_instead_of_tokens(
     [volume, _] = list(yaml.safe_load_all((tmp_path / "fsx-storage.yaml").read_text()))
     assert volume["spec"]["csi"]["volumeHandle"] == "${FsxFileSystemId}"
     # Scripts stay readable: literal blocks, not escaped one-liners.
-    assert "- |" in (tmp_path / "bert-train.yaml").read_text()
+    assert "- |" in (tmp_path / "run-bert-large.yaml").read_text()
+    # What this configuration does not apply says so.
+    assert (
+        "NOT applied by this configuration" in (tmp_path / "run-bert-large.yaml").read_text().splitlines()[0]
+    )

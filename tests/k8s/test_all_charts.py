@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import pytest
@@ -80,14 +81,18 @@ EXPECTED_NAMES = {
         ("NetworkPolicy", "training", "etcd-server"),
         ("Service", "training", "etcd-server"),
     ],
-    "fsx-storage": [("PersistentVolume", None, "fsx-pv"), ("PersistentVolumeClaim", "training", "fsx-claim")],
-    "training-namespace": [("Namespace", None, "training")],
-    "data-staging": [
-        ("Job", "training", "bert-data-staging"),
-        ("NetworkPolicy", "training", "bert-data-staging"),
+    # Named after the file system's generation, the data set's and the run's identity: the names
+    # change exactly when the objects cannot be updated in place.
+    "fsx-storage": [
+        ("PersistentVolume", None, r"fsx-[0-9a-f]{6}"),
+        ("PersistentVolumeClaim", "training", r"fsx-[0-9a-f]{6}"),
     ],
-    "bert-precompile": [("Job", "training", "bert-precompile")],
-    "bert-train": [("Job", "training", "bert-train")],
+    "training-namespace": [("Namespace", None, "training")],
+    "data-bert-wikicorpus-128": [
+        ("Job", "training", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
+        ("NetworkPolicy", "training", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
+    ],
+    "run-bert-large": [("Job", "training", r"bert-large-[0-9a-f]{8}")],
 }
 
 
@@ -102,7 +107,14 @@ def test_object_names_are_explicit_and_deterministic(chart: str) -> None:
         )
 
     # The names the chart chose (no cdk8s hash suffixes), the same on every synth.
-    assert names() == names() == EXPECTED_NAMES[chart]
+    first, second = names(), names()
+    assert first == second
+    assert len(first) == len(EXPECTED_NAMES[chart])
+    for (kind, namespace, name), (want_kind, want_namespace, pattern) in zip(
+        first, EXPECTED_NAMES[chart], strict=True
+    ):
+        assert (kind, namespace) == (want_kind, want_namespace)
+        assert re.fullmatch(pattern, name), name
 
 
 def test_every_manifest_set_of_the_default_plan_is_named_here() -> None:

@@ -20,7 +20,8 @@ def fsx(**props):
         "mount_name": MOUNT_NAME,
         "storage_capacity_gib": 1200,
         "namespace": "training",
-        "claim_name": "fsx-claim",
+        "claim_name": "fsx-abc123",
+        "volume_name": "fsx-abc123",
     }
     manifests = synth(lambda app: FsxStorageChart(app, "fsx-storage", **{**defaults, **props}))
     assert_valid(manifests)
@@ -38,7 +39,7 @@ def test_chart_is_a_volume_and_its_claim_without_storage_class(manifests) -> Non
 
 def test_volume_is_the_fsx_file_system_through_the_csi_driver(manifests) -> None:
     volume = only(manifests, "PersistentVolume")
-    assert volume["metadata"] == {"name": "fsx-pv"}  # cluster-scoped
+    assert volume["metadata"] == {"name": "fsx-abc123"}  # cluster-scoped
     assert volume["spec"]["csi"] == {
         "driver": "fsx.csi.aws.com",
         "volumeHandle": FS_ID,
@@ -58,25 +59,22 @@ def test_volume_is_static_shared_and_retained(manifests) -> None:
 def test_claim_and_volume_are_bound_to_each_other(manifests) -> None:
     volume = only(manifests, "PersistentVolume")
     claim = only(manifests, "PersistentVolumeClaim")
-    assert claim["metadata"] == {"name": "fsx-claim", "namespace": "training"}
+    assert claim["metadata"] == {"name": "fsx-abc123", "namespace": "training"}
     assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
-    assert volume["spec"]["claimRef"] == {"name": "fsx-claim", "namespace": "training"}
+    assert volume["spec"]["claimRef"] == {"name": "fsx-abc123", "namespace": "training"}
     assert claim["spec"]["storageClassName"] == ""
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
-    assert claim["spec"]["resources"]["requests"] == volume["spec"]["capacity"]
 
 
-def test_claim_name_namespace_and_size_are_applied() -> None:
-    manifests = fsx(namespace="training", claim_name="data", storage_capacity_gib=4800)
-    claim = only(manifests, "PersistentVolumeClaim")
-    assert claim["metadata"] == {"name": "data", "namespace": "training"}
-    assert only(manifests, "PersistentVolume")["spec"]["claimRef"] == {
-        "name": "data",
-        "namespace": "training",
-    }
-    assert claim["spec"]["resources"]["requests"] == {"storage": "4800Gi"}
+def test_a_larger_file_system_changes_the_volume_and_never_the_claim() -> None:
+    # Kubernetes refuses to resize a claim without an expandable StorageClass; a volume's capacity
+    # may change. The claim asks for the smallest Lustre size, which every file system holds.
+    small, large = fsx(storage_capacity_gib=1200), fsx(storage_capacity_gib=4800)
+    assert only(small, "PersistentVolumeClaim") == only(large, "PersistentVolumeClaim")
+    assert only(small, "PersistentVolumeClaim")["spec"]["resources"]["requests"] == {"storage": "1200Gi"}
+    assert only(large, "PersistentVolume")["spec"]["capacity"] == {"storage": "4800Gi"}
 
 
-def test_a_size_below_one_gib_fails() -> None:
+def test_a_size_below_the_smallest_lustre_file_system_fails() -> None:
     with pytest.raises(ValueError, match="storage_capacity_gib"):
-        fsx(storage_capacity_gib=0)
+        fsx(storage_capacity_gib=1000)

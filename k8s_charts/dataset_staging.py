@@ -1,0 +1,221 @@
+"""Stage a data set (an archive and single files, each checked by SHA-256) on the shared FSx volume.
+
+One ``batch/v1`` Job per data set version, on the system nodes (no Trainium node waits for a
+download). A version is identified by what defines it (the URLs and checksums), and everything
+about it is named after that identity:
+
+- the directory ``/data/datasets/<name>/<identity>``: a new version never overwrites files a
+  running job reads; older versions stay until removed by hand;
+- the Job ``stage-<name>-<identity>``: a new version is a new Job (a Job's pod template is
+  immutable), and the old one is deleted with the deployment that drops it;
+- the marker ``<directory>.staged`` beside it, written last: training pods wait for it. Next to it
+  the script keeps ``.staged.failures`` (a line per failed attempt) and ``.staged.heartbeat``,
+  which waiting pods read to give up within minutes of a failure (k8s_charts/scripts/run_worker.sh).
+
+Re-running is cheap and safe: a staged version is skipped; an attempt that did not finish is
+redone from an empty directory (nothing in it was verified).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+import cdk8s
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT
+from cluster_facts.script_files import script_body
+from k8s_charts.isolation import deny_ingress
+from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.resources import container_resources
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "STAGING_ATTEMPTS",
+    "STAGING_DEADLINE_SECONDS",
+    "STAGING_SCRIPT",
+    "Dataset",
+    "DatasetStagingChart",
+    "RemoteFile",
+]
+
+# Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
+# Public so pulls need no Docker Hub quota. Its busybox has sh, wget (HTTPS via ssl_client), tar,
+# mkfifo, tee and sha256sum: everything the script uses.
+DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
+# POSIX sh (busybox ash); the Job passes its inputs as environment variables and arguments.
+STAGING_SCRIPT = script_body("k8s_charts", "stage_dataset.sh")
+# Each attempt starts over from the markers; more than a few failures means a real fault.
+STAGING_BACKOFF_LIMIT = 3
+STAGING_ATTEMPTS = STAGING_BACKOFF_LIMIT + 1
+"""Failed attempts after which the Job has failed for good (and waiting pods give up)."""
+# Streaming tens of GB from S3 takes minutes; a stalled run must not hang forever.
+STAGING_DEADLINE_SECONDS = 6 * 3600
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteFile:
+    """One file to fetch: from ``url`` (https), checked against ``sha256``, to ``name`` in the data set."""
+
+    url: str
+    sha256: str
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dataset:
+    """What a data set is: an optional tar archive (streamed, unpacked) and single files."""
+
+    name: str
+    archive_url: str | None
+    archive_sha256: str | None
+    """Verified while the archive streams; None stages it unverified (the summary says so)."""
+    files: tuple[RemoteFile, ...] = ()
+
+    def __post_init__(self) -> None:
+        urls = [self.archive_url] if self.archive_url else []
+        urls += [remote.url for remote in self.files]
+        if not urls:
+            raise ValueError(f"data set {self.name!r} has neither an archive nor files")
+        for url in urls:
+            if not url.startswith("https://"):
+                raise ValueError(f"data set {self.name!r}: {url!r} is not an https:// URL")
+        checksums = [remote.sha256 for remote in self.files]
+        checksums += [self.archive_sha256] if self.archive_sha256 else []
+        for checksum in checksums:
+            if not _SHA256.fullmatch(checksum):
+                raise ValueError(f"data set {self.name!r}: {checksum!r} is not a SHA-256 (64 hex digits)")
+        names = [remote.name for remote in self.files]
+        if len(set(names)) != len(names) or any("/" in name or name.startswith(".") for name in names):
+            raise ValueError(f"data set {self.name!r}: file names must be distinct plain names, got {names}")
+
+    @property
+    def identity(self) -> str:
+        """Eight hex digits of a hash of everything that defines this version."""
+        definition = {
+            "archive": [self.archive_url, self.archive_sha256],
+            "files": [[remote.url, remote.sha256, remote.name] for remote in self.files],
+        }
+        return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:8]
+
+    @property
+    def directory(self) -> str:
+        return f"{DATASETS_ROOT}/{self.name}/{self.identity}"
+
+    @property
+    def marker(self) -> str:
+        return f"{self.directory}.staged"
+
+    @property
+    def job_name(self) -> str:
+        return f"stage-{self.name}-{self.identity}"
+
+    def path(self, name: str) -> str:
+        """Where the file ``name`` of this data set lands."""
+        return f"{self.directory}/{name}"
+
+
+class DatasetStagingChart(cdk8s.Chart):
+    """The Job ``stage-<name>-<identity>`` that stages ``dataset`` onto the claim at ``/data``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        dataset: Dataset,
+        namespace: str,
+        claim_name: str,
+        image: str = DEFAULT_IMAGE,
+    ) -> None:
+        super().__init__(scope, id)
+        problem = pinned_image_problem(image)
+        if problem is not None:
+            raise ValueError(problem)
+        environment = {
+            "DATASET_NAME": dataset.name,
+            "DATASET_DIR": dataset.directory,
+            "MARKER": dataset.marker,
+            "ARCHIVE_URL": dataset.archive_url or "",
+            "ARCHIVE_SHA256": dataset.archive_sha256 or "",
+        }
+        arguments = [
+            part
+            for remote in dataset.files
+            for part in (remote.url, remote.sha256, dataset.path(remote.name))
+        ]
+        container = k8s.Container(
+            name="stage",
+            image=image,
+            # The tag is pinned; Always only re-checks it against the registry at start.
+            image_pull_policy="Always",
+            # k8s_charts/scripts/stage_dataset.sh, with the files as its arguments.
+            command=["/bin/sh", "-c", STAGING_SCRIPT, "stage-dataset"],
+            args=arguments,
+            env=[k8s.EnvVar(name=name, value=value) for name, value in environment.items()],
+            resources=container_resources(
+                # wget | tar is I/O bound; the memory limit leaves room for the page cache of the writes.
+                requests={"cpu": "250m", "memory": "256Mi"},
+                limits={"cpu": "1", "memory": "1Gi"},
+            ),
+            # Root only to own what it writes on the (root-owned) Lustre root; no capabilities needed.
+            security_context=k8s.SecurityContext(
+                allow_privilege_escalation=False,
+                capabilities=k8s.Capabilities(drop=["ALL"]),
+                read_only_root_filesystem=True,
+            ),
+            volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
+        )
+        labels = {
+            "app.kubernetes.io/name": "dataset-staging",
+            "app.kubernetes.io/instance": dataset.job_name,
+            "trainium/dataset": dataset.name,
+        }
+        root_writer = (
+            "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
+            "with no capabilities, no privilege escalation and a read-only root file system"
+        )
+        k8s.KubeJob(
+            self,
+            "Job",
+            metadata=k8s.ObjectMeta(
+                name=dataset.job_name,
+                namespace=namespace,
+                labels=labels,
+                annotations=policy_exceptions({"CKV_K8S_23": root_writer, "CKV_K8S_40": root_writer}),
+            ),
+            spec=k8s.JobSpec(
+                backoff_limit=STAGING_BACKOFF_LIMIT,
+                active_deadline_seconds=STAGING_DEADLINE_SECONDS,
+                # No ttlSecondsAfterFinished: the finished Job stays as the record that staging ran.
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=labels),
+                    spec=k8s.PodSpec(
+                        restart_policy="Never",
+                        automount_service_account_token=False,
+                        enable_service_links=False,
+                        security_context=k8s.PodSecurityContext(
+                            seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+                        ),
+                        containers=[container],
+                        volumes=[
+                            k8s.Volume(
+                                name="data",
+                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+                                    claim_name=claim_name
+                                ),
+                            )
+                        ],
+                    ),
+                ),
+            ),
+        )
+        # The job only downloads; nothing has a reason to connect to it.
+        deny_ingress(self, name=dataset.job_name, namespace=namespace, pod_labels=labels)

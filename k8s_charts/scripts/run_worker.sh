@@ -1,0 +1,111 @@
+#!/bin/bash
+# One worker pod of a training run (the Volcano Job of k8s_charts/training_run.py): wait for the
+# run's data sets, check its code, take this replica's compile cache, precompile once per run,
+# then exec the launcher it is given as arguments, resuming from the run's newest checkpoint.
+#
+# Arguments: the launcher's argv (python3 -m torch.distributed.run ... --rdzv_id <id> ... script ...).
+# Environment (the run's Job sets every one; Kubernetes has expanded $(VAR) references in them):
+#   VC_TASK_INDEX          this replica's index, from Volcano's env plugin
+#   NODES                  replicas of the run
+#   RUN_ID                 the run's name and hash; OUTPUT_DIR is the run's own directory
+#   REQUIRED_MARKERS       space-separated markers of the data sets this run needs (.staged files)
+#   STAGING_ATTEMPTS       failed staging attempts after which a data set has failed for good
+#   HEARTBEAT_STALE_SECONDS  a staging heartbeat older than this with no attempt alive means failure
+#   WAIT_TIMEOUT_SECONDS   the longest this pod waits for a data set at all
+#   VERIFY_FILES           "sha256  path" lines (sha256sum -c format) checked before anything runs
+#   PYTHON_REQUIREMENTS    pip requirement lines with --hash, installed into PYTHON_TARGET
+#   PYTHON_TARGET          a directory local to the pod, put first on PYTHONPATH
+#   NEURON_CACHE_ROOT, CACHESET   this replica's cache is $NEURON_CACHE_ROOT/${CACHESET}_$VC_TASK_INDEX
+#   CACHE_LOCK_TIMEOUT_SECONDS    how long to wait for another run to release that cache
+#   PRECOMPILE_ARGS        empty: no precompile phase; else appended to the launcher, which runs
+#                          under neuron_parallel_compile until every replica has precompiled
+#   RESUME_GLOB, RESUME_ARGS      when $OUTPUT_DIR holds a file matching RESUME_GLOB, RESUME_ARGS
+#                          are appended to the launcher: a retry resumes from its checkpoints
+#   CANNOT_PROCEED_EXIT_CODE      exit code for "nothing a retry can fix"; the Job's policy ends
+#                          the job on it instead of restarting it
+set -euo pipefail
+: "${VC_TASK_INDEX:?not set: is the Volcano env plugin enabled?}"
+
+# cannot_proceed REASON: say why (also in the pod's termination message) and end the job.
+cannot_proceed() {
+  echo "cannot proceed: $1" >&2
+  echo "$1" > /dev/termination-log 2>/dev/null || true
+  exit "$CANNOT_PROCEED_EXIT_CODE"
+}
+
+# wait_for_dataset MARKER: until the data set is staged; give up at once when staging failed.
+wait_for_dataset() {
+  local marker=$1 failures="$1.failures" heartbeat="$1.heartbeat" deadline=$((SECONDS + WAIT_TIMEOUT_SECONDS))
+  local failed age
+  until [ -e "$marker" ]; do
+    failed=$(wc -l < "$failures" 2>/dev/null || echo 0)
+    if [ "$failed" -ge "$STAGING_ATTEMPTS" ]; then
+      cannot_proceed "staging failed $failed times: $(tail -n 1 "$failures")"
+    fi
+    if [ -e "$heartbeat" ]; then
+      age=$(( $(date +%s) - $(stat -c %Y "$heartbeat") ))
+      if [ "$age" -gt "$HEARTBEAT_STALE_SECONDS" ] && [ "$failed" -gt 0 ]; then
+        cannot_proceed "staging stopped ${age}s ago after $failed failed attempt(s): $(tail -n 1 "$failures")"
+      fi
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      cannot_proceed "gave up after ${WAIT_TIMEOUT_SECONDS}s waiting for $marker"
+    fi
+    echo "waiting for $marker"
+    sleep 15
+  done
+}
+
+for marker in $REQUIRED_MARKERS; do
+  wait_for_dataset "$marker"
+done
+if [ -n "$VERIFY_FILES" ] && ! sha256sum --check --strict --quiet <<<"$VERIFY_FILES"; then
+  cannot_proceed "a file of the run does not have its checksum (see above)"
+fi
+if [ -n "$PYTHON_REQUIREMENTS" ]; then
+  if ! python3 -m pip install --quiet --no-deps --require-hashes --no-cache-dir --target "$PYTHON_TARGET" \
+      -r /dev/stdin <<<"$PYTHON_REQUIREMENTS"; then
+    cannot_proceed "the run's Python packages do not install with their hashes"
+  fi
+  export PYTHONPATH="$PYTHON_TARGET${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+# This replica's compile cache, held for the pod's whole life: two runs never write one cache.
+cache_dir="$NEURON_CACHE_ROOT/${CACHESET}_${VC_TASK_INDEX}"
+mkdir -p "$cache_dir" "$OUTPUT_DIR"
+exec {cache_lock}>"$cache_dir.lock"
+if ! flock --wait "$CACHE_LOCK_TIMEOUT_SECONDS" "$cache_lock"; then
+  cannot_proceed "another run holds the compile cache $cache_dir"
+fi
+export NEURON_CC_FLAGS="--cache_dir=$cache_dir"
+
+# Precompile once per run: skipped only when every replica of this run has precompiled, so that
+# all replicas take the same decision and meet in the same rendezvous.
+if [ -n "$PRECOMPILE_ARGS" ]; then
+  markers="$OUTPUT_DIR/precompiled"
+  mkdir -p "$markers"
+  done_count=$(find "$markers" -maxdepth 1 -name 'replica-*' | wc -l)
+  if [ "$done_count" -lt "$NODES" ]; then
+    # torchrun closes a rendezvous when it exits: the precompile run takes an id of its own.
+    precompile=()
+    previous=""
+    for argument in "$@"; do
+      if [ "$previous" = --rdzv_id ]; then argument="$argument-precompile"; fi
+      precompile+=("$argument")
+      previous=$argument
+    done
+    read -r -a extra <<<"$PRECOMPILE_ARGS"
+    neuron_parallel_compile "${precompile[@]}" "${extra[@]}"
+    touch "$markers/replica-$VC_TASK_INDEX"
+  else
+    echo "every replica of $RUN_ID has precompiled: skipping neuron_parallel_compile"
+  fi
+fi
+
+launcher=("$@")
+if [ -n "$RESUME_GLOB" ] && compgen -G "$OUTPUT_DIR/$RESUME_GLOB" >/dev/null; then
+  read -r -a resume <<<"$RESUME_ARGS"
+  echo "resuming $RUN_ID from $OUTPUT_DIR"
+  launcher+=("${resume[@]}")
+fi
+exec "${launcher[@]}"

@@ -1,0 +1,352 @@
+"""A distributed training run on Trainium: one Volcano Job, gang-scheduled, in the shape TorchX's
+Kubernetes scheduler submits, whose pods precompile (once per run) and train.
+
+What a run is, is configuration (``TrainingRun``); how Trainium is wired is derived here from the
+catalog and the cluster's facts: one pod per node taking every Neuron device and EFA interface,
+``--nproc_per_node`` one worker per NeuronCore, the node group's label, the claim, the rendezvous.
+
+Lifecycle (docs/day2.md):
+
+- **Identity.** The Job is named ``<run>-<hash>``, the hash of everything rendered into it. Volcano
+  refuses almost any change to a live Job's spec; a changed run is a new Job (its own output
+  directory, its own precompile markers), and the deployment deletes the old one.
+- **Attempts.** Every attempt (a new Job, or a Volcano RestartJob, which bumps the job's version)
+  rendezvouses under its own id, ``<job>-<uid>-v<version>``, from Volcano's pod annotations through
+  the downward API: torchrun closes a rendezvous whenever it exits, so a reused id fails at once.
+- **Resume.** A retry resumes from the newest checkpoint in the run's output directory.
+- **Fail fast.** A pod that cannot proceed (a data set failed to stage, a checksum is wrong, the
+  compile cache is held by another run) exits with ``CANNOT_PROCEED_EXIT_CODE``, which the Job's
+  first policy turns into TerminateJob; any other failure restarts the whole gang, up to
+  ``retries`` times.
+- **Scale-down.** Pods carry the cluster autoscaler's safe-to-evict "false": a node running a
+  worker is never taken away under it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.kubernetes_names import (
+    CANNOT_PROCEED_EXIT_CODE,
+    DATA_MOUNT,
+    EFA_RESOURCE,
+    NEURON_CACHE_DIR,
+    NEURON_RESOURCE,
+    NEURON_TAINT_KEY,
+    NODE_GROUP_LABEL,
+    RUNS_ROOT,
+    SAFE_TO_EVICT_ANNOTATION,
+    dataset_variable,
+)
+from cluster_facts.script_files import script_body
+from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
+from k8s_charts.policy_exceptions import policy_exceptions
+
+__all__ = [
+    "RUN_ID_MAX_LENGTH",
+    "WORKER_SCRIPT",
+    "TrainingRun",
+    "TrainingRunChart",
+    "launcher_arguments",
+    "run_id",
+]
+
+# bash; what it needs arrives as environment variables, the launcher as its arguments.
+WORKER_SCRIPT = script_body("k8s_charts", "run_worker.sh")
+_TASK = "worker"
+# The Job's name is also its headless Service's (Volcano's svc plugin): a DNS label, and the pods'
+# hostnames <job>-worker-<index> must stay within 63 characters.
+RUN_ID_MAX_LENGTH = 48
+_RUN_NAME = re.compile(r"[a-z]([a-z0-9-]*[a-z0-9])?")
+_PLACEHOLDER = "RUN-ID-PLACEHOLDER"
+_PYTHON_TARGET = "/opt/run/python"
+# A staging heartbeat older than this (with a failed attempt on record) means the staging pod
+# died without recording it; longer than the Job's largest retry backoff (6 minutes).
+HEARTBEAT_STALE_SECONDS = 15 * 60
+# Another run's pods release a cache within their termination grace period.
+CACHE_LOCK_TIMEOUT_SECONDS = 300
+# The pinned BERT script (and others) call the instance metadata service over plain HTTP with no
+# timeout; with the nodes' IMDS hop limit of 1 the reply never reaches a pod and the call hangs.
+# Plain-HTTP requests that honour the proxy variables (requests, urllib) go to a closed local port
+# instead and fail at once; in-cluster names and addresses are exempt. HTTPS is untouched.
+_CLOSED_PROXY = "http://127.0.0.1:9"
+_NO_PROXY = "localhost,127.0.0.1,.svc,.cluster.local,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingRun:
+    """One distributed training run: what to run, where, and with what."""
+
+    name: str
+    instance: TrainiumInstanceType
+    node_group: str
+    nodes: int
+    image: str
+    namespace: str
+    queue: str
+    claim_name: str
+    script: str
+    """What the launcher runs on every worker (a path in the image or on /data)."""
+    script_args: tuple[str, ...] = ()
+    """May name $(OUTPUT_DIR) and $(RUN_ID): Kubernetes expands them."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    datasets: tuple[Dataset, ...] = ()
+    """Staged before any worker starts work; their markers are waited for."""
+    verify_files: Mapping[str, str] = field(default_factory=dict)
+    """Path -> SHA-256, checked by every worker before anything runs."""
+    python_requirements: tuple[str, ...] = ()
+    """pip requirement lines with --hash, installed into each pod (not onto the shared volume)."""
+    precompile_args: tuple[str, ...] | None = None
+    """None: no precompile phase; else appended to the launcher under neuron_parallel_compile."""
+    resume_glob: str = ""
+    resume_args: tuple[str, ...] = ()
+    cacheset: str
+    retries: int
+    rendezvous_endpoint: str
+    pod_labels: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
+            raise ValueError(
+                f"run name {self.name!r} must be a DNS label of at most {RUN_ID_MAX_LENGTH - 9} characters"
+            )
+        if self.nodes < 1:
+            raise ValueError(f"nodes must be at least 1, got {self.nodes}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be at least 0, got {self.retries}")
+        problem = pinned_image_problem(self.image)
+        if problem is not None:
+            raise ValueError(problem)
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", self.cacheset):
+            raise ValueError(f"cacheset {self.cacheset!r} may hold only letters, digits, '-' and '_'")
+
+    @property
+    def cache_root(self) -> str:
+        return f"{DATA_MOUNT}/{self.namespace}/{NEURON_CACHE_DIR}"
+
+
+def launcher_arguments(run: TrainingRun) -> list[str]:
+    """The launcher's argv, as TorchX's dist component writes it, with this attempt's rendezvous id.
+
+    ``--role=`` is TorchX's ``--role ''`` as one word: neuron_parallel_compile takes the command as
+    arguments that it may join into one string, and an empty argument would not survive that.
+    """
+    return [
+        "python3", "-m", "torch.distributed.run",
+        "--rdzv_backend", "etcd",
+        "--rdzv_endpoint", run.rendezvous_endpoint,
+        "--rdzv_id", "$(RDZV_ID)",
+        "--nnodes", str(run.nodes),
+        "--nproc_per_node", str(run.instance.processes_per_node),
+        "--tee", "3",
+        "--role=",
+        run.script,
+        *run.script_args,
+    ]  # fmt: skip
+
+
+def _environment(run: TrainingRun, output_dir: str, run_id_value: str) -> list[dict[str, Any]]:
+    """The container's environment, in order: later values may name earlier ones as $(VAR)."""
+    annotation = "metadata.annotations"
+    downward = {
+        # Volcano writes the job's identity (<job>-<uid>) and attempt on every pod it creates.
+        "VC_JOB_GROUP": f"{annotation}['scheduling.k8s.io/group-name']",
+        "VC_JOB_VERSION": f"{annotation}['volcano.sh/job-version']",
+    }
+    plain: dict[str, str] = {
+        "RDZV_ID": "$(VC_JOB_GROUP)-v$(VC_JOB_VERSION)",
+        "RUN_ID": run_id_value,
+        "OUTPUT_DIR": output_dir,
+        "NODES": str(run.nodes),
+        # Collectives bootstrap over the pod's interface; data moves over EFA with device RDMA.
+        "CCOM_SOCKET_IFNAME": "eth0",
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+        "FI_EFA_FORK_SAFE": "1",
+        "NEURON_RT_RESET_CORES": "1",
+        "XLA_TRANSFER_SEED_ASYNC": "1",
+        "http_proxy": _CLOSED_PROXY,
+        "HTTP_PROXY": _CLOSED_PROXY,
+        "no_proxy": _NO_PROXY,
+        "NO_PROXY": _NO_PROXY,
+        **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
+        **run.environment,
+        # What k8s_charts/scripts/run_worker.sh reads.
+        "REQUIRED_MARKERS": " ".join(dataset.marker for dataset in run.datasets),
+        "STAGING_ATTEMPTS": str(STAGING_ATTEMPTS),
+        "HEARTBEAT_STALE_SECONDS": str(HEARTBEAT_STALE_SECONDS),
+        # The staging Job's own deadline, plus its retries' backoff: past it, staging has ended.
+        "WAIT_TIMEOUT_SECONDS": str(STAGING_DEADLINE_SECONDS + 1800),
+        "VERIFY_FILES": "\n".join(f"{sha}  {path}" for path, sha in sorted(_verified_files(run).items())),
+        "PYTHON_REQUIREMENTS": "\n".join(run.python_requirements),
+        "PYTHON_TARGET": _PYTHON_TARGET,
+        "NEURON_CACHE_ROOT": run.cache_root,
+        "CACHESET": run.cacheset,
+        "CACHE_LOCK_TIMEOUT_SECONDS": str(CACHE_LOCK_TIMEOUT_SECONDS),
+        "PRECOMPILE_ARGS": " ".join(run.precompile_args) if run.precompile_args is not None else "",
+        "RESUME_GLOB": run.resume_glob,
+        "RESUME_ARGS": " ".join(run.resume_args),
+        "CANNOT_PROCEED_EXIT_CODE": str(CANNOT_PROCEED_EXIT_CODE),
+    }
+    return [
+        *({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in downward.items()),
+        *({"name": name, "value": value} for name, value in plain.items()),
+    ]
+
+
+def _verified_files(run: TrainingRun) -> dict[str, str]:
+    """Path -> SHA-256 of what every worker checks before it runs: the run's data sets' single
+    files (its code, when staged) and the files the run lists itself."""
+    files = {dataset.path(remote.name): remote.sha256 for dataset in run.datasets for remote in dataset.files}
+    return {**files, **run.verify_files}
+
+
+def _job_spec(run: TrainingRun, run_id_value: str) -> dict[str, Any]:
+    node = run.instance
+    output_dir = f"{DATA_MOUNT}/{run.namespace}/{RUNS_ROOT}/{run_id_value}"
+    labels = {
+        **run.pod_labels,
+        "app.kubernetes.io/name": run.name,
+        "app.kubernetes.io/instance": run_id_value,
+    }
+    container = {
+        "name": "trainer",
+        "image": run.image,
+        # k8s_charts/scripts/run_worker.sh, with the launcher as its arguments ("$@").
+        "command": ["/bin/bash", "-c", WORKER_SCRIPT, "run-worker"],
+        "args": launcher_arguments(run),
+        "env": _environment(run, output_dir, run_id_value),
+        "resources": {
+            # Every chip and EFA interface of the node: one pod per node, one worker per NeuronCore.
+            # Extended resources are limits only; Kubernetes copies them to requests.
+            "limits": {NEURON_RESOURCE: str(node.chips), EFA_RESOURCE: str(node.efa_interfaces)},
+            # 7/8 of the node, the rest left to kubelet reservations and the DaemonSets. No cpu or
+            # memory limits: the pod owns the node, and a cap would only throttle or OOM-kill a run.
+            "requests": {"cpu": str(node.vcpus * 7 // 8), "memory": f"{node.memory_gib * 7 // 8}Gi"},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": DATA_MOUNT},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "python", "mountPath": _PYTHON_TARGET},
+        ],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    restart_on = [{"event": event, "action": "RestartJob"} for event in ("PodEvicted", "PodFailed")]
+    return {
+        "schedulerName": "volcano",
+        "queue": run.queue,
+        "minAvailable": run.nodes,
+        "maxRetry": run.retries,
+        "plugins": {
+            # A headless Service per job; workers resolve peers before they are Ready.
+            "svc": ["--publish-not-ready-addresses"],
+            # VC_TASK_INDEX in every pod: selects the replica's cache directory.
+            "env": [],
+        },
+        "tasks": [
+            {
+                "name": _TASK,
+                "replicas": run.nodes,
+                "maxRetry": run.retries,
+                # First match wins (Volcano's applyPolicies): the exit code before the events, so a
+                # pod that cannot proceed ends the job instead of restarting it. Any other lost
+                # worker breaks the collective: restart the whole job.
+                "policies": [
+                    {"exitCode": CANNOT_PROCEED_EXIT_CODE, "action": "TerminateJob"},
+                    *restart_on,
+                ],
+                "template": {
+                    "metadata": {
+                        "labels": labels,
+                        "annotations": {**_POLICY_EXCEPTIONS, SAFE_TO_EVICT_ANNOTATION: "false"},
+                    },
+                    "spec": {
+                        "restartPolicy": "Never",
+                        # Training never calls the Kubernetes API.
+                        "automountServiceAccountToken": False,
+                        # The runtime's default seccomp profile is what `docker run` gives the Neuron images.
+                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                        "nodeSelector": {NODE_GROUP_LABEL: run.node_group},
+                        "tolerations": [
+                            {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+                        ],
+                        "containers": [container],
+                        "volumes": [
+                            {"name": "data", "persistentVolumeClaim": {"claimName": run.claim_name}},
+                            # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.
+                            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                            # The run's Python packages, installed per pod: nothing shared can rewrite them.
+                            {"name": "python", "emptyDir": {"sizeLimit": "4Gi"}},
+                        ],
+                    },
+                },
+            }
+        ],
+    }
+
+
+def run_id(run: TrainingRun) -> str:
+    """``<name>-<hash>``: eight hex digits of a hash of everything the Job would hold."""
+    rendered = json.dumps(_job_spec(run, _PLACEHOLDER), sort_keys=True)
+    if "${Token[" in rendered:
+        raise ValueError(f"run {run.name!r} holds a deploy-time token; its identity must be known at synth")
+    return f"{run.name}-{hashlib.sha256(rendered.encode()).hexdigest()[:8]}"
+
+
+# Root, as AWS ships and tests the Neuron training images (their docs run them with `docker run`).
+_AS_ROOT = (
+    "the Neuron training image runs as root, as AWS ships and tests it; the compile cache and "
+    "checkpoints live on the root-owned Lustre file system shared with the staging job"
+)
+# checkov looks for a batch/v1 Job's spec.template and, not finding one, reports its pod checks as
+# failed; these pods are in spec.tasks[].template, which sets both (tests/k8s/test_training_run.py).
+_NOT_A_BATCH_JOB = (
+    "checkov reads a batch/v1 Job's spec.template; this Volcano Job's pod template in spec.tasks sets "
+)
+_POLICY_EXCEPTIONS = policy_exceptions(
+    {
+        "CKV_K8S_23": _AS_ROOT,
+        "CKV_K8S_40": _AS_ROOT,
+        "CKV_K8S_29": _NOT_A_BATCH_JOB + "a pod security context",
+        "CKV_K8S_31": _NOT_A_BATCH_JOB + "seccompProfile RuntimeDefault",
+        "CKV_K8S_38": _NOT_A_BATCH_JOB + "automountServiceAccountToken false",
+    }
+)
+
+
+class TrainingRunChart(cdk8s.Chart):
+    """The Volcano Job ``<run>-<hash>`` of ``run``."""
+
+    def __init__(self, scope: Construct, id: str, *, run: TrainingRun) -> None:
+        super().__init__(scope, id)
+        self.run_id = run_id(run)
+        job = cdk8s.ApiObject(
+            self,
+            "Job",
+            api_version="batch.volcano.sh/v1alpha1",
+            kind="Job",
+            metadata=cdk8s.ApiObjectMetadata(
+                name=self.run_id,
+                namespace=run.namespace,
+                labels={"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id},
+                annotations=_POLICY_EXCEPTIONS,
+            ),
+        )
+        job.add_json_patch(cdk8s.JsonPatch.add("/spec", _job_spec(run, self.run_id)))
+
+
+def pod_command(job: Mapping[str, Any]) -> Sequence[str]:
+    """The container's command and arguments of a rendered run Job (for tests and the review)."""
+    [task] = job["spec"]["tasks"]
+    [container] = task["template"]["spec"]["containers"]
+    return [*container["command"], *container["args"]]

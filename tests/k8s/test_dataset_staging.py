@@ -1,0 +1,319 @@
+"""DatasetStagingChart: one Job per data set version, and its script run against a stand-in wget."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from k8s_charts.dataset_staging import (
+    DEFAULT_IMAGE,
+    STAGING_ATTEMPTS,
+    Dataset,
+    DatasetStagingChart,
+    RemoteFile,
+)
+from tests.k8s.expansion import container_environment, expanded_command
+from tests.k8s.manifests import Manifest, only, pod_spec, synth
+from tests.k8s_validation import assert_valid
+
+ARCHIVE = "https://example.com/data/corpus.tar"
+SCRIPT_TEXT = b"print('train')\n"
+DATASET = Dataset(
+    name="corpus",
+    archive_url=ARCHIVE,
+    archive_sha256=None,
+    files=(
+        RemoteFile(
+            url="https://example.com/code/train.py",
+            sha256=hashlib.sha256(SCRIPT_TEXT).hexdigest(),
+            name="train.py",
+        ),
+    ),
+)
+
+
+def staging(dataset: Dataset = DATASET, **props: Any) -> list[Manifest]:
+    props = {"namespace": "training", "claim_name": "fsx-abc123", **props}
+    manifests = synth(lambda app: DatasetStagingChart(app, "data", dataset=dataset, **props))
+    assert_valid(manifests)
+    return manifests
+
+
+def container(job: Manifest) -> dict[str, Any]:
+    [only_container] = pod_spec(job)["containers"]
+    return only_container
+
+
+# --- The Job --------------------------------------------------------------------------------------
+
+
+def test_a_data_set_version_is_one_job_named_after_its_identity() -> None:
+    job = only(staging(), "Job")
+    assert job["apiVersion"] == "batch/v1"
+    assert job["metadata"]["name"] == f"stage-corpus-{DATASET.identity}"
+    assert DATASET.directory == f"/data/datasets/corpus/{DATASET.identity}"
+    assert DATASET.marker == f"{DATASET.directory}.staged"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"archive_url": ARCHIVE.replace("corpus", "corpus2")},
+        {"archive_sha256": "c" * 64},
+        {"files": ()},
+        {"files": (RemoteFile(url="https://example.com/code/train.py", sha256="d" * 64, name="train.py"),)},
+    ],
+)
+def test_a_changed_data_set_is_a_new_version_in_a_new_directory(change: dict[str, Any]) -> None:
+    changed = dataclasses.replace(DATASET, **change)
+    assert changed.identity != DATASET.identity
+    assert changed.directory != DATASET.directory
+    assert only(staging(changed), "Job")["metadata"]["name"] != only(staging(), "Job")["metadata"]["name"]
+
+
+def test_the_job_retries_a_few_times_and_is_bounded_in_time() -> None:
+    spec = only(staging(), "Job")["spec"]
+    assert spec["backoffLimit"] == STAGING_ATTEMPTS - 1
+    assert spec["activeDeadlineSeconds"] == 6 * 3600
+    assert "ttlSecondsAfterFinished" not in spec  # the finished Job stays as the record
+
+
+def test_the_pod_runs_as_a_locked_down_root_writer_with_no_token() -> None:
+    job = only(staging(), "Job")
+    spec = pod_spec(job)
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert container(job)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    assert container(job)["image"] == DEFAULT_IMAGE
+
+
+def test_nothing_may_connect_to_the_staging_pod() -> None:
+    policy = only(staging(), "NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in policy["spec"]
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"archive_url": "http://example.com/a.tar"}, "not an https"),
+        ({"archive_sha256": "abc"}, "not a SHA-256"),
+        ({"archive_url": None, "files": ()}, "neither an archive nor files"),
+        ({"files": (RemoteFile(url="https://e.com/a", sha256="a" * 64, name="../a"),)}, "plain names"),
+    ],
+)
+def test_a_data_set_that_cannot_be_staged_safely_is_refused(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(DATASET, **bad)
+
+
+def test_an_unpinned_image_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a pinned image"):
+        staging(image="alpine:3.24.1")
+
+
+# --- The script, run as the pod runs it, against a stand-in for wget ------------------------------
+
+FAKE_WGET = """\
+#!{python}
+# wget -q -O DEST URL, served from $FAKE_WGET_ROOT by file name; every call is logged.
+import os, pathlib, sys, time
+dest, url = sys.argv[sys.argv.index("-O") + 1], sys.argv[-1]
+with open(os.environ["FAKE_WGET_LOG"], "a") as log:
+    log.write(url + "\\n")
+if os.environ.get("FAKE_WGET_HANG"):
+    time.sleep(float(os.environ["FAKE_WGET_HANG"]))
+source = pathlib.Path(os.environ["FAKE_WGET_ROOT"]) / url.rsplit("/", 1)[1]
+if not source.is_file():
+    sys.exit("wget: server returned error: HTTP/1.1 403 Forbidden")
+if dest == "-":
+    sys.stdout.buffer.write(source.read_bytes())
+else:
+    pathlib.Path(dest).write_bytes(source.read_bytes())
+"""
+
+
+def moved_path(value: str, data: Path) -> str:
+    """A /data path under ``data``; anything else (a URL, a checksum) as it is."""
+    return str(data) + value.removeprefix("/data") if value.startswith("/data/") else value
+
+
+def tarball(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, content in files.items():
+            info = tarfile.TarInfo(f"seqlen128/{name}")
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+class Staging:
+    """The rendered Job's command and environment, with /data moved under tmp_path and wget faked."""
+
+    def __init__(self, tmp_path: Path, dataset: Dataset = DATASET, archive: bytes | None = None) -> None:
+        self.data = tmp_path / "data"
+        self.server = tmp_path / "server"
+        self.log = tmp_path / "wget.log"
+        bin_dir = tmp_path / "bin"
+        for directory in (self.data, self.server, bin_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        (bin_dir / "wget").write_text(FAKE_WGET.format(python=sys.executable))
+        (bin_dir / "wget").chmod(0o755)
+        (self.server / "corpus.tar").write_bytes(archive or tarball({"part-0.hdf5": b"hdf5"}))
+        (self.server / "train.py").write_bytes(SCRIPT_TEXT)
+        self.dataset = dataset
+        job_container = container(only(staging(dataset), "Job"))
+        moved = {
+            **job_container,
+            "env": [
+                {**variable, "value": moved_path(variable["value"], self.data)}
+                for variable in job_container["env"]
+            ],
+            "args": [moved_path(argument, self.data) for argument in job_container["args"]],
+        }
+        self.env = container_environment(moved) | {
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_WGET_ROOT": str(self.server),
+            "FAKE_WGET_LOG": str(self.log),
+        }
+        self.command = [*SHELL, *expanded_command(moved, self.env)[1:]]
+        self.directory = Path(self.env["DATASET_DIR"])
+        self.marker = Path(self.env["MARKER"])
+
+    def run(self, **extra: str) -> subprocess.CompletedProcess[str]:
+        self.log.write_text("")
+        return subprocess.run(
+            self.command, env=self.env | extra, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    def failures(self) -> list[str]:
+        path = Path(f"{self.marker}.failures")
+        return path.read_text().splitlines() if path.exists() else []
+
+    def downloads(self) -> list[str]:
+        return [url.rsplit("/", 1)[1] for url in self.log.read_text().split()]
+
+
+def _shell() -> list[str]:
+    """The pod runs busybox ash (alpine); busybox from the project's tools, else bash, which
+    accepts everything ash does (``set -o pipefail`` included, which dash does not)."""
+    tools = Path(__file__).resolve().parents[2] / ".tools" / "bin"
+    busybox = shutil.which("busybox", path=f"{tools}{os.pathsep}{os.environ['PATH']}")
+    return [busybox, "sh"] if busybox else [shutil.which("bash") or "bash"]
+
+
+SHELL = _shell()
+needs_tools = pytest.mark.skipif(
+    any(shutil.which(tool) is None for tool in ("tar", "sha256sum", "mkfifo", "tee")),
+    reason="needs tar, sha256sum, mkfifo and tee",
+)
+
+
+@needs_tools
+def test_a_first_run_stages_everything_and_marks_it_last(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    result = stage.run()
+    assert result.returncode == 0, result.stderr
+    assert (stage.directory / "seqlen128" / "part-0.hdf5").read_bytes() == b"hdf5"
+    assert (stage.directory / "train.py").read_bytes() == SCRIPT_TEXT
+    assert stage.marker.exists() and stage.failures() == []
+    assert sorted(path.name for path in stage.directory.iterdir()) == ["seqlen128", "train.py"]
+
+
+@needs_tools
+def test_a_second_run_downloads_nothing(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    assert stage.run().returncode == 0
+    result = stage.run()
+    assert result.returncode == 0, result.stderr
+    assert stage.downloads() == []
+    assert "already staged" in result.stdout
+
+
+@needs_tools
+def test_an_unfinished_attempt_is_redone_from_an_empty_directory(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    stage.directory.mkdir(parents=True)
+    (stage.directory / "leftover").write_bytes(b"x")
+    assert stage.run().returncode == 0
+    assert sorted(path.name for path in stage.directory.iterdir()) == ["seqlen128", "train.py"]
+
+
+@needs_tools
+def test_the_archive_is_verified_while_it_streams(tmp_path: Path) -> None:
+    archive = tarball({"part-0.hdf5": b"hdf5"})
+    good = dataclasses.replace(DATASET, archive_sha256=hashlib.sha256(archive).hexdigest())
+    assert Staging(tmp_path / "good", good, archive).run().returncode == 0
+
+    tampered = Staging(tmp_path / "bad", good, tarball({"part-0.hdf5": b"poisoned"}))
+    result = tampered.run()
+    assert result.returncode != 0
+    assert not tampered.marker.exists()
+    [failure] = tampered.failures()
+    assert "checksum mismatch for https://example.com/data/corpus.tar" in failure
+
+
+@needs_tools
+def test_a_file_with_the_wrong_checksum_fails_the_attempt_and_says_why(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    (stage.server / "train.py").write_bytes(b"tampered\n")
+    result = stage.run()
+    assert result.returncode != 0 and not stage.marker.exists()
+    assert "checksum mismatch for https://example.com/code/train.py" in stage.failures()[0]
+
+
+@needs_tools
+def test_each_failed_attempt_is_recorded_for_the_pods_that_wait(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    (stage.server / "corpus.tar").unlink()  # a 403 from the bucket
+    for attempt in range(1, STAGING_ATTEMPTS + 1):
+        assert stage.run().returncode != 0
+        assert len(stage.failures()) == attempt
+    assert "cannot download or unpack https://example.com/data/corpus.tar" in stage.failures()[-1]
+    # A later success clears the record.
+    (stage.server / "corpus.tar").write_bytes(tarball({"part-0.hdf5": b"hdf5"}))
+    assert stage.run().returncode == 0 and stage.failures() == []
+
+
+@needs_tools
+def test_a_terminated_attempt_is_recorded_too(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    stage.log.write_text("")
+    # Its own process group, so that the stand-in wget is stopped with it whatever happens.
+    with subprocess.Popen(
+        stage.command,
+        env=stage.env | {"FAKE_WGET_HANG": "30"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    ) as process:
+        try:
+            deadline = time.monotonic() + 20
+            while not stage.log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            process.send_signal(signal.SIGTERM)  # what the kubelet sends at a deadline or deletion
+            process.wait(timeout=10)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode != 0
+    assert "terminated" in stage.failures()[0]
+    assert Path(f"{stage.marker}.heartbeat").exists()

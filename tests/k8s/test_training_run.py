@@ -1,0 +1,500 @@
+"""TrainingRunChart: one Volcano Job per run, derived from the catalog, with the run lifecycle.
+
+The worker script is run under bash the way the pod runs it: the container's environment and
+command expanded as the kubelet expands them, with stand-ins for python3 and
+neuron_parallel_compile, and /data moved under a temporary directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_facts.images import is_pinned_image
+from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.kubernetes_names import (
+    CANNOT_PROCEED_EXIT_CODE,
+    NEURON_TAINT_KEY,
+    NODE_GROUP_LABEL,
+    SAFE_TO_EVICT_ANNOTATION,
+    TRAINING_POD_LABELS,
+)
+from k8s_charts.dataset_staging import STAGING_ATTEMPTS, Dataset, RemoteFile
+from k8s_charts.etcd import EtcdChart
+from k8s_charts.training_run import TrainingRun, TrainingRunChart, launcher_arguments, run_id
+from tests.k8s.expansion import container_environment, expand, expanded_command
+from tests.k8s.manifests import Manifest, only, synth
+from tests.k8s_validation import assert_valid
+
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.27.1-1"
+SCRIPT_SHA = "a" * 64
+DATASET = Dataset(
+    name="corpus",
+    archive_url="https://example.com/corpus.tar",
+    archive_sha256=None,
+    files=(RemoteFile(url="https://example.com/train.py", sha256=SCRIPT_SHA, name="train.py"),),
+)
+RUN = TrainingRun(
+    name="llm",
+    instance=CATALOG["trn1.32xlarge"],
+    node_group="trn1-32xl",
+    nodes=2,
+    image=IMAGE,
+    namespace="training",
+    queue="test",
+    claim_name="fsx-abc123",
+    script="$(DATASET_CORPUS)/train.py",
+    script_args=("--epochs", "3", "--output_dir", "$(OUTPUT_DIR)"),
+    environment={"MY_SETTING": "on"},
+    datasets=(DATASET,),
+    python_requirements=("transformers==4.44.0 --hash=sha256:" + "b" * 64,),
+    precompile_args=("--steps_this_run", "10"),
+    resume_glob="ckpt_*.pt",
+    resume_args=("--resume_ckpt",),
+    cacheset="llm",
+    retries=3,
+    rendezvous_endpoint="etcd-server:2379",
+    pod_labels=TRAINING_POD_LABELS,
+)
+# What Volcano writes on the pods of attempt 2 of job llm-<hash> with uid 1234...
+ANNOTATIONS = {
+    "metadata.annotations['scheduling.k8s.io/group-name']": "llm-job-uid-1234",
+    "metadata.annotations['volcano.sh/job-version']": "2",
+}
+
+
+def job(run: TrainingRun = RUN, **changes: Any) -> Manifest:
+    run = dataclasses.replace(run, **changes)
+    manifests = synth(lambda app: TrainingRunChart(app, "run", run=run))
+    assert_valid(manifests)
+    return only(manifests, "Job")
+
+
+def task(manifest: Manifest) -> dict[str, Any]:
+    [only_task] = manifest["spec"]["tasks"]
+    return only_task
+
+
+def pod(manifest: Manifest) -> dict[str, Any]:
+    return task(manifest)["template"]["spec"]
+
+
+def container(manifest: Manifest) -> dict[str, Any]:
+    [only_container] = pod(manifest)["containers"]
+    return only_container
+
+
+def environment(manifest: Manifest) -> dict[str, str]:
+    return container_environment(container(manifest), downward=ANNOTATIONS)
+
+
+# --- The Volcano Job ------------------------------------------------------------------------------
+
+
+def test_the_job_is_named_after_the_run_and_its_hash() -> None:
+    manifest = job()
+    assert (manifest["apiVersion"], manifest["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+    assert re.fullmatch(r"llm-[0-9a-f]{8}", manifest["metadata"]["name"])
+    assert manifest["metadata"]["name"] == run_id(RUN)
+    assert manifest["metadata"]["namespace"] == "training"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"image": IMAGE.replace("-1", "-2")},
+        {"nodes": 3},
+        {"script_args": ("--epochs", "4")},
+        {"environment": {"MY_SETTING": "off"}},
+        {"claim_name": "fsx-def456"},
+        {"precompile_args": None},
+        {"retries": 1},
+        {"node_group": "trn1-32xl-b"},
+    ],
+)
+def test_every_change_of_the_run_is_a_new_job(change: dict[str, Any]) -> None:
+    assert run_id(dataclasses.replace(RUN, **change)) != run_id(RUN)
+
+
+def test_the_same_run_keeps_its_name() -> None:
+    assert run_id(dataclasses.replace(RUN)) == run_id(RUN)
+
+
+def test_a_run_whose_identity_holds_a_deploy_time_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="deploy-time token"):
+        run_id(dataclasses.replace(RUN, claim_name="${Token[TOKEN.12]}"))
+
+
+def test_the_job_is_the_torchx_shape_gang_scheduled_on_the_queue() -> None:
+    spec = job(nodes=3, queue="research")["spec"]
+    assert spec["schedulerName"] == "volcano"
+    assert spec["queue"] == "research"
+    assert spec["minAvailable"] == 3
+    assert spec["maxRetry"] == 3
+    assert spec["plugins"] == {"svc": ["--publish-not-ready-addresses"], "env": []}
+    assert task(job(nodes=3))["replicas"] == 3
+
+
+def test_a_pod_that_cannot_proceed_ends_the_job_and_any_other_failure_restarts_it() -> None:
+    # Volcano takes the first matching policy, and an exit code matches before the PodFailed event.
+    assert task(job())["policies"] == [
+        {"exitCode": CANNOT_PROCEED_EXIT_CODE, "action": "TerminateJob"},
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob"},
+    ]
+
+
+def test_pods_select_their_node_group_and_tolerate_the_trainium_taint() -> None:
+    spec = pod(job())
+    assert spec["nodeSelector"] == {NODE_GROUP_LABEL: "trn1-32xl"}
+    assert spec["tolerations"] == [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_the_autoscaler_never_evicts_a_worker() -> None:
+    assert task(job())["template"]["metadata"]["annotations"][SAFE_TO_EVICT_ANNOTATION] == "false"
+
+
+@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+def test_each_pod_takes_every_neuron_chip_and_efa_interface_of_its_node(instance_type: str) -> None:
+    entry = CATALOG[instance_type]
+    resources = container(job(instance=entry))["resources"]
+    assert resources["limits"] == {
+        "aws.amazon.com/neuron": str(entry.chips),
+        "vpc.amazonaws.com/efa": str(entry.efa_interfaces),
+    }
+    cpu, memory_gib = (
+        int(resources["requests"]["cpu"]),
+        int(resources["requests"]["memory"].removesuffix("Gi")),
+    )
+    assert entry.vcpus * 3 // 4 <= cpu <= entry.vcpus - 8
+    assert entry.memory_gib * 3 // 4 <= memory_gib <= entry.memory_gib - 32
+
+
+def test_pods_carry_the_labels_the_etcd_network_policy_admits() -> None:
+    [policy] = [
+        m
+        for m in synth(lambda app: EtcdChart(app, "etcd", namespace="training"))
+        if m["kind"] == "NetworkPolicy"
+    ]
+    selectors = [
+        peer["podSelector"]["matchLabels"] for rule in policy["spec"]["ingress"] for peer in rule["from"]
+    ]
+    labels = task(job())["template"]["metadata"]["labels"]
+    assert any(selector.items() <= labels.items() for selector in selectors)
+
+
+def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() -> None:
+    spec = pod(job())
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "fsx-abc123"}} in spec["volumes"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
+    mounts = {mount["name"]: mount["mountPath"] for mount in container(job())["volumeMounts"]}
+    assert mounts == {"data": "/data", "dshm": "/dev/shm", "python": "/opt/run/python"}
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["restartPolicy"] == "Never"
+
+
+def test_the_image_is_pinned() -> None:
+    assert is_pinned_image(container(job())["image"])
+    with pytest.raises(ValueError, match="not a pinned image"):
+        dataclasses.replace(RUN, image="training:latest")
+
+
+# --- Launcher and rendezvous ----------------------------------------------------------------------
+
+
+def test_the_launcher_is_torchrun_with_one_worker_per_neuroncore() -> None:
+    argv = launcher_arguments(dataclasses.replace(RUN, instance=CATALOG["trn2.48xlarge"], nodes=4))
+    assert argv[:3] == ["python3", "-m", "torch.distributed.run"]
+    assert argv[argv.index("--nnodes") + 1] == "4"
+    assert argv[argv.index("--nproc_per_node") + 1] == str(CATALOG["trn2.48xlarge"].processes_per_node)
+    assert argv[argv.index("--rdzv_backend") + 1] == "etcd"
+    assert argv[argv.index("--rdzv_endpoint") + 1] == "etcd-server:2379"
+    assert all(argument.strip() for argument in argv), (
+        "an empty argument would not survive neuron_parallel_compile"
+    )
+
+
+def test_each_attempt_of_each_job_rendezvouses_under_its_own_id() -> None:
+    manifest = job()
+    env = environment(manifest)
+    argv = expanded_command(container(manifest), env)
+    # <job>-<uid> identifies the job instance (a rerun is a new uid), v<version> the Volcano attempt.
+    assert argv[argv.index("--rdzv_id") + 1] == "llm-job-uid-1234-v2"
+    next_attempt = container_environment(
+        container(manifest),
+        downward={**ANNOTATIONS, "metadata.annotations['volcano.sh/job-version']": "3"},
+    )
+    assert expanded_command(container(manifest), next_attempt) != argv
+
+
+def test_the_run_writes_its_own_output_directory_per_namespace() -> None:
+    env = environment(job())
+    assert env["OUTPUT_DIR"] == f"/data/training/runs/{run_id(RUN)}"
+    argv = expanded_command(container(job()), env)
+    assert argv[argv.index("--output_dir") + 1] == env["OUTPUT_DIR"]
+
+
+def test_data_sets_are_found_through_their_variable() -> None:
+    env = environment(job())
+    assert env["DATASET_CORPUS"] == DATASET.directory
+    assert expanded_command(container(job()), env)[-5] == f"{DATASET.directory}/train.py"
+
+
+def test_plain_http_calls_fail_at_once_instead_of_waiting_for_the_instance_metadata_service() -> None:
+    env = environment(job())
+    assert env["http_proxy"] == env["HTTP_PROXY"] == "http://127.0.0.1:9"
+    assert ".svc" in env["no_proxy"].split(",") and "169.254.169.254" not in env["no_proxy"]
+    assert "https_proxy" not in env and "HTTPS_PROXY" not in env
+
+
+def test_the_efa_and_neuron_runtime_environment_is_set() -> None:
+    env = environment(job())
+    assert {name: env[name] for name in ("CCOM_SOCKET_IFNAME", "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA")} == {
+        "CCOM_SOCKET_IFNAME": "eth0",
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+    }
+    assert env["MY_SETTING"] == "on"
+
+
+def test_the_kubelet_leaves_the_script_itself_alone() -> None:
+    manifest = job()
+    script = container(manifest)["command"][2]
+    assert expand(script, environment(manifest)) == script
+
+
+# --- The worker script, as the pod runs it --------------------------------------------------------
+
+FAKE_PYTHON3 = """\
+#!{python}
+import json, os, sys
+with open(os.environ["RECORD"], "a") as record:
+    record.write(json.dumps({{"tool": "python3", "argv": sys.argv[1:], "stdin": "" if sys.stdin.isatty() else
+                             (sys.stdin.read() if sys.argv[1:3] == ["-m", "pip"] else ""),
+                             "NEURON_CC_FLAGS": os.environ.get("NEURON_CC_FLAGS"),
+                             "PYTHONPATH": os.environ.get("PYTHONPATH")}}) + "\\n")
+sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
+"""
+FAKE_NEURON_PARALLEL_COMPILE = """\
+#!/bin/bash
+echo '{{"tool": "neuron_parallel_compile", "argv": '"$({python} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@")"'}}' >> "$RECORD"
+"""
+
+
+class Pod:
+    """One worker pod of a run, its /data under ``tmp``."""
+
+    def __init__(self, tmp: Path, manifest: Manifest | None = None) -> None:
+        self.tmp = tmp
+        self.data = tmp / "data"
+        self.bin = tmp / "bin"
+        self.record = tmp / "record.jsonl"
+        self.bin.mkdir(exist_ok=True)
+        for name, text in (
+            ("python3", FAKE_PYTHON3.format(python=sys.executable)),
+            ("neuron_parallel_compile", FAKE_NEURON_PARALLEL_COMPILE.format(python=sys.executable)),
+            ("sleep", "#!/bin/sh\nexit 0\n"),
+        ):
+            (self.bin / name).write_text(text)
+            (self.bin / name).chmod(0o755)
+        self.manifest = manifest or job()
+
+    def path(self, path: str) -> Path:
+        return Path(path.replace("/data", str(self.data), 1))
+
+    def stage(self, *, script: bytes = b"print('train')\n") -> None:
+        self.path(DATASET.directory).mkdir(parents=True, exist_ok=True)
+        self.path(DATASET.marker).touch()
+        self.path(DATASET.path("train.py")).write_bytes(script)
+
+    def run(
+        self, *, index: str = "0", **extra: str
+    ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+        self.record.unlink(missing_ok=True)
+        # /data moves under tmp in the rendered values, before the kubelet expands them.
+        rendered = json.dumps(container(self.manifest))
+        moved = json.loads(rendered.replace('"/data', f'"{self.data}').replace(" /data", f" {self.data}"))
+        env = container_environment(moved, downward=ANNOTATIONS)
+        argv = expanded_command(moved, env)
+        argv[0] = shutil.which("bash") or argv[0]
+        env |= {
+            "VC_TASK_INDEX": index,
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "RECORD": str(self.record),
+            **extra,
+        }
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+        calls = (
+            [json.loads(line) for line in self.record.read_text().splitlines()]
+            if self.record.exists()
+            else []
+        )
+        return result, calls
+
+
+needs_tools = pytest.mark.skipif(
+    any(shutil.which(tool) is None for tool in ("bash", "flock", "sha256sum", "stat")),
+    reason="needs bash, flock, sha256sum and stat",
+)
+
+
+def verified_script() -> bytes:
+    return b"print('train')\n"
+
+
+@pytest.fixture
+def matching_run() -> TrainingRun:
+    """The run with its script's real checksum, so verification passes."""
+    digest = hashlib.sha256(verified_script()).hexdigest()
+    dataset = dataclasses.replace(
+        DATASET, files=(RemoteFile(url="https://example.com/train.py", sha256=digest, name="train.py"),)
+    )
+    return dataclasses.replace(RUN, datasets=(dataset,))
+
+
+def pod_for(run: TrainingRun, tmp_path: Path) -> Pod:
+    pod = Pod(tmp_path, job(run))
+    dataset = run.datasets[0]
+    pod.path(dataset.directory).mkdir(parents=True, exist_ok=True)
+    pod.path(dataset.marker).touch()
+    pod.path(dataset.path("train.py")).write_bytes(verified_script())
+    return pod
+
+
+@needs_tools
+def test_a_first_attempt_installs_precompiles_then_trains(matching_run: TrainingRun, tmp_path: Path) -> None:
+    pod = pod_for(matching_run, tmp_path)
+    result, calls = pod.run()
+    assert result.returncode == 0, result.stderr
+    pip, precompile, train = calls
+    assert pip["argv"][:2] == ["-m", "pip"] and "--require-hashes" in pip["argv"]
+    assert "transformers==4.44.0 --hash=sha256:" in pip["stdin"]
+    # Precompile: the launcher under neuron_parallel_compile, its own rendezvous id, the step limit.
+    assert precompile["tool"] == "neuron_parallel_compile"
+    assert precompile["argv"][precompile["argv"].index("--rdzv_id") + 1] == "llm-job-uid-1234-v2-precompile"
+    assert precompile["argv"][-2:] == ["--steps_this_run", "10"]
+    # Training: the same launcher, this attempt's id, the replica's cache, the run's packages first.
+    assert train["argv"][:2] == ["-m", "torch.distributed.run"]
+    assert train["argv"][train["argv"].index("--rdzv_id") + 1] == "llm-job-uid-1234-v2"
+    assert "--steps_this_run" not in train["argv"] and "--resume_ckpt" not in train["argv"]
+    output = pod.path(environment(pod.manifest)["OUTPUT_DIR"])
+    assert train["NEURON_CC_FLAGS"] == f"--cache_dir={pod.data}/training/neuron_cache/llm_0"
+    assert train["PYTHONPATH"].split(":")[0] == "/opt/run/python"
+    assert (output / "precompiled" / "replica-0").exists()
+
+
+@needs_tools
+def test_precompile_is_skipped_only_when_every_replica_has_precompiled(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    pod = pod_for(matching_run, tmp_path)
+    markers = pod.path(environment(pod.manifest)["OUTPUT_DIR"]) / "precompiled"
+    markers.mkdir(parents=True)
+    (markers / "replica-0").touch()
+    _, calls = pod.run(index="1")
+    assert [call["tool"] for call in calls] == ["python3", "neuron_parallel_compile", "python3"]
+    (markers / "replica-1").touch()
+    _, calls = pod.run(index="1")
+    assert [call["tool"] for call in calls] == ["python3", "python3"]
+
+
+@needs_tools
+def test_a_retry_resumes_from_the_runs_newest_checkpoint(matching_run: TrainingRun, tmp_path: Path) -> None:
+    pod = pod_for(matching_run, tmp_path)
+    output = pod.path(environment(pod.manifest)["OUTPUT_DIR"])
+    output.mkdir(parents=True)
+    (output / "ckpt_120.pt").touch()
+    result, calls = pod.run()
+    assert result.returncode == 0, result.stderr
+    assert calls[-1]["argv"][-1] == "--resume_ckpt"
+    assert f"resuming {run_id(matching_run)}" in result.stdout
+
+
+@needs_tools
+def test_a_failed_data_set_ends_the_job_at_once_with_its_reason(tmp_path: Path) -> None:
+    pod = Pod(tmp_path)
+    failures = pod.path(DATASET.marker + ".failures")
+    failures.parent.mkdir(parents=True)
+    failures.write_text(
+        "".join(
+            f"2026-11-23T10:0{n}:00Z corpus: cannot download x (exit 1)\n" for n in range(STAGING_ATTEMPTS)
+        )
+    )
+    result, calls = pod.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert (
+        f"staging failed {STAGING_ATTEMPTS} times" in result.stderr and "cannot download x" in result.stderr
+    )
+
+
+@needs_tools
+def test_a_staging_pod_that_died_silently_ends_the_job_within_minutes(tmp_path: Path) -> None:
+    pod = Pod(tmp_path)
+    marker = pod.path(DATASET.marker)
+    marker.parent.mkdir(parents=True)
+    Path(f"{marker}.failures").write_text("2026-11-23T10:00:00Z corpus: terminated (exit 143)\n")
+    heartbeat = Path(f"{marker}.heartbeat")
+    heartbeat.touch()
+    stale = os.stat(heartbeat).st_mtime - 3600
+    os.utime(heartbeat, (stale, stale))
+    result, calls = pod.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert "staging stopped" in result.stderr
+
+
+@needs_tools
+def test_waiting_for_staging_is_bounded(tmp_path: Path) -> None:
+    result, calls = Pod(tmp_path).run(WAIT_TIMEOUT_SECONDS="0")
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert "gave up after 0s waiting for" in result.stderr
+
+
+@needs_tools
+def test_a_modified_script_is_never_run(tmp_path: Path) -> None:
+    pod = Pod(tmp_path)
+    pod.stage(script=b"import os; os.system('curl evil')\n")
+    result, calls = pod.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert "does not have its checksum" in result.stderr
+
+
+@needs_tools
+def test_packages_that_do_not_match_their_hashes_end_the_job(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    result, calls = pod_for(matching_run, tmp_path).run(FAKE_EXIT="1")
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE
+    assert [call["tool"] for call in calls] == ["python3"]
+
+
+@needs_tools
+def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: TrainingRun, tmp_path: Path) -> None:
+    pod = pod_for(matching_run, tmp_path)
+    lock = pod.data / "training" / "neuron_cache" / "llm_0.lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    with subprocess.Popen(["flock", str(lock), "sleep", "30"], env={"PATH": os.environ["PATH"]}) as holder:
+        try:
+            result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="0")
+        finally:
+            holder.kill()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE
+    assert "another run holds the compile cache" in result.stderr
+    assert [call["tool"] for call in calls] == ["python3"]
+
+
+@needs_tools
+def test_the_pod_refuses_to_run_without_the_replica_index(tmp_path: Path) -> None:
+    result, calls = Pod(tmp_path).run(index="")
+    assert result.returncode not in (0, CANNOT_PROCEED_EXIT_CODE) and calls == []
+    assert "VC_TASK_INDEX" in result.stderr
