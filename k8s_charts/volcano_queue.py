@@ -16,6 +16,7 @@ from constructs import Construct
 
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
+from k8s_charts.imports.volcano_scheduling import Queue, QueueSpec, QueueSpecCapability
 
 __all__ = ["VolcanoQueueChart", "queue_capability"]
 
@@ -52,16 +53,22 @@ class VolcanoQueueChart(cdk8s.Chart):
         super().__init__(scope, id)
         if not 1 <= weight <= 65535:  # the bounds of the Queue CRD
             raise ValueError(f"queue weight must be within 1..65535, got {weight}")
-        spec: dict[str, object] = {"weight": weight, "reclaimable": reclaimable}
-        if capability:
-            spec["capability"] = dict(capability)
-        # No cdk8s-plus or imported type for Volcano CRDs: a plain ApiObject, whose Python
-        # binding takes no extra fields, so the spec goes in as a JSON patch.
-        queue = cdk8s.ApiObject(
+        # The typed Queue (k8s_charts/imports, generated from the CRD) checks field names and types
+        # at synth. cdk8s renders its spec with sorted keys: the same object as a dict would give.
+        Queue(
             self,
             "Queue",
-            api_version="scheduling.volcano.sh/v1beta1",
-            kind="Queue",
             metadata=cdk8s.ApiObjectMetadata(name=name),
+            spec=QueueSpec(
+                weight=weight,
+                reclaimable=reclaimable,
+                capability=(
+                    {
+                        resource: QueueSpecCapability.from_string(amount)
+                        for resource, amount in capability.items()
+                    }
+                    if capability
+                    else None
+                ),
+            ),
         )
-        queue.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))

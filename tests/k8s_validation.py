@@ -2,8 +2,10 @@
 
 - Built-in kinds: the Kubernetes 1.34 OpenAPI schemas shipped by the `kubernetes-validate` package
   (its "-strict" variant forbids properties the API does not define).
-- Volcano kinds: the openAPIV3Schema of the Volcano 1.15.1 CRDs kept in tests/schemas/, made
-  strict the same way (every object schema that lists properties admits no others).
+- Volcano kinds: the openAPIV3Schema of the CRDs of the Volcano chart the cluster installs, kept in
+  cluster_facts.versions.VOLCANO_CRD_SCHEMAS (tests/schemas/volcano-<VOLCANO_CHART_VERSION>), made
+  strict the same way (every object schema that lists properties admits no others). A chart
+  version without its schema folder fails every Volcano check, naming the folder to add.
 
 An object whose kind has no schema here fails: nothing is rendered unchecked.
 """
@@ -20,17 +22,33 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-__all__ = ["KUBERNETES_VERSION", "assert_valid", "schema_problems"]
+from cluster_facts.versions import VOLCANO_CHART_VERSION, VOLCANO_CRD_SCHEMAS
+
+__all__ = ["KUBERNETES_VERSION", "VOLCANO_CRDS", "VOLCANO_KINDS", "assert_valid", "schema_problems"]
 
 KUBERNETES_VERSION = "1.34.0"
-VOLCANO_CRDS = Path(__file__).parent / "schemas" / "volcano-1.15.1"
+VOLCANO_CRDS = Path(__file__).resolve().parent.parent / VOLCANO_CRD_SCHEMAS
+# What the project renders or may render; each must have a schema in VOLCANO_CRDS.
+VOLCANO_KINDS = frozenset(
+    {
+        ("batch.volcano.sh/v1alpha1", "Job"),
+        ("scheduling.volcano.sh/v1beta1", "Queue"),
+        ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+    }
+)
 
 
 @functools.cache
 def _crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """(apiVersion, kind) -> strict JSON schema, from every CRD file in VOLCANO_CRDS."""
+    files = sorted(VOLCANO_CRDS.glob("*.yaml"))
+    if not files:
+        raise FileNotFoundError(
+            f"no CRD schemas for Volcano {VOLCANO_CHART_VERSION} (cluster_facts.versions): add the "
+            f"chart's CRD files to {VOLCANO_CRD_SCHEMAS}/ and run `make crds`"
+        )
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(VOLCANO_CRDS.glob("*.yaml")):
+    for path in files:
         for crd in yaml.safe_load_all(path.read_text()):
             if not crd:
                 continue
@@ -38,6 +56,9 @@ def _crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
             for version in crd["spec"]["versions"]:
                 schema = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
                 schemas[(f"{group}/{version['name']}", kind)] = schema
+    missing = VOLCANO_KINDS - schemas.keys()
+    if missing:
+        raise FileNotFoundError(f"{VOLCANO_CRD_SCHEMAS}/ has no CRD for {sorted(missing)}")
     return schemas
 
 

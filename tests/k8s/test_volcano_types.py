@@ -1,0 +1,296 @@
+"""The typed Volcano classes (k8s_charts/imports, ``make crds``): generated from the schemas of the
+installed chart, and rendering the very objects the raw dicts render.
+
+``typed_job`` is also the worked example of a Volcano Job built with the typed classes: one task,
+the ``svc`` and ``env`` plugins, RestartJob policies and a full pod template.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+import pytest
+
+from cluster_facts.versions import VOLCANO_CHART_VERSION, VOLCANO_CRD_SCHEMAS
+from config import load_config
+from k8s_charts.imports.volcano_batch import (
+    Job,
+    JobSpec,
+    JobSpecTasks,
+    JobSpecTasksPolicies,
+    JobSpecTasksPoliciesEvent,
+    JobSpecTasksTemplate,
+    JobSpecTasksTemplateMetadata,
+    JobSpecTasksTemplateSpec,
+    JobSpecTasksTemplateSpecContainers,
+    JobSpecTasksTemplateSpecContainersEnv,
+    JobSpecTasksTemplateSpecContainersResources,
+    JobSpecTasksTemplateSpecContainersResourcesLimits,
+    JobSpecTasksTemplateSpecContainersResourcesRequests,
+    JobSpecTasksTemplateSpecContainersSecurityContext,
+    JobSpecTasksTemplateSpecContainersVolumeMounts,
+    JobSpecTasksTemplateSpecSecurityContext,
+    JobSpecTasksTemplateSpecSecurityContextSeccompProfile,
+    JobSpecTasksTemplateSpecTolerations,
+    JobSpecTasksTemplateSpecVolumes,
+    JobSpecTasksTemplateSpecVolumesEmptyDir,
+    JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim,
+)
+from k8s_charts.imports.volcano_scheduling import PodGroup, Queue
+from k8s_charts.volcano_queue import VolcanoQueueChart
+from stacks.kubernetes_values import review_plan
+from tests import k8s_validation
+from tests.conftest import EXAMPLE_CONFIG, REPO_ROOT
+from tests.k8s.manifests import Manifest, only, synth
+from tests.k8s_validation import VOLCANO_CRDS, VOLCANO_KINDS, assert_valid
+from tools import import_crds
+from tools.import_crds import PROVENANCE, schema_digests
+
+
+@cache
+def example_plan() -> dict[str, list[Manifest]]:
+    """Every object the stack renders for config/example.yaml, by step."""
+    plan = review_plan(load_config(EXAMPLE_CONFIG))
+    return {step.name: [dict(manifest) for manifest in step.manifests] for step in plan.manifest_sets()}
+
+
+# --- One owner for the version -------------------------------------------------------------------
+
+
+def test_the_schema_folder_follows_the_chart_version() -> None:
+    assert REPO_ROOT / "tests" / "schemas" / f"volcano-{VOLCANO_CHART_VERSION}" == VOLCANO_CRDS
+    assert VOLCANO_CRDS.is_dir(), f"add the CRDs of Volcano {VOLCANO_CHART_VERSION} to {VOLCANO_CRD_SCHEMAS}/"
+    assert_valid([only(example_plan()["volcano-queue"], "Queue")])  # every kind found its schema
+
+
+def test_a_chart_version_without_schemas_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(k8s_validation, "VOLCANO_CRDS", REPO_ROOT / "tests" / "schemas" / "volcano-0.0.0")
+    k8s_validation._crd_schemas.cache_clear()
+    try:
+        with pytest.raises(FileNotFoundError, match=r"no CRD schemas for Volcano .*make crds"):
+            k8s_validation.schema_problems(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}
+            )
+    finally:
+        k8s_validation._crd_schemas.cache_clear()
+
+
+def test_make_crds_without_schemas_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(import_crds, "VOLCANO_CRD_SCHEMAS", "tests/schemas/volcano-0.0.0")
+    monkeypatch.setattr(sys, "argv", ["import_crds", "--cdk8s", "node_modules/.bin/cdk8s"])
+    with pytest.raises(SystemExit, match=r"no CRD schemas for Volcano .*tests/schemas/volcano-0\.0\.0/"):
+        import_crds.main()
+
+
+def test_the_generated_classes_come_from_the_kept_schemas_and_the_pinned_cli() -> None:
+    """Changing the schemas (or the cdk8s-cli pin) without `make crds` fails here."""
+    provenance = json.loads(PROVENANCE.read_text())
+    package = json.loads((REPO_ROOT / "package.json").read_text())
+    assert provenance == {
+        "cdk8s-cli": package["devDependencies"]["cdk8s-cli"],
+        "schemas": VOLCANO_CRD_SCHEMAS,
+        "sha256": schema_digests(REPO_ROOT / VOLCANO_CRD_SCHEMAS),
+    }, "run `make crds` and commit k8s_charts/imports/"
+
+
+def test_the_generated_classes_are_the_kinds_of_the_schemas() -> None:
+    generated = {(cls.GVK.api_version, cls.GVK.kind) for cls in (Job, Queue, PodGroup)}
+    assert generated == VOLCANO_KINDS
+
+
+# --- Typed classes render what the raw dicts rendered -----------------------------------------
+
+
+def raw_queue(spec: dict[str, Any]) -> Manifest:
+    """The Queue as the chart built it before the typed class: an ApiObject and a JSON patch."""
+
+    def build(app: cdk8s.App) -> cdk8s.Chart:
+        chart = cdk8s.Chart(app, "raw")
+        queue = cdk8s.ApiObject(
+            chart,
+            "Queue",
+            api_version="scheduling.volcano.sh/v1beta1",
+            kind="Queue",
+            metadata=cdk8s.ApiObjectMetadata(name="test"),
+        )
+        queue.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+        return chart
+
+    return only(synth(build), "Queue")
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {},
+        {"weight": 5, "reclaimable": True, "capability": {"cpu": "768", "aws.amazon.com/neuron": "64"}},
+    ],
+)
+def test_the_typed_queue_renders_the_raw_queue(props: dict[str, Any]) -> None:
+    typed = only(synth(lambda app: VolcanoQueueChart(app, "q", name="test", **props)), "Queue")
+    raw = raw_queue({"weight": 1, "reclaimable": False, **props})
+    assert typed == raw
+    # The same object, not the same text: cdk8s sorts the keys of typed props; the raw patch
+    # kept insertion order (weight, reclaimable, capability).
+    assert list(typed["spec"]) == sorted(typed["spec"])
+
+
+def test_the_stack_queue_is_the_raw_queue() -> None:
+    [queue] = example_plan()["volcano-queue"]
+    assert queue == raw_queue(
+        {
+            "weight": 1,
+            "reclaimable": False,
+            "capability": {
+                "cpu": "512",
+                "memory": "2048Gi",
+                "aws.amazon.com/neuron": "64",
+                "vpc.amazonaws.com/efa": "64",
+            },
+        }
+    )
+
+
+def typed_job(scope: cdk8s.Chart, raw: Manifest) -> Job:
+    """The typed twin of a BertJobChart Job: the values come from ``raw``, the shape from the classes.
+
+    Literals are what bert_jobs.py writes; everything that varies with the configuration is read
+    from the raw object, so a field the typed classes rename, drop or reshape shows in the comparison.
+    """
+    spec = raw["spec"]
+    [task] = spec["tasks"]
+    pod = task["template"]["spec"]
+    [container] = pod["containers"]
+    resources = container["resources"]
+    [data, _dshm] = pod["volumes"]
+    return Job(
+        scope,
+        "Job",
+        metadata=cdk8s.ApiObjectMetadata(
+            name=raw["metadata"]["name"],
+            namespace=raw["metadata"]["namespace"],
+            labels=raw["metadata"]["labels"],
+            annotations=raw["metadata"]["annotations"],
+        ),
+        spec=JobSpec(
+            scheduler_name="volcano",
+            queue=spec["queue"],
+            min_available=spec["minAvailable"],
+            max_retry=3,
+            # Map of plugin name -> arguments; `env` takes none but must be present.
+            plugins={"svc": ["--publish-not-ready-addresses"], "env": []},
+            tasks=[
+                JobSpecTasks(
+                    name="worker",
+                    replicas=task["replicas"],
+                    max_retry=3,
+                    # The CRD's event enum: POD_EVICTED renders "PodEvicted".
+                    policies=[
+                        JobSpecTasksPolicies(
+                            event=JobSpecTasksPoliciesEvent.POD_EVICTED, action="RestartJob"
+                        ),
+                        JobSpecTasksPolicies(event=JobSpecTasksPoliciesEvent.POD_FAILED, action="RestartJob"),
+                    ],
+                    template=JobSpecTasksTemplate(
+                        metadata=JobSpecTasksTemplateMetadata(
+                            labels=task["template"]["metadata"]["labels"],
+                            annotations=task["template"]["metadata"]["annotations"],
+                        ),
+                        spec=JobSpecTasksTemplateSpec(
+                            restart_policy="Never",
+                            automount_service_account_token=False,
+                            security_context=JobSpecTasksTemplateSpecSecurityContext(
+                                seccomp_profile=JobSpecTasksTemplateSpecSecurityContextSeccompProfile(
+                                    type="RuntimeDefault"
+                                )
+                            ),
+                            node_selector=pod["nodeSelector"],
+                            tolerations=[
+                                JobSpecTasksTemplateSpecTolerations(
+                                    key="aws.amazon.com/neuron", operator="Exists", effect="NoSchedule"
+                                )
+                            ],
+                            containers=[
+                                JobSpecTasksTemplateSpecContainers(
+                                    name="trainer",
+                                    image=container["image"],
+                                    command=container["command"],
+                                    args=container["args"],
+                                    env=[
+                                        JobSpecTasksTemplateSpecContainersEnv(
+                                            name=env["name"], value=env["value"]
+                                        )
+                                        for env in container["env"]
+                                    ],
+                                    # Quantities are int-or-string: from_string keeps "448Gi" as written.
+                                    resources=JobSpecTasksTemplateSpecContainersResources(
+                                        limits={
+                                            resource: JobSpecTasksTemplateSpecContainersResourcesLimits.from_string(
+                                                amount
+                                            )
+                                            for resource, amount in resources["limits"].items()
+                                        },
+                                        requests={
+                                            resource: JobSpecTasksTemplateSpecContainersResourcesRequests.from_string(
+                                                amount
+                                            )
+                                            for resource, amount in resources["requests"].items()
+                                        },
+                                    ),
+                                    volume_mounts=[
+                                        JobSpecTasksTemplateSpecContainersVolumeMounts(
+                                            name=mount["name"], mount_path=mount["mountPath"]
+                                        )
+                                        for mount in container["volumeMounts"]
+                                    ],
+                                    security_context=JobSpecTasksTemplateSpecContainersSecurityContext(
+                                        allow_privilege_escalation=False
+                                    ),
+                                )
+                            ],
+                            volumes=[
+                                JobSpecTasksTemplateSpecVolumes(
+                                    name="data",
+                                    persistent_volume_claim=JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
+                                        claim_name=data["persistentVolumeClaim"]["claimName"]
+                                    ),
+                                ),
+                                JobSpecTasksTemplateSpecVolumes(
+                                    name="dshm",
+                                    empty_dir=JobSpecTasksTemplateSpecVolumesEmptyDir(medium="Memory"),
+                                ),
+                            ],
+                        ),
+                    ),
+                )
+            ],
+        ),
+    )
+
+
+@pytest.mark.parametrize("step", ["bert-precompile", "bert-train"])
+def test_the_typed_job_renders_the_raw_bert_job(step: str) -> None:
+    [raw] = example_plan()[step]
+
+    def build(app: cdk8s.App) -> cdk8s.Chart:
+        chart = cdk8s.Chart(app, "typed")
+        typed_job(chart, raw)
+        return chart
+
+    typed = only(synth(build), "Job")
+    assert typed == raw
+    assert_valid([typed])
+
+
+def test_generated_packages_are_where_make_crds_puts_them() -> None:
+    imports = REPO_ROOT / "k8s_charts" / "imports"
+    assert sorted(path.name for path in imports.iterdir() if (path / "__init__.py").is_file()) == [
+        "volcano_batch",
+        "volcano_scheduling",
+    ]
+    assert all(Path(imports, name, "py.typed").is_file() for name in ("volcano_batch", "volcano_scheduling"))
