@@ -50,6 +50,7 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.script_files import script_body
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
+from k8s_charts.imports import volcano_batch as vc
 from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
@@ -155,7 +156,9 @@ def launcher_arguments(run: TrainingRun) -> list[str]:
     ]  # fmt: skip
 
 
-def _environment(run: TrainingRun, output_dir: str, run_id_value: str) -> list[dict[str, Any]]:
+def _environment(
+    run: TrainingRun, output_dir: str, run_id_value: str
+) -> list[vc.JobSpecTasksTemplateSpecContainersEnv]:
     """The container's environment, in order: later values may name earlier ones as $(VAR)."""
     annotation = "metadata.annotations"
     downward = {
@@ -199,8 +202,16 @@ def _environment(run: TrainingRun, output_dir: str, run_id_value: str) -> list[d
         "CANNOT_PROCEED_EXIT_CODE": str(CANNOT_PROCEED_EXIT_CODE),
     }
     return [
-        *({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in downward.items()),
-        *({"name": name, "value": value} for name, value in plain.items()),
+        *(
+            vc.JobSpecTasksTemplateSpecContainersEnv(
+                name=name,
+                value_from=vc.JobSpecTasksTemplateSpecContainersEnvValueFrom(
+                    field_ref=vc.JobSpecTasksTemplateSpecContainersEnvValueFromFieldRef(field_path=path)
+                ),
+            )
+            for name, path in downward.items()
+        ),
+        *(vc.JobSpecTasksTemplateSpecContainersEnv(name=name, value=value) for name, value in plain.items()),
     ]
 
 
@@ -211,96 +222,136 @@ def _verified_files(run: TrainingRun) -> dict[str, str]:
     return {**files, **run.verify_files}
 
 
-def _job_spec(run: TrainingRun, run_id_value: str) -> dict[str, Any]:
+def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSpecContainers:
     node = run.instance
-    output_dir = f"{DATA_MOUNT}/{run.namespace}/{RUNS_ROOT}/{run_id_value}"
-    labels = {
-        **run.pod_labels,
-        "app.kubernetes.io/name": run.name,
-        "app.kubernetes.io/instance": run_id_value,
-    }
-    container = {
-        "name": "trainer",
-        "image": run.image,
+    limit = vc.JobSpecTasksTemplateSpecContainersResourcesLimits.from_string
+    request = vc.JobSpecTasksTemplateSpecContainersResourcesRequests.from_string
+    return vc.JobSpecTasksTemplateSpecContainers(
+        name="trainer",
+        image=run.image,
         # k8s_charts/scripts/run_worker.sh, with the launcher as its arguments ("$@").
-        "command": ["/bin/bash", "-c", WORKER_SCRIPT, "run-worker"],
-        "args": launcher_arguments(run),
-        "env": _environment(run, output_dir, run_id_value),
-        "resources": {
+        command=["/bin/bash", "-c", WORKER_SCRIPT, "run-worker"],
+        args=launcher_arguments(run),
+        env=_environment(run, f"{DATA_MOUNT}/{run.namespace}/{RUNS_ROOT}/{run_id_value}", run_id_value),
+        resources=vc.JobSpecTasksTemplateSpecContainersResources(
             # Every chip and EFA interface of the node: one pod per node, one worker per NeuronCore.
             # Extended resources are limits only; Kubernetes copies them to requests.
-            "limits": {NEURON_RESOURCE: str(node.chips), EFA_RESOURCE: str(node.efa_interfaces)},
+            limits={NEURON_RESOURCE: limit(str(node.chips)), EFA_RESOURCE: limit(str(node.efa_interfaces))},
             # 7/8 of the node, the rest left to kubelet reservations and the DaemonSets. No cpu or
             # memory limits: the pod owns the node, and a cap would only throttle or OOM-kill a run.
-            "requests": {"cpu": str(node.vcpus * 7 // 8), "memory": f"{node.memory_gib * 7 // 8}Gi"},
-        },
-        "volumeMounts": [
-            {"name": "data", "mountPath": DATA_MOUNT},
-            {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "python", "mountPath": _PYTHON_TARGET},
+            requests={
+                "cpu": request(str(node.vcpus * 7 // 8)),
+                "memory": request(f"{node.memory_gib * 7 // 8}Gi"),
+            },
+        ),
+        volume_mounts=[
+            vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="data", mount_path=DATA_MOUNT),
+            vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="dshm", mount_path="/dev/shm"),
+            vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="python", mount_path=_PYTHON_TARGET),
         ],
-        "securityContext": {"allowPrivilegeEscalation": False},
-    }
-    restart_on = [{"event": event, "action": "RestartJob"} for event in ("PodEvicted", "PodFailed")]
-    return {
-        "schedulerName": "volcano",
-        "queue": run.queue,
-        "minAvailable": run.nodes,
-        "maxRetry": run.retries,
-        "plugins": {
-            # A headless Service per job; workers resolve peers before they are Ready.
-            "svc": ["--publish-not-ready-addresses"],
-            # VC_TASK_INDEX in every pod: selects the replica's cache directory.
-            "env": [],
-        },
-        "tasks": [
-            {
-                "name": _TASK,
-                "replicas": run.nodes,
-                "maxRetry": run.retries,
-                # First match wins (Volcano's applyPolicies): the exit code before the events, so a
-                # pod that cannot proceed ends the job instead of restarting it. Any other lost
-                # worker breaks the collective: restart the whole job.
-                "policies": [
-                    {"exitCode": CANNOT_PROCEED_EXIT_CODE, "action": "TerminateJob"},
-                    *restart_on,
-                ],
-                "template": {
-                    "metadata": {
-                        "labels": labels,
-                        "annotations": {**_POLICY_EXCEPTIONS, SAFE_TO_EVICT_ANNOTATION: "false"},
-                    },
-                    "spec": {
-                        "restartPolicy": "Never",
-                        # Training never calls the Kubernetes API.
-                        "automountServiceAccountToken": False,
-                        # The runtime's default seccomp profile is what `docker run` gives the Neuron images.
-                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-                        "nodeSelector": {NODE_GROUP_LABEL: run.node_group},
-                        "tolerations": [
-                            {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-                        ],
-                        "containers": [container],
-                        "volumes": [
-                            {"name": "data", "persistentVolumeClaim": {"claimName": run.claim_name}},
-                            # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.
-                            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-                            # The run's Python packages, installed per pod: nothing shared can rewrite them.
-                            {"name": "python", "emptyDir": {"sizeLimit": "4Gi"}},
-                        ],
-                    },
-                },
-            }
-        ],
-    }
+        security_context=vc.JobSpecTasksTemplateSpecContainersSecurityContext(
+            allow_privilege_escalation=False
+        ),
+    )
+
+
+def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
+    labels = {"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": run_id_value}
+    restart_on = [
+        vc.JobSpecTasksPolicies(event=event, action="RestartJob")
+        for event in (vc.JobSpecTasksPoliciesEvent.POD_EVICTED, vc.JobSpecTasksPoliciesEvent.POD_FAILED)
+    ]
+    volume = vc.JobSpecTasksTemplateSpecVolumes
+    return vc.Job(
+        scope,
+        "Job",
+        metadata=cdk8s.ApiObjectMetadata(
+            name=run_id_value, namespace=run.namespace, labels=labels, annotations=_POLICY_EXCEPTIONS
+        ),
+        spec=vc.JobSpec(
+            scheduler_name="volcano",
+            queue=run.queue,
+            min_available=run.nodes,
+            max_retry=run.retries,
+            plugins={
+                # A headless Service per job; workers resolve peers before they are Ready.
+                "svc": ["--publish-not-ready-addresses"],
+                # VC_TASK_INDEX in every pod: selects the replica's cache directory.
+                "env": [],
+            },
+            tasks=[
+                vc.JobSpecTasks(
+                    name=_TASK,
+                    replicas=run.nodes,
+                    max_retry=run.retries,
+                    # First match wins (Volcano's applyPolicies): the exit code before the events, so a
+                    # pod that cannot proceed ends the job instead of restarting it. Any other lost
+                    # worker breaks the collective: restart the whole job.
+                    policies=[
+                        vc.JobSpecTasksPolicies(exit_code=CANNOT_PROCEED_EXIT_CODE, action="TerminateJob"),
+                        *restart_on,
+                    ],
+                    template=vc.JobSpecTasksTemplate(
+                        metadata=vc.JobSpecTasksTemplateMetadata(
+                            labels={**run.pod_labels, **labels},
+                            annotations={**_POLICY_EXCEPTIONS, SAFE_TO_EVICT_ANNOTATION: "false"},
+                        ),
+                        spec=vc.JobSpecTasksTemplateSpec(
+                            restart_policy="Never",
+                            # Training never calls the Kubernetes API.
+                            automount_service_account_token=False,
+                            # The runtime's default seccomp profile is what `docker run` gives the Neuron images.
+                            security_context=vc.JobSpecTasksTemplateSpecSecurityContext(
+                                seccomp_profile=vc.JobSpecTasksTemplateSpecSecurityContextSeccompProfile(
+                                    type="RuntimeDefault"
+                                )
+                            ),
+                            node_selector={NODE_GROUP_LABEL: run.node_group},
+                            tolerations=[
+                                vc.JobSpecTasksTemplateSpecTolerations(
+                                    key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"
+                                )
+                            ],
+                            containers=[_container(run, run_id_value)],
+                            volumes=[
+                                volume(
+                                    name="data",
+                                    persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
+                                        claim_name=run.claim_name
+                                    ),
+                                ),
+                                # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.
+                                volume(
+                                    name="dshm",
+                                    empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(medium="Memory"),
+                                ),
+                                # The run's Python packages, installed per pod: nothing shared can rewrite them.
+                                volume(
+                                    name="python",
+                                    empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(
+                                        size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string(
+                                            "4Gi"
+                                        )
+                                    ),
+                                ),
+                            ],
+                        ),
+                    ),
+                )
+            ],
+        ),
+    )
 
 
 def run_id(run: TrainingRun) -> str:
     """``<name>-<hash>``: eight hex digits of a hash of everything the Job would hold."""
-    rendered = json.dumps(_job_spec(run, _PLACEHOLDER), sort_keys=True)
-    if "${Token[" in rendered:
+    chart = cdk8s.Chart(cdk8s.App(), "identity")
+    _job(chart, run, _PLACEHOLDER)
+    [rendered] = chart.to_json()
+    text = json.dumps(rendered["spec"], sort_keys=True)
+    if "${Token[" in text:
         raise ValueError(f"run {run.name!r} holds a deploy-time token; its identity must be known at synth")
-    return f"{run.name}-{hashlib.sha256(rendered.encode()).hexdigest()[:8]}"
+    return f"{run.name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 # Root, as AWS ships and tests the Neuron training images (their docs run them with `docker run`).
@@ -330,19 +381,7 @@ class TrainingRunChart(cdk8s.Chart):
     def __init__(self, scope: Construct, id: str, *, run: TrainingRun) -> None:
         super().__init__(scope, id)
         self.run_id = run_id(run)
-        job = cdk8s.ApiObject(
-            self,
-            "Job",
-            api_version="batch.volcano.sh/v1alpha1",
-            kind="Job",
-            metadata=cdk8s.ApiObjectMetadata(
-                name=self.run_id,
-                namespace=run.namespace,
-                labels={"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id},
-                annotations=_POLICY_EXCEPTIONS,
-            ),
-        )
-        job.add_json_patch(cdk8s.JsonPatch.add("/spec", _job_spec(run, self.run_id)))
+        _job(self, run, self.run_id)
 
 
 def pod_command(job: Mapping[str, Any]) -> Sequence[str]:
