@@ -380,8 +380,8 @@ def _surge_problems(
     else:
         ways = [
             (
-                f"deploy changes to the group's launch template only while at most {max(room, 0)} of its "
-                f"nodes run (between jobs, {key}.min_size 0)"
+                f"update the node group (a launch template change, an AMI upgrade) only while at most "
+                f"{max(room, 0)} of its nodes run: between jobs, with {key}.min_size 0"
             ),
             f"grow the reservation to {needed} instances",
             lower,

@@ -175,13 +175,10 @@ def cost_rows(config: StackConfig, facts: AccountFacts) -> list[CheckResult]:
     if asked and len(refused) == len(asked):
         return [_price_list_refused(config, refused[0])]
 
-    rows: list[tuple[CheckResult, _Cost]] = []
-    for index in range(len(config.trainium.node_groups)):
-        rows.append(_group_row(config, facts, index))
-    rows.append(_system_row(config, facts))
-    rows.append(_fixed_row(config, facts))
-    rows.append((_total_row(config, facts, [cost for _, cost in rows]), _Cost(None, None)))
-    return [row for row, _ in rows]
+    rows = [_group_row(config, facts, index) for index in range(len(config.trainium.node_groups))]
+    rows += [_system_row(config, facts), _fixed_row(config, facts)]
+    total = _total_row(config, facts, [cost for _, cost in rows])
+    return [row for row, _ in rows] + [total]
 
 
 def _group_row(config: StackConfig, facts: AccountFacts, index: int) -> tuple[CheckResult, _Cost]:
