@@ -82,6 +82,18 @@ def config_from(path: Path, edit: Callable[[dict[str, Any]], None] | None = None
     return parse_config(data, source=str(path))
 
 
+def resize(group: dict[str, Any], *, min_size: int | None = None, max_size: int | None = None) -> None:
+    """Set a node group's min_size/max_size in file data. The checks never read desired_size (the
+    autoscaler owns it, and the key is leaving the files); where a file still has it, it is kept
+    between the two so that the file stays valid."""
+    if min_size is not None:
+        group["min_size"] = min_size
+    if max_size is not None:
+        group["max_size"] = max_size
+    if "desired_size" in group:
+        group["desired_size"] = min(max(group["desired_size"], group["min_size"]), group["max_size"])
+
+
 def example_config() -> StackConfig:
     return load_config(EXAMPLE_CONFIG)
 

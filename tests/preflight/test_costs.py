@@ -32,6 +32,7 @@ from tests.preflight.conftest import (
     default_config,
     example_config,
     http_response,
+    resize,
     stub_clients,
 )
 
@@ -299,7 +300,7 @@ def test_example_costs_idle_and_at_max_size() -> None:
 def test_warm_nodes_cost_at_min_size_and_the_autoscaler_ceiling_at_max_size() -> None:
     def warm(data: dict[str, Any]) -> None:
         group = data["trainium"]["node_groups"][0]
-        group.update(min_size=1, max_size=4, desired_size=1)
+        resize(group, min_size=1, max_size=4)
 
     rows = costs(default_account(), config_from(DEFAULT_CONFIG, warm))
     assert rows["cost trn1-32xl"].detail == (
@@ -309,7 +310,7 @@ def test_warm_nodes_cost_at_min_size_and_the_autoscaler_ceiling_at_max_size() ->
 
 def test_scale_from_zero_costs_only_the_fixed_items_and_system_nodes_idle() -> None:
     def from_zero(data: dict[str, Any]) -> None:
-        data["trainium"]["node_groups"][0].update(min_size=0, desired_size=0)
+        resize(data["trainium"]["node_groups"][0], min_size=0)
 
     rows = costs(default_account(), config_from(DEFAULT_CONFIG, from_zero))
     fixed = 0.10 + 0.045 + 1200 * 0.21 / HOURS_PER_MONTH

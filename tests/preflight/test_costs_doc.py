@@ -20,6 +20,7 @@ from tests.preflight.conftest import (
     config_from,
     default_config,
     example_config,
+    resize,
     stub_clients,
 )
 from tests.preflight.test_costs import EXAMPLE_COST_ROWS
@@ -59,7 +60,7 @@ def doc_row(starts: str) -> list[str]:
 
 
 def from_zero(data: dict[str, Any]) -> None:
-    data["trainium"]["node_groups"][0].update(min_size=0, desired_size=0)
+    resize(data["trainium"]["node_groups"][0], min_size=0)
 
 
 def without_odcr(data: dict[str, Any]) -> None:

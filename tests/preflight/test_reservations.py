@@ -31,6 +31,7 @@ from tests.preflight.conftest import (
     FakeAccount,
     config_from,
     example_config,
+    resize,
     stub_clients,
 )
 from tests.preflight.test_cli import parse_table, squeezed
@@ -62,9 +63,9 @@ def holding(account: FakeAccount, reservation_id: str, count: int) -> FakeAccoun
     return account
 
 
-def with_group(index: int, **settings: Any) -> StackConfig:
+def with_group(index: int, *, min_size: int | None = None, max_size: int | None = None) -> StackConfig:
     def edit(data: dict[str, Any]) -> None:
-        data["trainium"]["node_groups"][index].update(settings)
+        resize(data["trainium"]["node_groups"][index], min_size=min_size, max_size=max_size)
 
     return config_from(EXAMPLE_CONFIG, edit)
 
@@ -201,7 +202,7 @@ def test_a_reservation_too_small_for_max_size_fails_without_a_surge_warning(acco
 
 def test_tiny_reservation_suggests_no_max_size_below_one(account: FakeAccount) -> None:
     def two_nodes(data: dict[str, Any]) -> None:
-        data["trainium"]["node_groups"][0].update(max_size=2, desired_size=2)
+        resize(data["trainium"]["node_groups"][0], max_size=2)
         data["training"]["nodes"] = 2
 
     rows = reservation_rows(holding(account, ODCR_ID, 2), config_from(EXAMPLE_CONFIG, two_nodes))
@@ -250,7 +251,7 @@ def test_bad_reservation_input_is_one_row_with_the_exit_code_of_its_status(
         holding(account, BLOCK_ID, 6)
     if case == "warm pool":  # 7 warm nodes of a group that may run 8, in a block of 6
         data = yaml.safe_load(EXAMPLE_CONFIG.read_text())
-        data["trainium"]["node_groups"][1]["min_size"] = 7
+        resize(data["trainium"]["node_groups"][1], min_size=7)
         path = tmp_path / "warm.yaml"
         path.write_text(yaml.safe_dump(data))
     if case == "ended":
