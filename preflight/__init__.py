@@ -2,12 +2,14 @@
 
 ``make preflight CONFIG=<file>`` (``python -m preflight --config <file>``) reads, read-only, what the
 account offers (zone names, instance type offerings, Service Quotas, capacity reservations, EKS
-versions) and compares it with the configuration. The modules, one job each:
+versions) and compares it with the configuration, then shows what the configuration costs per hour
+(the AWS Price List). The modules, one job each:
 
 - ``facts``: the account's answers as plain frozen data;
 - ``aws``: the only module that calls AWS (boto3), turning answers into ``facts``;
 - ``quotas``: which Service Quota each node group draws on, and how many vCPUs it needs;
 - ``checks``: pure functions, configuration and facts in, check results out;
+- ``costs``: which prices the configuration needs, and the cost rows (pure, like ``quotas``);
 - ``report``: the plain-text table;
 - ``rewrite``: ``--write``, the zone names in the file, comments and layout kept;
 - ``cli``: arguments, exit codes and the one-line error messages.

@@ -6,15 +6,22 @@ cannot be answered at all (no credentials, credentials refused, no route to AWS,
 attempt) raises ``AwsUnavailable``: no check can run then. A call that is answered with an error
 (access denied, say) becomes an ``Unavailable`` fact, and only the checks that needed it fail.
 
+Prices are the exception: the Price List (``pricing:GetProducts``) only informs, so when it is
+denied, throttled on every attempt or out of reach, its prices become ``Unavailable`` (a WARN row),
+never ``AwsUnavailable``. Its endpoint is in us-east-1 whatever the configuration's region (the
+Price List Query API also answers in eu-central-1 and ap-south-1; the prices are the same).
+
 boto3 and botocore have no type information; clients are typed by the small protocols below, and
 responses are read into typed facts right here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import boto3  # type: ignore[import-untyped]
@@ -23,11 +30,22 @@ from botocore.config import Config  # type: ignore[import-untyped]
 
 from cluster_facts.instance_catalog import CATALOG
 from config.model import StackConfig
-from preflight.facts import AccountFacts, InstancesInUse, KubernetesVersion, Reservation, Unavailable, Zone
+from preflight.costs import PRICE_LIST_CALL, PriceQuery, price_queries
+from preflight.facts import (
+    AccountFacts,
+    InstancesInUse,
+    KubernetesVersion,
+    NoPrice,
+    Price,
+    Reservation,
+    Unavailable,
+    Zone,
+)
 from preflight.quotas import quota_demands, quota_of_instance
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
+    "PRICING_REGION",
     "AwsUnavailable",
     "Clients",
     "gather_facts",
@@ -36,6 +54,9 @@ __all__ = [
 
 DEFAULT_MAX_ATTEMPTS = 8
 """Attempts per call, the first included; standard mode backs off up to 20 s between them."""
+
+PRICING_REGION = "us-east-1"
+"""Where the Price List Query API is asked, whatever region the configuration deploys to."""
 
 # Error codes that mean the credentials themselves were refused: nothing else can work either.
 _CREDENTIAL_ERRORS = frozenset(
@@ -95,6 +116,14 @@ class EksClient(Protocol):
     def get_paginator(self, operation_name: str) -> _Paginator: ...
 
 
+class PricingClient(Protocol):
+    def get_paginator(self, operation_name: str) -> _Paginator: ...
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True)
 class Clients:
     region: str
@@ -102,6 +131,10 @@ class Clients:
     ec2: Ec2Client
     service_quotas: ServiceQuotasClient
     eks: EksClient
+    pricing: PricingClient
+    """The Price List, in ``PRICING_REGION``."""
+    clock: Callable[[], datetime] = field(default=utc_now)
+    """Now, for the checks that compare dates (a Capacity Block's window); tests fix it."""
 
 
 def client_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Any:
@@ -117,7 +150,13 @@ def client_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Any:
     )
 
 
-def make_clients(region: str, *, session: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Clients:
+def make_clients(
+    region: str,
+    *,
+    session: Any = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    clock: Callable[[], datetime] = utc_now,
+) -> Clients:
     """Clients for ``region`` from the usual credential chain (environment, profile, SSO, role)."""
     try:
         session = session if session is not None else boto3.session.Session()
@@ -128,6 +167,8 @@ def make_clients(region: str, *, session: Any = None, max_attempts: int = DEFAUL
             ec2=session.client("ec2", region_name=region, config=config),
             service_quotas=session.client("service-quotas", region_name=region, config=config),
             eks=session.client("eks", region_name=region, config=config),
+            pricing=session.client("pricing", region_name=PRICING_REGION, config=config),
+            clock=clock,
         )
     except botocore.exceptions.BotoCoreError as error:
         # A missing profile (AWS_PROFILE), an unreadable config file, an unknown region ...
@@ -157,6 +198,8 @@ def gather_facts(config: StackConfig, clients: Clients) -> AccountFacts:
         quotas={code: _quota(clients.service_quotas, code) for code in quota_codes},
         in_use=_trn_in_use(clients.ec2, cluster_name=config.name) if quota_codes else {},
         kubernetes_versions=_kubernetes_versions(clients.eks),
+        prices=_prices(clients.pricing, price_queries(config)),
+        checked_at=clients.clock(),
     )
 
 
@@ -164,11 +207,17 @@ _T = TypeVar("_T")
 
 
 def _ask(
-    request: Callable[[], _T], *, call: str, missing: frozenset[str] = frozenset()
+    request: Callable[[], _T],
+    *,
+    call: str,
+    missing: frozenset[str] = frozenset(),
+    optional: bool = False,
 ) -> _T | Unavailable | None:
     """Run one request; None when AWS answers with a ``missing`` code, Unavailable for other answers.
 
-    Everything that means "AWS cannot be asked" is raised as ``AwsUnavailable`` instead.
+    Everything that means "AWS cannot be asked" is raised as ``AwsUnavailable`` instead; with
+    ``optional``, throttling and network errors become Unavailable too (refused credentials do not:
+    nothing else would work either).
     """
     try:
         return request()
@@ -182,6 +231,8 @@ def _ask(
             raise AwsUnavailable(
                 f"AWS refused the credentials ({code}: {message}); renew them (aws sso login, or new keys) and retry"
             ) from None
+        if code in _THROTTLING_ERRORS and optional:
+            return Unavailable(call=call, reason=f"{code}: throttled on every attempt")
         if code in _THROTTLING_ERRORS:
             raise AwsUnavailable(
                 f"AWS throttled {call} on every attempt ({code}); wait a minute and retry, or pass --max-attempts"
@@ -198,8 +249,12 @@ def _ask(
     ) as error:
         raise AwsUnavailable(f"cannot get AWS credentials: {error}") from None
     except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as error:
+        if optional:
+            return Unavailable(call=call, reason=f"cannot reach AWS ({error})")
         raise AwsUnavailable(f"cannot reach AWS ({error}); check the network, proxy and region") from None
     except botocore.exceptions.BotoCoreError as error:
+        if optional:
+            return Unavailable(call=call, reason=str(error))
         raise AwsUnavailable(f"AWS request {call} failed: {error}") from None
 
 
@@ -348,6 +403,96 @@ def _kubernetes_versions(eks: EksClient) -> tuple[KubernetesVersion, ...] | Unav
 
     answer = _ask(read, call="eks:DescribeClusterVersions")
     return answer if answer is not None else Unavailable("eks:DescribeClusterVersions", "no answer")
+
+
+# An answer that says the Price List cannot be asked now: the other prices are not asked either.
+_PRICE_LIST_REFUSALS = ("AccessDenied", "UnauthorizedOperation", "cannot reach AWS")
+
+
+def _prices(
+    pricing: PricingClient, queries: Sequence[PriceQuery]
+) -> dict[str, Price | NoPrice | Unavailable]:
+    """Each query's one price. Once the Price List refuses (denied, throttled on every attempt,
+    unreachable), the remaining queries get the same answer without being sent."""
+    prices: dict[str, Price | NoPrice | Unavailable] = {}
+    refused: Unavailable | None = None
+    for query in queries:
+        if refused is not None:
+            prices[query.key] = refused
+            continue
+        answer = _price(pricing, query)
+        if isinstance(answer, Unavailable) and (
+            answer.reason.startswith(_PRICE_LIST_REFUSALS) or "throttled on every attempt" in answer.reason
+        ):
+            refused = answer
+        prices[query.key] = answer
+    return prices
+
+
+def _price(pricing: PricingClient, query: PriceQuery) -> Price | NoPrice | Unavailable:
+    def read() -> list[str]:
+        items: list[str] = []
+        pages = pricing.get_paginator("get_products").paginate(
+            ServiceCode=query.service_code,
+            Filters=[{"Type": kind, "Field": name, "Value": value} for kind, name, value in query.filters],
+            FormatVersion="aws_v1",
+            PaginationConfig={"PageSize": 100},
+        )
+        for page in pages:
+            items.extend(str(item) for item in page.get("PriceList", []))
+        return items
+
+    answer = _ask(read, call=PRICE_LIST_CALL, optional=True)
+    if answer is None:
+        return Unavailable(PRICE_LIST_CALL, "no answer")
+    if isinstance(answer, Unavailable):
+        return answer
+    return pick_price(answer, query)
+
+
+def pick_price(items: Sequence[str], query: PriceQuery) -> Price | NoPrice:
+    """The one On-Demand price among Price List items (JSON strings), or why there is not one.
+
+    An item is ``{"product": {"sku", "productFamily", "attributes": {...}}, "serviceCode", "terms":
+    {"OnDemand": {"<sku>.<offerTermCode>": {"priceDimensions": {"<rateCode>": {"unit",
+    "beginRange", "pricePerUnit": {"USD": "21.5000000000"}}}}}}, "publicationDate"}``.
+    """
+    usage = re.compile(rf"(?:[A-Z0-9]+-)?{query.usage_type}") if query.usage_type else None
+    found: list[Price] = []
+    for text in items:
+        try:
+            item = json.loads(text)
+            product = item["product"]
+            attributes = product.get("attributes", {})
+            if usage is not None and not usage.fullmatch(str(attributes.get("usagetype", ""))):
+                continue
+            if any(name in attributes and attributes[name] != value for name, value in query.exclude):
+                continue
+            for term in item.get("terms", {}).get("OnDemand", {}).values():
+                for dimension in term.get("priceDimensions", {}).values():
+                    if str(dimension.get("unit", "")).lower() not in query.units:
+                        continue
+                    if str(dimension.get("beginRange", "0")) != "0":
+                        continue  # a higher tier of a tiered price
+                    usd = float(dimension["pricePerUnit"]["USD"])
+                    if usd > 0:
+                        found.append(
+                            Price(
+                                usd=usd,
+                                unit=str(dimension["unit"]),
+                                sku=str(product.get("sku", "")),
+                                published=str(item.get("publicationDate", "")),
+                            )
+                        )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return NoPrice(f"an unreadable Price List item for {query.what}")
+    distinct = sorted({round(price.usd, 10) for price in found})
+    if not distinct:
+        return NoPrice(f"no {query.what} price in the Price List for these filters")
+    if len(distinct) > 1:
+        listed = ", ".join(f"${usd:g}" for usd in distinct)
+        return NoPrice(f"{len(found)} {query.what} prices, not one: {listed}")
+    return found[0]
 
 
 def _datetime(value: object) -> datetime | None:

@@ -18,7 +18,7 @@ from config.model import StackConfig, TrainiumNodeGroupSettings
 from preflight.facts import AccountFacts, InstancesInUse, KubernetesVersion, Reservation, Unavailable, Zone
 from preflight.quotas import QuotaDemand, quota_demands
 
-__all__ = ["CheckResult", "Status", "run_checks", "worst"]
+__all__ = ["UPDATE_SURGE", "CheckResult", "Status", "run_checks", "worst"]
 
 Status = Literal["PASS", "WARN", "FAIL"]
 _RANK: dict[Status, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
@@ -232,7 +232,7 @@ def check_reservation(config: StackConfig, facts: AccountFacts, index: int) -> C
             f"{reservation_id} not found in account {facts.account_id}, {facts.region}",
             f"correct {key}.capacity_reservation_id (EC2 console, Capacity Reservations, {facts.region})",
         )
-    problems = _reservation_problems(config, group, key, reservation)
+    problems = _reservation_problems(config, group, key, reservation, facts.checked_at)
     detail = _describe_reservation(reservation)
     if not problems:
         return CheckResult(check, "PASS", detail)
@@ -246,7 +246,11 @@ def check_reservation(config: StackConfig, facts: AccountFacts, index: int) -> C
 
 
 def _reservation_problems(
-    config: StackConfig, group: TrainiumNodeGroupSettings, key: str, reservation: Reservation
+    config: StackConfig,
+    group: TrainiumNodeGroupSettings,
+    key: str,
+    reservation: Reservation,
+    now: datetime | None,
 ) -> list[tuple[Status, str, str]]:
     problems: list[tuple[Status, str, str]] = []
     zone_id = config.trainium.availability_zone_id
@@ -264,6 +268,17 @@ def _reservation_problems(
                 "FAIL",
                 f"reserves {reservation.instance_type}, the group runs {group.instance_type}",
                 f"set {key}.instance_type: {reservation.instance_type}",
+            )
+        )
+    if reservation.total_instances < group.min_size:
+        problems.append(
+            (
+                "FAIL",
+                (
+                    f"reserves {reservation.total_instances} instances, {key}.min_size keeps {group.min_size} "
+                    "warm nodes"
+                ),
+                f"lower {key}.min_size to at most {reservation.total_instances}",
             )
         )
     if reservation.total_instances < group.max_size:
@@ -308,17 +323,94 @@ def _reservation_problems(
                 f"buy or create a new reservation and set {key}.capacity_reservation_id",
             )
         )
+    elif is_block and now is not None:
+        # The state lags the clock by minutes: the dates decide for an active Capacity Block.
+        if reservation.end is not None and now >= reservation.end:
+            problems.append(
+                (
+                    "FAIL",
+                    "its window has ended: no instance can launch in it",
+                    f"buy a new Capacity Block and set {key}.capacity_reservation_id",
+                )
+            )
+        elif reservation.start is not None and now < reservation.start:
+            problems.append(
+                (
+                    "WARN",
+                    "its window has not begun",
+                    f"nodes can start only when it begins at {_when(reservation.start)}",
+                )
+            )
+    if reservation.total_instances >= group.max_size:
+        problems += _surge_problems(group, key, reservation)
     return problems
+
+
+# EKS's default update strategy for managed node groups starts the replacement nodes before it
+# stops old ones: it raises the Auto Scaling group's maximum and desired size by the larger of twice
+# the number of its Availability Zones and maxUnavailable (EKS User Guide, "Understand each phase of
+# node updates"). A Trainium group sits in one subnet, so one zone; the stack sets no update config,
+# so maxUnavailable is EKS's default, 1.
+_UPDATE_ZONES = 1
+_MAX_UNAVAILABLE = 1
+UPDATE_SURGE = max(2 * _UPDATE_ZONES, _MAX_UNAVAILABLE)
+"""Nodes an update of a Trainium node group can launch on top of those running."""
+
+
+def _surge_problems(
+    group: TrainiumNodeGroupSettings, key: str, reservation: Reservation
+) -> list[tuple[Status, str, str]]:
+    """A WARN when the group at max_size plus an update's surge does not fit the reservation."""
+    held = reservation.total_instances
+    needed = group.max_size + UPDATE_SURGE
+    if held >= needed:
+        return []
+    room = held - UPDATE_SURGE
+    lower = f"lower {key}.max_size to {room}" if room >= 1 else ""
+    if reservation.reservation_type == "capacity-block":
+        # EKS's guide for managed node groups on Capacity Blocks: desired size 0 when upgrading.
+        ways = [
+            (
+                f"update only while the group runs no nodes (EKS asks for desired size 0 when updating a "
+                f"Capacity Block node group): finish the jobs, keep {key}.min_size 0, let the autoscaler "
+                "scale it to 0, then deploy"
+            ),
+            lower,
+        ]
+    else:
+        ways = [
+            (
+                f"update the node group (a launch template change, an AMI upgrade) only while at most "
+                f"{max(room, 0)} of its nodes run: between jobs, with {key}.min_size 0"
+            ),
+            f"grow the reservation to {needed} instances",
+            lower,
+        ]
+    return [
+        (
+            "WARN",
+            (
+                f"no room for an update: EKS starts up to {UPDATE_SURGE} replacement nodes before stopping "
+                f"old ones, so at max_size {group.max_size} an update needs {needed}, the reservation holds "
+                f"{held}"
+            ),
+            "; or ".join(way for way in ways if way),
+        )
+    ]
+
+
+def _window(reservation: Reservation) -> str:
+    start = _when(reservation.start) if reservation.start else "now"
+    end = _when(reservation.end) if reservation.end else "no end date"
+    return f"{start} to {end}"
 
 
 def _describe_reservation(reservation: Reservation) -> str:
     kind = "Capacity Block" if reservation.reservation_type == "capacity-block" else "ODCR"
-    end = _when(reservation.end) if reservation.end else "no end date"
-    start = _when(reservation.start) if reservation.start else "now"
     return (
         f"{kind} {reservation.reservation_id} {reservation.state}: {reservation.total_instances} x "
         f"{reservation.instance_type} ({reservation.available_instances} available) in "
-        f"{reservation.zone_id} ({reservation.zone_name}), {start} to {end}"
+        f"{reservation.zone_id} ({reservation.zone_name}), {_window(reservation)}"
     )
 
 

@@ -21,6 +21,7 @@ from typing import NoReturn, TextIO
 from config.loader import ConfigError, load_config
 from preflight.aws import DEFAULT_MAX_ATTEMPTS, AwsUnavailable, Clients, gather_facts, make_clients
 from preflight.checks import run_checks
+from preflight.costs import cost_rows
 from preflight.report import DEFAULT_WIDTH, render, summary
 from preflight.rewrite import RewriteError, apply_zone_changes, plan_zone_changes
 
@@ -46,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m preflight",
         description="Check, read-only, that the AWS account can deploy this configuration: zones, "
-        "instance type offerings, Trn quotas, capacity reservations and the EKS version.",
+        "instance type offerings, Trn quotas, capacity reservations and the EKS version; and show what "
+        "it costs per hour, idle and at max_size, from the AWS Price List.",
         epilog="Exit codes: 0 all checks passed, 1 a check failed, 2 AWS unreachable or no "
         "credentials, 3 invalid configuration file, --write failed or bad arguments.",
     )
@@ -131,7 +133,8 @@ def main(
                 print(f"--write: {path}: {edits}", file=out)
                 config = load_config(path)
 
-    results = run_checks(config, facts)
+    # The cost rows come last: they PASS or WARN, and never fail the run.
+    results = run_checks(config, facts) + cost_rows(config, facts)
     print(f"Preflight of {path} for account {facts.account_id} in {facts.region}", file=out)
     print(file=out)
     print(render(results, width=args.width), file=out)

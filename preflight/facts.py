@@ -6,7 +6,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-__all__ = ["AccountFacts", "InstancesInUse", "KubernetesVersion", "Reservation", "Unavailable", "Zone"]
+__all__ = [
+    "AccountFacts",
+    "InstancesInUse",
+    "KubernetesVersion",
+    "NoPrice",
+    "Price",
+    "Reservation",
+    "Unavailable",
+    "Zone",
+]
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,27 @@ class InstancesInUse:
 
 
 @dataclass(frozen=True)
+class Price:
+    """One On-Demand price from the AWS Price List (``pricing:GetProducts``), in US dollars."""
+
+    usd: float
+    """Dollars per ``unit``."""
+    unit: str
+    """The Price List's unit: ``Hrs`` (per hour) or ``GB-Mo`` (per GB-month)."""
+    sku: str
+    published: str
+    """The Price List's ``publicationDate`` of the product, such as 2026-11-01T00:00:00Z."""
+
+
+@dataclass(frozen=True)
+class NoPrice:
+    """The Price List answered, but not with exactly one price: the cost is shown as unknown."""
+
+    reason: str
+    """Such as ``no product matches`` or ``2 products with different prices: $0.10, $0.60``."""
+
+
+@dataclass(frozen=True)
 class AccountFacts:
     """Everything the checks need, read once per run."""
 
@@ -81,3 +111,8 @@ class AccountFacts:
     in_use: Mapping[str, InstancesInUse] | Unavailable = field(default_factory=dict)
     """Service Quotas code -> the Trn instances other than this cluster's that already use it."""
     kubernetes_versions: tuple[KubernetesVersion, ...] | Unavailable = ()
+    prices: Mapping[str, Price | NoPrice | Unavailable] = field(default_factory=dict)
+    """``costs.PriceQuery.key`` -> the price; the queries come from ``costs.price_queries``."""
+    checked_at: datetime | None = None
+    """When the facts were read (the clock of the machine running preflight); None: unknown, and
+    the checks that compare dates (a Capacity Block's window) rely on the reservation's state alone."""

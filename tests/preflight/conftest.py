@@ -26,7 +26,9 @@ from botocore.stub import Stubber
 
 from config import StackConfig, load_config, parse_config
 from preflight.aws import Clients, make_clients
+from preflight.costs import price_queries
 from preflight.quotas import ON_DEMAND, SPOT, quota_demands
+from tests.preflight import price_list
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
@@ -34,8 +36,14 @@ EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
 
 ODCR_ID = "cr-0123456789abcdef0"  # example.yaml: trn1n-32xl, on_demand, max_size 4
 BLOCK_ID = "cr-0fedcba9876543210"  # example.yaml: trn1-32xl-block, capacity_block, max_size 8
+# The fake account's reservations leave room for a node group update's surge (checks.UPDATE_SURGE):
+# a reservation sized exactly to max_size is a WARN (test_reservations.py).
+ODCR_COUNT = 6
+BLOCK_COUNT = 10
 BLOCK_START = datetime(2026, 6, 1, 11, 30, tzinfo=UTC)
 BLOCK_END = datetime(2026, 6, 15, 11, 30, tzinfo=UTC)
+NOW = datetime(2026, 6, 5, 12, 0, tzinfo=UTC)
+"""The clock of every test client: inside the example's Capacity Block window."""
 TRN_IN_USE_FILTERS = [
     {"Name": "instance-type", "Values": ["trn*"]},
     {"Name": "instance-state-name", "Values": ["pending", "running"]},
@@ -72,6 +80,18 @@ def config_from(path: Path, edit: Callable[[dict[str, Any]], None] | None = None
     if edit is not None:
         edit(data)
     return parse_config(data, source=str(path))
+
+
+def resize(group: dict[str, Any], *, min_size: int | None = None, max_size: int | None = None) -> None:
+    """Set a node group's min_size/max_size in file data. The checks never read desired_size (the
+    autoscaler owns it, and the key is leaving the files); where a file still has it, it is kept
+    between the two so that the file stays valid."""
+    if min_size is not None:
+        group["min_size"] = min_size
+    if max_size is not None:
+        group["max_size"] = max_size
+    if "desired_size" in group:
+        group["desired_size"] = min(max(group["desired_size"], group["min_size"]), group["max_size"])
 
 
 def example_config() -> StackConfig:
@@ -170,12 +190,12 @@ class FakeAccount:
     reservations: dict[str, dict[str, Any] | None] = field(
         default_factory=lambda: {
             ODCR_ID: _reservation(
-                ODCR_ID, instance_type="trn1n.32xlarge", count=4, reservation_type="default"
+                ODCR_ID, instance_type="trn1n.32xlarge", count=ODCR_COUNT, reservation_type="default"
             ),
             BLOCK_ID: _reservation(
                 BLOCK_ID,
                 instance_type="trn1.32xlarge",
-                count=8,
+                count=BLOCK_COUNT,
                 reservation_type="capacity-block",
                 start=BLOCK_START,
                 end=BLOCK_END,
@@ -201,6 +221,10 @@ class FakeAccount:
             {"clusterVersion": "1.32", "versionStatus": "EXTENDED_SUPPORT", "status": "extended-support"},
         ]
     )
+    price_lists: dict[str, dict[str, list[dict[str, Any]]]] = field(
+        default_factory=lambda: {region: price_list.answers(region) for region in ("us-east-1", "us-west-2")}
+    )
+    """Region -> ``PriceQuery.key`` -> the Price List items ``GetProducts`` answers (price_list.py)."""
     errors: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Operation name -> (error code, message) that AWS answers instead, e.g. AccessDenied."""
 
@@ -245,10 +269,10 @@ def no_network(request: Any, **_: Any) -> None:
     raise AssertionError(f"a test request tried to leave the process: {request.method} {request.url}")
 
 
-def real_clients(region: str, *, max_attempts: int = 8) -> Clients:
-    """Production clients (same retry settings), fake credentials, and the network guard."""
-    clients = make_clients(region, session=fake_session(), max_attempts=max_attempts)
-    for client in (clients.sts, clients.ec2, clients.service_quotas, clients.eks):
+def real_clients(region: str, *, max_attempts: int = 8, now: datetime = NOW) -> Clients:
+    """Production clients (same retry settings), fake credentials, a fixed clock, the network guard."""
+    clients = make_clients(region, session=fake_session(), max_attempts=max_attempts, clock=lambda: now)
+    for client in (clients.sts, clients.ec2, clients.service_quotas, clients.eks, clients.pricing):
         client.meta.events.register_last("before-send", no_network)
     return clients
 
@@ -259,23 +283,26 @@ def stub_clients(
     *,
     max_attempts: int = 8,
     unstubbed: frozenset[str] = frozenset(),
+    now: datetime = NOW,
 ) -> Stubbed:
     """Clients whose answers come from ``account``, queued in the order ``gather_facts`` asks.
 
-    The services named in ``unstubbed`` (``ec2``, ``service-quotas``) get no Stubber and no network
-    guard: the test answers them at the HTTP layer with its own ``before-send`` handler.
+    The services named in ``unstubbed`` (``ec2``, ``service-quotas``, ``pricing``) get no Stubber
+    and no network guard: the test answers them at the HTTP layer with its own ``before-send`` handler.
     """
-    clients = real_clients(config.region, max_attempts=max_attempts)
-    sts, ec2, quotas, eks = (
+    clients = real_clients(config.region, max_attempts=max_attempts, now=now)
+    sts, ec2, quotas, eks, pricing = (
         Stubber(clients.sts),
         Stubber(clients.ec2),
         Stubber(clients.service_quotas),
         Stubber(clients.eks),
+        Stubber(clients.pricing),
     )
     stubbers = [sts, eks]
     for name, client, stubber in (
         ("ec2", clients.ec2, ec2),
         ("service-quotas", clients.service_quotas, quotas),
+        ("pricing", clients.pricing, pricing),
     ):
         if name in unstubbed:
             client.meta.events.unregister("before-send", no_network)
@@ -292,6 +319,7 @@ def stub_clients(
         _queue_ec2(account, config, ec2)
         _queue_quotas(account, config, quotas)
         _queue(account, eks, "describe_cluster_versions", {"clusterVersions": account.versions}, {})
+        _queue_prices(account, config, pricing)
     for stubber in stubbers:
         stubber.activate()
     return Stubbed(clients, stubbers)
@@ -392,6 +420,40 @@ def _queue_quotas(account: FakeAccount, config: StackConfig, quotas: Stubber) ->
             _queue(account, quotas, "get_service_quota", response or {}, params)
 
 
+# Answers after which preflight asks the Price List nothing more (preflight.aws._PRICE_LIST_REFUSALS).
+_PRICE_LIST_REFUSALS = ("AccessDenied", "UnauthorizedOperation")
+
+
+def price_params(query: Any) -> dict[str, Any]:
+    """What preflight sends for one ``PriceQuery`` (the paginator's PageSize becomes MaxResults)."""
+    return {
+        "ServiceCode": query.service_code,
+        "Filters": [{"Type": kind, "Field": name, "Value": value} for kind, name, value in query.filters],
+        "FormatVersion": "aws_v1",
+        "MaxResults": 100,
+    }
+
+
+def _queue_prices(account: FakeAccount, config: StackConfig, pricing: Stubber) -> None:
+    answers = account.price_lists.get(config.region, {})
+    for query in price_queries(config):
+        params = price_params(query)
+        if "get_products" in account.errors:
+            code, message = account.errors["get_products"]
+            pricing.add_client_error(
+                "get_products",
+                service_error_code=code,
+                service_message=message,
+                http_status_code=400,
+                expected_params=params,
+            )
+            if code.startswith(_PRICE_LIST_REFUSALS):
+                return  # the first refusal answers for every price
+            continue
+        items = price_list.encoded(answers.get(query.key, []))
+        pricing.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": items}, params)
+
+
 @pytest.fixture
 def account() -> FakeAccount:
     return FakeAccount()
@@ -403,11 +465,14 @@ def stubbed_factory() -> Iterator[Callable[..., Callable[[str, int], Clients]]]:
     made: list[Stubbed] = []
 
     def factory_for(
-        account: FakeAccount, config: StackConfig, unstubbed: frozenset[str] = frozenset()
+        account: FakeAccount,
+        config: StackConfig,
+        unstubbed: frozenset[str] = frozenset(),
+        now: datetime = NOW,
     ) -> Callable[[str, int], Clients]:
         def factory(region: str, max_attempts: int) -> Clients:
             assert region == config.region
-            stubbed = stub_clients(account, config, max_attempts=max_attempts, unstubbed=unstubbed)
+            stubbed = stub_clients(account, config, max_attempts=max_attempts, unstubbed=unstubbed, now=now)
             made.append(stubbed)
             return stubbed.clients
 

@@ -17,6 +17,7 @@ from preflight.aws import gather_facts
 from preflight.checks import CheckResult, run_checks
 from preflight.quotas import ON_DEMAND, SPOT, quota_demands
 from tests.preflight.conftest import (
+    BLOCK_COUNT,
     BLOCK_ID,
     DEFAULT_CONFIG,
     EXAMPLE_CONFIG,
@@ -69,7 +70,7 @@ def test_passing_account_passes_every_check_of_the_example_in_order(account: Fak
         "needs 512 vCPUs (trn1n-32xl 4 x 128); L-2C3B7624 Running On-Demand Trn instances = 768"
     )
     block = results["reservation trn1-32xl-block"].detail
-    assert "Capacity Block cr-0fedcba9876543210 active: 8 x trn1.32xlarge" in block
+    assert f"Capacity Block cr-0fedcba9876543210 active: {BLOCK_COUNT} x trn1.32xlarge" in block
     assert "2026-06-01 11:30 UTC to 2026-06-15 11:30 UTC" in block
     assert (
         results["kubernetes 1.34"].detail == "offered by EKS in us-east-1, standard support until 2026-12-02"

@@ -73,7 +73,7 @@ def test_passing_account_prints_the_table_and_exits_0(
     lines = out.splitlines()
     assert lines[0] == f"Preflight of {EXAMPLE_CONFIG} for account 444455556666 in us-east-1"
     assert lines[2].split() == ["CHECK", "STATUS", "DETAIL", "WHAT", "TO", "DO"]
-    assert lines[-1] == "9 checks: 9 passed, 0 warned, 0 failed; ready for make deploy"
+    assert lines[-1] == "14 checks: 14 passed, 0 warned, 0 failed; ready for make deploy"
     assert all(len(line) <= 100 for line in lines)
 
 
@@ -118,10 +118,15 @@ def test_a_failed_check_exits_1_and_says_so(
         "reservationtrn1n-32xl": "PASS",
         "reservationtrn1-32xl-block": "PASS",
         "kubernetes1.34": "PASS",
+        "costtrn1n-32xl": "PASS",
+        "costtrn1-32xl-block": "PASS",
+        "costsystemnodes": "PASS",
+        "costfixed": "PASS",
+        "costtotal": "PASS",
     }
     assert (
         out.splitlines()[-1]
-        == "9 checks: 7 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
+        == "14 checks: 12 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
     )
 
 
@@ -158,7 +163,7 @@ def test_warnings_alone_exit_0(account: FakeAccount, stubbed_factory: Callable[.
     assert code == EXIT_OK
     assert (
         out.splitlines()[-1]
-        == "9 checks: 8 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        == "14 checks: 13 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 

@@ -1,0 +1,273 @@
+"""The reservation check against the configuration: warm nodes (min_size) and max_size against what
+the reservation holds, a Capacity Block's window by date, and room for a node group update's surge.
+
+Each test changes one thing in an otherwise passing account (whose reservations leave room for
+the surge) and runs the Stubber-backed facts through the pure checks; the CLI tests at the end
+check the exit code each outcome gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from config import StackConfig, load_config
+from preflight.aws import gather_facts
+from preflight.checks import UPDATE_SURGE, CheckResult, check_reservation
+from preflight.cli import EXIT_CHECK_FAILED, EXIT_OK, main
+from tests.preflight.conftest import (
+    BLOCK_END,
+    BLOCK_ID,
+    BLOCK_START,
+    EXAMPLE_CONFIG,
+    NOW,
+    ODCR_ID,
+    FakeAccount,
+    config_from,
+    example_config,
+    resize,
+    stub_clients,
+)
+from tests.preflight.test_cli import parse_table, squeezed
+
+ODCR_ROW = "reservation trn1n-32xl"  # trainium.node_groups[0]: on_demand, max_size 4
+BLOCK_ROW = "reservation trn1-32xl-block"  # trainium.node_groups[1]: capacity_block, max_size 8
+WINDOW = "2026-06-01 11:30 UTC to 2026-06-15 11:30 UTC"
+
+
+def reservation_rows(
+    account: FakeAccount, config: StackConfig | None = None, *, now: datetime = NOW
+) -> dict[str, CheckResult]:
+    config = config or example_config()
+    stubbed = stub_clients(account, config, now=now)
+    facts = gather_facts(config, stubbed.clients)
+    stubbed.assert_all_asked()
+    rows = [
+        check_reservation(config, facts, index)
+        for index, group in enumerate(config.trainium.node_groups)
+        if group.capacity_reservation_id
+    ]
+    return {row.check: row for row in rows}
+
+
+def holding(account: FakeAccount, reservation_id: str, count: int) -> FakeAccount:
+    item = account.reservations[reservation_id]
+    assert item is not None
+    item.update(TotalInstanceCount=count, AvailableInstanceCount=count)
+    return account
+
+
+def with_group(index: int, *, min_size: int | None = None, max_size: int | None = None) -> StackConfig:
+    def edit(data: dict[str, Any]) -> None:
+        resize(data["trainium"]["node_groups"][index], min_size=min_size, max_size=max_size)
+
+    return config_from(EXAMPLE_CONFIG, edit)
+
+
+def test_the_fake_accounts_reservations_pass_with_room_for_the_surge(account: FakeAccount) -> None:
+    rows = reservation_rows(account)
+
+    assert {check: row.status for check, row in rows.items()} == {ODCR_ROW: "PASS", BLOCK_ROW: "PASS"}
+    assert UPDATE_SURGE == 2  # one zone, EKS's default maxUnavailable 1: twice the zones wins
+
+
+# --- min_size and max_size against the reservation ---------------------------------------------
+
+
+def test_warm_nodes_beyond_the_reservation_fail_naming_min_size(account: FakeAccount) -> None:
+    rows = reservation_rows(holding(account, ODCR_ID, 2), with_group(0, min_size=3))
+
+    row = rows[ODCR_ROW]
+    assert row.status == "FAIL"
+    assert "reserves 2 instances, trainium.node_groups[0].min_size keeps 3 warm nodes" in row.detail
+    assert "reserves 2 instances, trainium.node_groups[0].max_size is 4" in row.detail
+    assert row.action.startswith(
+        "lower trainium.node_groups[0].min_size to at most 2; lower trainium.node_groups[0].max_size"
+    )
+
+
+def test_max_size_beyond_the_odcr_fails_naming_max_size(account: FakeAccount) -> None:
+    rows = reservation_rows(holding(account, ODCR_ID, 3))
+
+    row = rows[ODCR_ROW]
+    assert row.status == "FAIL"
+    assert row.detail.endswith("reserves 3 instances, trainium.node_groups[0].max_size is 4")
+    assert "min_size" not in row.detail  # min_size 0: no warm node to fit
+    assert row.action.startswith("lower trainium.node_groups[0].max_size")
+
+
+# --- a Capacity Block's window ---------------------------------------------------------------------
+
+
+def test_capacity_block_whose_window_has_ended_fails_with_its_start_and_end(account: FakeAccount) -> None:
+    # The state still says active (it lags); the clock is past the end.
+    rows = reservation_rows(account, now=BLOCK_END + timedelta(minutes=5))
+
+    row = rows[BLOCK_ROW]
+    assert row.status == "FAIL"
+    assert row.detail == (
+        f"Capacity Block {BLOCK_ID} active: 10 x trn1.32xlarge (10 available) in use1-az6 (us-east-1c), "
+        f"{WINDOW}; its window has ended: no instance can launch in it"
+    )
+    assert row.action == "buy a new Capacity Block and set trainium.node_groups[1].capacity_reservation_id"
+
+
+def test_capacity_block_whose_window_has_not_begun_warns_with_its_start_and_end(account: FakeAccount) -> None:
+    rows = reservation_rows(account, now=BLOCK_START - timedelta(days=3))
+
+    row = rows[BLOCK_ROW]
+    assert row.status == "WARN"
+    assert row.detail.endswith(f"{WINDOW}; its window has not begun")
+    assert row.action == "nodes can start only when it begins at 2026-06-01 11:30 UTC"
+
+
+def test_scheduled_capacity_block_warns_with_its_start_and_end(account: FakeAccount) -> None:
+    block = account.reservations[BLOCK_ID]
+    assert block is not None
+    block["State"] = "scheduled"
+    rows = reservation_rows(account, now=BLOCK_START - timedelta(days=3))
+
+    row = rows[BLOCK_ROW]
+    assert row.status == "WARN"
+    assert row.detail.endswith(
+        f"scheduled: 10 x trn1.32xlarge (10 available) in use1-az6 (us-east-1c), {WINDOW}; not active yet (scheduled)"
+    )
+    assert row.action == "nodes can start only when it becomes active at 2026-06-01 11:30 UTC"
+
+
+def test_capacity_block_inside_its_window_passes(account: FakeAccount) -> None:
+    for moment in (BLOCK_START, BLOCK_END - timedelta(seconds=1)):
+        assert reservation_rows(account, now=moment)[BLOCK_ROW].status == "PASS"
+
+
+def test_without_a_clock_the_state_alone_decides(account: FakeAccount) -> None:
+    config = example_config()
+    stubbed = stub_clients(account, config, now=BLOCK_END + timedelta(days=30))
+    facts = gather_facts(config, stubbed.clients)
+    unknown_time = dataclasses.replace(facts, checked_at=None)
+
+    assert check_reservation(config, facts, 1).status == "FAIL"
+    assert check_reservation(config, unknown_time, 1).status == "PASS"
+
+
+# --- room for an update's surge ---------------------------------------------------------------------
+
+
+def test_odcr_sized_exactly_to_max_size_warns_with_what_to_do(account: FakeAccount) -> None:
+    rows = reservation_rows(holding(account, ODCR_ID, 4))
+
+    row = rows[ODCR_ROW]
+    assert row.status == "WARN"
+    assert row.detail.endswith(
+        "; no room for an update: EKS starts up to 2 replacement nodes before stopping old ones, so at "
+        "max_size 4 an update needs 6, the reservation holds 4"
+    )
+    assert row.action == (
+        "update the node group (a launch template change, an AMI upgrade) only while at most 2 of its "
+        "nodes run: between jobs, with trainium.node_groups[0].min_size 0; or grow the reservation to 6 "
+        "instances; or lower trainium.node_groups[0].max_size to 2"
+    )
+
+
+def test_capacity_block_sized_exactly_to_max_size_warns_with_eks_advice(account: FakeAccount) -> None:
+    rows = reservation_rows(holding(account, BLOCK_ID, 8))
+
+    row = rows[BLOCK_ROW]
+    assert row.status == "WARN"
+    assert row.detail.endswith("so at max_size 8 an update needs 10, the reservation holds 8")
+    assert row.action == (
+        "update only while the group runs no nodes (EKS asks for desired size 0 when updating a Capacity "
+        "Block node group): finish the jobs, keep trainium.node_groups[1].min_size 0, let the autoscaler "
+        "scale it to 0, then deploy; or lower trainium.node_groups[1].max_size to 6"
+    )
+
+
+@pytest.mark.parametrize(("held", "status"), [(8, "WARN"), (9, "WARN"), (10, "PASS"), (11, "PASS")])
+def test_surge_room_is_max_size_plus_two(account: FakeAccount, held: int, status: str) -> None:
+    assert reservation_rows(holding(account, BLOCK_ID, held))[BLOCK_ROW].status == status
+
+
+def test_a_reservation_too_small_for_max_size_fails_without_a_surge_warning(account: FakeAccount) -> None:
+    row = reservation_rows(holding(account, BLOCK_ID, 7))[BLOCK_ROW]
+
+    assert row.status == "FAIL"
+    assert "no room for an update" not in row.detail
+
+
+def test_tiny_reservation_suggests_no_max_size_below_one(account: FakeAccount) -> None:
+    def two_nodes(data: dict[str, Any]) -> None:
+        resize(data["trainium"]["node_groups"][0], max_size=2)
+        data["training"]["nodes"] = 2
+
+    rows = reservation_rows(holding(account, ODCR_ID, 2), config_from(EXAMPLE_CONFIG, two_nodes))
+
+    row = rows[ODCR_ROW]
+    assert row.status == "WARN"
+    assert "lower trainium.node_groups[0].max_size" not in row.action
+    assert "only while at most 0 of its nodes run" in row.action
+
+
+# --- the exit code each outcome gives ---------------------------------------------------------------
+
+
+def run_cli(account: FakeAccount, stubbed_factory: Any, path: Path, now: datetime) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["--config", str(path), "--width", "400"],
+        clients_factory=stubbed_factory(account, load_config(path), now=now),
+        stdout=out,
+        stderr=err,
+    )
+    assert err.getvalue() == ""
+    return code, out.getvalue()
+
+
+CASES = {
+    # case: (exit code, status of the block's row, what the row says)
+    "warm pool": (
+        EXIT_CHECK_FAILED,
+        "FAIL",
+        "reserves 6 instances, trainium.node_groups[1].min_size keeps 7 warm nodes",
+    ),
+    "max_size": (EXIT_CHECK_FAILED, "FAIL", "reserves 6 instances, trainium.node_groups[1].max_size is 8"),
+    "ended": (EXIT_CHECK_FAILED, "FAIL", f"{WINDOW}; its window has ended: no instance can launch in it"),
+    "not begun": (EXIT_OK, "WARN", f"{WINDOW}; its window has not begun"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_reservation_input_is_one_row_with_the_exit_code_of_its_status(
+    account: FakeAccount, stubbed_factory: Any, tmp_path: Path, case: str
+) -> None:
+    exit_code, status, says = CASES[case]
+    path, now = EXAMPLE_CONFIG, NOW
+    if case in {"warm pool", "max_size"}:
+        holding(account, BLOCK_ID, 6)
+    if case == "warm pool":  # 7 warm nodes of a group that may run 8, in a block of 6
+        data = yaml.safe_load(EXAMPLE_CONFIG.read_text())
+        resize(data["trainium"]["node_groups"][1], min_size=7)
+        path = tmp_path / "warm.yaml"
+        path.write_text(yaml.safe_dump(data))
+    if case == "ended":
+        now = BLOCK_END + timedelta(hours=1)
+    if case == "not begun":
+        now = BLOCK_START - timedelta(hours=1)
+
+    code, out = run_cli(account, stubbed_factory, path, now)
+
+    assert code == exit_code
+    rows = parse_table(out)
+    row_status, detail, _ = rows["reservationtrn1-32xl-block"]
+    assert row_status == status
+    assert detail.startswith(squeezed(f"Capacity Block {BLOCK_ID}"))
+    assert squeezed(says) in detail
+    # Only that row changed.
+    assert {check: row[0] for check, row in rows.items() if row[0] != "PASS"} == {
+        "reservationtrn1-32xl-block": status
+    }
