@@ -6,8 +6,9 @@ about it is named after that identity:
 
 - the directory ``/data/datasets/<name>/<identity>``: a new version never overwrites files a
   running job reads; older versions stay until removed by hand;
-- the Job ``stage-<name>-<identity>``: a new version is a new Job (a Job's pod template is
-  immutable), and the old one is deleted with the deployment that drops it;
+- the Job ``stage-<name>-<hash>``, the hash of everything in it (the version, the claim, the
+  image): a Job's pod template is immutable, so a change is a new Job, and the old one is deleted
+  with the deployment that drops it;
 - the marker ``<directory>.staged`` beside it, written last: training pods wait for it. Next to it
   the script keeps ``.staged.failures`` (a line per failed attempt) and ``.staged.heartbeat``,
   which waiting pods read to give up within minutes of a failure (k8s_charts/scripts/run_worker.sh).
@@ -42,6 +43,7 @@ __all__ = [
     "Dataset",
     "DatasetStagingChart",
     "RemoteFile",
+    "staging_job_name",
 ]
 
 # Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
@@ -58,6 +60,7 @@ STAGING_ATTEMPTS = STAGING_BACKOFF_LIMIT + 1
 STAGING_DEADLINE_SECONDS = 6 * 3600
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_PLACEHOLDER = "stage-name-placeholder"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,17 +116,111 @@ class Dataset:
     def marker(self) -> str:
         return f"{self.directory}.staged"
 
-    @property
-    def job_name(self) -> str:
-        return f"stage-{self.name}-{self.identity}"
-
     def path(self, name: str) -> str:
         """Where the file ``name`` of this data set lands."""
         return f"{self.directory}/{name}"
 
 
+def _staging_objects(
+    scope: Construct, *, dataset: Dataset, namespace: str, claim_name: str, image: str, job_name: str
+) -> None:
+    environment = {
+        "DATASET_NAME": dataset.name,
+        "DATASET_DIR": dataset.directory,
+        "MARKER": dataset.marker,
+        "ARCHIVE_URL": dataset.archive_url or "",
+        "ARCHIVE_SHA256": dataset.archive_sha256 or "",
+    }
+    arguments = [
+        part for remote in dataset.files for part in (remote.url, remote.sha256, dataset.path(remote.name))
+    ]
+    container = k8s.Container(
+        name="stage",
+        image=image,
+        # The tag is pinned; Always only re-checks it against the registry at start.
+        image_pull_policy="Always",
+        # k8s_charts/scripts/stage_dataset.sh, with the files as its arguments.
+        command=["/bin/sh", "-c", STAGING_SCRIPT, "stage-dataset"],
+        args=arguments,
+        env=[k8s.EnvVar(name=name, value=value) for name, value in environment.items()],
+        resources=container_resources(
+            # wget | tar is I/O bound; the memory limit leaves room for the page cache of the writes.
+            requests={"cpu": "250m", "memory": "256Mi"},
+            limits={"cpu": "1", "memory": "1Gi"},
+        ),
+        # Root only to own what it writes on the (root-owned) Lustre root; no capabilities needed.
+        security_context=k8s.SecurityContext(
+            allow_privilege_escalation=False,
+            capabilities=k8s.Capabilities(drop=["ALL"]),
+            read_only_root_filesystem=True,
+        ),
+        volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
+    )
+    labels = {
+        "app.kubernetes.io/name": "dataset-staging",
+        "app.kubernetes.io/instance": job_name,
+        "trainium/dataset": dataset.name,
+    }
+    root_writer = (
+        "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
+        "with no capabilities, no privilege escalation and a read-only root file system"
+    )
+    k8s.KubeJob(
+        scope,
+        "Job",
+        metadata=k8s.ObjectMeta(
+            name=job_name,
+            namespace=namespace,
+            labels=labels,
+            annotations=policy_exceptions({"CKV_K8S_23": root_writer, "CKV_K8S_40": root_writer}),
+        ),
+        spec=k8s.JobSpec(
+            backoff_limit=STAGING_BACKOFF_LIMIT,
+            active_deadline_seconds=STAGING_DEADLINE_SECONDS,
+            # No ttlSecondsAfterFinished: the finished Job stays as the record that staging ran.
+            template=k8s.PodTemplateSpec(
+                metadata=k8s.ObjectMeta(labels=labels),
+                spec=k8s.PodSpec(
+                    restart_policy="Never",
+                    automount_service_account_token=False,
+                    enable_service_links=False,
+                    security_context=k8s.PodSecurityContext(
+                        seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+                    ),
+                    containers=[container],
+                    volumes=[
+                        k8s.Volume(
+                            name="data",
+                            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+                                claim_name=claim_name
+                            ),
+                        )
+                    ],
+                ),
+            ),
+        ),
+    )
+    # The job only downloads; nothing has a reason to connect to it.
+    deny_ingress(scope, name=job_name, namespace=namespace, pod_labels=labels)
+
+
+def staging_job_name(dataset: Dataset, *, namespace: str, claim_name: str, image: str = DEFAULT_IMAGE) -> str:
+    """``stage-<name>-<hash>``: eight hex digits of a hash of everything the Job would hold.
+
+    A Job's pod template is immutable, so anything that changes it (the data set, the claim of a
+    replaced file system, the image, the script) makes a new Job.
+    """
+    chart = cdk8s.Chart(cdk8s.App(), "identity")
+    _staging_objects(
+        chart, dataset=dataset, namespace=namespace, claim_name=claim_name, image=image, job_name=_PLACEHOLDER
+    )
+    [job] = [manifest for manifest in chart.to_json() if manifest["kind"] == "Job"]
+    digest = hashlib.sha256(json.dumps(job["spec"], sort_keys=True).encode()).hexdigest()[:8]
+    return f"stage-{dataset.name}-{digest}"
+
+
 class DatasetStagingChart(cdk8s.Chart):
-    """The Job ``stage-<name>-<identity>`` that stages ``dataset`` onto the claim at ``/data``."""
+    """The Job ``stage-<name>-<hash>`` that stages ``dataset`` onto the claim at ``/data``."""
 
     def __init__(
         self,
@@ -139,83 +236,12 @@ class DatasetStagingChart(cdk8s.Chart):
         problem = pinned_image_problem(image)
         if problem is not None:
             raise ValueError(problem)
-        environment = {
-            "DATASET_NAME": dataset.name,
-            "DATASET_DIR": dataset.directory,
-            "MARKER": dataset.marker,
-            "ARCHIVE_URL": dataset.archive_url or "",
-            "ARCHIVE_SHA256": dataset.archive_sha256 or "",
-        }
-        arguments = [
-            part
-            for remote in dataset.files
-            for part in (remote.url, remote.sha256, dataset.path(remote.name))
-        ]
-        container = k8s.Container(
-            name="stage",
-            image=image,
-            # The tag is pinned; Always only re-checks it against the registry at start.
-            image_pull_policy="Always",
-            # k8s_charts/scripts/stage_dataset.sh, with the files as its arguments.
-            command=["/bin/sh", "-c", STAGING_SCRIPT, "stage-dataset"],
-            args=arguments,
-            env=[k8s.EnvVar(name=name, value=value) for name, value in environment.items()],
-            resources=container_resources(
-                # wget | tar is I/O bound; the memory limit leaves room for the page cache of the writes.
-                requests={"cpu": "250m", "memory": "256Mi"},
-                limits={"cpu": "1", "memory": "1Gi"},
-            ),
-            # Root only to own what it writes on the (root-owned) Lustre root; no capabilities needed.
-            security_context=k8s.SecurityContext(
-                allow_privilege_escalation=False,
-                capabilities=k8s.Capabilities(drop=["ALL"]),
-                read_only_root_filesystem=True,
-            ),
-            volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
-        )
-        labels = {
-            "app.kubernetes.io/name": "dataset-staging",
-            "app.kubernetes.io/instance": dataset.job_name,
-            "trainium/dataset": dataset.name,
-        }
-        root_writer = (
-            "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
-            "with no capabilities, no privilege escalation and a read-only root file system"
-        )
-        k8s.KubeJob(
+        self.job_name = staging_job_name(dataset, namespace=namespace, claim_name=claim_name, image=image)
+        _staging_objects(
             self,
-            "Job",
-            metadata=k8s.ObjectMeta(
-                name=dataset.job_name,
-                namespace=namespace,
-                labels=labels,
-                annotations=policy_exceptions({"CKV_K8S_23": root_writer, "CKV_K8S_40": root_writer}),
-            ),
-            spec=k8s.JobSpec(
-                backoff_limit=STAGING_BACKOFF_LIMIT,
-                active_deadline_seconds=STAGING_DEADLINE_SECONDS,
-                # No ttlSecondsAfterFinished: the finished Job stays as the record that staging ran.
-                template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=labels),
-                    spec=k8s.PodSpec(
-                        restart_policy="Never",
-                        automount_service_account_token=False,
-                        enable_service_links=False,
-                        security_context=k8s.PodSecurityContext(
-                            seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
-                        ),
-                        containers=[container],
-                        volumes=[
-                            k8s.Volume(
-                                name="data",
-                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
-                                    claim_name=claim_name
-                                ),
-                            )
-                        ],
-                    ),
-                ),
-            ),
+            dataset=dataset,
+            namespace=namespace,
+            claim_name=claim_name,
+            image=image,
+            job_name=self.job_name,
         )
-        # The job only downloads; nothing has a reason to connect to it.
-        deny_ingress(self, name=dataset.job_name, namespace=namespace, pod_labels=labels)

@@ -34,7 +34,7 @@ from cluster_facts.kubernetes_plan import (
     ReadinessGate,
 )
 from cluster_facts.versions import VOLCANO_CHART_REPOSITORY, VOLCANO_CHART_VERSION
-from k8s_charts.dataset_staging import Dataset, DatasetStagingChart
+from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fsx_storage import FsxStorageChart
@@ -206,7 +206,9 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     claim_name=file_system.claim_name,
                 ),
                 after=("fsx-storage",),
-                identity=dataset.identity,
+                identity=staging_job_name(
+                    dataset, namespace=namespace, claim_name=file_system.claim_name
+                ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets
         ),

@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from k8s_charts.dataset_staging import (
     Dataset,
     DatasetStagingChart,
     RemoteFile,
+    staging_job_name,
 )
 from tests.k8s.expansion import container_environment, expanded_command
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
@@ -63,7 +65,8 @@ def container(job: Manifest) -> dict[str, Any]:
 def test_a_data_set_version_is_one_job_named_after_its_identity() -> None:
     job = only(staging(), "Job")
     assert job["apiVersion"] == "batch/v1"
-    assert job["metadata"]["name"] == f"stage-corpus-{DATASET.identity}"
+    assert re.fullmatch(r"stage-corpus-[0-9a-f]{8}", job["metadata"]["name"])
+    assert job["metadata"]["name"] == staging_job_name(DATASET, namespace="training", claim_name="fsx-abc123")
     assert DATASET.directory == f"/data/datasets/corpus/{DATASET.identity}"
     assert DATASET.marker == f"{DATASET.directory}.staged"
 
@@ -82,6 +85,14 @@ def test_a_changed_data_set_is_a_new_version_in_a_new_directory(change: dict[str
     assert changed.identity != DATASET.identity
     assert changed.directory != DATASET.directory
     assert only(staging(changed), "Job")["metadata"]["name"] != only(staging(), "Job")["metadata"]["name"]
+
+
+def test_a_replaced_file_system_is_a_new_staging_job() -> None:
+    # The pod template names the claim, and a Job's template is immutable.
+    assert (
+        only(staging(claim_name="fsx-def456"), "Job")["metadata"]["name"]
+        != only(staging(), "Job")["metadata"]["name"]
+    )
 
 
 def test_the_job_retries_a_few_times_and_is_bounded_in_time() -> None:

@@ -1,0 +1,207 @@
+"""A second deployment with a changed configuration: every update is one Kubernetes and Volcano accept.
+
+Pairs of configurations (deployed, changed) go through the real plan; tests/update_rules.py replays
+what CloudFormation and the kubectl handler do with each custom resource and object, under the
+API's own rules. The file system's id follows its generation, as CloudFormation's replacement does.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from config import parse_config
+from stacks.kubernetes_values import file_system_generation, file_system_values, kubernetes_plan
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
+from tests.update_rules import refused_update, update_problems
+from tests.yaml_edits import with_change
+
+
+def data(path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    return loaded
+
+
+def deployed_plan(config_data: dict[str, Any]) -> KubernetesLayerPlan:
+    """The plan as the stack applies it; the file system's id changes only when it is replaced."""
+    config = parse_config(config_data)
+    generation = file_system_generation(config)
+    return kubernetes_plan(
+        config,
+        file_system=file_system_values(
+            config,
+            file_system_id=f"fs-{generation}",
+            dns_name=f"fs-{generation}.fsx.us-west-2.amazonaws.com",
+            mount_name=f"m{generation}",
+        ),
+    )
+
+
+def training_on(config_data: dict[str, Any]) -> dict[str, Any]:
+    return with_change(config_data, "training.enabled", True)
+
+
+DEFAULT_ON = training_on(data(DEFAULT_CONFIG))
+EXAMPLE = data(EXAMPLE_CONFIG)
+CHANGES = {
+    "new training parameters": (DEFAULT_ON, with_change(DEFAULT_ON, "training.batch_size", 8)),
+    "another image": (
+        DEFAULT_ON,
+        with_change(
+            DEFAULT_ON,
+            "training.image",
+            "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.2-ubuntu24.04",
+        ),
+    ),
+    "more nodes": (with_change(EXAMPLE, "training.nodes", 2), EXAMPLE),
+    "fewer nodes": (EXAMPLE, with_change(EXAMPLE, "training.nodes", 2)),
+    "a larger file system": (DEFAULT_ON, with_change(DEFAULT_ON, "fsx.storage_capacity_gib", 2400)),
+    "another file-system deployment type": (
+        DEFAULT_ON,
+        with_change(
+            with_change(DEFAULT_ON, "fsx.deployment_type", "SCRATCH_2"), "fsx.throughput_mib_per_tib", ...
+        ),
+    ),
+    "training switched on": (data(DEFAULT_CONFIG), DEFAULT_ON),
+    "training switched off": (DEFAULT_ON, data(DEFAULT_CONFIG)),
+    "another cacheset and precompile length": (
+        EXAMPLE,
+        with_change(with_change(EXAMPLE, "training.cacheset", "bert-b"), "training.precompile_steps", 20),
+    ),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_changed_configuration_deploys(change: str) -> None:
+    before, after = CHANGES[change]
+    assert update_problems(deployed_plan(before), deployed_plan(after)) == []
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_and_so_does_changing_it_back(change: str) -> None:
+    before, after = CHANGES[change]
+    assert update_problems(deployed_plan(after), deployed_plan(before)) == []
+
+
+def test_an_unchanged_configuration_changes_nothing() -> None:
+    plan = deployed_plan(EXAMPLE)
+    assert update_problems(plan, deployed_plan(copy.deepcopy(EXAMPLE))) == []
+    assert [step.name for step in plan] == [step.name for step in deployed_plan(EXAMPLE)]
+
+
+def test_a_changed_run_is_a_new_resource_and_a_new_job() -> None:
+    before, after = CHANGES["new training parameters"]
+    old, new = deployed_plan(before).step("run-bert-large"), deployed_plan(after).step("run-bert-large")
+    assert isinstance(old, ManifestSet) and isinstance(new, ManifestSet)
+    assert old.identity != new.identity
+    assert old.manifests[0]["metadata"]["name"] != new.manifests[0]["metadata"]["name"]
+
+
+def test_a_replaced_file_system_gets_a_new_volume_and_claim_and_its_runs_follow() -> None:
+    before, after = CHANGES["another file-system deployment type"]
+    old, new = deployed_plan(before), deployed_plan(after)
+    old_storage, new_storage = old.step("fsx-storage"), new.step("fsx-storage")
+    assert isinstance(old_storage, ManifestSet) and isinstance(new_storage, ManifestSet)
+    assert {m["metadata"]["name"] for m in old_storage.manifests}.isdisjoint(
+        m["metadata"]["name"] for m in new_storage.manifests
+    )
+    assert old.step("run-bert-large").identity != new.step("run-bert-large").identity  # type: ignore[union-attr]
+
+
+# --- The rules themselves, shown refusing what the previous design did --------------------------
+
+
+def volcano_job(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "bert-train", "namespace": "training"},
+        "spec": {
+            "minAvailable": 2,
+            "queue": "test",
+            "tasks": [{"name": "worker", "replicas": 2, "template": {}}],
+            **spec,
+        },
+    }
+
+
+def test_volcano_refuses_any_job_change_but_the_sizes() -> None:
+    old = volcano_job()
+    assert refused_update(old, volcano_job(queue="other")) != []
+    resized = volcano_job(minAvailable=3, tasks=[{"name": "worker", "replicas": 3, "template": {}}])
+    assert refused_update(old, resized) == []
+
+
+def test_a_fixed_job_name_with_changed_parameters_is_caught() -> None:
+    # The previous design: one step, one fixed name, parameters in the spec.
+    def plan(batch: str) -> KubernetesLayerPlan:
+        job = volcano_job(tasks=[{"name": "worker", "replicas": 2, "template": {"spec": {"args": [batch]}}}])
+        return KubernetesLayerPlan.of([ManifestSet(name="bert-train", manifests=(job,))])
+
+    [problem] = update_problems(plan("--batch_size 16"), plan("--batch_size 8"))
+    assert "Volcano refuses a Job update" in problem
+
+
+def test_a_claim_that_follows_the_file_system_size_is_caught() -> None:
+    def claim(size: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "fsx-claim", "namespace": "training"},
+            "spec": {"storageClassName": "", "resources": {"requests": {"storage": size}}},
+        }
+
+    assert refused_update(claim("1200Gi"), claim("2400Gi")) == [
+        "spec.resources of a claim without an expandable StorageClass is immutable"
+    ]
+
+
+def test_a_volume_whose_source_changes_is_caught_and_its_capacity_is_not() -> None:
+    def volume(handle: str, size: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "fsx-pv"},
+            "spec": {
+                "capacity": {"storage": size},
+                "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": handle},
+            },
+        }
+
+    assert refused_update(volume("fs-1", "1200Gi"), volume("fs-1", "2400Gi")) == []
+    assert refused_update(volume("fs-1", "1200Gi"), volume("fs-2", "1200Gi")) == [
+        "spec.csi of a PersistentVolume is immutable"
+    ]
+
+
+def test_a_batch_job_template_change_is_caught() -> None:
+    def job(image: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "bert-data-staging", "namespace": "training"},
+            "spec": {"backoffLimit": 3, "template": {"spec": {"containers": [{"image": image}]}}},
+        }
+
+    assert refused_update(job("a.io/x:1"), job("a.io/x:2")) == ["spec.template of a Job is immutable"]
+
+
+def test_objects_left_behind_or_deleted_by_a_replaced_resource_are_caught() -> None:
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "p", "namespace": "n"},
+    }
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "n"}, "spec": {}}
+    before = KubernetesLayerPlan.of([ManifestSet(name="s", manifests=(policy, job))])
+    # Dropped from a kept resource: a Job is pruned, a NetworkPolicy is not.
+    [left] = update_problems(before, KubernetesLayerPlan.of([ManifestSet(name="s", manifests=())]))
+    assert "left behind" in left and "NetworkPolicy" in left
+    # Moved to a new resource while the old one is deleted: the deletion removes it.
+    moved = KubernetesLayerPlan.of([ManifestSet(name="s", identity="2", manifests=(job,))])
+    assert any("deletes Job n/j" in problem for problem in update_problems(before, moved))

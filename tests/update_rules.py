@@ -1,0 +1,207 @@
+"""What a second deployment does to the Kubernetes layer, and what Kubernetes and Volcano refuse.
+
+Each applied step of the plan is one custom resource, keyed by its construct id (step name and
+identity; constructs_trn/kubernetes_layer.py). Between two deployments, CloudFormation
+
+- updates a custom resource whose id is in both: the kubectl handler runs ``kubectl apply --prune``
+  on its new manifest, which updates the objects it still holds and deletes, among those it no
+  longer holds, the ones of kinds in kubectl's default prune allowlist;
+- creates a custom resource whose id is new: ``kubectl apply`` (overwrite), an update for objects
+  that exist already;
+- deletes, after all of that, a custom resource whose id is gone: ``kubectl delete`` of its last
+  manifest, whatever other resource now holds the same objects.
+
+``update_problems`` lists every step of that the API server or an admission webhook would refuse,
+and every object that would be left behind or deleted by mistake. The rules are the API's own:
+
+- Volcano Job (volcano v1.15.1, pkg/webhooks/admission/jobs/validate/admit_job.go,
+  validateJobUpdate): only minAvailable, tasks[*].replicas, tasks[*].minAvailable and
+  priorityClassName may change;
+- batch/v1 Job: spec.template, spec.selector, spec.completionMode, spec.podFailurePolicy are
+  immutable (kubernetes pkg/apis/batch/validation, ValidateJobSpecUpdate);
+- PersistentVolume: the volume source, volumeMode and nodeAffinity are immutable
+  (pkg/apis/core/validation, ValidatePersistentVolumeUpdate); capacity may change;
+- PersistentVolumeClaim: the spec is immutable but for resources.requests, which may grow only for
+  a claim of an expandable StorageClass (never ``storageClassName: ""``), and
+  volumeAttributesClassName (ValidatePersistentVolumeClaimUpdate);
+- Deployment, DaemonSet, StatefulSet: spec.selector is immutable (apps validation);
+- Service: spec.clusterIP(s) once set; RoleBinding and ClusterRoleBinding: roleRef.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+
+__all__ = ["PRUNABLE_KINDS", "ObjectKey", "refused_update", "update_problems"]
+
+Manifest = Mapping[str, Any]
+Spec = Mapping[str, Any]
+
+# kubectl apply --prune's default allowlist (kubectl/pkg/cmd/apply/prune.go, defaultNamespacedPruneResources
+# and defaultNonNamespacedPruneResources): custom resources, RBAC and NetworkPolicies are not pruned.
+PRUNABLE_KINDS = {
+    ("v1", "ConfigMap"),
+    ("v1", "Endpoints"),
+    ("v1", "Namespace"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "PersistentVolume"),
+    ("v1", "Pod"),
+    ("v1", "ReplicationController"),
+    ("v1", "Secret"),
+    ("v1", "Service"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("networking.k8s.io/v1", "Ingress"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet"),
+}
+
+
+@dataclass(frozen=True, order=True)
+class ObjectKey:
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @staticmethod
+    def of(manifest: Manifest) -> ObjectKey:
+        metadata = manifest["metadata"]
+        return ObjectKey(
+            manifest["apiVersion"], manifest["kind"], metadata.get("namespace", ""), metadata["name"]
+        )
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+def _resources(plan: KubernetesLayerPlan) -> dict[str, dict[ObjectKey, Manifest]]:
+    """Applied manifest sets by construct id, each with its objects by key."""
+    found: dict[str, dict[ObjectKey, Manifest]] = {}
+    for step in plan.applied():
+        if isinstance(step, ManifestSet):
+            construct_id = f"{step.name}-{step.identity}" if step.identity else step.name
+            found[construct_id] = {ObjectKey.of(manifest): manifest for manifest in step.manifests}
+    return found
+
+
+def _without(spec: Mapping[str, Any], *paths: str) -> Any:
+    """``spec`` with the dotted ``paths`` removed; ``tasks[*].x`` removes x from every task."""
+    copied = copy.deepcopy(dict(spec))
+    for path in paths:
+        head, _, rest = path.partition(".")
+        if head.endswith("[*]"):
+            for item in copied.get(head[:-3], []):
+                item.pop(rest, None)
+        else:
+            copied.pop(head, None)
+    return copied
+
+
+def _changed(old: Spec, new: Spec, *fields: str) -> list[str]:
+    return [field for field in fields if old.get(field) != new.get(field)]
+
+
+def _volcano_job(before: Spec, after: Spec) -> list[str]:
+    mutable = ("minAvailable", "priorityClassName", "tasks[*].replicas", "tasks[*].minAvailable")
+    if _without(before, *mutable) != _without(after, *mutable):
+        return [
+            "Volcano refuses a Job update other than minAvailable, tasks[*].replicas and priorityClassName"
+        ]
+    return []
+
+
+def _batch_job(before: Spec, after: Spec) -> list[str]:
+    fields = _changed(before, after, "template", "selector", "completionMode", "podFailurePolicy")
+    return [f"spec.{field} of a Job is immutable" for field in fields]
+
+
+# A PersistentVolume's fields that may change; everything else in its spec (the volume source:
+# csi, nfs, ...; volumeMode; nodeAffinity) may not.
+_PV_MUTABLE = {
+    "capacity",
+    "accessModes",
+    "claimRef",
+    "mountOptions",
+    "persistentVolumeReclaimPolicy",
+    "storageClassName",
+    "volumeAttributesClassName",
+}
+
+
+def _persistent_volume(before: Spec, after: Spec) -> list[str]:
+    fields = _changed(before, after, *sorted((set(before) | set(after)) - _PV_MUTABLE))
+    return [f"spec.{field} of a PersistentVolume is immutable" for field in fields]
+
+
+def _claim(before: Spec, after: Spec) -> list[str]:
+    fields = _changed(before, after, *sorted((set(before) | set(after)) - {"volumeAttributesClassName"}))
+    return [f"spec.{field} of a claim without an expandable StorageClass is immutable" for field in fields]
+
+
+def _workload(before: Spec, after: Spec) -> list[str]:
+    return [f"spec.{field} is immutable" for field in _changed(before, after, "selector")]
+
+
+def _service(before: Spec, after: Spec) -> list[str]:
+    fields = _changed(before, after, "clusterIP", "clusterIPs")
+    return [f"spec.{field} of a Service is immutable" for field in fields if before.get(field) is not None]
+
+
+_SPEC_RULES: dict[tuple[str, str], Callable[[Spec, Spec], list[str]]] = {
+    ("batch.volcano.sh/v1alpha1", "Job"): _volcano_job,
+    ("batch/v1", "Job"): _batch_job,
+    ("v1", "PersistentVolume"): _persistent_volume,
+    ("v1", "PersistentVolumeClaim"): _claim,
+    ("apps/v1", "Deployment"): _workload,
+    ("apps/v1", "DaemonSet"): _workload,
+    ("apps/v1", "StatefulSet"): _workload,
+    ("v1", "Service"): _service,
+}
+
+
+def refused_update(old: Manifest, new: Manifest) -> list[str]:
+    """Why the API server or Volcano's webhook would refuse updating ``old`` into ``new``."""
+    if new["kind"] in ("RoleBinding", "ClusterRoleBinding") and old.get("roleRef") != new.get("roleRef"):
+        return [f"roleRef of a {new['kind']} is immutable"]
+    rule = _SPEC_RULES.get((new["apiVersion"], new["kind"]))
+    return rule(old.get("spec", {}), new.get("spec", {})) if rule else []
+
+
+def update_problems(before: KubernetesLayerPlan, after: KubernetesLayerPlan) -> list[str]:
+    """Everything the second deployment (``before`` deployed, ``after`` deploying) would get wrong."""
+    old, new = _resources(before), _resources(after)
+    problems: list[str] = []
+    live = {key: manifest for objects in old.values() for key, manifest in objects.items()}
+    for construct_id, objects in new.items():
+        for key, manifest in objects.items():
+            if key in live:
+                problems += [
+                    f"{construct_id}: {key}: {reason}" for reason in refused_update(live[key], manifest)
+                ]
+        for key in old.get(construct_id, {}).keys() - objects.keys():
+            if (key.api_version, key.kind) not in PRUNABLE_KINDS:
+                problems.append(
+                    f"{construct_id}: {key} is dropped but kubectl does not prune a {key.kind}: left behind"
+                )
+    held_after = {key for objects in new.values() for key in objects}
+    for construct_id in old.keys() - new.keys():
+        for key in old[construct_id]:
+            if key in held_after:
+                problems.append(
+                    f"{construct_id}: deleting the old resource deletes {key}, which the new deployment holds"
+                )
+    return problems
+
+
+def objects(plan: KubernetesLayerPlan) -> Iterator[ObjectKey]:
+    for resource in _resources(plan).values():
+        yield from resource
