@@ -15,6 +15,8 @@ STACK ?= TrainiumStack
 PIPELINE ?=
 # Set WRITE=1 for `make preflight` to rewrite the configuration's zone names from the resolved zone ids.
 WRITE ?=
+# Where `make synth` writes the cloud assembly and the review files (cdk.json's "output").
+OUT ?= cdk.out
 
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
@@ -34,21 +36,15 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy preflight lint test snapshot bench crds clean
+.PHONY: help setup synth diff deploy destroy preflight lint test snapshot bench crds clean
 
-help:
-	@echo "make synth [CONFIG=file]   set up (first run only) and synthesize the app into cdk.out/"
-	@echo "make synth PIPELINE=file   synthesize TrainiumPipeline and its stages from a pipeline file"
-	@echo "make test                  set up (first run only), lint, and run the tests and policy checks"
-	@echo "make lint                  ruff (style and errors) and mypy (types)"
-	@echo "make preflight CONFIG=f    check capacity, quotas and zones in the AWS account [WRITE=1]"
-	@echo "make diff|deploy CONFIG=f  cdk diff / cdk deploy $(STACK) against a real account"
-	@echo "make snapshot              rewrite the reviewed template snapshot after an intended change"
-	@echo "make bench                 time cdk synth of this app against an empty CDK app"
-	@echo "make crds                  regenerate the typed Volcano classes (k8s_charts/imports/) from"
-	@echo "                           tests/schemas/volcano-<VOLCANO_CHART_VERSION>/ with the pinned cdk8s-cli"
+# Every target carries a `## what it does` comment: `make help` prints them, so none is left out
+# (tests/test_makefile.py checks that every .PHONY target has one).
+help: ## list the targets and what each does
+	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "make %-10s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
+	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) OUT=$(OUT)"
 
-setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP)
+setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/
 
 $(PY_STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,38 +67,54 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $@
 
-synth: setup
-	$(CDK) synth --quiet -c config=$(CONFIG) $(if $(PIPELINE),-c pipeline=$(PIPELINE))
+# What synth, diff, deploy and destroy need: Python, Node.js and the pinned CLI (not checkov,
+# which only the tests run).
+CDK_DEPS := $(PY_STAMP) $(NODE_STAMP)
+# `cdk synth` never deletes: a pipeline synth would leave the last plain synth's TrainiumStack
+# template, summary and k8s/ beside the stages, and a plain synth the stage assemblies. Everything
+# in $(OUT) but the staged assets (content-addressed: a later synth reuses them) goes first.
+CLEAR_OUT := find $(OUT) -mindepth 1 -maxdepth 1 ! -name 'asset.*' -exec rm -rf {} +
 
-diff deploy: setup
-	$(CDK) $@ $(STACK) -c config=$(CONFIG)
+synth: $(CDK_DEPS) ## synthesize TrainiumStack [CONFIG=file], or TrainiumPipeline [PIPELINE=file], into cdk.out/
+	mkdir -p $(OUT) && $(CLEAR_OUT)
+	$(CDK) synth --quiet --output $(OUT) -c config=$(CONFIG) $(if $(PIPELINE),-c pipeline=$(PIPELINE))
+	@$(BIN)/python tools/synth_report.py $(OUT)
 
-preflight: setup
+diff: $(CDK_DEPS) ## cdk diff TrainiumStack [CONFIG=file] against the deployed stack (needs credentials)
+	$(CDK) diff $(STACK) -c config=$(CONFIG)
+
+deploy: $(CDK_DEPS) ## cdk deploy TrainiumStack [CONFIG=file] (needs credentials)
+	$(CDK) deploy $(STACK) -c config=$(CONFIG)
+
+destroy: $(CDK_DEPS) ## cdk destroy TrainiumStack [CONFIG=file]; asks first; retained FSx and ECR stay
+	$(CDK) destroy $(STACK) -c config=$(CONFIG)
+
+preflight: $(PY_STAMP) ## check zones, offerings, quotas and reservations in the account [CONFIG=file WRITE=1]
 	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
 
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
 SCRIPTS := $(sort $(wildcard */scripts/*.sh))
 
-lint: setup
+lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scripts/*.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/shellcheck --severity=style $(SCRIPTS)
 
-test: lint
+test: setup lint ## lint, then every test and policy check (pytest; about 1.5 minutes)
 	$(BIN)/python -m pytest
 
-snapshot: setup
+snapshot: setup ## rewrite tests/snapshots/ after an intended template change (review the diff)
 	UPDATE_SNAPSHOTS=1 $(BIN)/python -m pytest tests/test_snapshot.py
 
-bench: setup
+bench: $(CDK_DEPS) ## time cdk synth of this app against an empty CDK app [CONFIG=file]
 	$(BIN)/python tools/bench.py --cdk $(CDK) --config $(CONFIG)
 
 # The typed Volcano Job, Queue and PodGroup classes: `cdk8s import` of the CRD schemas of the chart
 # release in cluster_facts/versions.py. The output is committed; a test fails when it is stale.
-crds: $(NODE_STAMP)
+crds: $(NODE_STAMP) ## regenerate the typed Volcano classes (k8s_charts/imports/) from the kept CRD schemas
 	$(BIN)/python -m tools.import_crds --cdk8s node_modules/.bin/cdk8s
 	$(COMPILE_IMPORTS)
 
-clean:
-	rm -rf cdk.out .pytest_cache
+clean: ## remove cdk.out/ and the test cache (the installs stay)
+	rm -rf $(OUT) .pytest_cache

@@ -164,7 +164,9 @@ def write_review_files(
         artifact = assembly.get_stack_artifact(stack.artifact_id)
         write_summary(
             stack.config,
-            stack_name=artifact.display_name.replace("/", "-"),
+            # The deployed stack's name: TrainiumStack, or Dev-TrainiumStack in a pipeline stage
+            # (display_name would give "Dev/TrainiumStack (Dev-TrainiumStack)").
+            stack_name=artifact.stack_name,
             template=artifact.template,
             directory=outdir / SUMMARY_DIR,
         )

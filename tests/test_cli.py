@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, Synthesized
 from tests.guardrails.reports import plugin_report
+from tools.synth_report import describe
 
 CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 
@@ -90,6 +91,19 @@ def test_synth_writes_each_chart_as_yaml(
     written = sorted(path.name for path in (output / "k8s").glob("*.yaml"))
     manifest_sets = default_stack.stack.kubernetes_plan.manifest_sets()
     assert written == sorted(f"{step.name}.yaml" for step in manifest_sets)
+
+
+def test_synth_writes_a_summary_and_reports_what_it_wrote(
+    cli_synth: tuple[subprocess.CompletedProcess[str], Path], default_stack: Synthesized
+) -> None:
+    """The line `make synth` ends with (tools/synth_report.py), on the real CLI's output."""
+    _, output = cli_synth
+    assert sorted(path.name for path in (output / "summary").iterdir()) == ["TrainiumStack.md"]
+    charts = len(default_stack.stack.kubernetes_plan.manifest_sets())
+    assert describe(output) == (
+        f"wrote {output}/: TrainiumStack.template.json, {charts} charts in {output}/k8s/, "
+        f"summary in {output}/summary/TrainiumStack.md"
+    )
 
 
 def test_cli_template_equals_the_in_process_template(

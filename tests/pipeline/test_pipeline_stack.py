@@ -41,6 +41,7 @@ from tests.guardrails.reports import (
     violation_ids,
 )
 from tests.test_cli import cdk_synth, without_metadata
+from tools.synth_report import describe
 
 PIPELINE_FILE = "config/pipeline.example.yaml"
 
@@ -469,6 +470,22 @@ def test_the_cli_synthesizes_the_pipeline_and_its_stages_offline(
         "pipeline mode builds no plain TrainiumStack"
     )
     assert not (output / "k8s").exists()
+
+
+def test_the_cli_writes_one_summary_per_stage_named_by_its_stack(
+    cli_synth: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, output = cli_synth
+    stages = ("Dev", "Staging", "ProdUsEast1", "ProdUsWest2")
+    assert sorted(path.name for path in (output / "summary").iterdir()) == sorted(
+        f"{stage}-TrainiumStack.md" for stage in stages
+    )
+    assert describe(output) == (
+        f"wrote {output}/: TrainiumPipeline.template.json, "
+        "cross-region-stack-444444444444_us-east-1.template.json, "
+        f"4 stages in {', '.join(f'assembly-{stage}/' for stage in stages)}, "
+        f"4 summaries in {output}/summary/"
+    )
 
 
 def test_the_cli_templates_equal_the_in_process_ones(
