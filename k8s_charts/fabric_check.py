@@ -1,0 +1,343 @@
+"""The fabric check: prove that a Trainium node group's collectives run over EFA at EFA speed.
+
+A node can advertise its EFA interfaces and still run collectives over TCP, at a fraction of the
+speed and with no error (a missing security-group rule, a wrong libfabric provider, a pod that
+does not request the interfaces). This chart renders a Volcano Job, ``fabric-check-<group>``, in
+the shape of the multi-node nccom-test run of the Neuron documentation and of EKS's own Neuron
+tests (aws-k8s-tester: a launcher and one SSH-serving worker per node):
+
+- task ``worker``: one pod per node of the group (``nodes`` replicas, each requesting every Neuron
+  device and every EFA interface of its node, so no two share a node), serving SSH
+  (k8s_charts/scripts/fabric_check_worker.sh);
+- task ``launcher``: one small pod on the same node group, which waits for the workers and runs
+  ``nccom-test allr -N <nodes>`` across them (nccom-test starts the ranks through mpirun over
+  SSH), then judges the output (k8s_charts/scripts/fabric_check_launcher.sh and
+  fabric_verdict.py) and exits 0 (PASS) or 1 (FAIL);
+- Volcano's ``ssh`` plugin gives every pod the job's key pair, ``svc`` the workers' DNS names,
+  and the launcher's policies end the job: ``Completed`` when the check passed, ``Terminated``
+  when it failed (the failed launcher pod and its log are kept). The verdict line is also the
+  launcher container's termination message (``kubectl describe pod``);
+- a NetworkPolicy admitting the check's pods to each other (SSH, mpirun, the Neuron runtime's
+  bootstrap and nccom-test's data collector use dynamic TCP ports on the pod network).
+
+The job is gang-scheduled (``minAvailable``: every worker and the launcher) on the given queue.
+It is rendered for ``kubectl apply`` on demand; docs/fabric-check.md says how to run and read it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import cdk8s
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NEURON_TAINT_KEY, NODE_GROUP_LABEL
+from cluster_facts.script_files import script_body, script_text
+from k8s_charts.policy_exceptions import policy_exceptions
+
+__all__ = [
+    "DATA_COLLECTOR_PORT",
+    "DEFAULT_MESSAGE_BYTES",
+    "DEFAULT_THRESHOLD",
+    "LAUNCHER_SCRIPT",
+    "LAUNCHER_TASK",
+    "ROOT_COMM_PORT",
+    "RUN_TIMEOUT_SECONDS",
+    "VERDICT_PROGRAM",
+    "WAIT_TIMEOUT_SECONDS",
+    "WORKER_SCRIPT",
+    "WORKER_TASK",
+    "FabricCheckChart",
+    "fabric_check_labels",
+    "job_name",
+]
+
+DEFAULT_THRESHOLD = 0.25
+"""Fraction of the instance type's EFA bandwidth the all-reduce bus bandwidth must reach.
+
+The Neuron nccom-test user guide's two-node trn1.32xlarge all-reduce reaches 47.09 GiB/s at 1 GiB
+(404.5 Gbps, 0.51 of 800 Gbps): 0.25 leaves that a 2x margin. A TCP fallback runs over the pod's
+one ENA interface, whose network card carries 1/8 (trn1.32xlarge) or 1/16 (trn1n, trn2) of the
+instance's bandwidth, and a single TCP flow is capped at 10 Gbps even in a cluster placement
+group; it cannot reach 0.25. For trn1n and trn2 no published multi-node figure was found: there
+0.25 is a conservative guess. docs/fabric-check.md has the derivation.
+"""
+DEFAULT_MESSAGE_BYTES = 1024**3
+"""The largest all-reduce, judged by the verdict (1 GiB: bandwidth-bound, as in the user guide)."""
+# The sweep runs from a 16th of it in x2 steps: five rows, enough to see the curve flatten.
+_SIZE_STEPS = 16
+
+LAUNCHER_TASK = "launcher"
+WORKER_TASK = "worker"
+# nccom-test's multi-node settings, as in the aws-k8s-tester Neuron manifest.
+ROOT_COMM_PORT = 63182
+DATA_COLLECTOR_PORT = 60006  # nccom-test's default
+_SSH_PORT = 22  # mpirun's ssh dials the default port; the launcher waits for it
+WAIT_TIMEOUT_SECONDS = 20 * 60
+"""How long the launcher waits for every worker's sshd (the first pull of the image is long)."""
+RUN_TIMEOUT_SECONDS = 30 * 60
+"""How long nccom-test may run (it compiles a NEFF per size before timing it)."""
+# Backstop for every pod: the launcher ends the job well before this.
+_ACTIVE_DEADLINE_SECONDS = WAIT_TIMEOUT_SECONDS + RUN_TIMEOUT_SECONDS + 10 * 60
+
+_NODE_GROUP_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
+
+WORKER_SCRIPT = script_body("k8s_charts", "fabric_check_worker.sh")
+LAUNCHER_SCRIPT = script_body("k8s_charts", "fabric_check_launcher.sh")
+# The whole Python module (docstring included): python3 -c runs it as __main__.
+VERDICT_PROGRAM = script_text("k8s_charts", "fabric_verdict.py")
+
+
+def job_name(node_group: str) -> str:
+    """``fabric-check-<node_group>``: also the name of the plan step and of its YAML file."""
+    return f"fabric-check-{node_group}"
+
+
+def fabric_check_labels(node_group: str) -> dict[str, str]:
+    """What every object and pod of one group's check carries; the NetworkPolicy selects on it."""
+    return {
+        "app.kubernetes.io/name": "fabric-check",
+        "app.kubernetes.io/instance": job_name(node_group),
+        NODE_GROUP_LABEL: node_group,
+    }
+
+
+def _check_inputs(*, node_group: str, nodes: int, image: str, threshold: float, message_bytes: int) -> None:
+    if not _NODE_GROUP_NAME.fullmatch(node_group):
+        # Pod host names are <job>-<task>-<index>: a longer group name would overflow a DNS label.
+        raise ValueError(
+            f"node_group {node_group!r} must be 1-32 lowercase letters, digits and '-', starting with a letter"
+        )
+    if nodes < 2:
+        raise ValueError(
+            f"a fabric check needs at least 2 nodes (EFA carries traffic between nodes), got nodes={nodes}"
+        )
+    # `not a <= b` also refuses NaN.
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be a fraction in (0, 1], got threshold={threshold!r}")
+    if message_bytes < _SIZE_STEPS:
+        raise ValueError(f"message_bytes must be at least {_SIZE_STEPS}, got {message_bytes}")
+    problem = pinned_image_problem(image)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+# What both tasks' containers get: the EFA settings of the training pods, and the collectives
+# library's INFO log, which names the network provider each rank selected (the verdict reads it).
+_FABRIC_ENVIRONMENT = {
+    "CCOM_SOCKET_IFNAME": "eth0",
+    "FI_PROVIDER": "efa",
+    "FI_EFA_USE_DEVICE_RDMA": "1",
+    "FI_EFA_FORK_SAFE": "1",
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,NET",
+}
+
+# Root, as AWS ships and tests the Neuron images; sshd and mpirun's daemons run as root here.
+_AS_ROOT = (
+    "the Neuron training image runs as root, as AWS ships and tests it; the workers run sshd, "
+    "which needs root to start sessions, and the launcher's mpirun logs in as root"
+)
+# checkov reads a batch/v1 Job's spec.template; this Volcano Job's templates are in spec.tasks.
+_NOT_A_BATCH_JOB = (
+    "checkov reads a batch/v1 Job's spec.template; this Volcano Job's pod templates in spec.tasks set "
+)
+_POLICY_EXCEPTIONS = policy_exceptions(
+    {
+        "CKV_K8S_23": _AS_ROOT,
+        "CKV_K8S_40": _AS_ROOT,
+        "CKV_K8S_29": _NOT_A_BATCH_JOB + "a pod security context",
+        "CKV_K8S_31": _NOT_A_BATCH_JOB + "seccompProfile RuntimeDefault",
+        "CKV_K8S_38": _NOT_A_BATCH_JOB + "automountServiceAccountToken false",
+    }
+)
+
+
+def _pod_template(
+    *,
+    labels: dict[str, str],
+    node_group: str,
+    container: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": labels, "annotations": _POLICY_EXCEPTIONS},
+        "spec": {
+            "restartPolicy": "Never",
+            # No pod of the check calls the Kubernetes API.
+            "automountServiceAccountToken": False,
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "activeDeadlineSeconds": _ACTIVE_DEADLINE_SECONDS,
+            "nodeSelector": {NODE_GROUP_LABEL: node_group},
+            # The launcher requests no Neuron device, so EKS's admission adds no toleration for it.
+            "tolerations": [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [container],
+        },
+    }
+
+
+def _environment(values: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+class FabricCheckChart(cdk8s.Chart):
+    """The Volcano Job ``fabric-check-<node_group>`` and its NetworkPolicy, in ``namespace``.
+
+    ``instance``: the group's catalog entry (devices to request, ranks per node, EFA bandwidth);
+    ``nodes``: how many of the group's nodes to test (at least 2); ``threshold``: the fraction of
+    the instance type's EFA bandwidth the all-reduce must reach, in (0, 1]
+    (``DEFAULT_THRESHOLD``); ``message_bytes``: the largest all-reduce, which is judged.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        instance: TrainiumInstanceType,
+        node_group: str,
+        nodes: int,
+        image: str,
+        queue: str,
+        namespace: str,
+        threshold: float,
+        message_bytes: int = DEFAULT_MESSAGE_BYTES,
+    ) -> None:
+        super().__init__(scope, id)
+        _check_inputs(
+            node_group=node_group, nodes=nodes, image=image, threshold=threshold, message_bytes=message_bytes
+        )
+        name = job_name(node_group)
+        labels = fabric_check_labels(node_group)
+
+        worker = {
+            "name": "worker",
+            "image": image,
+            "command": ["/bin/bash", "-c", WORKER_SCRIPT, "fabric-check-worker"],
+            "env": _environment(_FABRIC_ENVIRONMENT),
+            "ports": [{"name": "ssh", "containerPort": _SSH_PORT, "protocol": "TCP"}],
+            "resources": {
+                # Every chip and EFA interface of the node, as a training pod takes them: one worker
+                # per node, and the check measures what training gets. Extended resources are
+                # limits only; Kubernetes copies them to requests.
+                "limits": {NEURON_RESOURCE: str(instance.chips), EFA_RESOURCE: str(instance.efa_interfaces)},
+                # As the training pods: 7/8 of the node, the rest for kubelet and DaemonSets (and
+                # the launcher); no cpu or memory limit on a pod that owns its node.
+                "requests": {
+                    "cpu": str(instance.vcpus * 7 // 8),
+                    "memory": f"{instance.memory_gib * 7 // 8}Gi",
+                },
+            },
+            "securityContext": {"allowPrivilegeEscalation": False},
+        }
+        launcher_environment = {
+            **_FABRIC_ENVIRONMENT,
+            # nccom-test starts mpirun, which refuses to run as root without both.
+            "OMPI_ALLOW_RUN_AS_ROOT": "1",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+            "NODES": str(nodes),
+            "CORES_PER_NODE": str(instance.processes_per_node),
+            "NETWORK_GBPS": str(instance.network_gbps),
+            "THRESHOLD": repr(threshold),
+            "MIN_MESSAGE_BYTES": str(max(1, message_bytes // _SIZE_STEPS)),
+            "MAX_MESSAGE_BYTES": str(message_bytes),
+            "ROOT_COMM_PORT": str(ROOT_COMM_PORT),
+            "DATA_COLLECTOR_PORT": str(DATA_COLLECTOR_PORT),
+            "SSH_PORT": str(_SSH_PORT),
+            "WAIT_TIMEOUT_SECONDS": str(WAIT_TIMEOUT_SECONDS),
+            "RUN_TIMEOUT_SECONDS": str(RUN_TIMEOUT_SECONDS),
+        }
+        launcher = {
+            "name": "launcher",
+            "image": image,
+            # k8s_charts/scripts/fabric_check_launcher.sh with fabric_verdict.py as "$1".
+            "command": ["/bin/bash", "-c", LAUNCHER_SCRIPT, "fabric-check-launcher", VERDICT_PROGRAM],
+            "env": [
+                *_environment(launcher_environment),
+                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            ],
+            "ports": [
+                {"name": "collector", "containerPort": DATA_COLLECTOR_PORT, "protocol": "TCP"},
+            ],
+            # nccom-test and mpirun only orchestrate here; the ranks run on the workers.
+            "resources": {
+                "requests": {"cpu": "1", "memory": "2Gi"},
+                "limits": {"cpu": "2", "memory": "4Gi"},
+            },
+            "securityContext": {"allowPrivilegeEscalation": False},
+            # The script writes the verdict line here; if it dies first, the log's tail stands in.
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }
+
+        job = cdk8s.ApiObject(
+            self,
+            "Job",
+            api_version="batch.volcano.sh/v1alpha1",
+            kind="Job",
+            metadata=cdk8s.ApiObjectMetadata(
+                name=name, namespace=namespace, labels=labels, annotations=_POLICY_EXCEPTIONS
+            ),
+        )
+        # The launcher decides the job's outcome; a lost worker makes its nccom-test fail.
+        end_job = [
+            {"event": "TaskCompleted", "action": "CompleteJob"},
+            {"event": "PodFailed", "action": "TerminateJob"},
+            {"event": "PodEvicted", "action": "TerminateJob"},
+        ]
+        job.add_json_patch(
+            cdk8s.JsonPatch.add(
+                "/spec",
+                {
+                    "schedulerName": "volcano",
+                    "queue": queue,
+                    # Gang: no pod starts before every worker and the launcher can.
+                    "minAvailable": nodes + 1,
+                    "plugins": {
+                        # The job's key pair and ssh client config in /root/.ssh of every pod.
+                        "ssh": [],
+                        # Worker DNS names (VC_WORKER_HOSTS) before they are Ready; the chart's own
+                        # NetworkPolicy replaces the one the plugin would create under the job's name.
+                        "svc": ["--publish-not-ready-addresses", "--disable-network-policy"],
+                    },
+                    "tasks": [
+                        {
+                            "name": WORKER_TASK,
+                            "replicas": nodes,
+                            "template": _pod_template(
+                                labels={**labels, "app.kubernetes.io/component": WORKER_TASK},
+                                node_group=node_group,
+                                container=worker,
+                            ),
+                        },
+                        {
+                            "name": LAUNCHER_TASK,
+                            "replicas": 1,
+                            "policies": end_job,
+                            "template": _pod_template(
+                                labels={**labels, "app.kubernetes.io/component": LAUNCHER_TASK},
+                                node_group=node_group,
+                                container=launcher,
+                            ),
+                        },
+                    ],
+                },
+            )
+        )
+
+        selector = k8s.LabelSelector(match_labels=labels)
+        k8s.KubeNetworkPolicy(
+            self,
+            "NetworkPolicy",
+            metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=labels),
+            spec=k8s.NetworkPolicySpec(
+                pod_selector=selector,
+                policy_types=["Ingress"],
+                # The check's pods, on any port, and nothing else. Egress stays open, as for the
+                # training pods (image pulls; the workers' EFA traffic bypasses the pod network).
+                ingress=[k8s.NetworkPolicyIngressRule(from_=[k8s.NetworkPolicyPeer(pod_selector=selector)])],
+            ),
+        )
