@@ -84,7 +84,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "fsx.storage_capacity_gib",
         3600,
-        "env.yaml: fsx.storage_capacity_gib: 3600 GiB is not a Lustre size; allowed: 1200 or a multiple of 2400",
+        "env.yaml: fsx.storage_capacity_gib: 3600 GiB is not a Lustre size; nearest: 2400 or 4800 "
+        "(allowed: 1200 or a multiple of 2400)",
         id="fsx-capacity",
     ),
     pytest.param(
