@@ -105,7 +105,10 @@ def _vpc_zones_in_region(region: str, zones: list[str]) -> Iterator[Problem]:
 @_reads("vpc.availability_zones", "trainium.availability_zone")
 def _trainium_zone_in_vpc(zones: list[str], zone: str) -> Iterator[Problem]:
     if zone not in zones:
-        yield "trainium.availability_zone", f"{zone!r} must be one of vpc.availability_zones ({', '.join(zones)})"
+        yield (
+            "trainium.availability_zone",
+            f"{zone!r} must be one of vpc.availability_zones ({', '.join(zones)})",
+        )
 
 
 @_reads("region", "trainium.availability_zone_id")
@@ -114,8 +117,10 @@ def _zone_id_in_region(region: str, zone_id: str) -> Iterator[Problem]:
     if prefix is not None and zone_id.rpartition("-az")[0] != prefix:
         yield (
             "trainium.availability_zone_id",
-            f"{zone_id!r} is not a zone id of region {region}; allowed: {prefix}-az1, {prefix}-az2, ... "
-            f"(aws ec2 describe-availability-zones --region {region} lists them)",
+            (
+                f"{zone_id!r} is not a zone id of region {region}; allowed: {prefix}-az1, {prefix}-az2, ... "
+                f"(aws ec2 describe-availability-zones --region {region} lists them)"
+            ),
         )
 
 
@@ -136,7 +141,10 @@ def _admin_roles_in_account(account: str, role_arns: list[str]) -> Iterator[Prob
 def _training_group_defined(groups: list[TrainiumNodeGroupSettings], wanted: str | None) -> Iterator[Problem]:
     names = [group.name for group in groups]
     if wanted is not None and wanted not in names:
-        yield "training.node_group", f"{wanted!r} is not a trainium.node_groups name; defined: {', '.join(names)}"
+        yield (
+            "training.node_group",
+            f"{wanted!r} is not a trainium.node_groups name; defined: {', '.join(names)}",
+        )
 
 
 @_reads("trainium.node_groups", "training.node_group", "training.nodes")
@@ -145,4 +153,7 @@ def _training_fits_group(
 ) -> Iterator[Problem]:
     group = next((group for group in groups if group.name == (wanted or groups[0].name)), None)
     if group is not None and nodes > group.max_size:
-        yield "training.nodes", f"{nodes} nodes do not fit node group {group.name!r} (max_size {group.max_size})"
+        yield (
+            "training.nodes",
+            f"{nodes} nodes do not fit node group {group.name!r} (max_size {group.max_size})",
+        )

@@ -144,9 +144,10 @@ class _ValidKeys:
 def _field_adapter(model: type[BaseModel], key: str) -> TypeAdapter[Any]:
     """A validator for one field of ``model``: its type with its constraints and validators (not the model's)."""
     field = model.model_fields[key]
-    if not field.metadata:
-        return TypeAdapter(field.annotation)
-    return TypeAdapter(Annotated[(field.annotation, *field.metadata)])  # type: ignore[valid-type]
+    annotation: Any = field.annotation
+    if field.metadata:
+        annotation = Annotated[(annotation, *field.metadata)]
+    return TypeAdapter(annotation)
 
 
 def _section_model(model: type[BaseModel], key: str) -> type[BaseModel]:
@@ -176,7 +177,10 @@ def _describe(detail: Mapping[str, Any], root: type[BaseModel] = StackConfig) ->
     if detail["type"] == "model_type":
         # pydantic's message names the Python class; say what the file needs instead.
         allowed = _allowed_keys(location, root)
-        return path, f"must be a mapping of keys, got {_yaml_kind(detail['input'])}; allowed keys: {', '.join(allowed)}"
+        return (
+            path,
+            f"must be a mapping of keys, got {_yaml_kind(detail['input'])}; allowed keys: {', '.join(allowed)}",
+        )
     return path, detail["msg"]
 
 

@@ -435,4 +435,3 @@ class StackConfig(_Section):
     @property
     def ecr_repository_name(self) -> str:
         return self.ecr.repository_name or f"{self.name}/training"
-
