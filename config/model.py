@@ -4,8 +4,8 @@ Every key of the YAML file is a field here; unknown keys are errors. Checks that
 section live on that section's model; checks that relate two sections live in config/consistency.py.
 Constructs receive these frozen objects, never the raw file.
 
-Defaults live on the fields, so an omitted section, an empty (null) one and one with some keys
-omitted all mean the same values; a null key means its default too.
+Defaults live on the fields (none on StackConfig), so an omitted section, an empty (null) one, {}
+and one with some keys omitted all mean the same values.
 
 No aws-cdk-lib import: the configuration is validated before any construct is built.
 """
@@ -407,7 +407,7 @@ class TrainingSettings(_Section):
 
 
 def _null_is_empty(value: Any) -> Any:
-    """A section whose keys are all commented out reads as null: like any null key, it means the default."""
+    """A section whose keys are all commented out reads as null: it means the section's defaults."""
     return {} if value is None else value
 
 
