@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import typing
 from collections.abc import Mapping
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from config.model import StackConfig, consistency_problems
+from config.consistency import Problem, Unavailable, consistency_problems, cross_section_problems
+from config.model import StackConfig
 
 __all__ = ["DEFAULT_CONFIG", "ConfigError", "load_config", "parse_config", "read_yaml", "validation_problems"]
 
@@ -74,26 +77,95 @@ def read_yaml(path: str | Path) -> Any:
 
 
 def parse_config(data: object, *, source: str = "<config>") -> StackConfig:
-    """Validate already-parsed data; every field problem first, then the cross-section checks."""
+    """Validate already-parsed data; every problem of the file at once.
+
+    First each key's own problems, then the cross-section checks: all of them for a valid file, and
+    for an invalid one each check whose keys are valid (``_ValidKeys``).
+    """
     if not isinstance(data, Mapping):
         raise ConfigError(source, [("", "the file must hold a mapping of keys (name, account, region, ...)")])
     try:
         config = StackConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(source, validation_problems(error)) from None
+        problems = validation_problems(error) + cross_section_problems(_ValidKeys(data, error))
+        raise ConfigError(source, problems) from None
     problems = consistency_problems(config)
     if problems:
         raise ConfigError(source, problems)
     return config
 
 
-def validation_problems(error: ValidationError, root: type[BaseModel] = StackConfig) -> list[tuple[str, str]]:
+class _ValidKeys:
+    """The validated value of a key of an invalid file, if neither it nor a key around it has a problem.
+
+    pydantic gives no object for a model with an error, so the largest problem-free part around the
+    key (the key's whole section if it can) is validated again on its own. ``Unavailable`` otherwise.
+    """
+
+    def __init__(self, data: Mapping[str, Any], error: ValidationError) -> None:
+        self._data = data
+        self._problems = [tuple(detail["loc"]) for detail in error.errors()]
+
+    def __call__(self, path: str) -> Any:
+        keys = tuple(path.split("."))
+        if any(self._touches(location, keys) for location in self._problems):
+            raise Unavailable(path)
+        model: type[BaseModel] = StackConfig
+        raw: Mapping[str, Any] = self._data
+        for depth, key in enumerate(keys):
+            within = keys[: depth + 1]
+            rest = keys[depth + 1 :]
+            if not rest or not any(location[: len(within)] == within for location in self._problems):
+                value = self._validated(model, key, raw)
+                return attrgetter(".".join(rest))(value) if rest else value
+            model = _section_model(model, key)
+            raw = raw[key]
+        raise AssertionError("unreachable: the last key is validated")  # pragma: no cover
+
+    @staticmethod
+    def _touches(location: tuple[Any, ...], keys: tuple[str, ...]) -> bool:
+        """A problem at the key, inside it, or at a key that holds it (a section that is not a mapping)."""
+        shorter = min(len(location), len(keys))
+        return location[:shorter] == keys[:shorter]
+
+    @staticmethod
+    def _validated(model: type[BaseModel], key: str, raw: Mapping[str, Any]) -> Any:
+        field = model.model_fields[key]
+        if key not in raw:
+            return field.get_default(call_default_factory=True, validated_data={})
+        try:
+            return _field_adapter(model, key).validate_python(raw[key])
+        except ValidationError:
+            # Valid in the file, but not alone (a validator that needs a sibling key): skip the check.
+            raise Unavailable(key) from None
+
+
+@functools.cache
+def _field_adapter(model: type[BaseModel], key: str) -> TypeAdapter[Any]:
+    """A validator for one field of ``model``: its type with its constraints and validators (not the model's)."""
+    field = model.model_fields[key]
+    annotation: Any = field.annotation
+    if field.metadata:
+        annotation = Annotated[(annotation, *field.metadata)]
+    return TypeAdapter(annotation)
+
+
+def _section_model(model: type[BaseModel], key: str) -> type[BaseModel]:
+    annotation = model.model_fields[key].annotation
+    assert isinstance(annotation, type) and issubclass(annotation, BaseModel), f"{key} is not a section"
+    return annotation
+
+
+def validation_problems(error: ValidationError, root: type[BaseModel] = StackConfig) -> list[Problem]:
     """pydantic's errors for a file of ``root``'s shape as (key path, message), one per problem."""
     return [_describe(detail, root) for detail in error.errors(include_url=False)]
 
 
-def _describe(detail: Mapping[str, Any], root: type[BaseModel] = StackConfig) -> tuple[str, str]:
+def _describe(detail: Mapping[str, Any], root: type[BaseModel] = StackConfig) -> Problem:
     location = tuple(detail["loc"])
+    if location and location[-1] == "[key]":
+        # A mapping key of the wrong type (add-on names): pydantic puts the key and a marker in the path.
+        return _dotted(location[:-2]), f"key {location[-2]!r}: {detail['msg']}"
     path = _dotted(location)
     if detail["type"] == "extra_forbidden":
         allowed = _allowed_keys(location[:-1], root)
@@ -102,7 +174,29 @@ def _describe(detail: Mapping[str, Any], root: type[BaseModel] = StackConfig) ->
         return path, f"unknown key; {hint}allowed here: {', '.join(allowed)}"
     if detail["type"] == "missing":
         return path, "required key is missing"
+    if detail["type"] == "model_type":
+        # pydantic's message names the Python class; say what the file needs instead.
+        allowed = _allowed_keys(location, root)
+        return (
+            path,
+            f"must be a mapping of keys, got {_yaml_kind(detail['input'])}; allowed keys: {', '.join(allowed)}",
+        )
     return path, detail["msg"]
+
+
+def _yaml_kind(value: object) -> str:
+    """How the YAML value reads to the person who wrote it (no Python type names)."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    if isinstance(value, list):
+        return "a list"
+    return "a value of another kind"
 
 
 def _dotted(location: tuple[Any, ...]) -> str:

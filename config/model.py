@@ -1,8 +1,11 @@
 """The typed, validated configuration of one environment (one YAML file).
 
 Every key of the YAML file is a field here; unknown keys are errors. Checks that concern one
-section live on that section's model; checks that relate two sections live in
-``consistency_problems``. Constructs receive these frozen objects, never the raw file.
+section live on that section's model; checks that relate two sections live in config/consistency.py.
+Constructs receive these frozen objects, never the raw file.
+
+Defaults live on the fields (none on StackConfig), so an omitted section, an empty (null) one, {}
+and one with some keys omitted all mean the same values.
 
 No aws-cdk-lib import: the configuration is validated before any construct is built.
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -38,7 +41,6 @@ __all__ = [
     "TrainiumNodeGroupSettings",
     "TrainiumSettings",
     "VpcSettings",
-    "consistency_problems",
 ]
 
 
@@ -203,6 +205,10 @@ class ClusterSettings(_Section):
 
 
 class SystemNodesSettings(_Scaling):
+    # validate_default: a default desired_size is checked against a configured min_size (and so on).
+    min_size: int = Field(default=2, ge=0, validate_default=True)
+    desired_size: int = Field(default=2, ge=0, validate_default=True)
+    max_size: int = Field(default=4, ge=1, validate_default=True)
     instance_type: Ec2InstanceType = "m6i.2xlarge"
     disk_size_gib: int = Field(default=100, ge=20, le=16384)
 
@@ -219,8 +225,8 @@ class TrainiumNodeGroupSettings(_Scaling):
     capacity_type: Literal["on_demand", "spot", "capacity_block"] = "on_demand"
     capacity_reservation_id: ReservationId | None = Field(default=None, validate_default=True)
     """For capacity_block, the Capacity Block; for on_demand, an On-Demand Capacity Reservation to target."""
-    placement_group: bool | None = None
-    """A cluster placement group; defaults to on, and to off when a reservation is targeted."""
+    placement_group: bool | None = Field(default=None, validate_default=True)
+    """A cluster placement group; defaults to on, and to off (the only choice) when a reservation is targeted."""
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
 
     @field_validator("capacity_reservation_id")
@@ -235,17 +241,30 @@ class TrainiumNodeGroupSettings(_Scaling):
             )
         return reservation
 
+    @field_validator("placement_group")
+    @classmethod
+    def _off_with_a_reservation(cls, placement: bool | None, info: ValidationInfo) -> bool | None:
+        # The reserved instances sit where the reservation put them, never in the placement group this
+        # stack creates: the pair can only make launches fail with insufficient capacity.
+        if "capacity_reservation_id" not in info.data:
+            return placement  # the reservation is invalid and reported; nothing to decide against
+        reserved = info.data["capacity_reservation_id"] is not None
+        if placement is None:
+            return not reserved
+        if placement and reserved:
+            raise _problem(
+                "true cannot go with capacity_reservation_id: the reserved instances are not in the "
+                "stack's new placement group, so launches would fail; allowed: false, or leave it out"
+            )
+        return placement
+
     @property
     def instance(self) -> TrainiumInstanceType:
         return CATALOG[self.instance_type]
 
     @property
     def uses_placement_group(self) -> bool:
-        # A reservation already fixes where instances land; a placement group on top of it
-        # can only make launches fail with insufficient capacity.
-        if self.placement_group is None:
-            return self.capacity_reservation_id is None
-        return self.placement_group
+        return bool(self.placement_group)
 
 
 class TrainiumSettings(_Section):
@@ -265,13 +284,25 @@ class TrainiumSettings(_Section):
 
 
 PERSISTENT_2_THROUGHPUTS = (125, 250, 500, 1000)
+DEFAULT_PERSISTENT_2_THROUGHPUT = 250
+LUSTRE_SMALLEST_GIB = 1200
+LUSTRE_INCREMENT_GIB = 2400
+
+
+def _nearest_lustre_sizes(capacity: int) -> list[int]:
+    """The valid SSD sizes (1200, 2400, 4800, ...) next to ``capacity``: one below and one above it."""
+    if capacity <= LUSTRE_SMALLEST_GIB:
+        return [LUSTRE_SMALLEST_GIB]
+    below = max(capacity // LUSTRE_INCREMENT_GIB * LUSTRE_INCREMENT_GIB, LUSTRE_SMALLEST_GIB)
+    above = (capacity // LUSTRE_INCREMENT_GIB + 1) * LUSTRE_INCREMENT_GIB
+    return [below, above]
 
 
 class FsxSettings(_Section):
     deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = "PERSISTENT_2"
-    storage_capacity_gib: int = 1200
+    storage_capacity_gib: int = LUSTRE_SMALLEST_GIB
     throughput_mib_per_tib: int | None = Field(default=None, validate_default=True)
-    """PERSISTENT_2 only: 125, 250, 500 or 1000 MB/s per TiB. SCRATCH_2 has a fixed 200."""
+    """MB/s per TiB. PERSISTENT_2: 125, 250, 500 or 1000 (default 250). SCRATCH_2: none (a fixed 200)."""
     s3_import_path: (
         Annotated[
             str,
@@ -284,14 +315,21 @@ class FsxSettings(_Section):
     @field_validator("storage_capacity_gib")
     @classmethod
     def _lustre_increment(cls, capacity: int) -> int:
-        if capacity != 1200 and (capacity <= 0 or capacity % 2400):
-            raise _problem(f"{capacity} GiB is not a Lustre size; allowed: 1200 or a multiple of 2400")
+        # CreateFileSystem: SCRATCH_2 and PERSISTENT_2 (SSD) take 1200 GiB, 2400 GiB or multiples of 2400.
+        if capacity != LUSTRE_SMALLEST_GIB and (capacity <= 0 or capacity % LUSTRE_INCREMENT_GIB):
+            nearest = " or ".join(map(str, _nearest_lustre_sizes(capacity)))
+            raise _problem(
+                f"{capacity} GiB is not a Lustre size; nearest: {nearest} "
+                f"(allowed: {LUSTRE_SMALLEST_GIB} or a multiple of {LUSTRE_INCREMENT_GIB})"
+            )
         return capacity
 
     @field_validator("throughput_mib_per_tib")
     @classmethod
     def _offered_by_deployment_type(cls, throughput: int | None, info: ValidationInfo) -> int | None:
         deployment_type = info.data.get("deployment_type")
+        if deployment_type == "PERSISTENT_2" and throughput is None:
+            return DEFAULT_PERSISTENT_2_THROUGHPUT
         if deployment_type == "PERSISTENT_2" and throughput not in PERSISTENT_2_THROUGHPUTS:
             allowed = ", ".join(map(str, PERSISTENT_2_THROUGHPUTS))
             raise _problem(f"{throughput} is not offered by PERSISTENT_2; allowed: {allowed}")
@@ -368,17 +406,26 @@ class TrainingSettings(_Section):
         return TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS // self.nodes
 
 
+def _null_is_empty(value: Any) -> Any:
+    """A section whose keys are all commented out reads as null: it means the section's defaults."""
+    return {} if value is None else value
+
+
+# An optional section: omitted, null or {} give its model's defaults (tests/test_config.py checks each).
+OptionalSection = BeforeValidator(_null_is_empty)
+
+
 class StackConfig(_Section):
     name: Name
     account: AccountId
     region: Region
     vpc: VpcSettings
     cluster: ClusterSettings
-    system_nodes: SystemNodesSettings = SystemNodesSettings(min_size=2, desired_size=2, max_size=4)
+    system_nodes: Annotated[SystemNodesSettings, OptionalSection] = Field(default_factory=SystemNodesSettings)
     trainium: TrainiumSettings
-    fsx: FsxSettings = FsxSettings(throughput_mib_per_tib=250)
-    ecr: EcrSettings = EcrSettings()
-    training: TrainingSettings = TrainingSettings()
+    fsx: Annotated[FsxSettings, OptionalSection] = Field(default_factory=FsxSettings)
+    ecr: Annotated[EcrSettings, OptionalSection] = Field(default_factory=EcrSettings)
+    training: Annotated[TrainingSettings, OptionalSection] = Field(default_factory=TrainingSettings)
 
     @property
     def training_node_group(self) -> TrainiumNodeGroupSettings:
@@ -388,41 +435,3 @@ class StackConfig(_Section):
     @property
     def ecr_repository_name(self) -> str:
         return self.ecr.repository_name or f"{self.name}/training"
-
-
-def consistency_problems(config: StackConfig) -> list[tuple[str, str]]:
-    """Problems between sections, as (key path, message): each check names the key to change."""
-    problems: list[tuple[str, str]] = []
-    for index, zone in enumerate(config.vpc.availability_zones):
-        if not zone.startswith(config.region):
-            problems.append(
-                (f"vpc.availability_zones[{index}]", f"{zone!r} is not in region {config.region}")
-            )
-    if config.trainium.availability_zone not in config.vpc.availability_zones:
-        problems.append(
-            (
-                "trainium.availability_zone",
-                (
-                    f"{config.trainium.availability_zone!r} must be one of vpc.availability_zones "
-                    f"({', '.join(config.vpc.availability_zones)})"
-                ),
-            )
-        )
-    group_names = [group.name for group in config.trainium.node_groups]
-    if config.training.node_group is not None and config.training.node_group not in group_names:
-        problems.append(
-            (
-                "training.node_group",
-                f"{config.training.node_group!r} is not a trainium.node_groups name; defined: {', '.join(group_names)}",
-            )
-        )
-    else:
-        group = config.training_node_group
-        if config.training.nodes > group.max_size:
-            problems.append(
-                (
-                    "training.nodes",
-                    f"{config.training.nodes} nodes do not fit node group {group.name!r} (max_size {group.max_size})",
-                )
-            )
-    return problems

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel, ValidationError
 
-from config import ConfigError, load_config, parse_config
-from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
+from config import ConfigError, StackConfig, load_config, parse_config
+from config.consistency import CROSS_CHECKS, zone_id_prefix
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 from tests.yaml_edits import with_change as change_key
 
 
@@ -84,7 +88,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "fsx.storage_capacity_gib",
         3600,
-        "env.yaml: fsx.storage_capacity_gib: 3600 GiB is not a Lustre size; allowed: 1200 or a multiple of 2400",
+        "env.yaml: fsx.storage_capacity_gib: 3600 GiB is not a Lustre size; nearest: 2400 or 4800 "
+        "(allowed: 1200 or a multiple of 2400)",
         id="fsx-capacity",
     ),
     pytest.param(
@@ -160,6 +165,48 @@ BAD_CONFIGURATIONS = [
         "env.yaml: name: required key is missing",
         id="missing-key",
     ),
+    pytest.param(
+        "fsx.storage_capacity_gib",
+        1000,
+        "env.yaml: fsx.storage_capacity_gib: 1000 GiB is not a Lustre size; nearest: 1200 "
+        "(allowed: 1200 or a multiple of 2400)",
+        id="fsx-capacity-below-the-smallest",
+    ),
+    pytest.param(
+        "fsx.storage_capacity_gib",
+        1800,
+        "env.yaml: fsx.storage_capacity_gib: 1800 GiB is not a Lustre size; nearest: 1200 or 2400 "
+        "(allowed: 1200 or a multiple of 2400)",
+        id="fsx-capacity-between-the-two-smallest",
+    ),
+    pytest.param(
+        "trainium.availability_zone_id",
+        "use1-az6",
+        "env.yaml: trainium.availability_zone_id: 'use1-az6' is not a zone id of region us-west-2; "
+        "allowed: usw2-az1, usw2-az2, ... (aws ec2 describe-availability-zones --region us-west-2 lists them)",
+        id="zone-id-of-another-region",
+    ),
+    pytest.param(
+        "cluster.admin_role_arns",
+        ["arn:aws:iam::111122223333:role/Admins", "arn:aws:iam::444455556666:role/Admins"],
+        "env.yaml: cluster.admin_role_arns[1]: 'arn:aws:iam::444455556666:role/Admins' is a role of account "
+        "444455556666; allowed: roles of account 111122223333",
+        id="admin-role-of-another-account",
+    ),
+    pytest.param(
+        "fsx",
+        5,
+        "env.yaml: fsx: must be a mapping of keys, got the number 5; allowed keys: deployment_type, "
+        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, removal_policy",
+        id="section-that-is-not-a-mapping",
+    ),
+    pytest.param(
+        "vpc",
+        None,
+        "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: cidr, availability_zones, "
+        "nat_gateways, flow_log_retention_days",
+        id="required-section-left-empty",
+    ),
 ]
 
 
@@ -173,6 +220,20 @@ def test_fsx_scratch_takes_no_throughput() -> None:
     assert problems_of(data) == [
         "env.yaml: fsx.throughput_mib_per_tib: 250 is not offered by SCRATCH_2; leave it null (fixed at 200 MB/s/TiB)"
     ]
+
+
+def test_placement_group_cannot_go_with_a_reservation() -> None:
+    # default.yaml asks for the placement group explicitly (placement_group: true).
+    data = with_change("trainium.node_groups.0.capacity_reservation_id", "cr-0123456789abcdef0")
+    assert problems_of(data) == [
+        (
+            "env.yaml: trainium.node_groups[0].placement_group: true cannot go with capacity_reservation_id: the "
+            "reserved instances are not in the stack's new placement group, so launches would fail; "
+            "allowed: false, or leave it out"
+        )
+    ]
+    data["trainium"]["node_groups"][0]["placement_group"] = False
+    assert not parse_config(data).trainium.node_groups[0].uses_placement_group
 
 
 def test_misspelt_key_is_named_with_a_suggestion() -> None:
@@ -313,3 +374,247 @@ def test_node_count_that_cannot_keep_the_global_batch_needs_explicit_steps() -> 
 def test_training_image_must_be_pinned(image: str) -> None:
     [line] = problems_of(with_change("training.image", image))
     assert line.startswith(f"env.yaml: training.image: {image!r} is not a pinned image")
+
+
+# Defaults: an omitted section, a null one, {} and a section with some keys omitted mean the same.
+
+SECTIONS = {
+    name: field
+    for name, field in StackConfig.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+}
+OPTIONAL_SECTIONS = [name for name, field in SECTIONS.items() if not field.is_required()]
+REQUIRED_SECTIONS = [name for name, field in SECTIONS.items() if field.is_required()]
+
+
+def section_model(name: str) -> type[BaseModel]:
+    model = SECTIONS[name].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return model
+
+
+def test_the_sections_are_found() -> None:
+    # The tests below are generic over StackConfig's fields; this keeps them from testing nothing.
+    assert {"system_nodes", "fsx", "ecr", "training"} <= set(OPTIONAL_SECTIONS)
+    assert {"vpc", "cluster", "trainium"} <= set(REQUIRED_SECTIONS)
+
+
+@pytest.mark.parametrize("section", OPTIONAL_SECTIONS)
+def test_an_optional_section_defaults_to_its_models_defaults(section: str) -> None:
+    expected = section_model(section).model_validate({})
+    assert SECTIONS[section].get_default(call_default_factory=True) == expected
+    for value in (..., None, {}):
+        assert getattr(parse_config(with_change(section, value)), section) == expected, value
+
+
+@pytest.mark.parametrize("section", OPTIONAL_SECTIONS)
+def test_a_section_with_one_key_set_keeps_the_others_defaults(section: str) -> None:
+    expected = section_model(section).model_validate({})
+    for key, value in expected.model_dump().items():
+        assert getattr(parse_config(with_change(section, {key: value})), section) == expected, key
+
+
+@pytest.mark.parametrize("section", REQUIRED_SECTIONS)
+def test_a_required_section_has_keys_without_a_default(section: str) -> None:
+    # Otherwise it could be optional like the others.
+    with pytest.raises(ValidationError):
+        section_model(section).model_validate({})
+
+
+def test_fsx_throughput_follows_the_deployment_type() -> None:
+    assert parse_config(with_change("fsx", {"removal_policy": "destroy"})).fsx.throughput_mib_per_tib == 250
+    assert (
+        parse_config(with_change("fsx", {"throughput_mib_per_tib": None})).fsx.throughput_mib_per_tib == 250
+    )
+    scratch = parse_config(with_change("fsx", {"deployment_type": "SCRATCH_2"})).fsx
+    assert (scratch.deployment_type, scratch.throughput_mib_per_tib) == ("SCRATCH_2", None)
+
+
+def test_system_nodes_with_only_an_instance_type_get_the_default_sizes() -> None:
+    nodes = parse_config(with_change("system_nodes", {"instance_type": "m6i.xlarge"})).system_nodes
+    assert (nodes.instance_type, nodes.min_size, nodes.desired_size, nodes.max_size) == (
+        "m6i.xlarge",
+        2,
+        2,
+        4,
+    )
+
+
+def test_a_default_size_is_checked_against_a_configured_one() -> None:
+    assert problems_of(with_change("system_nodes", {"min_size": 3})) == [
+        "env.yaml: system_nodes.desired_size: desired_size (2) must be at least min_size (3)"
+    ]
+
+
+def test_training_precompile_steps_default() -> None:
+    assert load_config(DEFAULT_CONFIG).training.precompile_steps == 10
+    assert problems_of(with_change("training.precompile_steps", 0)) == [
+        "env.yaml: training.precompile_steps: Input should be greater than or equal to 1"
+    ]
+
+
+# One pass: the keys' own problems and every cross-section check whose keys are valid.
+
+
+def test_a_node_count_too_large_for_the_group_is_named_with_the_batch_problem() -> None:
+    data = with_change("training.nodes", 5)
+    data["trainium"]["node_groups"][0]["max_size"] = 4
+    assert problems_of(data) == [
+        (
+            "env.yaml: training.grad_accum_usteps: 5 nodes cannot keep the tutorial's global batch "
+            "(2 nodes x 32 steps); set grad_accum_usteps explicitly"
+        ),
+        "env.yaml: training.nodes: 5 nodes do not fit node group 'trn1-32xl' (max_size 4)",
+    ]
+
+
+def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
+    data = with_change("vpc.cidr", "10.0.0.0/8")
+    data["fsx"]["storage_capacity_gib"] = 3000
+    data["ecr"]["keep_image"] = 10
+    data["trainium"]["availability_zone"] = "us-west-2b"
+    data["trainium"]["availability_zone_id"] = "apne1-az4"
+    data["cluster"]["admin_role_arns"] = ["arn:aws:iam::444455556666:role/Admins"]
+    data["training"]["node_group"] = "trn2-48xl"
+    assert problems_of(data) == [
+        "env.yaml: vpc.cidr: 10.0.0.0/8 is too large; allowed prefixes: /16 to /22",
+        (
+            "env.yaml: fsx.storage_capacity_gib: 3000 GiB is not a Lustre size; nearest: 2400 or 4800 "
+            "(allowed: 1200 or a multiple of 2400)"
+        ),
+        (
+            "env.yaml: ecr.keep_image: unknown key; did you mean 'keep_images'? allowed here: repository_name, "
+            "removal_policy, keep_images"
+        ),
+        (
+            "env.yaml: trainium.availability_zone: 'us-west-2b' must be one of vpc.availability_zones "
+            "(us-west-2a, us-west-2d)"
+        ),
+        (
+            "env.yaml: trainium.availability_zone_id: 'apne1-az4' is not a zone id of region us-west-2; "
+            "allowed: usw2-az1, usw2-az2, ... (aws ec2 describe-availability-zones --region us-west-2 lists them)"
+        ),
+        (
+            "env.yaml: cluster.admin_role_arns[0]: 'arn:aws:iam::444455556666:role/Admins' is a role of account "
+            "444455556666; allowed: roles of account 111122223333"
+        ),
+        "env.yaml: training.node_group: 'trn2-48xl' is not a trainium.node_groups name; defined: trn1-32xl",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param(
+            {"vpc.availability_zones": ["us-west-2a"], "trainium.availability_zone": "us-west-2b"},
+            ["vpc.availability_zones: EKS needs at least two availability zones, got 1"],
+            id="zones-compared-only-with-a-valid-zone-list",
+        ),
+        pytest.param(
+            {"region": "us-west", "trainium.availability_zone_id": "use1-az6"},
+            ["region: 'us-west' is not an AWS region name such as us-west-2"],
+            id="zone-id-compared-only-with-a-valid-region",
+        ),
+        pytest.param(
+            {"account": 12, "cluster.admin_role_arns": ["arn:aws:iam::444455556666:role/Admins"]},
+            ['account: YAML read the number 12; write it in quotes, for example "111122223333"'],
+            id="roles-compared-only-with-a-valid-account",
+        ),
+        pytest.param(
+            {"training.nodes": 0, "trainium.node_groups.0.max_size": 0},
+            [
+                "trainium.node_groups[0].max_size: Input should be greater than or equal to 1",
+                "training.nodes: Input should be greater than or equal to 1",
+            ],
+            id="nodes-compared-only-with-valid-groups",
+        ),
+    ],
+)
+def test_a_check_skips_keys_that_have_problems_of_their_own(
+    changes: dict[str, Any], expected: list[str]
+) -> None:
+    data = default_data()
+    for path, value in changes.items():
+        data = change_key(data, path, value)
+    assert problems_of(data) == [f"env.yaml: {line}" for line in expected]
+
+
+def test_every_cross_check_reads_keys_that_exist() -> None:
+    for cross_check in CROSS_CHECKS:
+        for path in cross_check.reads:
+            model: Any = StackConfig
+            for key in path.split("."):
+                assert key in model.model_fields, f"{cross_check.check.__name__} reads {path}"
+                model = model.model_fields[key].annotation
+
+
+@pytest.mark.parametrize(
+    ("region", "prefix"),
+    [
+        # The pairs the task named, each seen as a real zone id (AWS's AZ documentation, EC2 responses).
+        ("us-west-2", "usw2"),
+        ("us-east-1", "use1"),
+        ("eu-central-1", "euc1"),
+        ("ap-northeast-1", "apne1"),
+        ("ap-southeast-2", "apse2"),
+        ("ca-central-1", "cac1"),
+        ("sa-east-1", "sae1"),
+        ("me-south-1", "mes1"),
+        ("us-gov-west-1", "usgw1"),
+        ("cn-northwest-1", "cnnw1"),
+        ("us-east-2", "use2"),
+        ("eu-west-1", "euw1"),
+        ("eu-north-1", "eun1"),
+        ("ap-south-1", "aps1"),
+        ("ap-east-1", "ape1"),
+        ("cn-north-1", "cnn1"),
+        ("us-gov-east-1", "usge1"),
+        ("il-central-1", "ilc1"),
+        ("us-iso-east-1", None),  # not documented publicly: not checked
+    ],
+)
+def test_zone_id_prefix_of_a_region(region: str, prefix: str | None) -> None:
+    assert zone_id_prefix(region) == prefix
+
+
+def test_a_zone_id_of_the_region_is_accepted_in_every_environment_file() -> None:
+    for path in sorted((REPO_ROOT / "config").rglob("*.yaml")):
+        if "pipeline" in path.name:
+            continue
+        config = load_config(path)
+        assert config.trainium.availability_zone_id.startswith(f"{zone_id_prefix(config.region)}-az"), path
+
+
+# No Python in the messages: every odd value in every key gives `file: key.path: message` lines.
+
+ODD_VALUES = [None, "text", 1.5, -1, True, [], ["item"], {}, {"key": "value"}, {1: "value"}]
+PYTHON_NOISE = re.compile(
+    r"None|instance of|<class|Settings\b|\bdict\b|\bNoneType\b|\bint\b|\bstr\b|Value error"
+)
+LINE = re.compile(r"env\.yaml: [a-z_]+(\.[a-z_]+|\[\d+\]|\.[\w.-]+)*: \S")
+
+
+def key_paths(data: Any, prefix: str = "") -> Iterator[str]:
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        path = f"{prefix}.{key}" if prefix else str(key)
+        yield path
+        yield from key_paths(value, path)
+
+
+def example_data() -> dict[str, Any]:
+    return yaml.safe_load(EXAMPLE_CONFIG.read_text())
+
+
+@pytest.mark.parametrize("path", sorted(set(key_paths(default_data())) | set(key_paths(example_data()))))
+def test_odd_values_give_plain_messages(path: str) -> None:
+    for base in (default_data(), example_data()):
+        if path not in set(key_paths(base)):
+            continue
+        for value in ODD_VALUES:
+            try:
+                parse_config(change_key(base, path, value), source="env.yaml")
+            except ConfigError as error:
+                for line in error.lines():
+                    assert LINE.match(line), (path, value, line)
+                    assert not PYTHON_NOISE.search(line), (path, value, line)
