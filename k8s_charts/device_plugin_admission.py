@@ -196,7 +196,11 @@ def _validations(resource_prefix: str) -> list[dict[str, str]]:
 class DevicePluginAdmissionChart(cdk8s.Chart):
     """ValidatingAdmissionPolicy ``name`` and its binding: the service account ``namespace/service_account``
     may only annotate pods on its own node and change the ``resource_prefix*`` resources of its
-    own node's status. Other principals are not matched."""
+    own node's status. Other principals are not matched.
+
+    ``validation_actions`` is the binding's: ``("Deny",)`` enforces; ``("Audit", "Warn")`` only
+    reports what would be refused (a first rollout on a cluster whose plugin version is new).
+    """
 
     def __init__(
         self,
@@ -207,6 +211,7 @@ class DevicePluginAdmissionChart(cdk8s.Chart):
         service_account: str = PLUGIN_NAME,
         resource_prefix: str = NEURON_RESOURCE,
         name: str = POLICY_NAME,
+        validation_actions: Sequence[str] = ("Deny",),
     ) -> None:
         super().__init__(scope, id)
         for prop, value in (
@@ -216,6 +221,14 @@ class DevicePluginAdmissionChart(cdk8s.Chart):
         ):
             if not value:
                 raise ValueError(f"DevicePluginAdmissionChart: {prop} must not be empty")
+        actions = list(dict.fromkeys(validation_actions))
+        # Deny refuses; Audit records in the audit log, Warn returns a warning (both without refusing):
+        # ["Audit", "Warn"] observes what the policy would refuse before it is enforced.
+        if not actions or not set(actions) <= {"Deny", "Warn", "Audit"} or {"Deny", "Warn"} <= set(actions):
+            raise ValueError(
+                f"DevicePluginAdmissionChart: validation_actions must be Deny, Warn and/or Audit "
+                f"(not Deny with Warn), got {list(validation_actions)}"
+            )
         username = service_account_username(namespace, service_account)
         policy = cdk8s.ApiObject(
             self,
@@ -263,5 +276,5 @@ class DevicePluginAdmissionChart(cdk8s.Chart):
             metadata=cdk8s.ApiObjectMetadata(name=name, labels=_LABELS),
         )
         binding.add_json_patch(
-            cdk8s.JsonPatch.add("/spec", {"policyName": name, "validationActions": ["Deny"]})
+            cdk8s.JsonPatch.add("/spec", {"policyName": name, "validationActions": actions})
         )

@@ -105,7 +105,8 @@ def admit(
     policy = only(manifests, "ValidatingAdmissionPolicy")
     binding = only(manifests, "ValidatingAdmissionPolicyBinding")
     spec = policy["spec"]
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"], "only an enforcing binding is modelled here"
     assert spec["failurePolicy"] == "Fail"
     if not any(_rule_matches(rule, request) for rule in spec["matchConstraints"]["resourceRules"]):
         return Decision(matched=False, allowed=True)
@@ -595,3 +596,21 @@ def test_the_evaluator_reports_cel_errors_rather_than_passing_them() -> None:
     with pytest.raises(CelError):
         evaluate("request.subResource == ''", {"request": {}})
     assert evaluate("request.subResource == '' || true", {"request": {}}) is True
+
+
+def test_the_binding_can_only_report_for_a_first_rollout() -> None:
+    manifests = synth(
+        lambda app: DevicePluginAdmissionChart(app, "observe", validation_actions=("Audit", "Warn"))
+    )
+    assert_valid(manifests)
+    assert only(manifests, "ValidatingAdmissionPolicyBinding")["spec"]["validationActions"] == [
+        "Audit",
+        "Warn",
+    ]
+    assert only(MANIFESTS, "ValidatingAdmissionPolicyBinding")["spec"]["validationActions"] == ["Deny"]
+
+
+@pytest.mark.parametrize("actions", [(), ("Deny", "Warn"), ("Allow",)])
+def test_invalid_validation_actions_are_refused(actions: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError, match="validation_actions"):
+        synth(lambda app: DevicePluginAdmissionChart(app, "bad", validation_actions=actions))
