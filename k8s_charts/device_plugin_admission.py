@@ -257,8 +257,8 @@ class DevicePluginAdmissionChart(cdk8s.Chart):
                     },
                     "matchConditions": [
                         {
-                            # Only the plugin's own requests are judged; nobody else's is touched.
-                            "name": "neuron-device-plugin-only",
+                            # Only the service account's own requests are judged; nobody else's is touched.
+                            "name": "this-service-account-only",
                             "expression": "has(request.userInfo.username)"
                             f" && request.userInfo.username == {_cel_string(username)}",
                         }
