@@ -15,8 +15,11 @@ What runs is what the cluster would run, with only the differences one machine f
   Volcano pod (``volcano_pod_fields``), then what Volcano's env plugin appends (``VC_TASK_INDEX``).
   The args get the same ``$(VAR)`` expansion.
 
-Every process is bounded in time, talks to 127.0.0.1 only, and is killed by PID with all its
-descendants (torchrun starts each worker in a session of its own) when its test ends.
+Pods end as they do in a cluster: ``Agent.kill`` is a lost pod (SIGKILL to the agent and its
+workers at once), ``Agent.delete`` a deleted one (SIGTERM to torchrun, which is the container's
+PID 1 since bert_worker.sh execs it, then SIGKILL). Every process is bounded in time, talks to
+127.0.0.1 only, and is stopped by PID with all its descendants (torchrun starts each worker in a
+session of its own) when its attempt ends.
 """
 
 from __future__ import annotations
