@@ -444,6 +444,9 @@ class LocalJob:
                     "HOME": str(logs),
                     "TMPDIR": str(logs),
                     "LANG": "C.UTF-8",
+                    # --tee copies worker lines to the agent's stdout, which Python block-buffers
+                    # when it is not a terminal: unbuffered, a test sees them as they come.
+                    "PYTHONUNBUFFERED": "1",
                     # gloo binds to the interface of the hostname's address otherwise.
                     "GLOO_SOCKET_IFNAME": "lo",
                     **environment,
