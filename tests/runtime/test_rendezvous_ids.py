@@ -4,9 +4,11 @@ The legacy ``etcd`` backend marks a run ``closed`` whenever an agent exits norma
 or after a worker failure), and the run's etcd directory outlives the job (7,200 s). So the id
 decides whether a second attempt can start:
 
-- a. with one fixed ``--rdzv_id`` (today's rendered ``bert-train``): a rerun after success and a
-  Volcano RestartJob after a failure both fail at once with RendezvousClosedError;
-- b. with an id per Job object and attempt: all of them train.
+- a. with one fixed ``--rdzv_id`` (what the launcher rendered before it took the id from the pod):
+  a rerun after success and a Volcano RestartJob after a failure both fail at once with
+  RendezvousClosedError;
+- b. with the rendered launcher, whose ``--rdzv_id $(RDZV_ID)`` is ``<job>-<uid>-v<version>``
+  from Volcano's pod annotations: all of them train.
 
 Each attempt is one Volcano Job version: new pods, hence new agents. A rerun is a new Job object
 (new uid, version 0); RestartJob keeps the Job and bumps its version.
@@ -18,7 +20,7 @@ import re
 
 import pytest
 
-from tests.runtime.harness import Agent, LocalJob, option_value
+from tests.runtime.harness import Agent, LocalJob
 
 pytestmark = pytest.mark.slow
 
@@ -74,12 +76,9 @@ def failed_attempt(
     return agents
 
 
-def per_attempt_id(job: LocalJob, *, job_uid: str, version: int) -> str | None:
-    """The rendered launcher's own id once it is built from the pod's fields (``$(VAR)`` in args);
-    until then, the fix simulated: the Job's uid and version in ``--rdzv_id``."""
-    if "$(" in option_value(job.container.args, "--rdzv_id"):
-        return None
-    return f"bert-train-{job_uid}-{version}"
+def rendered_id(job: LocalJob, *, job_uid: str, version: int) -> str:
+    """What the rendered ``--rdzv_id $(RDZV_ID)`` becomes on pods of that Job object and version."""
+    return f"{job.container.owner}-{job_uid}-v{version}"
 
 
 # a. One fixed id.
@@ -106,37 +105,24 @@ def test_fixed_id_a_restart_after_a_failure_finds_the_run_closed(job: LocalJob, 
     assert_closed(job.run("restarted", rdzv_id=FIXED_ID, job_uid=FIRST_JOB_UID, version=1))
 
 
-# b. An id per Job object and attempt.
+# b. The rendered launcher: an id per Job object and attempt.
 
 
-def test_per_attempt_id_a_rerun_after_success_trains(job: LocalJob) -> None:
-    first = job.run(
-        "first", job_uid=FIRST_JOB_UID, rdzv_id=per_attempt_id(job, job_uid=FIRST_JOB_UID, version=0)
-    )
+def test_the_rendered_launcher_a_rerun_after_success_trains(job: LocalJob) -> None:
+    first = job.run("first", job_uid=FIRST_JOB_UID)
     assert_trained(job, first)
+    assert run_ids(first) == {rendered_id(job, job_uid=FIRST_JOB_UID, version=0)}
 
-    rerun = job.run(
-        "rerun", job_uid=SECOND_JOB_UID, rdzv_id=per_attempt_id(job, job_uid=SECOND_JOB_UID, version=0)
-    )
+    rerun = job.run("rerun", job_uid=SECOND_JOB_UID)
     assert_trained(job, rerun)
-    assert run_ids(first).isdisjoint(run_ids(rerun))
+    assert run_ids(rerun) == {rendered_id(job, job_uid=SECOND_JOB_UID, version=0)}
 
 
 @pytest.mark.parametrize("failure", FAILURES)
-def test_per_attempt_id_a_restart_after_a_failure_trains(job: LocalJob, failure: str) -> None:
-    failed = failed_attempt(
-        job,
-        failure,
-        job_uid=FIRST_JOB_UID,
-        version=0,
-        rdzv_id=per_attempt_id(job, job_uid=FIRST_JOB_UID, version=0),
-    )
+def test_the_rendered_launcher_a_restart_after_a_failure_trains(job: LocalJob, failure: str) -> None:
+    failed = failed_attempt(job, failure, job_uid=FIRST_JOB_UID, version=0, rdzv_id=None)
+    assert run_ids(failed) == {rendered_id(job, job_uid=FIRST_JOB_UID, version=0)}
 
-    restarted = job.run(
-        "restarted",
-        job_uid=FIRST_JOB_UID,
-        version=1,
-        rdzv_id=per_attempt_id(job, job_uid=FIRST_JOB_UID, version=1),
-    )
+    restarted = job.run("restarted", job_uid=FIRST_JOB_UID, version=1)
     assert_trained(job, restarted)
-    assert run_ids(failed).isdisjoint(run_ids(restarted))
+    assert run_ids(restarted) == {rendered_id(job, job_uid=FIRST_JOB_UID, version=1)}
