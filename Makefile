@@ -117,7 +117,7 @@ lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scri
 	$(BIN)/mypy
 	$(BIN)/shellcheck --severity=style $(SCRIPTS)
 
-test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 1.5 minutes)
+test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 3 minutes)
 	$(BIN)/python -m pytest
 
 snapshot: setup ## rewrite tests/snapshots/ after an intended template change (review the diff)
