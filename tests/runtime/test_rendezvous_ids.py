@@ -34,16 +34,19 @@ def describe(agents: list[Agent]) -> str:
     return "\n".join(agent.describe() for agent in agents)
 
 
-def run_ids(agents: list[Agent]) -> set[str]:
-    """The rendezvous ids the workers ran under (torchrun gives them TORCHELASTIC_RUN_ID)."""
-    return {
-        match for agent in agents for match in re.findall(r"standin: step=0 .* run_id=(\S+)", agent.output)
-    }
+def run_ids(agents: list[Agent], phase: str = "train") -> set[str]:
+    """The rendezvous ids the workers of ``phase`` ran under (torchrun sets TORCHELASTIC_RUN_ID)."""
+    pattern = rf"standin: phase={phase} step=0 .* run_id=(\S+)"
+    return {match for agent in agents for match in re.findall(pattern, agent.output)}
 
 
 def assert_trained(job: LocalJob, agents: list[Agent]) -> None:
     """Every agent exited 0 by itself, and every worker of the world finished its collectives."""
-    ranks = {int(rank) for agent in agents for rank in re.findall(r"standin: done rank=(\d+)", agent.output)}
+    ranks = {
+        int(rank)
+        for agent in agents
+        for rank in re.findall(r"standin: phase=train done rank=(\d+)", agent.output)
+    }
     assert [(agent.returncode, agent.stopped_by_harness) for agent in agents] == [(0, False)] * len(agents), (
         describe(agents)
     )
@@ -51,12 +54,12 @@ def assert_trained(job: LocalJob, agents: list[Agent]) -> None:
 
 
 def assert_closed(agents: list[Agent]) -> None:
-    """Every agent gave up by itself on a closed rendezvous, before any worker started."""
+    """Every agent gave up by itself on a closed rendezvous, before any worker trained."""
     for agent in agents:
         assert agent.returncode != 0, describe(agents)
         assert not agent.stopped_by_harness, describe(agents)
         assert "RendezvousClosedError" in agent.output, describe(agents)
-        assert "standin:" not in agent.output, describe(agents)
+        assert "standin: phase=train" not in agent.output, describe(agents)
 
 
 def failed_attempt(
@@ -68,7 +71,9 @@ def failed_attempt(
     if failure == "worker-exception":
         env["STANDIN_FAIL_RANK"] = "1"
     with job.attempt("failed", env=env, job_uid=job_uid, version=version, rdzv_id=rdzv_id) as agents:
-        assert all(agent.wait_for_output("standin: step=0", 30) for agent in agents), describe(agents)
+        assert all(agent.wait_for_output("standin: phase=train step=0", 30) for agent in agents), describe(
+            agents
+        )
         if failure == "pod-killed":
             agents[1].kill()
         for agent in agents:
@@ -111,7 +116,10 @@ def test_fixed_id_a_restart_after_a_failure_finds_the_run_closed(job: LocalJob, 
 def test_the_rendered_launcher_a_rerun_after_success_trains(job: LocalJob) -> None:
     first = job.run("first", job_uid=FIRST_JOB_UID)
     assert_trained(job, first)
-    assert run_ids(first) == {rendered_id(job, job_uid=FIRST_JOB_UID, version=0)}
+    first_id = rendered_id(job, job_uid=FIRST_JOB_UID, version=0)
+    # run_worker.sh precompiles under an id of its own: that rendezvous closes before training.
+    assert run_ids(first, "precompile") == {f"{first_id}-precompile"}
+    assert run_ids(first) == {first_id}
 
     rerun = job.run("rerun", job_uid=SECOND_JOB_UID)
     assert_trained(job, rerun)
@@ -126,3 +134,4 @@ def test_the_rendered_launcher_a_restart_after_a_failure_trains(job: LocalJob, f
     restarted = job.run("restarted", job_uid=FIRST_JOB_UID, version=1)
     assert_trained(job, restarted)
     assert run_ids(restarted) == {rendered_id(job, job_uid=FIRST_JOB_UID, version=1)}
+    assert run_ids(restarted, "precompile") == set(), "every replica precompiled in the failed attempt"
