@@ -10,4 +10,6 @@ nothing here imports any of them, aws-cdk-lib or cdk8s. One module per kind of f
 - ``stack_outputs``: the names of TrainiumStack's outputs.
 - ``images``: the rule an image reference must follow to count as pinned.
 - ``kubernetes_plan``: the shape of the plan the charts produce and the stack applies.
+- ``cloudwatch_metrics``: the CloudWatch metrics (names, dimension sets, sources) and the log group
+  the dashboard reads.
 """

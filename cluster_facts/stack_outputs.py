@@ -17,6 +17,8 @@ class StackOutput(StrEnum):
     FSX_DNS_NAME = "FsxDnsName"
     TRAINIUM_SUBNET_ID = "TrainiumSubnetId"
     TRAINIUM_AVAILABILITY_ZONE = "TrainiumAvailabilityZone"
+    DASHBOARD_URL = "DashboardUrl"
+    """Only when observability.dashboard is on."""
 
     @property
     def placeholder(self) -> str:

@@ -20,6 +20,7 @@ __all__ = [
     "AMAZON_CLOUDWATCH_OBSERVABILITY",
     "AWS_FSX_CSI_DRIVER",
     "COREDNS",
+    "EKS_NODE_MONITORING_AGENT",
     "EKS_POD_IDENTITY_AGENT",
     "KUBECTL_LAYERS",
     "KUBE_PROXY",
@@ -44,6 +45,7 @@ EKS_POD_IDENTITY_AGENT = "eks-pod-identity-agent"
 COREDNS = "coredns"
 AWS_FSX_CSI_DRIVER = "aws-fsx-csi-driver"
 AMAZON_CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
+EKS_NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 ADDON_NAMES = (
     VPC_CNI,
     KUBE_PROXY,
@@ -51,6 +53,7 @@ ADDON_NAMES = (
     COREDNS,
     AWS_FSX_CSI_DRIVER,
     AMAZON_CLOUDWATCH_OBSERVABILITY,
+    EKS_NODE_MONITORING_AGENT,
 )
 """The EKS add-ons the cluster runs, in the order ClusterAddons creates them."""
 # The first VPC CNI that attaches efa-only interfaces (no IP address on EFA cards 1..N-1).

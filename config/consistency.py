@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
+from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
+
 if TYPE_CHECKING:
     from config.model import StackConfig, TrainiumNodeGroupSettings
 
@@ -156,4 +159,20 @@ def _training_fits_group(
         yield (
             "training.nodes",
             f"{nodes} nodes do not fit node group {group.name!r} (max_size {group.max_size})",
+        )
+
+
+@_reads("cluster.addon_versions", "observability.dashboard")
+def _dashboard_has_metrics(versions: dict[str, str], dashboard: bool) -> Iterator[Problem]:
+    # Container Insights publishes Neuron metrics from add-on v1.5.0 and EFA metrics from v1.5.2
+    # (cluster_facts/cloudwatch_metrics.py): an older pin leaves half the dashboard empty.
+    pinned = versions.get(AMAZON_CLOUDWATCH_OBSERVABILITY)
+    minimum = max(NEURON_METRICS_MINIMUM_ADDON, EFA_METRICS_MINIMUM_ADDON, key=version_key)
+    if dashboard and pinned is not None and version_key(pinned) < version_key(minimum):
+        yield (
+            "cluster.addon_versions",
+            (
+                f"{AMAZON_CLOUDWATCH_OBSERVABILITY} {pinned} publishes no EFA metrics for the dashboard "
+                f"(observability.dashboard); use v{minimum} or later, or set observability.dashboard: false"
+            ),
         )

@@ -35,6 +35,7 @@ __all__ = [
     "ClusterSettings",
     "EcrSettings",
     "FsxSettings",
+    "ObservabilitySettings",
     "StackConfig",
     "SystemNodesSettings",
     "TrainingSettings",
@@ -406,6 +407,28 @@ class TrainingSettings(_Section):
         return TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS // self.nodes
 
 
+# CloudWatch PutDashboard: "A dashboard name can contain only alphanumerics, dash (-), and underscore (_)".
+DashboardName = Annotated[
+    str,
+    _matching(r"[A-Za-z0-9_-]{1,255}", "a dashboard name of at most 255 letters, digits, '-' and '_'"),
+]
+
+
+class ObservabilitySettings(_Section):
+    """The CloudWatch dashboard and TensorBoard (docs/health.md)."""
+
+    dashboard: bool = True
+    """A CloudWatch dashboard of the cluster; its address is the stack output DashboardUrl."""
+    dashboard_name: DashboardName | None = None
+    """Defaults to <name>-<region>."""
+    dashboard_period_seconds: Literal[60, 300, 900, 3600] = 300
+    """The period of every graph; Container Insights publishes every 60 s."""
+    tensorboard: bool = True
+    """Serve TensorBoard over the runs' output (kubectl port-forward); it is rendered either way."""
+    tensorboard_memory_gib: int = Field(default=2, ge=1, le=64)
+    """TensorBoard's memory request and limit; it holds the loaded event data of every run."""
+
+
 def _null_is_empty(value: Any) -> Any:
     """A section whose keys are all commented out reads as null: it means the section's defaults."""
     return {} if value is None else value
@@ -426,6 +449,9 @@ class StackConfig(_Section):
     fsx: Annotated[FsxSettings, OptionalSection] = Field(default_factory=FsxSettings)
     ecr: Annotated[EcrSettings, OptionalSection] = Field(default_factory=EcrSettings)
     training: Annotated[TrainingSettings, OptionalSection] = Field(default_factory=TrainingSettings)
+    observability: Annotated[ObservabilitySettings, OptionalSection] = Field(
+        default_factory=ObservabilitySettings
+    )
 
     @property
     def training_node_group(self) -> TrainiumNodeGroupSettings:
@@ -435,3 +461,8 @@ class StackConfig(_Section):
     @property
     def ecr_repository_name(self) -> str:
         return self.ecr.repository_name or f"{self.name}/training"
+
+    @property
+    def dashboard_name(self) -> str:
+        # Dashboards are named per account, and one cluster name may exist in several regions.
+        return self.observability.dashboard_name or f"{self.name}-{self.region}"

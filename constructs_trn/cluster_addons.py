@@ -1,4 +1,5 @@
-"""EKS add-ons: networking, DNS, Pod Identity, the FSx CSI driver and CloudWatch observability."""
+"""EKS add-ons: networking, DNS, Pod Identity, the FSx CSI driver, CloudWatch observability and node
+health monitoring."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from cluster_facts.versions import (
     AMAZON_CLOUDWATCH_OBSERVABILITY,
     AWS_FSX_CSI_DRIVER,
     COREDNS,
+    EKS_NODE_MONITORING_AGENT,
     EKS_POD_IDENTITY_AGENT,
     KUBE_PROXY,
     VPC_CNI,
@@ -105,6 +107,15 @@ class ClusterAddons(Construct):
                 "role": self.cloudwatch_role,
             },
         )
+
+        # Reports Neuron, EFA, kernel, storage and runtime faults as node conditions and events, which
+        # node auto repair acts on (docs/health.md). No AWS permissions: it only reads the node's logs
+        # and writes Node conditions and Events (EKS User Guide, "Node monitoring agent" add-on:
+        # "This add-on doesn't require additional permissions"). No configuration either: its
+        # DaemonSet tolerates every taint, the Trainium taint included (chart default
+        # nodeAgent.tolerations [{operator: Exists}] since the first release, aws/eks-node-monitoring-agent
+        # charts/eks-node-monitoring-agent/values.yaml).
+        self.node_monitoring = self._addon(EKS_NODE_MONITORING_AGENT)
 
         for addon in (coredns, fsx_csi, cloudwatch):
             addon.node.add_dependency(wait_for)

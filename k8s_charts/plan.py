@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -39,6 +39,7 @@ from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fsx_storage import FsxStorageChart
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
 from k8s_charts.training_namespace import TrainingNamespaceChart
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
 from k8s_charts.volcano_queue import VolcanoQueueChart
@@ -93,6 +94,7 @@ class KubernetesLayerValues:
     queues: tuple[QueueValues, ...]
     datasets: tuple[Dataset, ...]
     runs: tuple[PlannedRun, ...]
+    tensorboard: TensorBoardValues = field(default_factory=TensorBoardValues)
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
@@ -230,4 +232,17 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 identity=run_id(run).removeprefix(f"{run.name}-"),
             )
         )
+    steps.append(
+        chart(
+            "tensorboard",
+            partial(
+                TensorBoardChart,
+                namespace=namespace,
+                claim_name=file_system.claim_name,
+                memory_gib=values.tensorboard.memory_gib,
+            ),
+            after=("fsx-storage",),
+            applied=values.tensorboard.applied,
+        )
+    )
     return KubernetesLayerPlan.of(steps)

@@ -24,6 +24,7 @@ from k8s_charts.plan import (
     QueueValues,
     plan_kubernetes_layer,
 )
+from k8s_charts.tensorboard import TensorBoardValues
 from k8s_charts.training_run import TrainingRun
 from k8s_charts.volcano_queue import queue_capability
 
@@ -124,6 +125,10 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
         ),
         datasets=(dataset,),
         runs=(PlannedRun(run=run, applied=training.enabled),),
+        tensorboard=TensorBoardValues(
+            applied=config.observability.tensorboard,
+            memory_gib=config.observability.tensorboard_memory_gib,
+        ),
     )
 
 

@@ -8,7 +8,7 @@ from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP
+from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, TRAINING_NAMESPACE
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
@@ -24,6 +24,7 @@ from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
+from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
 from k8s_charts.plan import render
@@ -217,6 +218,20 @@ class TrainiumStack(Stack):
             ],
         )
 
+        self.dashboard = (
+            TrainingDashboard(
+                self,
+                "Dashboard",
+                cluster_name=config.name,
+                dashboard_name=config.dashboard_name,
+                file_system_id=self.storage.file_system_id,
+                training_namespace=TRAINING_NAMESPACE,
+                period_seconds=config.observability.dashboard_period_seconds,
+            )
+            if config.observability.dashboard
+            else None
+        )
+
         # Opt-in (the pipeline's stages): a read-only role for the post-deployment check.
         self.deployment_check = (
             DeploymentCheckAccess(
@@ -262,6 +277,11 @@ class TrainiumStack(Stack):
                 "Zone name and id of the Trainium subnet",
             ),
         }
+        if self.dashboard is not None:
+            outputs[StackOutput.DASHBOARD_URL] = (
+                dashboard_url(region=config.region, dashboard_name=self.dashboard.dashboard_name),
+                "The cluster's CloudWatch dashboard (docs/health.md)",
+            )
         # Kept by name: the pipeline's post-deployment check reads them (env_from_cfn_outputs).
         self.outputs: dict[StackOutput, CfnOutput] = {
             output: CfnOutput(self, output.value, value=value, description=description)

@@ -201,6 +201,40 @@ BAD_CONFIGURATIONS = [
         id="section-that-is-not-a-mapping",
     ),
     pytest.param(
+        "observability.dashboard_name",
+        "trainium dashboard",
+        "env.yaml: observability.dashboard_name: 'trainium dashboard' is not a dashboard name of at most 255 "
+        "letters, digits, '-' and '_'",
+        id="dashboard-name",
+    ),
+    pytest.param(
+        "observability.dashboard_period_seconds",
+        120,
+        "env.yaml: observability.dashboard_period_seconds: Input should be 60, 300, 900 or 3600",
+        id="dashboard-period",
+    ),
+    pytest.param(
+        "observability.tensorboard_memory_gib",
+        128,
+        "env.yaml: observability.tensorboard_memory_gib: Input should be less than or equal to 64",
+        id="tensorboard-memory",
+    ),
+    pytest.param(
+        "cluster.addon_versions",
+        {"amazon-cloudwatch-observability": "v1.5.1-eksbuild.1"},
+        "env.yaml: cluster.addon_versions: amazon-cloudwatch-observability v1.5.1-eksbuild.1 publishes no EFA "
+        "metrics for the dashboard (observability.dashboard); use v1.5.2 or later, or set observability.dashboard: "
+        "false",
+        id="cloudwatch-addon-too-old-for-the-dashboard",
+    ),
+    pytest.param(
+        "cluster.addon_versions",
+        {"eks-node-monitoring-agent": "1.7.0"},
+        "env.yaml: cluster.addon_versions.eks-node-monitoring-agent: '1.7.0' is not an add-on version such as "
+        "v1.20.4-eksbuild.1",
+        id="node-monitoring-agent-version",
+    ),
+    pytest.param(
         "vpc",
         None,
         "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: cidr, availability_zones, "
@@ -419,6 +453,24 @@ def test_a_required_section_has_keys_without_a_default(section: str) -> None:
     # Otherwise it could be optional like the others.
     with pytest.raises(ValidationError):
         section_model(section).model_validate({})
+
+
+def test_an_old_cloudwatch_addon_is_fine_without_the_dashboard() -> None:
+    data = with_change("cluster.addon_versions", {"amazon-cloudwatch-observability": "v1.5.1-eksbuild.1"})
+    config = parse_config(change_key(data, "observability", {"dashboard": False}))
+    assert config.cluster.addon_versions == {"amazon-cloudwatch-observability": "v1.5.1-eksbuild.1"}
+    recent = with_change("cluster.addon_versions", {"amazon-cloudwatch-observability": "v4.1.0-eksbuild.1"})
+    assert parse_config(recent).observability.dashboard
+
+
+def test_the_node_monitoring_agent_can_be_pinned() -> None:
+    data = with_change("cluster.addon_versions", {"eks-node-monitoring-agent": "v1.7.0-eksbuild.1"})
+    assert parse_config(data).cluster.addon_versions == {"eks-node-monitoring-agent": "v1.7.0-eksbuild.1"}
+
+
+def test_the_dashboard_is_named_after_the_cluster_and_region_unless_configured() -> None:
+    assert load_config(DEFAULT_CONFIG).dashboard_name == "trainium-us-west-2"
+    assert parse_config(with_change("observability.dashboard_name", "mine")).dashboard_name == "mine"
 
 
 def test_fsx_throughput_follows_the_deployment_type() -> None:

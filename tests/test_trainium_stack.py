@@ -354,6 +354,20 @@ def test_addons_get_pod_identity_roles(
     assert expected_policy in granted
 
 
+def test_node_monitoring_agent_runs_with_its_defaults_and_no_aws_permissions(
+    default_stack: Synthesized,
+) -> None:
+    """No role: the add-on only reads node logs and writes Node conditions and Events (EKS User Guide:
+    "This add-on doesn't require additional permissions"). No configuration: its DaemonSet tolerates
+    every taint by default (chart value nodeAgent.tolerations [{operator: Exists}]), the Trainium
+    taint included, so the conditions that node auto repair acts on exist on the Trainium nodes."""
+    _, resource = addons(default_stack)["eks-node-monitoring-agent"]
+    assert "PodIdentityAssociations" not in resource["Properties"]
+    assert "ServiceAccountRoleArn" not in resource["Properties"]
+    assert "ConfigurationValues" not in resource["Properties"]
+    assert "AddonVersion" not in resource["Properties"]  # EKS's default for the cluster version
+
+
 def test_fsx_csi_driver_cannot_create_or_delete_file_systems(default_stack: Synthesized) -> None:
     _, resource = addons(default_stack)["aws-fsx-csi-driver"]
     role_id = resource["Properties"]["PodIdentityAssociations"][0]["RoleArn"]["Fn::GetAtt"][0]
@@ -405,6 +419,7 @@ def test_outputs(default_stack: Synthesized) -> None:
         "FsxDnsName",
         "TrainiumSubnetId",
         "TrainiumAvailabilityZone",
+        "DashboardUrl",
     }
     assert (
         outputs["UpdateKubeconfigCommand"]["Value"]

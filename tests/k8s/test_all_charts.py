@@ -93,6 +93,12 @@ EXPECTED_NAMES = {
         ("NetworkPolicy", "training", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
     ],
     "run-bert-large": [("Job", "training", r"bert-large-[0-9a-f]{8}")],
+    "tensorboard": [
+        ("ConfigMap", "training", "tensorboard"),
+        ("Deployment", "training", "tensorboard"),
+        ("NetworkPolicy", "training", "tensorboard"),
+        ("Service", "training", "tensorboard"),
+    ],
 }
 
 

@@ -1,0 +1,263 @@
+"""A CloudWatch dashboard for the cluster: Trainium nodes, Neuron, EFA, FSx and the training's own numbers.
+
+Every metric comes from cluster_facts.cloudwatch_metrics (names and dimension sets as the
+amazon-cloudwatch-observability add-on and FSx publish them, with their sources). Node names are not
+known at synth, so per-node graphs are SEARCH expressions over the node-level dimension set
+(``ClusterName, InstanceId, NodeName``): one line per Trainium node that reports.
+
+Per-node arithmetic (the dashboard's period override is "inherit", so each widget keeps the period
+set here):
+
+- Container Insights publishes one datapoint per NeuronCore, per Neuron runtime or per EFA device
+  every collection interval (60 s), and the node-level dimension set aggregates them. Utilization is
+  their ``Average`` (the node's mean NeuronCore utilization); device memory and EFA bytes/s are
+  totals: their ``Sum`` over the period divided by the number of intervals in it.
+- FSx: ``Sum`` of DataReadBytes or DataWriteBytes divided by the period's seconds is bytes/s (FSx for
+  Lustre User Guide); ``Sum`` of FreeDataStorageCapacity is the file system's free bytes, read per
+  minute.
+
+The training throughput is the value the BERT script prints (``... throughput : 1234.56``) and
+Container Insights ships to the cluster's application log group. Fluent Bit wraps each line in a JSON
+event (the line is its ``log`` field), so a metric filter cannot extract a number from inside it
+without a log transformer on every container's logs; a Logs Insights widget parses the line
+instead (docs/health.md, "The dashboard").
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from cluster_facts import cloudwatch_metrics as metrics
+from cluster_facts.cloudwatch_metrics import CloudWatchMetric
+
+__all__ = [
+    "THROUGHPUT_PATTERN",
+    "TRAINING_LINE_FILTER",
+    "TrainingDashboard",
+    "dashboard_url",
+]
+
+# The BERT script's log line (aws-neuron-samples dp_bert_large_hf_pretrain_hdf5.py, Logger.log):
+#   LOG <asctime> - (<epoch>, <step>) step_loss : <.4f> learning_rate : <.2e> throughput : <.2f> [grad-norm : <x>]
+# printed by the root rank only; torchrun's --tee prefixes it with "[<local rank>]:". Plain regex
+# syntax only (character classes, literals, named groups), which Logs Insights and Python agree on.
+TRAINING_LINE_FILTER = "step_loss : [-+.0-9a-z]+ learning_rate : [-+.0-9eE]+ throughput : [0-9]"
+THROUGHPUT_PATTERN = (
+    r"\((?<epoch>[0-9]+), (?<step>[0-9]+)\) step_loss : (?<step_loss>[-+.0-9a-z]+) "
+    r"learning_rate : (?<learning_rate>[-+.0-9eE]+) throughput : (?<throughput>[0-9.]+)"
+)
+
+_NODE = ("ClusterName", "InstanceId", "NodeName")
+
+
+def dashboard_url(*, region: str, dashboard_name: str) -> str:
+    """The console address of a dashboard (commercial, China and GovCloud partitions)."""
+    if region.startswith("cn-"):
+        host = "console.amazonaws.cn"
+    elif region.startswith("us-gov-"):
+        host = "console.amazonaws-us-gov.com"
+    else:
+        host = f"{region}.console.aws.amazon.com"
+    return f"https://{host}/cloudwatch/home?region={region}#dashboards/dashboard/{dashboard_name}"
+
+
+def _search(metric: CloudWatchMetric, *, cluster_name: str, statistic: str, period: int) -> str:
+    """SEARCH over the node-level dimension set of ``metric`` in this cluster (one series per node)."""
+    schema = ",".join([metric.namespace, *sorted(metric.dimensions(*_NODE))])
+    return (
+        f'SEARCH(\'{{{schema}}} MetricName="{metric.name}" ClusterName="{cluster_name}"\', '
+        f"'{statistic}', {period})"
+    )
+
+
+class TrainingDashboard(Construct):
+    """The dashboard ``dashboard_name`` of the cluster ``cluster_name``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        dashboard_name: str,
+        file_system_id: str,
+        training_namespace: str,
+        period_seconds: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if period_seconds % metrics.CONTAINER_INSIGHTS_INTERVAL_SECONDS:
+            raise ValueError(
+                f"period_seconds must be a multiple of {metrics.CONTAINER_INSIGHTS_INTERVAL_SECONDS}, "
+                f"got {period_seconds}"
+            )
+        self.dashboard_name = dashboard_name
+        period = Duration.seconds(period_seconds)
+        intervals = period_seconds // metrics.CONTAINER_INSIGHTS_INTERVAL_SECONDS
+
+        def per_node(metric: CloudWatchMetric, statistic: str, *, total: bool) -> cloudwatch.MathExpression:
+            search = _search(metric, cluster_name=cluster_name, statistic=statistic, period=period_seconds)
+            return cloudwatch.MathExpression(
+                # A Sum over the period holds one datapoint per device per interval.
+                expression=f"{search} / {intervals}" if total else search,
+                label="",
+                period=period,
+            )
+
+        def fsx(metric: CloudWatchMetric, label: str, *, statistic: str, seconds: int) -> cloudwatch.Metric:
+            metric.dimensions("FileSystemId")
+            return cloudwatch.Metric(
+                namespace=metric.namespace,
+                metric_name=metric.name,
+                dimensions_map={"FileSystemId": file_system_id},
+                statistic=statistic,
+                label=label,
+                period=Duration.seconds(seconds),
+            )
+
+        read, write = (
+            fsx(metrics.fsx_data_read_bytes, "read", statistic="Sum", seconds=period_seconds),
+            fsx(metrics.fsx_data_write_bytes, "write", statistic="Sum", seconds=period_seconds),
+        )
+        nodes_reporting = cloudwatch.MathExpression(
+            # One series per node reporting Neuron hardware counters: each becomes 1, then summed.
+            expression="SUM(nodes * 0 + 1)",
+            using_metrics={
+                "nodes": cloudwatch.MathExpression(
+                    expression=_search(
+                        metrics.node_neurondevice_hw_ecc_events_total,
+                        cluster_name=cluster_name,
+                        statistic="Maximum",
+                        period=period_seconds,
+                    ),
+                    label="",
+                    period=period,
+                )
+            },
+            label="Trainium nodes",
+            period=period,
+        )
+        log_group = metrics.application_log_group(cluster_name)
+        training_lines = (
+            f'filter kubernetes.namespace_name = "{training_namespace}" and log like /{TRAINING_LINE_FILTER}/'
+        )
+
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=dashboard_name,
+            # Each widget keeps its own period: the per-node totals divide by it.
+            period_override=cloudwatch.PeriodOverride.INHERIT,
+            default_interval=Duration.hours(6),
+            widgets=[
+                [
+                    cloudwatch.TextWidget(
+                        markdown=(
+                            f"# Trainium cluster {cluster_name}\n"
+                            "Per-node graphs show one line per Trainium node (Container Insights, "
+                            f"{period_seconds} s periods). Training throughput and loss come from the "
+                            f"BERT script's log lines in `{log_group}`. TensorBoard and what each "
+                            "graph means: docs/health.md."
+                        ),
+                        width=24,
+                        height=2,
+                    )
+                ],
+                [
+                    cloudwatch.GraphWidget(
+                        title="NeuronCore utilization per node (%)",
+                        left=[per_node(metrics.node_neuroncore_utilization, "Average", total=False)],
+                        left_y_axis=cloudwatch.YAxisProps(min=0, max=100, show_units=False),
+                        width=12,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="Neuron device memory used per node (bytes)",
+                        left=[
+                            per_node(metrics.node_neurondevice_runtime_memory_used_bytes, "Sum", total=True)
+                        ],
+                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                        width=12,
+                    ),
+                ],
+                [
+                    cloudwatch.GraphWidget(
+                        title="EFA received per node (bytes/s)",
+                        left=[per_node(metrics.node_efa_rx_bytes, "Sum", total=True)],
+                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                        width=12,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="EFA transmitted per node (bytes/s)",
+                        left=[per_node(metrics.node_efa_tx_bytes, "Sum", total=True)],
+                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                        width=12,
+                    ),
+                ],
+                [
+                    cloudwatch.GraphWidget(
+                        title="Trainium nodes",
+                        left=[nodes_reporting],
+                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                        width=8,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="FSx for Lustre throughput (bytes/s)",
+                        left=[
+                            cloudwatch.MathExpression(
+                                expression=f"read / {period_seconds}",
+                                using_metrics={"read": read},
+                                label="read",
+                                period=period,
+                            ),
+                            cloudwatch.MathExpression(
+                                expression=f"write / {period_seconds}",
+                                using_metrics={"write": write},
+                                label="write",
+                                period=period,
+                            ),
+                        ],
+                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                        width=8,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="FSx for Lustre free capacity (bytes)",
+                        left=[
+                            fsx(metrics.fsx_free_data_storage_capacity, "free", statistic="Sum", seconds=60)
+                        ],
+                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                        width=8,
+                    ),
+                ],
+                [
+                    cloudwatch.LogQueryWidget(
+                        title="Training throughput (sequences/s, from the script's log)",
+                        log_group_names=[log_group],
+                        query_lines=[
+                            "fields @timestamp",
+                            training_lines,
+                            f"parse log /{THROUGHPUT_PATTERN}/",
+                            f"stats avg(throughput) as sequences_per_second by bin({period_seconds}s)",
+                        ],
+                        view=cloudwatch.LogQueryVisualizationType.LINE,
+                        width=12,
+                    ),
+                    cloudwatch.LogQueryWidget(
+                        title="Latest step per training pod",
+                        log_group_names=[log_group],
+                        query_lines=[
+                            "fields @timestamp",
+                            training_lines,
+                            f"parse log /{THROUGHPUT_PATTERN}/",
+                            (
+                                "stats latest(step) as step, latest(step_loss) as loss, "
+                                "latest(throughput) as sequences_per_second, max(@timestamp) as at "
+                                "by kubernetes.pod_name"
+                            ),
+                        ],
+                        view=cloudwatch.LogQueryVisualizationType.TABLE,
+                        width=12,
+                    ),
+                ],
+            ],
+        )

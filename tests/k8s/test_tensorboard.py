@@ -1,0 +1,229 @@
+"""TensorBoardChart: TensorBoard over the runs on FSx, read-only, non-root, reachable by port-forward only."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import cache
+from typing import Any
+
+import pytest
+
+from cluster_facts.images import is_pinned_image
+from cluster_facts.kubernetes_names import (
+    DATA_MOUNT,
+    NEURON_TAINT_KEY,
+    TORCHX_POD_LABELS,
+    TRAINING_NAMESPACE,
+    TRAINING_POD_LABELS,
+)
+from cluster_facts.kubernetes_plan import ManifestSet
+from config import load_config, parse_config
+from k8s_charts.tensorboard import (
+    DEFAULT_IMAGE,
+    PORT,
+    REQUIREMENTS,
+    TENSORBOARD_LABELS,
+    TensorBoardChart,
+    runs_directory,
+)
+from stacks.kubernetes_values import review_plan
+from tests.conftest import DEFAULT_CONFIG
+from tests.k8s.manifests import Manifest, only, pod_spec, synth
+from tests.k8s_validation import assert_valid
+from tests.netpol import Cluster, Pod
+from tests.yaml_edits import with_change
+
+CLAIM = "fsx-abc123"
+
+
+def tensorboard(**props: Any) -> list[Manifest]:
+    props = {"namespace": TRAINING_NAMESPACE, "claim_name": CLAIM, **props}
+    manifests = synth(lambda app: TensorBoardChart(app, "tensorboard", **props))
+    assert_valid(manifests)
+    return manifests
+
+
+@pytest.fixture(scope="module")
+def manifests() -> list[Manifest]:
+    return tensorboard()
+
+
+def containers_by_name(manifests: list[Manifest]) -> dict[str, dict[str, Any]]:
+    spec = pod_spec(only(manifests, "Deployment"))
+    return {c["name"]: c for c in [*spec["initContainers"], *spec["containers"]]}
+
+
+def test_chart_is_a_config_map_a_deployment_a_service_and_a_network_policy(manifests: list[Manifest]) -> None:
+    assert sorted((m["kind"], m["metadata"]["name"]) for m in manifests) == [
+        ("ConfigMap", "tensorboard"),
+        ("Deployment", "tensorboard"),
+        ("NetworkPolicy", "tensorboard"),
+        ("Service", "tensorboard"),
+    ]
+    assert {m["metadata"]["namespace"] for m in manifests} == {TRAINING_NAMESPACE}
+
+
+def test_tensorboard_reads_the_runs_directory_through_the_claim_read_only(manifests: list[Manifest]) -> None:
+    spec = pod_spec(only(manifests, "Deployment"))
+    [data] = [volume for volume in spec["volumes"] if "persistentVolumeClaim" in volume]
+    assert data["persistentVolumeClaim"] == {"claimName": CLAIM, "readOnly": True}
+    server = containers_by_name(manifests)["tensorboard"]
+    [mount] = [m for m in server["volumeMounts"] if m["name"] == data["name"]]
+    assert mount == {"name": data["name"], "mountPath": DATA_MOUNT, "readOnly": True}
+    # Runs write their output (and the BERT script its neuron_tblogs_* directories) under
+    # /data/<namespace>/runs/<run id>/: TensorBoard's logdir is their parent.
+    assert f"--logdir={DATA_MOUNT}/{TRAINING_NAMESPACE}/runs" in server["args"]
+    assert runs_directory(TRAINING_NAMESPACE) == f"{DATA_MOUNT}/{TRAINING_NAMESPACE}/runs"
+
+
+def test_the_logdir_is_where_the_runs_write(manifests: list[Manifest]) -> None:
+    """The run Job's OUTPUT_DIR (its --output_dir) is one directory below TensorBoard's logdir."""
+    plan = review_plan(load_config(DEFAULT_CONFIG))
+    run = plan.step("run-bert-large")
+    assert isinstance(run, ManifestSet)
+    [job] = run.manifests
+    [task] = job["spec"]["tasks"]
+    [trainer] = task["template"]["spec"]["containers"]
+    output_dir = {env["name"]: env.get("value") for env in trainer["env"]}["OUTPUT_DIR"]
+    assert output_dir == f"{runs_directory(TRAINING_NAMESPACE)}/{job['metadata']['name']}"
+
+
+def test_runs_on_the_system_nodes_as_non_root_with_a_read_only_root(manifests: list[Manifest]) -> None:
+    spec = pod_spec(only(manifests, "Deployment"))
+    # No toleration of the Trainium taint (so never on a Trainium node) and no selector needed.
+    assert "tolerations" not in spec
+    assert "nodeSelector" not in spec and "affinity" not in spec
+    assert NEURON_TAINT_KEY not in str(spec)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["automountServiceAccountToken"] is False
+    for container in containers_by_name(manifests).values():
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        }
+        assert {"cpu", "memory"} <= set(container["resources"]["requests"])
+        assert {"cpu", "memory"} <= set(container["resources"]["limits"])
+        assert is_pinned_image(container["image"]) and container["image"].startswith("public.ecr.aws/")
+
+
+def test_memory_is_requested_and_limited_as_configured() -> None:
+    resources = containers_by_name(tensorboard(memory_gib=6))["tensorboard"]["resources"]
+    assert resources["requests"]["memory"] == resources["limits"]["memory"] == "6Gi"
+
+
+def test_the_packages_are_installed_by_hash_only_from_wheels(manifests: list[Manifest]) -> None:
+    install = containers_by_name(manifests)["install"]
+    assert install["command"] == ["python", "-m", "pip"]
+    for flag in ("--require-hashes", "--only-binary=:all:", "--no-deps", "--no-cache-dir"):
+        assert flag in install["args"]
+    config_map = only(manifests, "ConfigMap")
+    requirements = config_map["data"]["requirements.txt"]
+    assert requirements.splitlines() == list(REQUIREMENTS)
+    for line in REQUIREMENTS:
+        assert re.fullmatch(r"[a-z0-9-]+==[0-9.]+( --hash=sha256:[0-9a-f]{64})+", line), line
+    names = [line.split("==")[0] for line in REQUIREMENTS]
+    assert len(names) == len(set(names))
+    assert names[0] == "tensorboard"
+    # The packages the server imports land in an emptyDir it mounts read-only.
+    server = containers_by_name(manifests)["tensorboard"]
+    target = next(arg.split("=", 1)[1] for arg in install["args"] if arg.startswith("--target="))
+    assert {"name": "PYTHONPATH", "value": target} in server["env"]
+    assert any(m["mountPath"] == target and m.get("readOnly") for m in server["volumeMounts"])
+
+
+def test_a_new_pin_rolls_the_deployment(manifests: list[Manifest]) -> None:
+    """The pod template names the hash of the requirements, so a changed ConfigMap is a new pod."""
+    requirements = only(manifests, "ConfigMap")["data"]["requirements.txt"]
+    annotations = only(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["trainium/requirements-sha256"] == hashlib.sha256(requirements.encode()).hexdigest()
+
+
+def test_service_is_cluster_ip_on_the_tensorboard_pods(manifests: list[Manifest]) -> None:
+    service = only(manifests, "Service")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == TENSORBOARD_LABELS
+    [port] = service["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (PORT, PORT)
+    server = containers_by_name(manifests)["tensorboard"]
+    assert f"--port={PORT}" in server["args"] and "--bind_all" in server["args"]
+    assert server["readinessProbe"]["httpGet"]["port"] == PORT
+
+
+def test_no_pod_may_connect_to_tensorboard(manifests: list[Manifest]) -> None:
+    """Port-forward comes from the pod's own node, which NetworkPolicy never blocks; pods get nothing."""
+    board = Pod(TRAINING_NAMESPACE, TENSORBOARD_LABELS, "10.0.1.50", "tensorboard")
+    others = [
+        Pod(TRAINING_NAMESPACE, TRAINING_POD_LABELS, "10.0.1.20", "train"),
+        Pod(TRAINING_NAMESPACE, TORCHX_POD_LABELS, "10.0.1.40", "torchx"),
+        Pod(TRAINING_NAMESPACE, {}, "10.0.1.43", "notebook"),
+        Pod("default", {}, "10.0.2.10", "elsewhere"),
+    ]
+    cluster = Cluster(manifests, [board, *others])
+    assert cluster.policies_selecting(board, "Ingress") == [f"{TRAINING_NAMESPACE}/tensorboard"]
+    assert not any(cluster.may_connect(pod, board, PORT) for pod in others)
+    assert not cluster.may_be_reached_from_ip("198.51.100.7", board, PORT)
+    # Its own egress is open: the init container installs from PyPI.
+    assert cluster.may_connect_to_ip(board, "198.51.100.7", 443)
+
+
+def test_tensorboard_pods_carry_no_label_that_admits_them_to_etcd(manifests: list[Manifest]) -> None:
+    labels = only(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert not TRAINING_POD_LABELS.items() <= labels.items()
+    assert not TORCHX_POD_LABELS.items() <= labels.items()
+
+
+def test_default_image_is_a_pinned_python_from_ecr_public() -> None:
+    assert re.fullmatch(r"public\.ecr\.aws/docker/library/python:3\.12\.\d+-slim-[a-z]+", DEFAULT_IMAGE)
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"image": "python:3.12"}, "is not a pinned image"),
+        ({"image": "public.ecr.aws/docker/library/python:latest"}, "is not a pinned image"),
+        ({"memory_gib": 0}, "memory_gib must be at least 1"),
+    ],
+)
+def test_bad_props_are_refused(props: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        tensorboard(**props)
+
+
+# --- In the plan -----------------------------------------------------------------------------------
+
+
+@cache
+def default_plan_step() -> ManifestSet:
+    step = review_plan(load_config(DEFAULT_CONFIG)).step("tensorboard")
+    assert isinstance(step, ManifestSet)
+    return step
+
+
+def test_the_plan_applies_tensorboard_after_the_claim_it_mounts() -> None:
+    plan = review_plan(load_config(DEFAULT_CONFIG))
+    step = default_plan_step()
+    assert step.applied and step.after == ("fsx-storage",)
+    assert plan.names.index("tensorboard") > plan.names.index("fsx-storage")
+    storage = plan.step("fsx-storage")
+    assert isinstance(storage, ManifestSet)
+    claim = only([dict(m) for m in storage.manifests], "PersistentVolumeClaim")["metadata"]["name"]
+    deployment = only([dict(m) for m in step.manifests], "Deployment")
+    [data] = [v for v in pod_spec(deployment)["volumes"] if "persistentVolumeClaim" in v]
+    assert data["persistentVolumeClaim"]["claimName"] == claim
+
+
+def test_configuration_turns_tensorboard_off_and_sizes_it() -> None:
+    data = load_config(DEFAULT_CONFIG).model_dump(mode="json")
+    off = parse_config(
+        with_change(data, "observability", {"tensorboard": False, "tensorboard_memory_gib": 5})
+    )
+    step = review_plan(off).step("tensorboard")
+    assert isinstance(step, ManifestSet)
+    assert not step.applied  # rendered for review, not deployed
+    deployment = only([dict(m) for m in step.manifests], "Deployment")
+    [server] = pod_spec(deployment)["containers"]
+    assert server["resources"]["limits"]["memory"] == "5Gi"
