@@ -23,13 +23,14 @@
 #                          are appended to the launcher: a retry resumes from its checkpoints
 #   CANNOT_PROCEED_EXIT_CODE      exit code for "nothing a retry can fix"; the Job's policy ends
 #                          the job on it instead of restarting it
+#   TERMINATION_LOG        unset in pods (the kubelet's /dev/termination-log); tests point it elsewhere
 set -euo pipefail
 : "${VC_TASK_INDEX:?not set: is the Volcano env plugin enabled?}"
 
 # cannot_proceed REASON: say why (also in the pod's termination message) and end the job.
 cannot_proceed() {
   echo "cannot proceed: $1" >&2
-  echo "$1" > /dev/termination-log 2>/dev/null || true
+  echo "$1" > "${TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
   exit "$CANNOT_PROCEED_EXIT_CODE"
 }
 

@@ -331,6 +331,8 @@ class Pod:
             "VC_TASK_INDEX": index,
             "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
             "RECORD": str(self.record),
+            # Never the host's /dev/termination-log.
+            "TERMINATION_LOG": str(self.tmp / "termination-log"),
             **extra,
         }
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)

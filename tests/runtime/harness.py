@@ -474,6 +474,8 @@ class LocalJob:
                     "PYTHONUNBUFFERED": "1",
                     # gloo binds to the interface of the hostname's address otherwise.
                     "GLOO_SOCKET_IFNAME": "lo",
+                    # run_worker.sh writes a failure's reason here; never the host's /dev/termination-log.
+                    "TERMINATION_LOG": str(logs / f"termination-log-{index}"),
                     **environment,
                     **(env or {}),
                 }
