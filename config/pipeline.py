@@ -19,8 +19,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, field_validator
 
+from config.fields import AccountId, Name, Region, _matching, _problem, _Section
 from config.loader import ConfigError, load_config, read_yaml, validation_problems
-from config.model import AccountId, Name, Region, StackConfig, _matching, _problem, _Section
+from config.model import StackConfig
 
 __all__ = [
     "PIPELINE_STACK_ID",
