@@ -10,6 +10,7 @@ from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
     "CANNOT_PROCEED_EXIT_CODE",
+    "DATASETS_DIR",
     "DATASETS_ROOT",
     "DATA_MOUNT",
     "DEPLOYMENT_CHECK_GROUP",
@@ -26,13 +27,17 @@ __all__ = [
     "NEURON_TAINT_KEY",
     "NEURON_TAINT_VALUE",
     "NODE_GROUP_LABEL",
+    "PLATFORM_NAMESPACE",
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
+    "TEAMS_DIR",
     "TORCHX_POD_LABELS",
     "TRAINING_NAMESPACE",
     "TRAINING_POD_LABELS",
     "dataset_variable",
+    "datasets_claim",
     "file_system_claim",
+    "team_rbac_group",
     "trainium_node_labels",
 ]
 
@@ -69,24 +74,48 @@ def trainium_node_labels(instance: TrainiumInstanceType, *, node_group: str) -> 
     }
 
 
-# The namespace of the training workload: etcd, the FSx claim, the staging and training jobs.
+# The cluster's own namespace for what serves every team: data set staging, the file system's
+# layout, TensorBoard. It mounts the whole file system.
+PLATFORM_NAMESPACE = "trainium-system"
+# The default team's namespace (config.workloads.DEFAULT_TEAMS): etcd, claims and runs of a team
+# live in the team's own namespace.
 TRAINING_NAMESPACE = "training"
 
 
 def file_system_claim(generation: str) -> str:
-    """The claim (and the PersistentVolume) of the stack's file system of one ``generation``.
+    """The claim of the stack's file system of one ``generation``, in every namespace that mounts it.
 
-    A replaced file system gets new names: a volume's source and a bound claim cannot change.
+    In the platform namespace it is the whole file system; in a team's namespace, the team's own
+    directory. A replaced file system gets new names: a volume's source and a bound claim cannot change.
     """
     return f"fsx-{generation}"
 
 
-# Where every pod mounts the claim, and the shared directories on it.
+def datasets_claim(generation: str) -> str:
+    """The claim, in a team's namespace, of the staged data sets: read-only."""
+    return f"fsx-{generation}-datasets"
+
+
+# Where every pod mounts its claim, and what it finds there. On the file system itself:
+#   /datasets/<name>/<identity>      staged once by the platform, mounted read-only by every team
+#   /teams/<team>/runs/<run id>      a team's run outputs (its pods see /teams/<team> as /data)
+#   /teams/<team>/neuron_cache       a team's compile caches
 DATA_MOUNT = "/data"
+TEAMS_DIR = "teams"
+"""Each team's directory on the file system: ``/<TEAMS_DIR>/<team>``."""
 NEURON_CACHE_DIR = "neuron_cache"
-"""Each namespace's Neuron compile caches: ``/data/<namespace>/neuron_cache/<cacheset>_<replica>``."""
-DATASETS_ROOT = f"{DATA_MOUNT}/datasets"
-"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``."""
+"""A team's Neuron compile caches, ``/data/neuron_cache/<cacheset>_<replica>`` in its pods."""
+DATASETS_DIR = "datasets"
+DATASETS_ROOT = f"{DATA_MOUNT}/{DATASETS_DIR}"
+"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``, the same path in
+the platform's pods (the whole file system) and in a team's (its read-only view of /datasets)."""
+RUNS_ROOT = f"{DATA_MOUNT}/runs"
+"""A team's runs, ``/data/runs/<run id>`` in its pods."""
+
+
+def team_rbac_group(team: str) -> str:
+    """The Kubernetes group of a team's members (their EKS access entries map to it)."""
+    return f"trainium-team-{team}"
 
 
 def dataset_variable(name: str) -> str:
@@ -96,9 +125,6 @@ def dataset_variable(name: str) -> str:
     """
     return "DATASET_" + name.upper().replace("-", "_")
 
-
-RUNS_ROOT = "runs"
-"""Each namespace's runs write under ``/data/<namespace>/runs/<run id>``."""
 
 # etcd for TorchElastic rendezvous: the Service the launchers dial, in the training namespace.
 ETCD_SERVICE_NAME = "etcd-server"

@@ -2,7 +2,7 @@
 
 Each check declares the keys it reads (``@_reads``) and gets their validated values, in that order.
 The loader runs every check whose keys are valid, also when other keys of the file are not: a file
-with a bad ``vpc.cidr`` still hears that ``training.nodes`` exceeds its node group. A check never
+with a bad ``vpc.cidr`` still hears that ``runs[0].nodes`` exceeds its node group. A check never
 runs on a key that has a problem of its own, so no line repeats or follows from another one.
 """
 
@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
+from config.presets import BERT_LARGE
 
 if TYPE_CHECKING:
     from config.model import StackConfig, TrainiumNodeGroupSettings
+    from config.workloads import DatasetSettings, RunSettings, TeamSettings
 
 __all__ = [
     "CROSS_CHECKS",
@@ -140,26 +142,132 @@ def _admin_roles_in_account(account: str, role_arns: list[str]) -> Iterator[Prob
             )
 
 
-@_reads("trainium.node_groups", "training.node_group")
-def _training_group_defined(groups: list[TrainiumNodeGroupSettings], wanted: str | None) -> Iterator[Problem]:
-    names = [group.name for group in groups]
-    if wanted is not None and wanted not in names:
-        yield (
-            "training.node_group",
-            f"{wanted!r} is not a trainium.node_groups name; defined: {', '.join(names)}",
-        )
+def _repeated(names: list[str]) -> list[str]:
+    return sorted({name for name in names if names.count(name) > 1})
 
 
-@_reads("trainium.node_groups", "training.node_group", "training.nodes")
-def _training_fits_group(
-    groups: list[TrainiumNodeGroupSettings], wanted: str | None, nodes: int
+@_reads("teams", "trainium.node_groups")
+def _teams_are_distinct_and_use_groups_that_exist(
+    all_teams: list[TeamSettings | None], groups: list[TrainiumNodeGroupSettings]
 ) -> Iterator[Problem]:
-    group = next((group for group in groups if group.name == (wanted or groups[0].name)), None)
-    if group is not None and nodes > group.max_size:
+    teams = [team for team in all_teams if team is not None]
+    for key, names in (
+        ("name", [team.name for team in teams]),
+        ("queue", [team.queue_name for team in teams]),
+    ):
+        repeated = _repeated(names)
+        if repeated:
+            yield "teams", f"team {key}s must be unique; repeated: {', '.join(repeated)}"
+    defined = [group.name for group in groups]
+    for index, team in enumerate(all_teams):
+        for position, group in enumerate(team.node_groups if team else ()):
+            if group not in defined:
+                yield (
+                    f"teams[{index}].node_groups[{position}]",
+                    f"{group!r} is not a trainium.node_groups name; defined: {', '.join(defined)}",
+                )
+
+
+@_reads("datasets", "runs")
+def _datasets_are_distinct(
+    all_datasets: list[DatasetSettings | None], all_runs: list[RunSettings | None]
+) -> Iterator[Problem]:
+    runs = [run for run in all_runs if run is not None]
+    datasets = [dataset for dataset in all_datasets if dataset is not None]
+    names = [dataset.name for dataset in datasets]
+    repeated = _repeated(names)
+    if repeated:
+        yield "datasets", f"data set names must be unique; repeated: {', '.join(repeated)}"
+    for index, dataset in enumerate(all_datasets):
+        if (
+            dataset is not None
+            and any(run.preset == BERT_LARGE.name for run in runs)
+            and dataset.name == BERT_LARGE.dataset.name
+        ):
+            yield (
+                f"datasets[{index}].name",
+                f"{dataset.name!r} is the data set of preset {BERT_LARGE.name}, which brings it itself; pick another name",
+            )
+
+
+@_reads("runs", "teams", "trainium.node_groups", "datasets")
+def _runs_fit_their_team_and_group(
+    runs: list[RunSettings | None],
+    all_teams: list[TeamSettings | None],
+    groups: list[TrainiumNodeGroupSettings],
+    all_datasets: list[DatasetSettings | None],
+) -> Iterator[Problem]:
+    teams = [team for team in all_teams if team is not None]
+    dataset_names = [dataset.name for dataset in all_datasets if dataset is not None]
+    if len(teams) != len(all_teams) or len(dataset_names) != len(all_datasets):
+        return  # what a run names could be the item with the problem: that is reported, there
+    repeated = _repeated([run.name for run in runs if run is not None])
+    if repeated:
+        yield "runs", f"run names must be unique; repeated: {', '.join(repeated)}"
+    for index, run in enumerate(runs):
+        if run is not None:
+            yield from _run_problems(f"runs[{index}]", run, teams, groups, dataset_names)
+    yield from _shared_cachesets(runs, teams[0].name)
+
+
+def _run_problems(
+    where: str,
+    run: RunSettings,
+    teams: list[TeamSettings],
+    groups: list[TrainiumNodeGroupSettings],
+    dataset_names: list[str],
+) -> Iterator[Problem]:
+    team = next((team for team in teams if team.name == (run.team or teams[0].name)), None)
+    if team is None:
+        yield f"{where}.team", f"{run.team!r} is not a team; defined: {', '.join(t.name for t in teams)}"
+        return
+    group_names = [group.name for group in groups]
+    # In the team's own order: its first group is its runs' default.
+    allowed = [name for name in (team.node_groups or group_names) if name in group_names]
+    if run.node_group is None and not allowed:
+        return  # the team's groups are all undefined: the teams check says so
+    wanted = run.node_group or allowed[0]
+    group = next((group for group in groups if group.name == wanted), None)
+    if group is None:
         yield (
-            "training.nodes",
-            f"{nodes} nodes do not fit node group {group.name!r} (max_size {group.max_size})",
+            f"{where}.node_group",
+            f"{wanted!r} is not a trainium.node_groups name; defined: {', '.join(group_names)}",
         )
+    elif group.name not in allowed:
+        yield (
+            f"{where}.node_group",
+            f"team {team.name!r} may not use node group {group.name!r}; its groups: {', '.join(allowed)}",
+        )
+    elif run.nodes > group.max_size:
+        yield (
+            f"{where}.nodes",
+            f"{run.nodes} nodes do not fit node group {group.name!r} (max_size {group.max_size})",
+        )
+    for position, dataset in enumerate(run.datasets):
+        if dataset not in dataset_names:
+            yield (
+                f"{where}.datasets[{position}]",
+                f"{dataset!r} is not a datasets name; defined: {', '.join(dataset_names) or 'none'}",
+            )
+
+
+def _shared_cachesets(runs: list[RunSettings | None], first_team: str) -> Iterator[Problem]:
+    """Concurrent writers corrupt a Neuron compile cache: two applied runs of one team never share one."""
+    cachesets: dict[tuple[str, str], str] = {}
+    for index, run in enumerate(runs):
+        if run is None or not run.apply:
+            continue
+        key = (run.team or first_team, run.cacheset_name)
+        if key in cachesets:
+            yield (
+                f"runs[{index}].cacheset",
+                (
+                    f"{run.cacheset_name!r} is also the cache set of applied run {cachesets[key]!r} of team "
+                    f"{key[0]}; two runs at the same time would corrupt it: give each its own cacheset"
+                ),
+            )
+        else:
+            cachesets[key] = run.name
 
 
 @_reads("cluster.addon_versions", "observability.dashboard")

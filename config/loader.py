@@ -95,6 +95,11 @@ def parse_config(data: object, *, source: str = "<config>") -> StackConfig:
     return config
 
 
+# Top-level lists of sections whose checks take the valid items (config/consistency.py: a check
+# reading one gets None in place of an item with a problem of its own).
+ITEMIZED_LISTS = ("teams", "datasets", "runs")
+
+
 class _ValidKeys:
     """The validated value of a key of an invalid file, if neither it nor a key around it has a problem.
 
@@ -108,6 +113,8 @@ class _ValidKeys:
 
     def __call__(self, path: str) -> Any:
         keys = tuple(path.split("."))
+        if len(keys) == 1 and keys[0] in ITEMIZED_LISTS:
+            return self._items(keys[0])
         if any(self._touches(location, keys) for location in self._problems):
             raise Unavailable(path)
         model: type[BaseModel] = StackConfig
@@ -121,6 +128,23 @@ class _ValidKeys:
             model = _section_model(model, key)
             raw = raw[key]
         raise AssertionError("unreachable: the last key is validated")  # pragma: no cover
+
+    def _items(self, key: str) -> list[Any]:
+        """A list of sections with None for each item that has a problem of its own: one bad run
+        does not hide what the checks say of the others."""
+        if any(
+            location[:1] == (key,) and (len(location) == 1 or not isinstance(location[1], int))
+            for location in self._problems
+        ):
+            raise Unavailable(key)  # the list itself is wrong (not a list, too short)
+        raw = self._data.get(key)
+        if raw is None:
+            return list(
+                StackConfig.model_fields[key].get_default(call_default_factory=True, validated_data={})
+            )
+        [item_model] = typing.get_args(StackConfig.model_fields[key].annotation)
+        bad = {location[1] for location in self._problems if location[:1] == (key,)}
+        return [None if index in bad else item_model.model_validate(item) for index, item in enumerate(raw)]
 
     @staticmethod
     def _touches(location: tuple[Any, ...], keys: tuple[str, ...]) -> bool:
@@ -218,7 +242,8 @@ def _allowed_keys(location: tuple[Any, ...], root: type[BaseModel] = StackConfig
             for candidate in (annotation, *_nested_types(annotation))
             if isinstance(candidate, type) and issubclass(candidate, BaseModel)
         )
-    return list(model.model_fields)
+    # A retired section (annotated None, kept only to explain the move) is not offered as allowed.
+    return [name for name, field in model.model_fields.items() if field.annotation is not type(None)]
 
 
 def _nested_types(annotation: Any) -> list[Any]:

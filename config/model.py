@@ -32,7 +32,6 @@ from config.fields import (
     Ec2InstanceType,
     Name,
     OptionalSection,
-    PinnedImage,
     Region,
     RemovalPolicy,
     ReservationId,
@@ -42,6 +41,13 @@ from config.fields import (
     _quoted_string,
     _Section,
 )
+from config.workloads import (
+    DEFAULT_TEAMS,
+    DatasetSettings,
+    MovedSection,
+    RunSettings,
+    TeamSettings,
+)
 
 __all__ = [
     "ClusterSettings",
@@ -50,7 +56,6 @@ __all__ = [
     "ObservabilitySettings",
     "StackConfig",
     "SystemNodesSettings",
-    "TrainingSettings",
     "TrainiumNodeGroupSettings",
     "TrainiumSettings",
     "VpcSettings",
@@ -296,58 +301,6 @@ class EcrSettings(_Section):
     keep_images: int = Field(default=30, ge=1, le=1000)
 
 
-# The tutorial's run: 2 nodes x 32 gradient-accumulation micro-steps. With other node counts the
-# accumulation steps shrink or grow in proportion, so the global batch (and the loss curve) stay.
-TUTORIAL_NODES = 2
-TUTORIAL_GRAD_ACCUM_USTEPS = 32
-
-
-# AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
-# PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
-# the project image FROM the same reference (a test keeps them equal).
-DEFAULT_TRAINING_IMAGE = (
-    "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
-)
-
-
-class TrainingSettings(_Section):
-    enabled: bool = False
-    """Apply the BERT precompile and training jobs at deploy time (they are always rendered)."""
-    node_group: Name | None = None
-    """The Trainium node group the BERT job runs on; defaults to the first one."""
-    nodes: int = Field(default=TUTORIAL_NODES, ge=1)
-    image: PinnedImage = DEFAULT_TRAINING_IMAGE
-    """The training container; defaults to the pinned Neuron PyTorch training image."""
-    queue: Name = "test"
-    """The Volcano queue, created by the stack; TorchX users pass it as -cfg queue=<name>."""
-    batch_size: int = Field(default=16, ge=1)
-    grad_accum_usteps: int | None = Field(default=None, ge=1, validate_default=True)
-    """Defaults to the tutorial's 32 x 2 / nodes: a fixed global batch (strong scaling)."""
-    bf16: bool = True
-    stochastic_rounding: bool = True
-    cacheset: Name = "bert-large"
-    """Names the compile cache on FSx; give concurrent jobs different cachesets."""
-    precompile_steps: int = Field(default=10, ge=1)
-    """Steps of the precompile run under neuron_parallel_compile (enough to trace every graph)."""
-
-    @field_validator("grad_accum_usteps")
-    @classmethod
-    def _global_batch_kept(cls, steps: int | None, info: ValidationInfo) -> int | None:
-        nodes = info.data.get("nodes")
-        if steps is None and nodes is not None and (TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS) % nodes:
-            raise _problem(
-                f"{nodes} nodes cannot keep the tutorial's global batch ({TUTORIAL_NODES} nodes x "
-                f"{TUTORIAL_GRAD_ACCUM_USTEPS} steps); set grad_accum_usteps explicitly"
-            )
-        return steps
-
-    @property
-    def effective_grad_accum_usteps(self) -> int:
-        if self.grad_accum_usteps is not None:
-            return self.grad_accum_usteps
-        return TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS // self.nodes
-
-
 # CloudWatch PutDashboard: "A dashboard name can contain only alphanumerics, dash (-), and underscore (_)".
 DashboardName = Annotated[
     str,
@@ -380,15 +333,33 @@ class StackConfig(_Section):
     trainium: TrainiumSettings
     fsx: Annotated[FsxSettings, OptionalSection] = Field(default_factory=FsxSettings)
     ecr: Annotated[EcrSettings, OptionalSection] = Field(default_factory=EcrSettings)
-    training: Annotated[TrainingSettings, OptionalSection] = Field(default_factory=TrainingSettings)
     observability: Annotated[ObservabilitySettings, OptionalSection] = Field(
         default_factory=ObservabilitySettings
     )
+    teams: list[TeamSettings] = Field(default_factory=lambda: list(DEFAULT_TEAMS), min_length=1)
+    datasets: list[DatasetSettings] = Field(default_factory=list)
+    runs: list[RunSettings] = Field(default_factory=list)
+    training: Annotated[None, MovedSection] = None
+    """Replaced by runs; a file that still has it gets one line saying how to write it."""
 
-    @property
-    def training_node_group(self) -> TrainiumNodeGroupSettings:
-        wanted = self.training.node_group or self.trainium.node_groups[0].name
-        return next(group for group in self.trainium.node_groups if group.name == wanted)
+    def team(self, name: str | None) -> TeamSettings:
+        """The team ``name``, or the first team."""
+        return next((team for team in self.teams if team.name == name), self.teams[0])
+
+    def node_group(self, name: str) -> TrainiumNodeGroupSettings:
+        return next(group for group in self.trainium.node_groups if group.name == name)
+
+    def team_node_groups(self, team: TeamSettings) -> list[TrainiumNodeGroupSettings]:
+        """The groups a team's runs may use: in the team's order, or all of them in the cluster's."""
+        if not team.node_groups:
+            return list(self.trainium.node_groups)
+        return [self.node_group(name) for name in team.node_groups]
+
+    def run_node_group(self, run: RunSettings) -> TrainiumNodeGroupSettings:
+        """The run's group: as configured, or the first its team may use."""
+        if run.node_group is not None:
+            return self.node_group(run.node_group)
+        return self.team_node_groups(self.team(run.team))[0]
 
     @property
     def ecr_repository_name(self) -> str:

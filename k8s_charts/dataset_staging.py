@@ -25,15 +25,12 @@ import re
 from dataclasses import dataclass
 
 import cdk8s
-from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from cluster_facts.images import pinned_image_problem
-from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT
+from cluster_facts.kubernetes_names import DATASETS_ROOT
 from cluster_facts.script_files import script_body
-from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import policy_exceptions
-from k8s_charts.resources import container_resources
+from k8s_charts.identity import spec_hash
+from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -46,10 +43,6 @@ __all__ = [
     "staging_job_name",
 ]
 
-# Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
-# Public so pulls need no Docker Hub quota. Its busybox has sh, wget (HTTPS via ssl_client), tar,
-# mkfifo, tee and sha256sum: everything the script uses.
-DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
 # POSIX sh (busybox ash); the Job passes its inputs as environment variables and arguments.
 STAGING_SCRIPT = script_body("k8s_charts", "stage_dataset.sh")
 # Each attempt starts over from the markers; more than a few failures means a real fault.
@@ -60,7 +53,6 @@ STAGING_ATTEMPTS = STAGING_BACKOFF_LIMIT + 1
 STAGING_DEADLINE_SECONDS = 6 * 3600
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_PLACEHOLDER = "stage-name-placeholder"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,84 +116,35 @@ class Dataset:
 def _staging_objects(
     scope: Construct, *, dataset: Dataset, namespace: str, claim_name: str, image: str, job_name: str
 ) -> None:
-    environment = {
-        "DATASET_NAME": dataset.name,
-        "DATASET_DIR": dataset.directory,
-        "MARKER": dataset.marker,
-        "ARCHIVE_URL": dataset.archive_url or "",
-        "ARCHIVE_SHA256": dataset.archive_sha256 or "",
-    }
-    arguments = [
-        part for remote in dataset.files for part in (remote.url, remote.sha256, dataset.path(remote.name))
-    ]
-    container = k8s.Container(
-        name="stage",
-        image=image,
-        # The tag is pinned; Always only re-checks it against the registry at start.
-        image_pull_policy="Always",
-        # k8s_charts/scripts/stage_dataset.sh, with the files as its arguments.
-        command=["/bin/sh", "-c", STAGING_SCRIPT, "stage-dataset"],
-        args=arguments,
-        env=[k8s.EnvVar(name=name, value=value) for name, value in environment.items()],
-        resources=container_resources(
-            # wget | tar is I/O bound; the memory limit leaves room for the page cache of the writes.
-            requests={"cpu": "250m", "memory": "256Mi"},
-            limits={"cpu": "1", "memory": "1Gi"},
-        ),
-        # Root only to own what it writes on the (root-owned) Lustre root; no capabilities needed.
-        security_context=k8s.SecurityContext(
-            allow_privilege_escalation=False,
-            capabilities=k8s.Capabilities(drop=["ALL"]),
-            read_only_root_filesystem=True,
-        ),
-        volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
-    )
-    labels = {
-        "app.kubernetes.io/name": "dataset-staging",
-        "app.kubernetes.io/instance": job_name,
-        "trainium/dataset": dataset.name,
-    }
-    root_writer = (
-        "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
-        "with no capabilities, no privilege escalation and a read-only root file system"
-    )
-    k8s.KubeJob(
+    platform_job(
         scope,
-        "Job",
-        metadata=k8s.ObjectMeta(
-            name=job_name,
-            namespace=namespace,
-            labels=labels,
-            annotations=policy_exceptions({"CKV_K8S_23": root_writer, "CKV_K8S_40": root_writer}),
-        ),
-        spec=k8s.JobSpec(
-            backoff_limit=STAGING_BACKOFF_LIMIT,
-            active_deadline_seconds=STAGING_DEADLINE_SECONDS,
-            # No ttlSecondsAfterFinished: the finished Job stays as the record that staging ran.
-            template=k8s.PodTemplateSpec(
-                metadata=k8s.ObjectMeta(labels=labels),
-                spec=k8s.PodSpec(
-                    restart_policy="Never",
-                    automount_service_account_token=False,
-                    enable_service_links=False,
-                    security_context=k8s.PodSecurityContext(
-                        seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
-                    ),
-                    containers=[container],
-                    volumes=[
-                        k8s.Volume(
-                            name="data",
-                            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
-                                claim_name=claim_name
-                            ),
-                        )
-                    ],
-                ),
-            ),
-        ),
+        name=job_name,
+        namespace=namespace,
+        claim_name=claim_name,
+        labels={
+            "app.kubernetes.io/name": "dataset-staging",
+            "app.kubernetes.io/instance": job_name,
+            "trainium/dataset": dataset.name,
+        },
+        # k8s_charts/scripts/stage_dataset.sh, with the files as its arguments.
+        script=STAGING_SCRIPT,
+        script_name="stage-dataset",
+        arguments=[
+            part
+            for remote in dataset.files
+            for part in (remote.url, remote.sha256, dataset.path(remote.name))
+        ],
+        environment={
+            "DATASET_NAME": dataset.name,
+            "DATASET_DIR": dataset.directory,
+            "MARKER": dataset.marker,
+            "ARCHIVE_URL": dataset.archive_url or "",
+            "ARCHIVE_SHA256": dataset.archive_sha256 or "",
+        },
+        backoff_limit=STAGING_BACKOFF_LIMIT,
+        deadline_seconds=STAGING_DEADLINE_SECONDS,
+        image=image,
     )
-    # The job only downloads; nothing has a reason to connect to it.
-    deny_ingress(scope, name=job_name, namespace=namespace, pod_labels=labels)
 
 
 def staging_job_name(dataset: Dataset, *, namespace: str, claim_name: str, image: str = DEFAULT_IMAGE) -> str:
@@ -210,13 +153,13 @@ def staging_job_name(dataset: Dataset, *, namespace: str, claim_name: str, image
     A Job's pod template is immutable, so anything that changes it (the data set, the claim of a
     replaced file system, the image, the script) makes a new Job.
     """
-    chart = cdk8s.Chart(cdk8s.App(), "identity")
-    _staging_objects(
-        chart, dataset=dataset, namespace=namespace, claim_name=claim_name, image=image, job_name=_PLACEHOLDER
-    )
-    [job] = [manifest for manifest in chart.to_json() if manifest["kind"] == "Job"]
-    digest = hashlib.sha256(json.dumps(job["spec"], sort_keys=True).encode()).hexdigest()[:8]
-    return f"stage-{dataset.name}-{digest}"
+
+    def build(scope: Construct, job_name: str) -> None:
+        _staging_objects(
+            scope, dataset=dataset, namespace=namespace, claim_name=claim_name, image=image, job_name=job_name
+        )
+
+    return f"stage-{dataset.name}-{spec_hash(build, kind='Job')}"
 
 
 class DatasetStagingChart(cdk8s.Chart):
@@ -233,9 +176,6 @@ class DatasetStagingChart(cdk8s.Chart):
         image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
-        problem = pinned_image_problem(image)
-        if problem is not None:
-            raise ValueError(problem)
         self.job_name = staging_job_name(dataset, namespace=namespace, claim_name=claim_name, image=image)
         _staging_objects(
             self,

@@ -25,7 +25,7 @@ from typing import Any
 
 import cdk8s
 
-from cluster_facts.kubernetes_names import TRAINING_NAMESPACE
+from cluster_facts.kubernetes_names import PLATFORM_NAMESPACE, datasets_claim, file_system_claim
 from cluster_facts.kubernetes_plan import (
     HelmRelease,
     KubernetesLayerPlan,
@@ -37,10 +37,11 @@ from cluster_facts.versions import VOLCANO_CHART_REPOSITORY, VOLCANO_CHART_VERSI
 from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
+from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
 from k8s_charts.fsx_storage import FsxStorageChart
+from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
 from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
-from k8s_charts.training_namespace import TrainingNamespaceChart
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
 from k8s_charts.volcano_queue import VolcanoQueueChart
 
@@ -50,12 +51,16 @@ __all__ = [
     "KubernetesLayerValues",
     "PlannedRun",
     "QueueValues",
+    "TeamValues",
     "plan_kubernetes_layer",
+    "queue_step",
     "render",
 ]
 
 VOLCANO = "volcano"
 """The step that installs Volcano (the Helm release)."""
+PLATFORM_STEP = "platform-namespace"
+TEAMS_STEP = "training-namespace"
 # The webhook configuration the webhook manager patches with its CA just before it serves
 # (volcano v1.15.1 cmd/webhook-manager/app/server.go: addCaCertForWebhook, then ListenAndServeTLS).
 _VOLCANO_WEBHOOK = "volcano-admission-service-jobs-validate"
@@ -63,14 +68,23 @@ _VOLCANO_WEBHOOK = "volcano-admission-service-jobs-validate"
 
 @dataclass(frozen=True, kw_only=True)
 class FileSystemValues:
-    """The FSx for Lustre file system the PersistentVolume names (tokens in the stack)."""
+    """The FSx for Lustre file system the PersistentVolumes name (tokens in the stack)."""
 
     file_system_id: str
     dns_name: str
     mount_name: str
     storage_capacity_gib: int
-    claim_name: str
-    volume_name: str
+    generation: str
+    """Changes exactly when CloudFormation replaces the file system: every claim is named after it."""
+
+    @property
+    def claim_name(self) -> str:
+        """The claim of the whole file system (platform namespace) or of a team's directory (its namespace)."""
+        return file_system_claim(self.generation)
+
+    @property
+    def datasets_claim_name(self) -> str:
+        return datasets_claim(self.generation)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +92,15 @@ class QueueValues:
     name: str
     capability: Mapping[str, str]
     weight: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeamValues:
+    """A team: its namespace, its queue and the Kubernetes group of its members."""
+
+    name: str
+    queue: QueueValues
+    member_group: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,13 +114,21 @@ class PlannedRun:
 class KubernetesLayerValues:
     region: str
     file_system: FileSystemValues
-    queues: tuple[QueueValues, ...]
+    teams: tuple[TeamValues, ...]
     datasets: tuple[Dataset, ...]
     runs: tuple[PlannedRun, ...]
     tensorboard: TensorBoardValues = field(default_factory=TensorBoardValues)
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
+# Stacks deployed before teams existed apply the one queue, `test`, as the step "volcano-queue": a
+# new name would make CloudFormation delete that resource, and with it the queue, after the update.
+_LEGACY_QUEUE_STEPS = {"test": "volcano-queue"}
+
+
+def queue_step(queue: str) -> str:
+    """The step (custom resource) that applies the Volcano queue ``queue``."""
+    return _LEGACY_QUEUE_STEPS.get(queue, f"volcano-queue-{queue}")
 
 
 def render(build: ChartBuilder, name: str = "chart") -> tuple[Mapping[str, Any], ...]:
@@ -125,7 +156,8 @@ def _identity(value: object) -> str:
 def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     """Every step, in deploy order; each chart rendered in its own cdk8s App."""
     file_system = values.file_system
-    namespace = TRAINING_NAMESPACE
+    queues = [team.queue for team in values.teams]
+    team_names = [team.name for team in values.teams]
 
     def chart(
         name: str,
@@ -154,18 +186,19 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             # Waits again after every change of the release (an upgrade restarts the webhook).
             identity=_identity([volcano.chart, volcano.version, dict(volcano.values)]),
         ),
-        ManifestSet(
-            name="volcano-queue",
-            manifests=tuple(
-                manifest
-                for queue in values.queues
-                for manifest in render(
+        # A queue per custom resource: kubectl does not prune custom resources, so a dropped team's
+        # queue goes only with a resource of its own.
+        *(
+            ManifestSet(
+                name=queue_step(queue.name),
+                manifests=render(
                     partial(
                         VolcanoQueueChart, name=queue.name, weight=queue.weight, capability=queue.capability
                     )
-                )
-            ),
-            after=("volcano-webhook-ready",),
+                ),
+                after=("volcano-webhook-ready",),
+            )
+            for queue in queues
         ),
         *(
             ReadinessGate(
@@ -173,30 +206,59 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 object_type="queue.scheduling.volcano.sh",
                 object_name=queue.name,
                 json_path=".status.state",
-                after=("volcano-queue",),
+                after=(queue_step(queue.name),),
             )
-            for queue in values.queues
+            for queue in queues
         ),
-        chart("training-namespace", lambda app, name: TrainingNamespaceChart(app, name, name=namespace)),
-        chart(
-            "etcd",
-            lambda app, name: EtcdChart(app, name, namespace=namespace),
-            after=("training-namespace",),
+        chart(PLATFORM_STEP, partial(NamespaceChart, name=PLATFORM_NAMESPACE)),
+        # The teams' namespaces (the step keeps the name it had with one team: renaming it would
+        # delete the namespace `training` with the old custom resource).
+        ManifestSet(
+            name=TEAMS_STEP,
+            manifests=tuple(
+                manifest
+                for team in values.teams
+                for manifest in render(
+                    partial(NamespaceChart, name=team.name, member_group=team.member_group)
+                )
+            ),
+        ),
+        # One etcd per team: a team's runs rendezvous where no other team's pods can reach.
+        ManifestSet(
+            name="etcd",
+            manifests=tuple(
+                manifest
+                for team in values.teams
+                for manifest in render(partial(EtcdChart, namespace=team.name), f"etcd-{team.name}")
+            ),
+            after=(TEAMS_STEP,),
         ),
         chart(
             "fsx-storage",
-            lambda app, name: FsxStorageChart(
-                app,
-                name,
+            partial(
+                FsxStorageChart,
                 file_system_id=file_system.file_system_id,
                 dns_name=file_system.dns_name,
                 mount_name=file_system.mount_name,
                 storage_capacity_gib=file_system.storage_capacity_gib,
-                namespace=namespace,
-                claim_name=file_system.claim_name,
-                volume_name=file_system.volume_name,
+                generation=file_system.generation,
+                platform_namespace=PLATFORM_NAMESPACE,
+                team_namespaces=team_names,
             ),
-            after=("training-namespace",),
+            after=(PLATFORM_STEP, TEAMS_STEP),
+        ),
+        chart(
+            "fsx-layout",
+            partial(
+                FsxLayoutChart,
+                namespace=PLATFORM_NAMESPACE,
+                claim_name=file_system.claim_name,
+                teams=team_names,
+            ),
+            after=("fsx-storage",),
+            identity=layout_job_name(
+                namespace=PLATFORM_NAMESPACE, claim_name=file_system.claim_name, teams=team_names
+            ).removeprefix("fsx-layout-"),
         ),
         *(
             chart(
@@ -204,18 +266,18 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 partial(
                     DatasetStagingChart,
                     dataset=dataset,
-                    namespace=namespace,
+                    namespace=PLATFORM_NAMESPACE,
                     claim_name=file_system.claim_name,
                 ),
-                after=("fsx-storage",),
+                after=("fsx-layout",),
                 identity=staging_job_name(
-                    dataset, namespace=namespace, claim_name=file_system.claim_name
+                    dataset, namespace=PLATFORM_NAMESPACE, claim_name=file_system.claim_name
                 ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets
         ),
     ]
-    queue_gates = {queue.name: f"queue-{queue.name}-open" for queue in values.queues}
+    queue_gates = {queue.name: f"queue-{queue.name}-open" for queue in queues}
     for planned in values.runs:
         run = planned.run
         steps.append(
@@ -225,7 +287,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 after=(
                     queue_gates[run.queue],
                     "etcd",
-                    "fsx-storage",
+                    "fsx-layout",
                     *(f"data-{dataset.name}" for dataset in run.datasets),
                 ),
                 applied=planned.applied,
@@ -237,7 +299,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             "tensorboard",
             partial(
                 TensorBoardChart,
-                namespace=namespace,
+                namespace=PLATFORM_NAMESPACE,
                 claim_name=file_system.claim_name,
                 memory_gib=values.tensorboard.memory_gib,
             ),

@@ -1,9 +1,10 @@
 """TensorBoard served by the cluster over every run's output on FSx, for ``kubectl port-forward``.
 
-Runs write under ``/data/<namespace>/runs/<run id>/`` (k8s_charts/training_run.py); the BERT script
-puts its TensorBoard event files in ``neuron_tblogs_<time>_...`` directories there, one per attempt.
-TensorBoard reads ``/data/<namespace>/runs`` through the namespace's claim, mounted read-only, so it
-lists every run and attempt and outlives them.
+A team's runs write under ``/teams/<team>/runs/<run id>/`` of the file system (their pods see it as
+``/data/runs``; k8s_charts/training_run.py); the BERT script puts its TensorBoard event files in
+``neuron_tblogs_<time>_...`` directories there, one per attempt. TensorBoard runs in the platform
+namespace and reads ``/teams`` through the platform's claim of the whole file system, mounted
+read-only, so it lists every team's runs and attempts (``<team>/runs/<run id>/...``) and outlives them.
 
 The image: no maintained TensorBoard image is published on ECR Public, and the Docker Hub ones are
 either the full TensorFlow image or unofficial. The pod instead runs a Docker Official Python image
@@ -32,7 +33,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.images import pinned_image_problem
-from cluster_facts.kubernetes_names import DATA_MOUNT, RUNS_ROOT
+from cluster_facts.kubernetes_names import DATA_MOUNT, TEAMS_DIR
 from k8s_charts.isolation import deny_ingress
 from k8s_charts.resources import container_resources
 
@@ -116,9 +117,9 @@ class TensorBoardValues:
     """The container's memory request and limit."""
 
 
-def runs_directory(namespace: str) -> str:
-    """Where the runs of ``namespace`` write: one ``<run id>`` directory per run."""
-    return f"{DATA_MOUNT}/{namespace}/{RUNS_ROOT}"
+def runs_directory() -> str:
+    """Where TensorBoard reads: every team's directory, ``<team>/runs/<run id>`` in each."""
+    return f"{DATA_MOUNT}/{TEAMS_DIR}"
 
 
 def _quantity(value: str) -> k8s.Quantity:
@@ -168,7 +169,7 @@ class TensorBoardChart(cdk8s.Chart):
                     spec=_pod_spec(
                         image=image,
                         claim_name=claim_name,
-                        logdir=runs_directory(namespace),
+                        logdir=runs_directory(),
                         memory=f"{memory_gib}Gi",
                     ),
                 ),

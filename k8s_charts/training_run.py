@@ -24,8 +24,6 @@ Lifecycle (docs/day2.md):
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
     CANNOT_PROCEED_EXIT_CODE,
     DATA_MOUNT,
+    DATASETS_ROOT,
     EFA_RESOURCE,
     NEURON_CACHE_DIR,
     NEURON_RESOURCE,
@@ -50,6 +49,7 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.script_files import script_body
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
+from k8s_charts.identity import spec_hash
 from k8s_charts.imports import volcano_batch as vc
 from k8s_charts.policy_exceptions import policy_exceptions
 
@@ -69,7 +69,6 @@ _TASK = "worker"
 # hostnames <job>-worker-<index> must stay within 63 characters.
 RUN_ID_MAX_LENGTH = 48
 _RUN_NAME = re.compile(r"[a-z]([a-z0-9-]*[a-z0-9])?")
-_PLACEHOLDER = "RUN-ID-PLACEHOLDER"
 _PYTHON_TARGET = "/opt/run/python"
 # A staging heartbeat older than this (with a failed attempt on record) means the staging pod
 # died without recording it; longer than the Job's largest retry backoff (6 minutes).
@@ -96,6 +95,9 @@ class TrainingRun:
     namespace: str
     queue: str
     claim_name: str
+    """The team's claim: its own directory of the file system, mounted at /data."""
+    datasets_claim_name: str
+    """The staged data sets, read-only, at /data/datasets."""
     script: str
     """What the launcher runs on every worker (a path in the image or on /data)."""
     script_args: tuple[str, ...] = ()
@@ -133,7 +135,7 @@ class TrainingRun:
 
     @property
     def cache_root(self) -> str:
-        return f"{DATA_MOUNT}/{self.namespace}/{NEURON_CACHE_DIR}"
+        return f"{DATA_MOUNT}/{NEURON_CACHE_DIR}"
 
 
 def launcher_arguments(run: TrainingRun) -> list[str]:
@@ -232,7 +234,7 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
         # k8s_charts/scripts/run_worker.sh, with the launcher as its arguments ("$@").
         command=["/bin/bash", "-c", WORKER_SCRIPT, "run-worker"],
         args=launcher_arguments(run),
-        env=_environment(run, f"{DATA_MOUNT}/{run.namespace}/{RUNS_ROOT}/{run_id_value}", run_id_value),
+        env=_environment(run, f"{RUNS_ROOT}/{run_id_value}", run_id_value),
         resources=vc.JobSpecTasksTemplateSpecContainersResources(
             # Every chip and EFA interface of the node: one pod per node, one worker per NeuronCore.
             # Extended resources are limits only; Kubernetes copies them to requests.
@@ -246,6 +248,9 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
         ),
         volume_mounts=[
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="data", mount_path=DATA_MOUNT),
+            vc.JobSpecTasksTemplateSpecContainersVolumeMounts(
+                name="datasets", mount_path=DATASETS_ROOT, read_only=True
+            ),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="dshm", mount_path="/dev/shm"),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="python", mount_path=_PYTHON_TARGET),
         ],
@@ -320,6 +325,12 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                         claim_name=run.claim_name
                                     ),
                                 ),
+                                volume(
+                                    name="datasets",
+                                    persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
+                                        claim_name=run.datasets_claim_name, read_only=True
+                                    ),
+                                ),
                                 # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.
                                 volume(
                                     name="dshm",
@@ -345,13 +356,13 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
 
 def run_id(run: TrainingRun) -> str:
     """``<name>-<hash>``: eight hex digits of a hash of everything the Job would hold."""
-    chart = cdk8s.Chart(cdk8s.App(), "identity")
-    _job(chart, run, _PLACEHOLDER)
-    [rendered] = chart.to_json()
-    text = json.dumps(rendered["spec"], sort_keys=True)
-    if "${Token[" in text:
-        raise ValueError(f"run {run.name!r} holds a deploy-time token; its identity must be known at synth")
-    return f"{run.name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    try:
+        digest = spec_hash(lambda scope, name: _job(scope, run, name), kind="Job")
+    except ValueError:
+        raise ValueError(
+            f"run {run.name!r} holds a deploy-time token; its identity must be known at synth"
+        ) from None
+    return f"{run.name}-{digest}"
 
 
 # Root, as AWS ships and tests the Neuron training images (their docs run them with `docker run`).

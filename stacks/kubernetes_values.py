@@ -8,20 +8,21 @@ import json
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
-    TRAINING_NAMESPACE,
     TRAINING_POD_LABELS,
-    file_system_claim,
+    team_rbac_group,
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from config.presets import BERT_LARGE, DatasetPreset, bert_large_arguments
+from config.workloads import RunSettings, TeamSettings
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.plan import (
     FileSystemValues,
     KubernetesLayerValues,
     PlannedRun,
     QueueValues,
+    TeamValues,
     plan_kubernetes_layer,
 )
 from k8s_charts.tensorboard import TensorBoardValues
@@ -29,12 +30,15 @@ from k8s_charts.training_run import TrainingRun
 from k8s_charts.volcano_queue import queue_capability
 
 __all__ = [
+    "datasets",
     "file_system_generation",
     "file_system_values",
     "kubernetes_plan",
     "kubernetes_values",
     "placeholder_file_system",
     "review_plan",
+    "team_capability",
+    "training_run",
 ]
 
 
@@ -46,6 +50,9 @@ def file_system_generation(config: StackConfig) -> str:
     """
     fsx = config.fsx
     replaced_by = [
+        # The layout of the volumes (a team's directory and the data sets as volumes of their own):
+        # when it changes, every claim is new rather than an update Kubernetes would refuse.
+        "per-team volumes",
         fsx.deployment_type,
         config.trainium.availability_zone,
         fsx.s3_import_path if fsx.deployment_type == "SCRATCH_2" else None,
@@ -56,14 +63,12 @@ def file_system_generation(config: StackConfig) -> str:
 def file_system_values(
     config: StackConfig, *, file_system_id: str, dns_name: str, mount_name: str
 ) -> FileSystemValues:
-    name = file_system_claim(file_system_generation(config))
     return FileSystemValues(
         file_system_id=file_system_id,
         dns_name=dns_name,
         mount_name=mount_name,
         storage_capacity_gib=config.fsx.storage_capacity_gib,
-        claim_name=name,
-        volume_name=name,
+        generation=file_system_generation(config),
     )
 
 
@@ -77,7 +82,7 @@ def placeholder_file_system(config: StackConfig) -> FileSystemValues:
     )
 
 
-def _dataset(preset: DatasetPreset) -> Dataset:
+def _preset_dataset(preset: DatasetPreset) -> Dataset:
     return Dataset(
         name=preset.name,
         archive_url=preset.archive_url,
@@ -86,45 +91,114 @@ def _dataset(preset: DatasetPreset) -> Dataset:
     )
 
 
-def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> KubernetesLayerValues:
-    training = config.training
-    group = config.training_node_group
-    dataset = _dataset(BERT_LARGE.dataset)
-    run = TrainingRun(
-        name=BERT_LARGE.name,
+def datasets(config: StackConfig) -> dict[str, Dataset]:
+    """Every data set to stage, by name: the configured ones and those a preset run brings."""
+    found = {
+        dataset.name: Dataset(
+            name=dataset.name,
+            archive_url=dataset.archive_url,
+            archive_sha256=dataset.archive_sha256,
+            files=tuple(
+                RemoteFile(url=file.url, sha256=file.sha256, name=file.name) for file in dataset.files
+            ),
+        )
+        for dataset in config.datasets
+    }
+    if any(run.preset == BERT_LARGE.name for run in config.runs):
+        found[BERT_LARGE.dataset.name] = _preset_dataset(BERT_LARGE.dataset)
+    return found
+
+
+def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
+    """What the team's node groups hold at max_size: the queue lets a run use any of it."""
+    totals: dict[str, int] = {}
+    for group in config.team_node_groups(team):
+        for resource, amount in queue_capability(group.instance, group.max_size).items():
+            totals[resource] = totals.get(resource, 0) + int(amount.removesuffix("Gi"))
+    return {
+        resource: f"{amount}Gi" if resource == "memory" else str(amount)
+        for resource, amount in totals.items()
+    }
+
+
+def training_run(
+    config: StackConfig, run: RunSettings, *, file_system: FileSystemValues, staged: dict[str, Dataset]
+) -> TrainingRun:
+    """The run as the chart takes it: a preset filled in, the team, group and claims resolved."""
+    team = config.team(run.team)
+    group = config.run_node_group(run)
+    if run.preset == BERT_LARGE.name:
+        parameters = run.parameters
+        assert parameters is not None  # the model fills it for a preset run
+        script, arguments = (
+            BERT_LARGE.script,
+            bert_large_arguments(
+                batch_size=parameters.batch_size,
+                grad_accum_usteps=run.grad_accum_usteps,
+                bf16=parameters.bf16,
+            ),
+        )
+        # Set either way: the script turns stochastic rounding on for BF16 whenever it is absent.
+        environment = {"NEURON_RT_STOCHASTIC_ROUNDING_EN": "1" if parameters.stochastic_rounding else "0"}
+        needs = [BERT_LARGE.dataset.name]
+        packages, resume_glob, resume_args = (
+            BERT_LARGE.python_requirements,
+            BERT_LARGE.resume_glob,
+            BERT_LARGE.resume_args,
+        )
+    else:
+        assert run.script is not None  # the model requires it without a preset
+        script, arguments, environment, needs = run.script, tuple(run.args), {}, list(run.datasets)
+        packages = tuple(run.python_packages)
+        resume_glob, resume_args = (run.resume.when, tuple(run.resume.args)) if run.resume else ("", ())
+    precompile = run.precompile
+    return TrainingRun(
+        name=run.name,
         instance=group.instance,
         node_group=group.name,
-        nodes=training.nodes,
-        image=training.image,
-        namespace=TRAINING_NAMESPACE,
-        queue=training.queue,
+        nodes=run.nodes,
+        image=run.image,
+        namespace=team.name,
+        queue=team.queue_name,
         claim_name=file_system.claim_name,
-        script=BERT_LARGE.script,
-        script_args=bert_large_arguments(
-            batch_size=training.batch_size,
-            grad_accum_usteps=training.effective_grad_accum_usteps,
-            bf16=training.bf16,
-        ),
-        # Set either way: the script turns stochastic rounding on for BF16 whenever it is absent.
-        environment={"NEURON_RT_STOCHASTIC_ROUNDING_EN": "1" if training.stochastic_rounding else "0"},
-        datasets=(dataset,),
-        python_requirements=BERT_LARGE.python_requirements,
-        precompile_args=(BERT_LARGE.precompile_steps_arg, str(training.precompile_steps)),
-        resume_glob=BERT_LARGE.resume_glob,
-        resume_args=BERT_LARGE.resume_args,
-        cacheset=training.cacheset,
-        retries=3,
+        datasets_claim_name=file_system.datasets_claim_name,
+        script=script,
+        script_args=arguments,
+        environment={**environment, **run.env},
+        datasets=tuple(staged[name] for name in needs),
+        python_requirements=packages,
+        precompile_args=(precompile.steps_arg, str(precompile.steps)) if precompile else None,
+        resume_glob=resume_glob,
+        resume_args=resume_args,
+        cacheset=run.cacheset_name,
+        retries=run.retries,
         rendezvous_endpoint=f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}",
         pod_labels=TRAINING_POD_LABELS,
     )
+
+
+def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> KubernetesLayerValues:
+    staged = datasets(config)
     return KubernetesLayerValues(
         region=config.region,
         file_system=file_system,
-        queues=(
-            QueueValues(name=training.queue, capability=queue_capability(group.instance, training.nodes)),
+        teams=tuple(
+            TeamValues(
+                name=team.name,
+                queue=QueueValues(
+                    name=team.queue_name, capability=team_capability(config, team), weight=team.weight
+                ),
+                member_group=team_rbac_group(team.name),
+            )
+            for team in config.teams
         ),
-        datasets=(dataset,),
-        runs=(PlannedRun(run=run, applied=training.enabled),),
+        datasets=tuple(staged.values()),
+        runs=tuple(
+            PlannedRun(
+                run=training_run(config, run, file_system=file_system, staged=staged), applied=run.apply
+            )
+            for run in config.runs
+        ),
         tensorboard=TensorBoardValues(
             applied=config.observability.tensorboard,
             memory_gib=config.observability.tensorboard_memory_gib,

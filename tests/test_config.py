@@ -33,8 +33,14 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
 
 def test_default_config_is_the_tutorial_cluster() -> None:
     config = load_config(DEFAULT_CONFIG)
-    group = config.training_node_group
-    assert (group.instance_type, group.desired_size, config.training.nodes) == ("trn1.32xlarge", 2, 2)
+    [run] = config.runs
+    group = config.run_node_group(run)
+    assert (group.instance_type, group.desired_size, run.nodes, run.preset) == (
+        "trn1.32xlarge",
+        2,
+        2,
+        "bert-large",
+    )
     assert config.trainium.availability_zone in config.vpc.availability_zones
     assert config.account == "111122223333"
 
@@ -136,10 +142,10 @@ BAD_CONFIGURATIONS = [
         id="capacity-block-without-reservation",
     ),
     pytest.param(
-        "training.nodes",
+        "runs.0.nodes",
         4,
-        "env.yaml: training.nodes: 4 nodes do not fit node group 'trn1-32xl' (max_size 2)",
-        id="training-larger-than-node-group",
+        "env.yaml: runs[0].nodes: 4 nodes do not fit node group 'trn1-32xl' (max_size 2)",
+        id="run-larger-than-node-group",
     ),
     pytest.param(
         "vpc.availability_zones",
@@ -308,9 +314,9 @@ def test_repeated_node_group_names() -> None:
     ]
 
 
-def test_training_node_group_must_exist() -> None:
-    assert problems_of(with_change("training.node_group", "trn2-48xl")) == [
-        "env.yaml: training.node_group: 'trn2-48xl' is not a trainium.node_groups name; defined: trn1-32xl"
+def test_a_runs_node_group_must_exist() -> None:
+    assert problems_of(with_change("runs.0.node_group", "trn2-48xl")) == [
+        "env.yaml: runs[0].node_group: 'trn2-48xl' is not a trainium.node_groups name; defined: trn1-32xl"
     ]
 
 
@@ -364,37 +370,45 @@ def test_file_that_is_not_a_configuration(tmp_path: Path, text: str, expected: s
     assert raised.value.lines() == [f"{path}: {expected}"]
 
 
-def test_training_defaults_follow_the_tutorial() -> None:
-    training = load_config(DEFAULT_CONFIG).training
-    assert (training.enabled, training.queue, training.batch_size, training.effective_grad_accum_usteps) == (
+def test_the_bert_preset_defaults_follow_the_tutorial() -> None:
+    config = load_config(DEFAULT_CONFIG)
+    [run] = config.runs
+    assert run.parameters is not None and run.precompile is not None
+    assert (
+        run.apply,
+        config.team(run.team).queue_name,
+        run.parameters.batch_size,
+        run.grad_accum_usteps,
+    ) == (
         False,
         "test",
         16,
         32,
     )
-    assert (training.bf16, training.stochastic_rounding) == (True, True)
+    assert (run.parameters.bf16, run.parameters.stochastic_rounding, run.precompile.steps) == (True, True, 10)
+    assert (run.cacheset_name, run.retries) == ("bert-large", 3)
 
 
 @pytest.mark.parametrize(("nodes", "steps"), [(1, 64), (2, 32), (4, 16), (8, 8)])
 def test_more_nodes_fewer_accumulation_steps_same_global_batch(nodes: int, steps: int) -> None:
-    data = with_change("training.nodes", nodes)
+    data = with_change("runs.0.nodes", nodes)
     data["trainium"]["node_groups"][0]["max_size"] = 8
-    training = parse_config(data).training
-    assert training.effective_grad_accum_usteps == steps
-    assert nodes * training.effective_grad_accum_usteps == 64
+    [run] = parse_config(data).runs
+    assert run.grad_accum_usteps == steps
+    assert nodes * run.grad_accum_usteps == 64
 
 
 def test_node_count_that_cannot_keep_the_global_batch_needs_explicit_steps() -> None:
-    data = with_change("training.nodes", 3)
+    data = with_change("runs.0.nodes", 3)
     data["trainium"]["node_groups"][0]["max_size"] = 3
     assert problems_of(data) == [
         (
-            "env.yaml: training.grad_accum_usteps: 3 nodes cannot keep the tutorial's global batch "
-            "(2 nodes x 32 steps); set grad_accum_usteps explicitly"
+            "env.yaml: runs[0].parameters: 3 nodes cannot keep the tutorial's global batch "
+            "(2 nodes x 32 steps); set parameters.grad_accum_usteps explicitly"
         )
     ]
-    data["training"]["grad_accum_usteps"] = 21
-    assert parse_config(data).training.effective_grad_accum_usteps == 21
+    data["runs"][0]["parameters"] = {"grad_accum_usteps": 21}
+    assert parse_config(data).runs[0].grad_accum_usteps == 21
 
 
 @pytest.mark.parametrize(
@@ -406,8 +420,8 @@ def test_node_count_that_cannot_keep_the_global_batch_needs_explicit_steps() -> 
     ],
 )
 def test_training_image_must_be_pinned(image: str) -> None:
-    [line] = problems_of(with_change("training.image", image))
-    assert line.startswith(f"env.yaml: training.image: {image!r} is not a pinned image")
+    [line] = problems_of(with_change("runs.0.image", image))
+    assert line.startswith(f"env.yaml: runs[0].image: {image!r} is not a pinned image")
 
 
 # Defaults: an omitted section, a null one, {} and a section with some keys omitted mean the same.
@@ -429,7 +443,7 @@ def section_model(name: str) -> type[BaseModel]:
 
 def test_the_sections_are_found() -> None:
     # The tests below are generic over StackConfig's fields; this keeps them from testing nothing.
-    assert {"system_nodes", "fsx", "ecr", "training"} <= set(OPTIONAL_SECTIONS)
+    assert {"system_nodes", "fsx", "ecr", "observability"} <= set(OPTIONAL_SECTIONS)
     assert {"vpc", "cluster", "trainium"} <= set(REQUIRED_SECTIONS)
 
 
@@ -498,10 +512,9 @@ def test_a_default_size_is_checked_against_a_configured_one() -> None:
     ]
 
 
-def test_training_precompile_steps_default() -> None:
-    assert load_config(DEFAULT_CONFIG).training.precompile_steps == 10
-    assert problems_of(with_change("training.precompile_steps", 0)) == [
-        "env.yaml: training.precompile_steps: Input should be greater than or equal to 1"
+def test_precompile_steps_are_at_least_one() -> None:
+    assert problems_of(with_change("runs.0.precompile.steps", 0)) == [
+        "env.yaml: runs[0].precompile.steps: Input should be greater than or equal to 1"
     ]
 
 
@@ -509,14 +522,16 @@ def test_training_precompile_steps_default() -> None:
 
 
 def test_a_node_count_too_large_for_the_group_is_named_with_the_batch_problem() -> None:
-    data = with_change("training.nodes", 5)
+    data = with_change("runs.0.nodes", 5)
     data["trainium"]["node_groups"][0]["max_size"] = 4
+    data["runs"].append({"name": "other", "script": "train.py", "nodes": 5})
     assert problems_of(data) == [
         (
-            "env.yaml: training.grad_accum_usteps: 5 nodes cannot keep the tutorial's global batch "
-            "(2 nodes x 32 steps); set grad_accum_usteps explicitly"
+            "env.yaml: runs[0].parameters: 5 nodes cannot keep the tutorial's global batch "
+            "(2 nodes x 32 steps); set parameters.grad_accum_usteps explicitly"
         ),
-        "env.yaml: training.nodes: 5 nodes do not fit node group 'trn1-32xl' (max_size 4)",
+        # The first run has a problem of its own; the other is still checked against its group.
+        "env.yaml: runs[1].nodes: 5 nodes do not fit node group 'trn1-32xl' (max_size 4)",
     ]
 
 
@@ -527,7 +542,7 @@ def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
     data["trainium"]["availability_zone"] = "us-west-2b"
     data["trainium"]["availability_zone_id"] = "apne1-az4"
     data["cluster"]["admin_role_arns"] = ["arn:aws:iam::444455556666:role/Admins"]
-    data["training"]["node_group"] = "trn2-48xl"
+    data["runs"][0]["node_group"] = "trn2-48xl"
     assert problems_of(data) == [
         "env.yaml: vpc.cidr: 10.0.0.0/8 is too large; allowed prefixes: /16 to /22",
         (
@@ -550,7 +565,7 @@ def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
             "env.yaml: cluster.admin_role_arns[0]: 'arn:aws:iam::444455556666:role/Admins' is a role of account "
             "444455556666; allowed: roles of account 111122223333"
         ),
-        "env.yaml: training.node_group: 'trn2-48xl' is not a trainium.node_groups name; defined: trn1-32xl",
+        "env.yaml: runs[0].node_group: 'trn2-48xl' is not a trainium.node_groups name; defined: trn1-32xl",
     ]
 
 
@@ -573,10 +588,10 @@ def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
             id="roles-compared-only-with-a-valid-account",
         ),
         pytest.param(
-            {"training.nodes": 0, "trainium.node_groups.0.max_size": 0},
+            {"runs.0.nodes": 0, "trainium.node_groups.0.max_size": 0},
             [
                 "trainium.node_groups[0].max_size: Input should be greater than or equal to 1",
-                "training.nodes: Input should be greater than or equal to 1",
+                "runs[0].nodes: Input should be greater than or equal to 1",
             ],
             id="nodes-compared-only-with-valid-groups",
         ),
@@ -670,3 +685,143 @@ def test_odd_values_give_plain_messages(path: str) -> None:
                 for line in error.lines():
                     assert LINE.match(line), (path, value, line)
                     assert not PYTHON_NOISE.search(line), (path, value, line)
+
+
+# Runs, teams and data sets: one line per problem, naming the key.
+
+GENERIC_RUN = {"name": "llm", "script": "train.py", "nodes": 1}
+
+
+def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
+    data = default_data()
+    data["runs"] = [dict(run) for run in runs]
+    data.update(sections)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param(
+            with_runs({**GENERIC_RUN, "node_group": "trn9"}),
+            "runs[0].node_group: 'trn9' is not a trainium.node_groups name; defined: trn1-32xl",
+            id="unknown-node-group",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "nodes": 3}),
+            "runs[0].nodes: 3 nodes do not fit node group 'trn1-32xl' (max_size 2)",
+            id="more-nodes-than-max-size",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "image": "my-image:latest"}),
+            "runs[0].image: 'my-image:latest' is not a pinned image: name it registry/repository:tag "
+            "(not latest) or registry/repository@sha256:digest",
+            id="unpinned-image",
+        ),
+        pytest.param(
+            with_runs(
+                {**GENERIC_RUN, "apply": True},
+                {**GENERIC_RUN, "name": "llm-2", "apply": True, "cacheset": "llm"},
+            ),
+            "runs[1].cacheset: 'llm' is also the cache set of applied run 'llm' of team training; two runs at "
+            "the same time would corrupt it: give each its own cacheset",
+            id="cacheset-shared-at-the-same-time",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "team": "vision"}),
+            "runs[0].team: 'vision' is not a team; defined: training",
+            id="team-and-queue-that-do-not-exist",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "datasets": ["imagenet"]}),
+            "runs[0].datasets[0]: 'imagenet' is not a datasets name; defined: none",
+            id="unknown-data-set",
+        ),
+        pytest.param(
+            with_runs({"name": "llm"}),
+            "runs[0]: a run needs a script (or a preset such as bert-large)",
+            id="nothing-to-run",
+        ),
+        pytest.param(
+            with_runs({"name": "bert", "preset": "bert-large", "script": "mine.py"}),
+            "runs[0]: script comes from preset bert-large; leave them out or drop the preset",
+            id="preset-owns-the-script",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "parameters": {"batch_size": 8}}),
+            "runs[0].parameters: parameters belong to a preset; set preset: bert-large, or describe the run "
+            "with script and args",
+            id="parameters-without-preset",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "python_packages": ["transformers==4.44.0"]}),
+            "runs[0].python_packages[0]: 'transformers==4.44.0' is not a pinned requirement with its hash: "
+            "write it as name==version --hash=sha256:<64 hex digits> (pip's --require-hashes form)",
+            id="package-without-hash",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "name": "a" * 40}),
+            f"runs[0].name: '{'a' * 40}' is not a run name of 1-39 lowercase letters, digits and '-'",
+            id="run-name-too-long-for-its-pods",
+        ),
+        pytest.param(
+            with_runs(GENERIC_RUN, {**GENERIC_RUN, "script": "other.py"}),
+            "runs: run names must be unique; repeated: llm",
+            id="repeated-run",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "kube-system"}]),
+            "teams[0].name: 'kube-system' is a namespace the cluster uses itself; pick another team name",
+            id="reserved-namespace",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "queue": "q"}, {"name": "b", "queue": "q"}]),
+            "teams: team queues must be unique; repeated: q",
+            id="shared-queue",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "node_groups": ["trn9"]}]),
+            "teams[0].node_groups[0]: 'trn9' is not a trainium.node_groups name; defined: trn1-32xl",
+            id="team-group-undefined",
+        ),
+        pytest.param(
+            with_runs(datasets=[{"name": "d", "archive_sha256": "a" * 64}]),
+            "datasets[0]: archive_sha256 without archive_url checks nothing",
+            id="checksum-of-nothing",
+        ),
+        pytest.param(
+            with_runs(datasets=[{"name": "d", "archive_url": "http://example.com/d.tar"}]),
+            "datasets[0].archive_url: 'http://example.com/d.tar' is not an https:// URL",
+            id="plain-http-data-set",
+        ),
+        pytest.param(
+            with_runs(training={"nodes": 2}),
+            "training: the training section was replaced by runs (docs/runs.md); the tutorial's run is "
+            "runs: [{name: bert-large, preset: bert-large, apply: true, nodes: 2}]",
+            id="training-section-moved",
+        ),
+    ],
+)
+def test_a_bad_run_team_or_data_set_is_one_line(data: dict[str, Any], expected: str) -> None:
+    assert problems_of(data) == [f"env.yaml: {expected}"]
+
+
+def test_a_run_uses_its_teams_first_node_group_and_queue() -> None:
+    data = default_data()
+    data["trainium"]["node_groups"].append({**data["trainium"]["node_groups"][0], "name": "trn1-b"})
+    data["teams"] = [{"name": "training", "queue": "test"}, {"name": "research", "node_groups": ["trn1-b"]}]
+    data["runs"] = [{**GENERIC_RUN, "team": "research"}]
+    config = parse_config(data)
+    [run] = config.runs
+    assert config.run_node_group(run).name == "trn1-b"
+    assert config.team(run.team).queue_name == "research"
+
+
+def test_a_team_may_not_run_on_another_teams_group() -> None:
+    data = default_data()
+    data["trainium"]["node_groups"].append({**data["trainium"]["node_groups"][0], "name": "trn1-b"})
+    data["teams"] = [{"name": "training", "node_groups": ["trn1-32xl"]}]
+    data["runs"] = [{**GENERIC_RUN, "node_group": "trn1-b"}]
+    assert problems_of(data) == [
+        "env.yaml: runs[0].node_group: team 'training' may not use node group 'trn1-b'; its groups: trn1-32xl"
+    ]

@@ -53,25 +53,28 @@ def test_default_configuration_applies_everything_but_the_training_jobs(default_
     assert set(TRAINING_STEPS) <= set(plan.names)
 
 
-def test_enabled_training_applies_precompile_and_training(example_stack: Synthesized) -> None:
-    assert set(applied(example_stack)) == set(example_stack.stack.kubernetes_plan.names)
+def test_a_run_with_apply_is_applied_and_one_without_is_rendered_only(example_stack: Synthesized) -> None:
+    # config/example.yaml: bert-large has apply: true, llm does not.
+    assert set(applied(example_stack)) == set(example_stack.stack.kubernetes_plan.names) - {"run-llm"}
+    assert "run-llm" in example_stack.stack.kubernetes_plan.names
 
 
 def test_each_chart_waits_for_its_prerequisites(example_stack: Synthesized) -> None:
     ids = applied(example_stack)
-    for step in example_stack.stack.kubernetes_plan:
+    for step in example_stack.stack.kubernetes_plan.applied():
         name = step.name
         for prerequisite in step.after:
             assert ids[prerequisite] in depends_on(example_stack, ids[name]), (
                 f"{name} must wait for {prerequisite}"
             )
     # The orders that matter, spelled out: Volcano serves its webhook before the queue is applied,
-    # the queue is open before the run is, and the data set's Job follows its claim.
+    # the queue is open before the run is, and the data set's Job follows the claim and the directory layout.
     assert ids[VOLCANO] in depends_on(example_stack, ids["volcano-webhook-ready"])
     assert ids["volcano-webhook-ready"] in depends_on(example_stack, ids["volcano-queue"])
     assert ids["volcano-queue"] in depends_on(example_stack, ids["queue-test-open"])
     assert ids["queue-test-open"] in depends_on(example_stack, ids["run-bert-large"])
-    assert ids["fsx-storage"] in depends_on(example_stack, ids["data-bert-wikicorpus-128"])
+    assert ids["fsx-storage"] in depends_on(example_stack, ids["fsx-layout"])
+    assert ids["fsx-layout"] in depends_on(example_stack, ids["data-bert-wikicorpus-128"])
     assert ids["data-bert-wikicorpus-128"] in depends_on(example_stack, ids["run-bert-large"])
 
 
@@ -195,8 +198,9 @@ def test_yaml_for_review_has_placeholders_instead_of_tokens(
     plan = review_plan(default_stack.config)
     files = write_kubernetes_yaml(plan, tmp_path)
     assert sorted(path.name for path in files) == sorted(f"{step.name}.yaml" for step in plan.manifest_sets())
-    [volume, _] = list(yaml.safe_load_all((tmp_path / "fsx-storage.yaml").read_text()))
+    volume = next(yaml.safe_load_all((tmp_path / "fsx-storage.yaml").read_text()))
     assert volume["spec"]["csi"]["volumeHandle"] == "${FsxFileSystemId}"
+    assert volume["spec"]["csi"]["volumeAttributes"]["mountname"] == "${FsxMountName}"
     # Scripts stay readable: literal blocks, not escaped one-liners.
     assert "- |" in (tmp_path / "run-bert-large.yaml").read_text()
     # What this configuration does not apply says so.

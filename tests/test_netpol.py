@@ -11,6 +11,7 @@ import pytest
 
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
+    PLATFORM_NAMESPACE,
     TORCHX_POD_LABELS,
     TRAINING_NAMESPACE,
     TRAINING_POD_LABELS,
@@ -435,7 +436,7 @@ def test_the_project_renders_the_policies_these_facts_are_about(
         "kube-system/neuron-device-plugin"
     ]
     assert today.policies_selecting(project["data-staging"], "Ingress") == [
-        f"{TRAINING_NAMESPACE}/{project['data-staging'].name}"
+        f"{PLATFORM_NAMESPACE}/{project['data-staging'].name}"
     ]
     assert TRAINING_POD_LABELS.items() <= project["train"].labels.items()
 

@@ -42,24 +42,36 @@ def deployed_plan(config_data: dict[str, Any]) -> KubernetesLayerPlan:
     )
 
 
+def run_change(config_data: dict[str, Any], path: str, value: Any, *, run: int = 0) -> dict[str, Any]:
+    """A copy with ``runs[run].<path>`` set, creating the sections on the way."""
+    changed = copy.deepcopy(config_data)
+    *parents, last = path.split(".")
+    target = changed["runs"][run]
+    for part in parents:
+        target = target.setdefault(part, {})
+    target[last] = value
+    return changed
+
+
 def training_on(config_data: dict[str, Any]) -> dict[str, Any]:
-    return with_change(config_data, "training.enabled", True)
+    return run_change(config_data, "apply", True)
 
 
 DEFAULT_ON = training_on(data(DEFAULT_CONFIG))
 EXAMPLE = data(EXAMPLE_CONFIG)
+SECOND_TEAM = with_change(DEFAULT_ON, "teams", [{"name": "training", "queue": "test"}, {"name": "research"}])
 CHANGES = {
-    "new training parameters": (DEFAULT_ON, with_change(DEFAULT_ON, "training.batch_size", 8)),
+    "new training parameters": (DEFAULT_ON, run_change(DEFAULT_ON, "parameters.batch_size", 8)),
     "another image": (
         DEFAULT_ON,
-        with_change(
+        run_change(
             DEFAULT_ON,
-            "training.image",
+            "image",
             "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.2-ubuntu24.04",
         ),
     ),
-    "more nodes": (with_change(EXAMPLE, "training.nodes", 2), EXAMPLE),
-    "fewer nodes": (EXAMPLE, with_change(EXAMPLE, "training.nodes", 2)),
+    "more nodes": (run_change(EXAMPLE, "nodes", 2), EXAMPLE),
+    "fewer nodes": (EXAMPLE, run_change(EXAMPLE, "nodes", 2)),
     "a larger file system": (DEFAULT_ON, with_change(DEFAULT_ON, "fsx.storage_capacity_gib", 2400)),
     "another file-system deployment type": (
         DEFAULT_ON,
@@ -71,8 +83,17 @@ CHANGES = {
     "training switched off": (DEFAULT_ON, data(DEFAULT_CONFIG)),
     "another cacheset and precompile length": (
         EXAMPLE,
-        with_change(with_change(EXAMPLE, "training.cacheset", "bert-b"), "training.precompile_steps", 20),
+        run_change(run_change(EXAMPLE, "cacheset", "bert-b"), "precompile.steps", 20),
     ),
+    "a second team": (DEFAULT_ON, SECOND_TEAM),
+    "a run moved to another team": (SECOND_TEAM, run_change(SECOND_TEAM, "team", "research")),
+    "another run of the example": (EXAMPLE, run_change(EXAMPLE, "apply", True, run=1)),
+    "a changed data set": (EXAMPLE, with_change(EXAMPLE, "datasets.0.archive_sha256", "1" * 64)),
+    "a team's node groups": (
+        EXAMPLE,
+        with_change(EXAMPLE, "teams.1.node_groups", ["trn1-32xl-block", "trn1n-32xl"]),
+    ),
+    "a run removed": (EXAMPLE, with_change(EXAMPLE, "runs", EXAMPLE["runs"][:1])),
 }
 
 

@@ -6,6 +6,7 @@ identity; constructs_trn/kubernetes_layer.py). Between two deployments, CloudFor
 - updates a custom resource whose id is in both: the kubectl handler runs ``kubectl apply --prune``
   on its new manifest, which updates the objects it still holds and deletes, among those it no
   longer holds, the ones of kinds in kubectl's default prune allowlist;
+  (objects in a namespace it prunes go with the namespace);
 - creates a custom resource whose id is new: ``kubectl apply`` (overwrite), an update for objects
   that exist already;
 - deletes, after all of that, a custom resource whose id is gone: ``kubectl delete`` of its last
@@ -181,6 +182,11 @@ def update_problems(before: KubernetesLayerPlan, after: KubernetesLayerPlan) -> 
     old, new = _resources(before), _resources(after)
     problems: list[str] = []
     live = {key: manifest for objects in old.values() for key, manifest in objects.items()}
+    held = {key for objects in new.values() for key in objects}
+    # A namespace no resource holds any more is pruned or deleted, and whatever lives in it with it.
+    gone_namespaces = {
+        key.name for key in live.keys() - held if (key.api_version, key.kind) == ("v1", "Namespace")
+    }
     for construct_id, objects in new.items():
         for key, manifest in objects.items():
             if key in live:
@@ -188,14 +194,13 @@ def update_problems(before: KubernetesLayerPlan, after: KubernetesLayerPlan) -> 
                     f"{construct_id}: {key}: {reason}" for reason in refused_update(live[key], manifest)
                 ]
         for key in old.get(construct_id, {}).keys() - objects.keys():
-            if (key.api_version, key.kind) not in PRUNABLE_KINDS:
+            if (key.api_version, key.kind) not in PRUNABLE_KINDS and key.namespace not in gone_namespaces:
                 problems.append(
                     f"{construct_id}: {key} is dropped but kubectl does not prune a {key.kind}: left behind"
                 )
-    held_after = {key for objects in new.values() for key in objects}
     for construct_id in old.keys() - new.keys():
         for key in old[construct_id]:
-            if key in held_after:
+            if key in held:
                 problems.append(
                     f"{construct_id}: deleting the old resource deletes {key}, which the new deployment holds"
                 )

@@ -12,7 +12,8 @@ def with_change(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     *parents, last = [int(part) if part.isdigit() else part for part in path.split(".")]
     target: Any = changed
     for part in parents:
-        target = target[part]
+        # A missing mapping on the way is created (a run's parameters, say).
+        target = target.setdefault(part, {}) if isinstance(target, dict) else target[part]
     if value is ...:
         del target[last]
     else:

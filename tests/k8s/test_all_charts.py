@@ -85,19 +85,32 @@ EXPECTED_NAMES = {
     # change exactly when the objects cannot be updated in place.
     "fsx-storage": [
         ("PersistentVolume", None, r"fsx-[0-9a-f]{6}"),
+        ("PersistentVolume", None, r"fsx-[0-9a-f]{6}-training"),
+        ("PersistentVolume", None, r"fsx-[0-9a-f]{6}-training-datasets"),
         ("PersistentVolumeClaim", "training", r"fsx-[0-9a-f]{6}"),
+        ("PersistentVolumeClaim", "training", r"fsx-[0-9a-f]{6}-datasets"),
+        ("PersistentVolumeClaim", "trainium-system", r"fsx-[0-9a-f]{6}"),
     ],
-    "training-namespace": [("Namespace", None, "training")],
+    "platform-namespace": [("Namespace", None, "trainium-system")],
+    "training-namespace": [
+        ("Namespace", None, "training"),
+        ("Role", "training", "trainium-team-member"),
+        ("RoleBinding", "training", "trainium-team-member"),
+    ],
+    "fsx-layout": [
+        ("Job", "trainium-system", r"fsx-layout-[0-9a-f]{8}"),
+        ("NetworkPolicy", "trainium-system", r"fsx-layout-[0-9a-f]{8}"),
+    ],
     "data-bert-wikicorpus-128": [
-        ("Job", "training", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
-        ("NetworkPolicy", "training", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
+        ("Job", "trainium-system", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
+        ("NetworkPolicy", "trainium-system", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
     ],
     "run-bert-large": [("Job", "training", r"bert-large-[0-9a-f]{8}")],
     "tensorboard": [
-        ("ConfigMap", "training", "tensorboard"),
-        ("Deployment", "training", "tensorboard"),
-        ("NetworkPolicy", "training", "tensorboard"),
-        ("Service", "training", "tensorboard"),
+        ("ConfigMap", "trainium-system", "tensorboard"),
+        ("Deployment", "trainium-system", "tensorboard"),
+        ("NetworkPolicy", "trainium-system", "tensorboard"),
+        ("Service", "trainium-system", "tensorboard"),
     ],
 }
 
@@ -114,6 +127,7 @@ def test_object_names_are_explicit_and_deterministic(chart: str) -> None:
 
     # The names the chart chose (no cdk8s hash suffixes), the same on every synth.
     first, second = names(), names()
+    first.sort(key=lambda item: (item[0], item[1] or "", item[2]))
     assert first == second
     assert len(first) == len(EXPECTED_NAMES[chart])
     for (kind, namespace, name), (want_kind, want_namespace, pattern) in zip(

@@ -13,8 +13,8 @@ from cluster_facts.images import is_pinned_image
 from cluster_facts.kubernetes_names import (
     DATA_MOUNT,
     NEURON_TAINT_KEY,
+    PLATFORM_NAMESPACE,
     TORCHX_POD_LABELS,
-    TRAINING_NAMESPACE,
     TRAINING_POD_LABELS,
 )
 from cluster_facts.kubernetes_plan import ManifestSet
@@ -38,7 +38,7 @@ CLAIM = "fsx-abc123"
 
 
 def tensorboard(**props: Any) -> list[Manifest]:
-    props = {"namespace": TRAINING_NAMESPACE, "claim_name": CLAIM, **props}
+    props = {"namespace": PLATFORM_NAMESPACE, "claim_name": CLAIM, **props}
     manifests = synth(lambda app: TensorBoardChart(app, "tensorboard", **props))
     assert_valid(manifests)
     return manifests
@@ -61,7 +61,7 @@ def test_chart_is_a_config_map_a_deployment_a_service_and_a_network_policy(manif
         ("NetworkPolicy", "tensorboard"),
         ("Service", "tensorboard"),
     ]
-    assert {m["metadata"]["namespace"] for m in manifests} == {TRAINING_NAMESPACE}
+    assert {m["metadata"]["namespace"] for m in manifests} == {PLATFORM_NAMESPACE}
 
 
 def test_tensorboard_reads_the_runs_directory_through_the_claim_read_only(manifests: list[Manifest]) -> None:
@@ -71,14 +71,14 @@ def test_tensorboard_reads_the_runs_directory_through_the_claim_read_only(manife
     server = containers_by_name(manifests)["tensorboard"]
     [mount] = [m for m in server["volumeMounts"] if m["name"] == data["name"]]
     assert mount == {"name": data["name"], "mountPath": DATA_MOUNT, "readOnly": True}
-    # Runs write their output (and the BERT script its neuron_tblogs_* directories) under
-    # /data/<namespace>/runs/<run id>/: TensorBoard's logdir is their parent.
-    assert f"--logdir={DATA_MOUNT}/{TRAINING_NAMESPACE}/runs" in server["args"]
-    assert runs_directory(TRAINING_NAMESPACE) == f"{DATA_MOUNT}/{TRAINING_NAMESPACE}/runs"
+    # Each team's runs write their output (and the BERT script its neuron_tblogs_* directories) under
+    # /teams/<team>/runs/<run id>/ of the file system: TensorBoard reads every team's directory.
+    assert f"--logdir={DATA_MOUNT}/teams" in server["args"]
+    assert runs_directory() == f"{DATA_MOUNT}/teams"
 
 
 def test_the_logdir_is_where_the_runs_write(manifests: list[Manifest]) -> None:
-    """The run Job's OUTPUT_DIR (its --output_dir) is one directory below TensorBoard's logdir."""
+    """The run Job's OUTPUT_DIR is /data/runs/<id> in a team's view: /teams/<team>/runs/<id> in TensorBoard's."""
     plan = review_plan(load_config(DEFAULT_CONFIG))
     run = plan.step("run-bert-large")
     assert isinstance(run, ManifestSet)
@@ -86,7 +86,12 @@ def test_the_logdir_is_where_the_runs_write(manifests: list[Manifest]) -> None:
     [task] = job["spec"]["tasks"]
     [trainer] = task["template"]["spec"]["containers"]
     output_dir = {env["name"]: env.get("value") for env in trainer["env"]}["OUTPUT_DIR"]
-    assert output_dir == f"{runs_directory(TRAINING_NAMESPACE)}/{job['metadata']['name']}"
+    team = job["metadata"]["namespace"]
+    assert output_dir == f"{DATA_MOUNT}/runs/{job['metadata']['name']}"
+    team_storage = plan.step("fsx-storage")
+    assert isinstance(team_storage, ManifestSet)
+    [team_volume] = [m for m in team_storage.manifests if m["metadata"]["name"].endswith(f"-{team}")]
+    assert team_volume["spec"]["csi"]["volumeAttributes"]["mountname"].endswith(f"/teams/{team}")
 
 
 def test_runs_on_the_system_nodes_as_non_root_with_a_read_only_root(manifests: list[Manifest]) -> None:
@@ -155,15 +160,15 @@ def test_service_is_cluster_ip_on_the_tensorboard_pods(manifests: list[Manifest]
 
 def test_no_pod_may_connect_to_tensorboard(manifests: list[Manifest]) -> None:
     """Port-forward comes from the pod's own node, which NetworkPolicy never blocks; pods get nothing."""
-    board = Pod(TRAINING_NAMESPACE, TENSORBOARD_LABELS, "10.0.1.50", "tensorboard")
+    board = Pod(PLATFORM_NAMESPACE, TENSORBOARD_LABELS, "10.0.1.50", "tensorboard")
     others = [
-        Pod(TRAINING_NAMESPACE, TRAINING_POD_LABELS, "10.0.1.20", "train"),
-        Pod(TRAINING_NAMESPACE, TORCHX_POD_LABELS, "10.0.1.40", "torchx"),
-        Pod(TRAINING_NAMESPACE, {}, "10.0.1.43", "notebook"),
+        Pod(PLATFORM_NAMESPACE, TRAINING_POD_LABELS, "10.0.1.20", "train"),
+        Pod(PLATFORM_NAMESPACE, TORCHX_POD_LABELS, "10.0.1.40", "torchx"),
+        Pod(PLATFORM_NAMESPACE, {}, "10.0.1.43", "notebook"),
         Pod("default", {}, "10.0.2.10", "elsewhere"),
     ]
     cluster = Cluster(manifests, [board, *others])
-    assert cluster.policies_selecting(board, "Ingress") == [f"{TRAINING_NAMESPACE}/tensorboard"]
+    assert cluster.policies_selecting(board, "Ingress") == [f"{PLATFORM_NAMESPACE}/tensorboard"]
     assert not any(cluster.may_connect(pod, board, PORT) for pod in others)
     assert not cluster.may_be_reached_from_ip("198.51.100.7", board, PORT)
     # Its own egress is open: the init container installs from PyPI.
@@ -210,7 +215,11 @@ def test_the_plan_applies_tensorboard_after_the_claim_it_mounts() -> None:
     assert plan.names.index("tensorboard") > plan.names.index("fsx-storage")
     storage = plan.step("fsx-storage")
     assert isinstance(storage, ManifestSet)
-    claim = only([dict(m) for m in storage.manifests], "PersistentVolumeClaim")["metadata"]["name"]
+    [claim] = [
+        m["metadata"]["name"]
+        for m in storage.manifests
+        if m["kind"] == "PersistentVolumeClaim" and m["metadata"]["namespace"] == PLATFORM_NAMESPACE
+    ]
     deployment = only([dict(m) for m in step.manifests], "Deployment")
     [data] = [v for v in pod_spec(deployment)["volumes"] if "persistentVolumeClaim" in v]
     assert data["persistentVolumeClaim"]["claimName"] == claim

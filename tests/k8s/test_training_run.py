@@ -53,6 +53,7 @@ RUN = TrainingRun(
     namespace="training",
     queue="test",
     claim_name="fsx-abc123",
+    datasets_claim_name="fsx-abc123-datasets",
     script="$(DATASET_CORPUS)/train.py",
     script_args=("--epochs", "3", "--output_dir", "$(OUTPUT_DIR)"),
     environment={"MY_SETTING": "on"},
@@ -198,7 +199,19 @@ def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() ->
     assert {"name": "data", "persistentVolumeClaim": {"claimName": "fsx-abc123"}} in spec["volumes"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
     mounts = {mount["name"]: mount["mountPath"] for mount in container(job())["volumeMounts"]}
-    assert mounts == {"data": "/data", "dshm": "/dev/shm", "python": "/opt/run/python"}
+    assert mounts == {
+        "data": "/data",
+        "datasets": "/data/datasets",
+        "dshm": "/dev/shm",
+        "python": "/opt/run/python",
+    }
+    # The staged data sets are read-only twice over: the mount and the claim.
+    [datasets_mount] = [mount for mount in container(job())["volumeMounts"] if mount["name"] == "datasets"]
+    assert datasets_mount["readOnly"] is True
+    assert {
+        "name": "datasets",
+        "persistentVolumeClaim": {"claimName": "fsx-abc123-datasets", "readOnly": True},
+    } in spec["volumes"]
     assert spec["automountServiceAccountToken"] is False
     assert spec["restartPolicy"] == "Never"
 
@@ -237,9 +250,10 @@ def test_each_attempt_of_each_job_rendezvouses_under_its_own_id() -> None:
     assert expanded_command(container(manifest), next_attempt) != argv
 
 
-def test_the_run_writes_its_own_output_directory_per_namespace() -> None:
+def test_the_run_writes_its_own_output_directory() -> None:
     env = environment(job())
-    assert env["OUTPUT_DIR"] == f"/data/training/runs/{run_id(RUN)}"
+    # /data is the team's own directory of the file system (/teams/training on FSx).
+    assert env["OUTPUT_DIR"] == f"/data/runs/{run_id(RUN)}"
     argv = expanded_command(container(job()), env)
     assert argv[argv.index("--output_dir") + 1] == env["OUTPUT_DIR"]
 
@@ -390,7 +404,7 @@ def test_a_first_attempt_installs_precompiles_then_trains(matching_run: Training
     assert train["argv"][train["argv"].index("--rdzv_id") + 1] == "llm-job-uid-1234-v2"
     assert "--steps_this_run" not in train["argv"] and "--resume_ckpt" not in train["argv"]
     output = pod.path(environment(pod.manifest)["OUTPUT_DIR"])
-    assert train["NEURON_CC_FLAGS"] == f"--cache_dir={pod.data}/training/neuron_cache/llm_0"
+    assert train["NEURON_CC_FLAGS"] == f"--cache_dir={pod.data}/neuron_cache/llm_0"
     assert train["PYTHONPATH"].split(":")[0] == "/opt/run/python"
     assert (output / "precompiled" / "replica-0").exists()
 
@@ -482,7 +496,7 @@ def test_packages_that_do_not_match_their_hashes_end_the_job(
 @needs_tools
 def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: TrainingRun, tmp_path: Path) -> None:
     pod = pod_for(matching_run, tmp_path)
-    lock = pod.data / "training" / "neuron_cache" / "llm_0.lock"
+    lock = pod.data / "neuron_cache" / "llm_0.lock"
     lock.parent.mkdir(parents=True)
     lock.touch()
     with subprocess.Popen(["flock", str(lock), "sleep", "30"], env={"PATH": os.environ["PATH"]}) as holder:

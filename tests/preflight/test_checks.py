@@ -314,8 +314,12 @@ def test_unreadable_instances_still_fail_a_quota_too_low_for_the_stack(account: 
 def test_capacity_blocks_only_need_no_quota() -> None:
     def blocks_only(data: dict[str, Any]) -> None:
         data["trainium"]["node_groups"] = data["trainium"]["node_groups"][1:]
-        data["training"]["node_group"] = None
-        data["training"]["nodes"] = 2
+        kept = data["trainium"]["node_groups"][0]["name"]
+        for team in data["teams"]:
+            team["node_groups"] = [kept]
+        for run in data["runs"]:
+            run["node_group"] = None
+            run["nodes"] = 2
 
     config = config_from(EXAMPLE_CONFIG, blocks_only)
     assert quota_demands(config) == []

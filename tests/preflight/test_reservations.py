@@ -203,7 +203,8 @@ def test_a_reservation_too_small_for_max_size_fails_without_a_surge_warning(acco
 def test_tiny_reservation_suggests_no_max_size_below_one(account: FakeAccount) -> None:
     def two_nodes(data: dict[str, Any]) -> None:
         resize(data["trainium"]["node_groups"][0], max_size=2)
-        data["training"]["nodes"] = 2
+        for run in data["runs"]:
+            run["nodes"] = 2
 
     rows = reservation_rows(holding(account, ODCR_ID, 2), config_from(EXAMPLE_CONFIG, two_nodes))
 

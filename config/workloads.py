@@ -1,0 +1,250 @@
+"""What runs on the cluster: teams (a namespace and a Volcano queue each), data sets, training runs.
+
+A run says what it is (image, script, arguments, nodes, node group, team, data sets, precompile,
+resume, retries); how Trainium is wired (devices, EFA interfaces, ``--nproc_per_node``, the
+rendezvous, the claims, the labels) is derived from the catalog and the cluster. A preset
+(config/presets.py) fills a run from a few recipe parameters: the shipped BERT-large run is one.
+
+Checks that relate runs to teams, node groups and data sets live in config/consistency.py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+
+from config.fields import Name, PinnedImage, RoleArn, _matching, _problem, _Section
+from config.presets import BERT_LARGE
+
+__all__ = [
+    "DEFAULT_TEAMS",
+    "DEFAULT_TRAINING_IMAGE",
+    "BertParameters",
+    "DatasetFileSettings",
+    "DatasetSettings",
+    "MovedSection",
+    "PrecompileSettings",
+    "ResumeSettings",
+    "RunSettings",
+    "TeamSettings",
+    "moved_training_section",
+]
+
+# AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
+# PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
+# the project image FROM the same reference (a test keeps them equal).
+DEFAULT_TRAINING_IMAGE = (
+    "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+)
+
+# Namespaces the cluster's own components use: a team may not take one.
+_RESERVED_NAMESPACES = ("default", "volcano-system", "amazon-cloudwatch", "trainium-system")
+# The Job name is <run>-<hash>, its headless Service's name too (a DNS label of at most 63), and
+# the pods' hostnames <job>-worker-<index> must stay within 63 characters.
+RunName = Annotated[
+    str,
+    _matching(r"[a-z]([a-z0-9-]{0,37}[a-z0-9])?", "a run name of 1-39 lowercase letters, digits and '-'"),
+]
+Sha256 = Annotated[str, _matching(r"[0-9a-f]{64}", "a SHA-256 of 64 lowercase hex digits")]
+HttpsUrl = Annotated[str, _matching(r"https://[^\s]+", "an https:// URL")]
+FileName = Annotated[str, _matching(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "a plain file name (no '/')")]
+EnvName = Annotated[str, _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")]
+
+
+def _hashed_requirement(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[\w.+!-]+( --hash=sha256:[0-9a-f]{64})+", value):
+        raise _problem(
+            f"{value!r} is not a pinned requirement with its hash: write it as "
+            "name==version --hash=sha256:<64 hex digits> (pip's --require-hashes form)"
+        )
+    return value
+
+
+HashedRequirement = Annotated[str, AfterValidator(_hashed_requirement)]
+
+
+def _not_reserved(value: str) -> str:
+    if value in _RESERVED_NAMESPACES or value.startswith("kube-"):
+        raise _problem(f"{value!r} is a namespace the cluster uses itself; pick another team name")
+    return value
+
+
+class TeamSettings(_Section):
+    name: Annotated[Name, AfterValidator(_not_reserved)]
+    """The team's namespace."""
+    queue: Name | None = None
+    """Its Volcano queue (TorchX: -cfg queue=<name>); defaults to the team's name."""
+    node_groups: list[Name] = Field(default_factory=list)
+    """The Trainium node groups its runs may use; empty: all of them. The queue's capability is
+    what those groups hold at max_size."""
+    weight: int = Field(default=1, ge=1, le=65535)
+    """Its share when queues compete for the same nodes."""
+    member_role_arns: list[RoleArn] = Field(default_factory=list)
+    """IAM roles whose users may submit and watch jobs in the team's namespace (and nothing else)."""
+
+    @property
+    def queue_name(self) -> str:
+        return self.queue or self.name
+
+
+DEFAULT_TEAMS = (TeamSettings(name="training", queue="test"),)
+"""One team, in the namespace ``training``, on the queue TorchX's examples submit to: ``test``."""
+
+
+class DatasetFileSettings(_Section):
+    url: HttpsUrl
+    sha256: Sha256
+    name: FileName
+
+
+class DatasetSettings(_Section):
+    name: Name
+    archive_url: HttpsUrl | None = None
+    """A tar archive streamed and unpacked into the data set's directory."""
+    archive_sha256: Sha256 | None = None
+    """Checked while the archive streams; without it the archive is staged unverified."""
+    files: list[DatasetFileSettings] = Field(default_factory=list)
+    """Single files (a script, a tokenizer), each checked by SHA-256; runs check them again before use."""
+
+    @model_validator(mode="after")
+    def _something_to_stage(self) -> DatasetSettings:
+        if self.archive_sha256 is not None and self.archive_url is None:
+            raise _problem("archive_sha256 without archive_url checks nothing")
+        if self.archive_url is None and not self.files:
+            raise _problem("a data set needs an archive_url, files, or both")
+        return self
+
+
+class PrecompileSettings(_Section):
+    steps: int = Field(default=10, ge=1, le=10000)
+    """Steps of the trial run neuron_parallel_compile traces (enough to meet every graph)."""
+    steps_arg: str = "--steps_this_run"
+    """The script's option for a step limit (the Neuron samples' --steps_this_run)."""
+
+
+class ResumeSettings(_Section):
+    when: str
+    """A glob in the run's output directory; a file matching it means a checkpoint to resume from."""
+    args: list[str] = Field(min_length=1)
+    """Appended to the script's arguments when one exists."""
+
+
+# The tutorial's run: 2 nodes x 32 gradient-accumulation micro-steps. With other node counts the
+# accumulation steps shrink or grow in proportion, so the global batch (and the loss curve) stay.
+TUTORIAL_NODES = 2
+TUTORIAL_GRAD_ACCUM_USTEPS = 32
+
+
+class BertParameters(_Section):
+    """The recipe of preset bert-large (the tutorial's values)."""
+
+    batch_size: int = Field(default=16, ge=1)
+    """Per worker (NeuronCore)."""
+    grad_accum_usteps: int | None = Field(default=None, ge=1)
+    """Defaults to the tutorial's 32 x 2 / nodes: a fixed global batch (strong scaling)."""
+    bf16: bool = True
+    stochastic_rounding: bool = True
+    """NEURON_RT_STOCHASTIC_ROUNDING_EN, set either way (the script turns it on when it is absent)."""
+
+
+_PRESET_OWNS = ("script", "args", "datasets", "python_packages", "resume")
+
+
+class RunSettings(_Section):
+    name: RunName
+    apply: bool = False
+    """Apply the run at deploy time; otherwise it is rendered (cdk.out/k8s/run-<name>.yaml) only."""
+    team: Name | None = None
+    """Defaults to the first team."""
+    node_group: Name | None = None
+    """Defaults to the team's first node group (the cluster's first when the team lists none)."""
+    nodes: int = Field(default=TUTORIAL_NODES, ge=1)
+    image: PinnedImage = DEFAULT_TRAINING_IMAGE
+    preset: Literal["bert-large"] | None = None
+    # After nodes and preset: its validator reads both.
+    parameters: BertParameters | None = None
+    """The preset's recipe; only with a preset."""
+    script: str | None = None
+    """What torchrun runs: a path in the image, or $(DATASET_<NAME>)/file of a staged data set."""
+    args: list[str] = Field(default_factory=list)
+    """The script's arguments; $(OUTPUT_DIR), $(RUN_ID) and $(DATASET_<NAME>) are filled in."""
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    datasets: list[Name] = Field(default_factory=list)
+    python_packages: list[HashedRequirement] = Field(default_factory=list)
+    """Installed into each pod with pip --require-hashes before the run starts."""
+    precompile: PrecompileSettings | None = None
+    resume: ResumeSettings | None = None
+    cacheset: Name | None = None
+    """Names the run's Neuron compile caches; defaults to the run's name. Two applied runs of one
+    team never share one."""
+    retries: int = Field(default=3, ge=0, le=10)
+    """Whole-gang restarts after a failed or evicted pod (each resumes from the newest checkpoint)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") == BERT_LARGE.name:
+            data = {"parameters": {}, "precompile": {}, **data}
+        return data
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters_fit(cls, value: BertParameters | None, info: ValidationInfo) -> BertParameters | None:
+        if value is None:
+            return None
+        if info.data.get("preset") is None:
+            raise _problem(
+                "parameters belong to a preset; set preset: bert-large, or describe the run with script and args"
+            )
+        nodes = info.data.get("nodes")
+        if (
+            value.grad_accum_usteps is None
+            and nodes is not None
+            and (TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS) % nodes
+        ):
+            raise _problem(
+                f"{nodes} nodes cannot keep the tutorial's global batch ({TUTORIAL_NODES} nodes x "
+                f"{TUTORIAL_GRAD_ACCUM_USTEPS} steps); set parameters.grad_accum_usteps explicitly"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _what_runs(self) -> RunSettings:
+        if self.preset is None and self.script is None:
+            raise _problem("a run needs a script (or a preset such as bert-large)")
+        if self.preset is not None:
+            # Only what says something: an empty list or a null is the same as leaving the key out.
+            given = [key for key in _PRESET_OWNS if getattr(self, key)]
+            if given:
+                raise _problem(
+                    f"{', '.join(given)} come{'s' if len(given) == 1 else ''} from preset {self.preset}; "
+                    "leave them out or drop the preset"
+                )
+        return self
+
+    @property
+    def cacheset_name(self) -> str:
+        return self.cacheset or self.name
+
+    @property
+    def grad_accum_usteps(self) -> int:
+        """The BERT recipe's accumulation steps: as given, or the tutorial's global batch kept."""
+        assert self.parameters is not None
+        if self.parameters.grad_accum_usteps is not None:
+            return self.parameters.grad_accum_usteps
+        return TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS // self.nodes
+
+
+def moved_training_section(value: Any) -> Any:
+    """``training:`` described the one BERT run; ``runs:`` replaced it."""
+    if value is None:
+        return None
+    raise _problem(
+        "the training section was replaced by runs (docs/runs.md); the tutorial's run is "
+        "runs: [{name: bert-large, preset: bert-large, apply: true, nodes: 2}]"
+    )
+
+
+MovedSection = BeforeValidator(moved_training_section)

@@ -1,0 +1,67 @@
+"""Namespaces: the platform's, and one per team with the Role its members submit and watch jobs with."""
+
+from __future__ import annotations
+
+import cdk8s
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+__all__ = ["TEAM_MEMBER_RULES", "NamespaceChart"]
+
+# What a team member does in the team's namespace: submit, watch and stop runs (Volcano Jobs; TorchX
+# submits the same), read their pods, logs and events, port-forward to them. No Secrets, no RBAC,
+# no exec into pods (they run as root on shared storage), nothing outside the namespace.
+TEAM_MEMBER_RULES = (
+    k8s.PolicyRule(
+        api_groups=["batch.volcano.sh"],
+        resources=["jobs"],
+        verbs=["get", "list", "watch", "create", "delete"],
+    ),
+    k8s.PolicyRule(
+        api_groups=["scheduling.volcano.sh"], resources=["podgroups"], verbs=["get", "list", "watch"]
+    ),
+    k8s.PolicyRule(
+        api_groups=[""], resources=["pods", "pods/log", "events", "services"], verbs=["get", "list", "watch"]
+    ),
+    k8s.PolicyRule(api_groups=[""], resources=["pods/portforward"], verbs=["create"]),
+)
+
+
+class NamespaceChart(cdk8s.Chart):
+    """A namespace of its own, so a workload's objects, policies and quotas stay apart.
+
+    Pod Security Admission enforces the baseline profile (no host namespaces, host paths or
+    privileged containers: the device plugins live in kube-system) and warns about anything the
+    restricted profile would refuse. With ``member_group``, the group's members may do what
+    ``TEAM_MEMBER_RULES`` allows in it.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, name: str, member_group: str | None = None) -> None:
+        super().__init__(scope, id)
+        k8s.KubeNamespace(
+            self,
+            "Namespace",
+            metadata=k8s.ObjectMeta(
+                name=name,
+                labels={
+                    "pod-security.kubernetes.io/enforce": "baseline",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                },
+            ),
+        )
+        if member_group is None:
+            return
+        role_name = "trainium-team-member"
+        k8s.KubeRole(
+            self,
+            "MemberRole",
+            metadata=k8s.ObjectMeta(name=role_name, namespace=name),
+            rules=list(TEAM_MEMBER_RULES),
+        )
+        k8s.KubeRoleBinding(
+            self,
+            "MemberBinding",
+            metadata=k8s.ObjectMeta(name=role_name, namespace=name),
+            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role_name),
+            subjects=[k8s.Subject(api_group="rbac.authorization.k8s.io", kind="Group", name=member_group)],
+        )

@@ -1,0 +1,111 @@
+"""A batch/v1 Job of the platform: runs once on the system nodes with the whole file system at /data.
+
+Data set staging and the file system's layout are such Jobs. They share how they run: a pinned
+image, no service-account token, the runtime's seccomp profile, no capabilities, a read-only root
+file system, nothing may connect to them, and a few retries within a deadline. They run as root only
+because the Lustre root directory is root-owned and they are its first writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.kubernetes_names import DATA_MOUNT
+from k8s_charts.isolation import deny_ingress
+from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.resources import container_resources
+
+__all__ = ["DEFAULT_IMAGE", "platform_job"]
+
+# Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
+# Public so pulls need no Docker Hub quota. Its busybox has sh, wget (HTTPS via ssl_client), tar,
+# mkfifo, tee and sha256sum: everything the platform's scripts use.
+DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
+
+_ROOT_WRITER = (
+    "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
+    "with no capabilities, no privilege escalation and a read-only root file system"
+)
+
+
+def platform_job(
+    scope: Construct,
+    *,
+    name: str,
+    namespace: str,
+    claim_name: str,
+    labels: Mapping[str, str],
+    script: str,
+    script_name: str,
+    arguments: Sequence[str] = (),
+    environment: Mapping[str, str],
+    backoff_limit: int,
+    deadline_seconds: int,
+    image: str = DEFAULT_IMAGE,
+) -> k8s.KubeJob:
+    """The Job ``name`` running ``script`` under ``/bin/sh -c`` with ``arguments`` as "$@"."""
+    problem = pinned_image_problem(image)
+    if problem is not None:
+        raise ValueError(problem)
+    container = k8s.Container(
+        name="main",
+        image=image,
+        # The tag is pinned; Always only re-checks it against the registry at start.
+        image_pull_policy="Always",
+        command=["/bin/sh", "-c", script, script_name],
+        args=list(arguments),
+        env=[k8s.EnvVar(name=key, value=value) for key, value in environment.items()],
+        resources=container_resources(
+            # I/O bound; the memory limit leaves room for the page cache of the writes.
+            requests={"cpu": "250m", "memory": "256Mi"},
+            limits={"cpu": "1", "memory": "1Gi"},
+        ),
+        security_context=k8s.SecurityContext(
+            allow_privilege_escalation=False,
+            capabilities=k8s.Capabilities(drop=["ALL"]),
+            read_only_root_filesystem=True,
+        ),
+        volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
+    )
+    job = k8s.KubeJob(
+        scope,
+        "Job",
+        metadata=k8s.ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels=dict(labels),
+            annotations=policy_exceptions({"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER}),
+        ),
+        spec=k8s.JobSpec(
+            backoff_limit=backoff_limit,
+            active_deadline_seconds=deadline_seconds,
+            # No ttlSecondsAfterFinished: the finished Job stays as the record that it ran.
+            template=k8s.PodTemplateSpec(
+                metadata=k8s.ObjectMeta(labels=dict(labels)),
+                spec=k8s.PodSpec(
+                    restart_policy="Never",
+                    automount_service_account_token=False,
+                    enable_service_links=False,
+                    security_context=k8s.PodSecurityContext(
+                        seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+                    ),
+                    containers=[container],
+                    volumes=[
+                        k8s.Volume(
+                            name="data",
+                            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+                                claim_name=claim_name
+                            ),
+                        )
+                    ],
+                ),
+            ),
+        ),
+    )
+    # The Job only writes files; nothing has a reason to connect to it.
+    deny_ingress(scope, name=name, namespace=namespace, pod_labels=labels)
+    return job
