@@ -14,8 +14,10 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
 from cluster_facts.stack_outputs import StackOutput
+from cluster_facts.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from config.model import StackConfig
 from config.presets import BERT_LARGE, DatasetPreset, bert_large_arguments
+from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.plan import (
     FileSystemValues,
@@ -25,9 +27,10 @@ from k8s_charts.plan import (
     plan_kubernetes_layer,
 )
 from k8s_charts.training_run import TrainingRun
-from k8s_charts.volcano_queue import queue_capability
+from k8s_charts.volcano_queue import trainium_capability
 
 __all__ = [
+    "autoscaler_values",
     "file_system_generation",
     "file_system_values",
     "kubernetes_plan",
@@ -120,10 +123,30 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
         region=config.region,
         file_system=file_system,
         queues=(
-            QueueValues(name=training.queue, capability=queue_capability(group.instance, training.nodes)),
+            # Never below what the autoscaler can bring: a capped task would idle the nodes added for it.
+            QueueValues(
+                name=training.queue,
+                capability=trainium_capability(
+                    [(group.instance, group.max_size) for group in config.trainium.node_groups]
+                ),
+            ),
         ),
         datasets=(dataset,),
         runs=(PlannedRun(run=run, applied=training.enabled),),
+        autoscaler=autoscaler_values(config),
+    )
+
+
+def autoscaler_values(config: StackConfig) -> AutoscalerValues:
+    settings = config.autoscaler
+    return AutoscalerValues(
+        cluster_name=config.name,
+        region=config.region,
+        image_tag=CLUSTER_AUTOSCALER_IMAGE_TAGS[config.cluster.kubernetes_version],
+        scale_down_unneeded_minutes=settings.scale_down_unneeded_minutes,
+        scale_down_delay_after_add_minutes=settings.scale_down_delay_after_add_minutes,
+        max_node_provision_minutes=settings.max_node_provision_minutes,
+        expander=settings.expander,
     )
 
 
