@@ -124,11 +124,12 @@ def test_the_stack_queue_is_the_raw_queue() -> None:
         {
             "weight": 1,
             "reclaimable": False,
+            # Both of the example's groups at max_size: 4 x trn1n.32xlarge + 8 x trn1.32xlarge.
             "capability": {
-                "cpu": "512",
-                "memory": "2048Gi",
-                "aws.amazon.com/neuron": "64",
-                "vpc.amazonaws.com/efa": "64",
+                "cpu": "1536",
+                "memory": "6144Gi",
+                "aws.amazon.com/neuron": "192",
+                "vpc.amazonaws.com/efa": "128",
             },
         }
     )
