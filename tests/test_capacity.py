@@ -388,3 +388,16 @@ def test_docs_name_the_decision() -> None:
         "Capacity Block",
     ):
         assert needle in text, needle
+
+
+def test_training_pods_are_never_taken_by_scale_down(example_stack: Synthesized) -> None:
+    step = example_stack.stack.kubernetes_plan.step("run-bert-large")
+    [job] = step.manifests  # type: ignore[union-attr]
+    for task in job["spec"]["tasks"]:
+        assert (
+            task["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"]
+            == "false"
+        )
+    # And a finished pod pins nothing: the autoscaler's terminal-pod rule comes before the annotation's.
+    values = helm_values(example_stack, "cluster-autoscaler")
+    assert values["extraArgs"]["skip-nodes-with-local-storage"] is False
