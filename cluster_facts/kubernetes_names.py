@@ -22,6 +22,7 @@ __all__ = [
     "INSTANCE_TYPE_LABEL",
     "NEURON_CACHE_DIR",
     "NEURON_CORES_LABEL",
+    "NEURON_CORE_RESOURCE",
     "NEURON_DEVICES_LABEL",
     "NEURON_RESOURCE",
     "NEURON_TAINT_KEY",
@@ -43,6 +44,8 @@ __all__ = [
 
 # The extended resources the device plugins advertise: whole Trainium chips, and one per EFA interface.
 NEURON_RESOURCE = "aws.amazon.com/neuron"
+NEURON_CORE_RESOURCE = "aws.amazon.com/neuroncore"
+"""NeuronCores, advertised by the same device plugin; jobs that share a node request these."""
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 # The Trainium nodes' taint. Its key equals the Neuron resource name, so EKS's

@@ -50,6 +50,7 @@ from config.workloads import (
 )
 
 __all__ = [
+    "AutoscalerSettings",
     "ClusterSettings",
     "EcrSettings",
     "FsxSettings",
@@ -173,7 +174,9 @@ def _trainium_type(value: str) -> str:
     return value
 
 
-class TrainiumNodeGroupSettings(_Scaling):
+class TrainiumNodeGroupSettings(_Section):
+    """One Trainium node group. The cluster autoscaler sets its node count between min_size and max_size."""
+
     name: Name
     instance_type: Annotated[str, AfterValidator(_trainium_type)]
     capacity_type: Literal["on_demand", "spot", "capacity_block"] = "on_demand"
@@ -182,6 +185,44 @@ class TrainiumNodeGroupSettings(_Scaling):
     placement_group: bool | None = Field(default=None, validate_default=True)
     """A cluster placement group; defaults to on, and to off (the only choice) when a reservation is targeted."""
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
+    # After capacity_type: the checks of min_size read it. validate_default: a default min_size is
+    # checked against a configured max_size.
+    min_size: int = Field(default=0, ge=0, validate_default=True)
+    """Warm nodes that run with no job queued (and bill around the clock); 0 by default."""
+    max_size: int = Field(ge=1)
+    """The most nodes the autoscaler may run; a job's gang must fit."""
+    desired_size: Annotated[int | None, Field(exclude=True)] = None
+    """Refused: the cluster autoscaler owns the node count (docs/capacity.md)."""
+
+    @field_validator("min_size")
+    @classmethod
+    def _no_warm_nodes_on_a_capacity_block(cls, minimum: int, info: ValidationInfo) -> int:
+        # EKS scales a Capacity Block group to 0 before the block ends and launches nothing outside
+        # its window; a warm pool would be a desired size the group cannot keep (and blocks updates).
+        if minimum > 0 and info.data.get("capacity_type") == "capacity_block":
+            raise _problem(
+                f"{minimum} warm nodes cannot go with capacity_type capacity_block: nodes run only inside "
+                "the block's window and the autoscaler brings them up for queued jobs; allowed: 0"
+            )
+        return minimum
+
+    @field_validator("max_size")
+    @classmethod
+    def _not_below_min(cls, maximum: int, info: ValidationInfo) -> int:
+        minimum = info.data.get("min_size")
+        if minimum is not None and maximum < minimum:
+            raise _problem(f"max_size ({maximum}) must be at least min_size ({minimum})")
+        return maximum
+
+    @field_validator("desired_size")
+    @classmethod
+    def _owned_by_the_autoscaler(cls, desired: int | None) -> int | None:
+        if desired is not None:
+            raise _problem(
+                "the cluster autoscaler sets the node count now; remove desired_size "
+                "(min_size keeps warm nodes, max_size caps the group)"
+            )
+        return desired
 
     @field_validator("capacity_reservation_id")
     @classmethod
@@ -219,6 +260,20 @@ class TrainiumNodeGroupSettings(_Scaling):
     @property
     def uses_placement_group(self) -> bool:
         return bool(self.placement_group)
+
+    @property
+    def reserved(self) -> bool:
+        """Launches go into an On-Demand Capacity Reservation or a Capacity Block."""
+        return self.capacity_reservation_id is not None
+
+    @property
+    def update_strategy(self) -> Literal["DEFAULT", "MINIMAL"]:
+        """How EKS replaces this group's nodes on an update (a new launch template or AMI).
+
+        DEFAULT starts replacements before it stops old nodes (a surge above max_size); a reservation
+        holds no room for that, so reserved groups stop a node first (MINIMAL), one at a time.
+        """
+        return "MINIMAL" if self.reserved else "DEFAULT"
 
 
 class TrainiumSettings(_Section):
@@ -323,6 +378,29 @@ class ObservabilitySettings(_Section):
     """TensorBoard's memory request and limit; it holds the loaded event data of every run."""
 
 
+def _minutes(low: int, high: int) -> AfterValidator:
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            raise _problem(f"{value} minutes is out of range; allowed: {low} to {high}")
+        return value
+
+    return AfterValidator(check)
+
+
+class AutoscalerSettings(_Section):
+    """The Kubernetes Cluster Autoscaler that brings Trainium nodes up for queued jobs and lets them go."""
+
+    scale_down_unneeded_minutes: Annotated[int, _minutes(1, 60)] = 5
+    """How long a Trainium node runs no training pod before the autoscaler removes it."""
+    scale_down_delay_after_add_minutes: Annotated[int, _minutes(0, 60)] = 5
+    """After a scale-up, how long before any scale-down is considered (lets a gang's pods start)."""
+    max_node_provision_minutes: Annotated[int, _minutes(5, 60)] = 15
+    """How long a requested node may take to join; past it the autoscaler gives the launch up, lowers
+    the group's desired size and backs off (a partial scale-up is bounded by this)."""
+    expander: Literal["least-waste", "most-pods", "random"] = "least-waste"
+    """Which group grows when several could host the pending pods."""
+
+
 class StackConfig(_Section):
     name: Name
     account: AccountId
@@ -333,6 +411,7 @@ class StackConfig(_Section):
     trainium: TrainiumSettings
     fsx: Annotated[FsxSettings, OptionalSection] = Field(default_factory=FsxSettings)
     ecr: Annotated[EcrSettings, OptionalSection] = Field(default_factory=EcrSettings)
+    autoscaler: Annotated[AutoscalerSettings, OptionalSection] = Field(default_factory=AutoscalerSettings)
     observability: Annotated[ObservabilitySettings, OptionalSection] = Field(
         default_factory=ObservabilitySettings
     )

@@ -5,9 +5,11 @@ stage's cluster by assuming the role made here, in the stage's account. The role
 principal, the pipeline's check role in the tooling account, and may only:
 
 - describe this cluster and its Trainium node groups (EKS API, by ARN),
-- describe EC2 instances (to count each Trainium node's EFA interfaces; the action has no
-  resource-level permissions),
-- get and list Kubernetes nodes, through an access entry in the Kubernetes group
+- describe EC2 instances (to count each Trainium node's EFA interfaces) and Auto Scaling groups (the
+  autoscaler's node-template tags of each Trainium group); neither action has resource-level
+  permissions,
+- get and list Kubernetes nodes and read the cluster autoscaler's Deployment and status, through an
+  access entry in the Kubernetes group
   ``DEPLOYMENT_CHECK_GROUP``, which ``rbac_manifests`` (k8s_charts/deployment_check_rbac.py, rendered
   by the stack) bind to a ClusterRole with just that.
 
@@ -89,13 +91,18 @@ class DeploymentCheckAccess(Construct):
                 actions=["eks:DescribeNodegroup"], resources=[group.nodegroup_arn for group in node_groups]
             )
         )
-        self.role.add_to_policy(iam.PolicyStatement(actions=["ec2:DescribeInstances"], resources=["*"]))
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ec2:DescribeInstances", "autoscaling:DescribeAutoScalingGroups"], resources=["*"]
+            )
+        )
         acknowledge(
             self.role,
             "IAM5[Resource::*]",
             reason=(
-                "ec2:DescribeInstances supports no resource-level permissions; the check reads the EFA "
-                "interfaces of the Trainium instances with it and nothing else"
+                "ec2:DescribeInstances and autoscaling:DescribeAutoScalingGroups support no resource-level "
+                "permissions; the check reads the EFA interfaces of the Trainium instances and the "
+                "autoscaler's tags of their Auto Scaling groups with them, and nothing else"
             ),
         )
 

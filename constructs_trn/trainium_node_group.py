@@ -1,25 +1,33 @@
-"""A managed node group of Trainium instances with EFA, in one subnet, on the Neuron AMI."""
+"""A managed node group of Trainium instances with EFA, in one subnet, on the Neuron AMI, sized by the
+cluster autoscaler."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from cluster_facts.autoscaling import TEMPLATE_TAG_PREFIX, node_template_tags
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
+from constructs_trn.nag import ACKNOWLEDGMENT_METADATA, acknowledge, aws_managed_policy
 
-__all__ = ["TrainiumNodeGroup"]
+__all__ = ["AWS_CUSTOM_RESOURCE_FUNCTION_ID", "TrainiumNodeGroup"]
 
 _CAPACITY_TYPES = {
     "on_demand": eks.CapacityType.ON_DEMAND,
     "spot": eks.CapacityType.SPOT,
     "capacity_block": eks.CapacityType.CAPACITY_BLOCK,
 }
+# The id aws-cdk-lib gives the one Lambda function behind every AwsCustomResource of a stack.
+AWS_CUSTOM_RESOURCE_FUNCTION_ID = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class TrainiumNodeGroup(Construct):
@@ -27,6 +35,12 @@ class TrainiumNodeGroup(Construct):
 
     Built with ``eks.Nodegroup`` rather than ``cluster.add_nodegroup_capacity``, which would also
     install the library's bundled (and stale) Neuron device plugin.
+
+    Capacity: the cluster autoscaler sets the group's desired size between ``min_size`` and
+    ``max_size``; the template leaves it out, so a redeploy never resets it. The group's Auto Scaling
+    group gets the autoscaler's node-template tags (labels, taint, Neuron and EFA devices from the
+    catalog), which EKS does not copy from the node group, so the autoscaler can scale it from zero.
+    Nothing waits for the group's nodes: with ``min_size`` 0 EKS creates the group without launching any.
     """
 
     def __init__(
@@ -41,14 +55,16 @@ class TrainiumNodeGroup(Construct):
         security_group_ids: Sequence[str],
         node_role: iam.IRole,
         min_size: int,
-        desired_size: int,
         max_size: int,
         capacity_type: str,
         capacity_reservation_id: str | None,
         placement_group: bool,
         root_volume_gib: int,
+        update_strategy: Literal["DEFAULT", "MINIMAL"],
     ) -> None:
         super().__init__(scope, construct_id)
+        if not 0 <= min_size <= max_size:
+            raise ValueError(f"node group {name}: need 0 <= min_size ({min_size}) <= max_size ({max_size})")
         self.placement_group = (
             ec2.PlacementGroup(self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
             if placement_group
@@ -77,7 +93,6 @@ class TrainiumNodeGroup(Construct):
             subnets=ec2.SubnetSelection(subnets=[subnet]),
             node_role=node_role,
             min_size=min_size,
-            desired_size=desired_size,
             max_size=max_size,
             labels=trainium_node_labels(instance, node_group=name),
             taints=[
@@ -85,4 +100,119 @@ class TrainiumNodeGroup(Construct):
                     key=NEURON_TAINT_KEY, value=NEURON_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE
                 )
             ],
+            # EKS node auto repair: nodes that report unhealthy (NotReady, or the node monitoring
+            # agent's Neuron and EFA conditions) are replaced by the managed node group.
+            enable_node_auto_repair=True,
+            # An update replaces one node at a time.
+            max_unavailable=1,
         )
+        nodegroup = self.nodegroup.node.default_child
+        assert isinstance(nodegroup, eks.CfnNodegroup)
+        # aws-cdk-lib's Nodegroup always writes ScalingConfig.DesiredSize (min_size when not given).
+        # The autoscaler owns it: without it in the template, CloudFormation leaves the running desired
+        # size alone on every update instead of resetting it (and killing or adding nodes mid-job);
+        # at creation EKS starts the group at min_size.
+        nodegroup.add_property_deletion_override("ScalingConfig.DesiredSize")
+        # aws-cdk-lib 2.273's Nodegroup has no prop for the update strategy (CfnNodegroup's
+        # UpdateConfig.UpdateStrategy has). MINIMAL stops an old node before it starts a new one:
+        # no surge above max_size, which a reservation sized to the group does not hold.
+        nodegroup.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
+        self.update_strategy = update_strategy
+
+        self.template_tags = node_template_tags(instance, node_group=name)
+        self._tag_auto_scaling_group(cluster_name=cluster.cluster_name, name=name, tags=self.template_tags)
+
+    def _tag_auto_scaling_group(self, *, cluster_name: str, name: str, tags: Mapping[str, str]) -> None:
+        """Write ``tags`` on the node group's Auto Scaling group (EKS names it; DescribeNodegroup tells)."""
+        # The token makes the lookup wait for the node group; ``name`` is the same string.
+        nodegroup_name = self.nodegroup.nodegroup_name
+        describe = cr.AwsCustomResource(
+            self,
+            "AutoScalingGroup",
+            resource_type="Custom::TrainiumAutoScalingGroup",
+            install_latest_aws_sdk=False,
+            on_create=cr.AwsSdkCall(
+                service="EKS",
+                action="describeNodegroup",
+                parameters={"clusterName": cluster_name, "nodegroupName": nodegroup_name},
+                physical_resource_id=cr.PhysicalResourceId.of(f"{name}-auto-scaling-group"),
+                output_paths=["nodegroup.resources.autoScalingGroups.0.name"],
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(
+                        actions=["eks:DescribeNodegroup"], resources=[self.nodegroup.nodegroup_arn]
+                    )
+                ]
+            ),
+        )
+        self.auto_scaling_group_name = describe.get_response_field(
+            "nodegroup.resources.autoScalingGroups.0.name"
+        )
+        tag_call = cr.AwsSdkCall(
+            service="AutoScaling",
+            action="createOrUpdateTags",
+            parameters={
+                "Tags": [
+                    {
+                        "ResourceId": self.auto_scaling_group_name,
+                        "ResourceType": "auto-scaling-group",
+                        "Key": key,
+                        "Value": value,
+                        # For the autoscaler only: instances get their labels and taint from EKS.
+                        "PropagateAtLaunch": False,
+                    }
+                    for key, value in tags.items()
+                ]
+            },
+            physical_resource_id=cr.PhysicalResourceId.of(f"{name}-node-template-tags"),
+        )
+        self.tagging = cr.AwsCustomResource(
+            self,
+            "NodeTemplateTags",
+            resource_type="Custom::TrainiumNodeTemplateTags",
+            install_latest_aws_sdk=False,
+            on_create=tag_call,
+            on_update=tag_call,
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(
+                        actions=["autoscaling:CreateOrUpdateTags"],
+                        # EKS names a node group's Auto Scaling group eks-<node group>-<uuid>.
+                        resources=[
+                            (
+                                f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}:autoScalingGroup:*:"
+                                f"autoScalingGroupName/eks-{name}-*"
+                            )
+                        ],
+                        conditions={
+                            # Only this cluster's groups (EKS tags them), and only node-template tags.
+                            "StringEquals": {"aws:ResourceTag/eks:cluster-name": cluster_name},
+                            "ForAllValues:StringLike": {"aws:TagKeys": [f"{TEMPLATE_TAG_PREFIX}*"]},
+                        },
+                    )
+                ]
+            ),
+        )
+        self.tagging.node.add_dependency(describe)
+        acknowledge(
+            self.tagging,
+            "IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+            f"autoScalingGroupName/eks-{name}-*]",
+            reason="EKS names the node group's Auto Scaling group eks-<node group>-<uuid>, the uuid unknown "
+            "at synth; the role may write only node-template tags, only on groups of this cluster",
+        )
+        _acknowledge_custom_resource_function(Stack.of(self))
+
+
+def _acknowledge_custom_resource_function(stack: Stack) -> None:
+    """The findings of aws-cdk-lib's shared AwsCustomResource function, once per stack."""
+    function = stack.node.try_find_child(AWS_CUSTOM_RESOURCE_FUNCTION_ID)
+    if function is None or any(entry.type == ACKNOWLEDGMENT_METADATA for entry in function.node.metadata):
+        return
+    acknowledge(
+        function,
+        aws_managed_policy("service-role/AWSLambdaBasicExecutionRole"),
+        reason="aws-cdk-lib's AwsCustomResource function writes only its own CloudWatch logs with this AWS "
+        "managed policy; its API calls are granted per resource by each caller's own policy",
+    )

@@ -25,6 +25,7 @@ from typing import Any
 
 import cdk8s
 
+from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE
 from cluster_facts.kubernetes_names import PLATFORM_NAMESPACE, datasets_claim, file_system_claim
 from cluster_facts.kubernetes_plan import (
     HelmRelease,
@@ -33,7 +34,13 @@ from cluster_facts.kubernetes_plan import (
     ManifestSet,
     ReadinessGate,
 )
-from cluster_facts.versions import VOLCANO_CHART_REPOSITORY, VOLCANO_CHART_VERSION
+from cluster_facts.versions import (
+    CLUSTER_AUTOSCALER_CHART_REPOSITORY,
+    CLUSTER_AUTOSCALER_CHART_VERSION,
+    VOLCANO_CHART_REPOSITORY,
+    VOLCANO_CHART_VERSION,
+)
+from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
 from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
@@ -44,8 +51,10 @@ from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
 from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
 from k8s_charts.volcano_queue import VolcanoQueueChart
+from k8s_charts.volcano_scheduler import volcano_values
 
 __all__ = [
+    "CLUSTER_AUTOSCALER",
     "VOLCANO",
     "FileSystemValues",
     "KubernetesLayerValues",
@@ -61,6 +70,8 @@ VOLCANO = "volcano"
 """The step that installs Volcano (the Helm release)."""
 PLATFORM_STEP = "platform-namespace"
 TEAMS_STEP = "training-namespace"
+CLUSTER_AUTOSCALER = "cluster-autoscaler"
+"""The step that installs the cluster autoscaler (the Helm release)."""
 # The webhook configuration the webhook manager patches with its CA just before it serves
 # (volcano v1.15.1 cmd/webhook-manager/app/server.go: addCaCertForWebhook, then ListenAndServeTLS).
 _VOLCANO_WEBHOOK = "volcano-admission-service-jobs-validate"
@@ -118,6 +129,8 @@ class KubernetesLayerValues:
     datasets: tuple[Dataset, ...]
     runs: tuple[PlannedRun, ...]
     tensorboard: TensorBoardValues = field(default_factory=TensorBoardValues)
+    autoscaler: AutoscalerValues | None = None
+    """The cluster autoscaler of the Trainium node groups; None: the plan installs none."""
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
@@ -144,8 +157,26 @@ def _volcano() -> HelmRelease:
         version=VOLCANO_CHART_VERSION,
         release="volcano",
         namespace="volcano-system",
+        # The scheduler configuration without enqueue (k8s_charts/volcano_scheduler.py): queued gangs
+        # get their pods, which the cluster autoscaler sees.
+        values=volcano_values(),
         wait=True,
         timeout_minutes=15,
+    )
+
+
+def _cluster_autoscaler(values: AutoscalerValues) -> HelmRelease:
+    return HelmRelease(
+        name=CLUSTER_AUTOSCALER,
+        chart="cluster-autoscaler",
+        repository=CLUSTER_AUTOSCALER_CHART_REPOSITORY,
+        version=CLUSTER_AUTOSCALER_CHART_VERSION,
+        release=AUTOSCALER_NAME,
+        namespace=AUTOSCALER_NAMESPACE,
+        values=cluster_autoscaler_values(values),
+        # Waits for the autoscaler's pod on the system nodes, never for a Trainium node.
+        wait=True,
+        timeout_minutes=10,
     )
 
 
@@ -175,6 +206,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     steps: list[KubernetesStep] = [
         chart("neuron-device-plugin", NeuronDevicePluginChart),
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
+        *([_cluster_autoscaler(values.autoscaler)] if values.autoscaler is not None else []),
         volcano,
         ReadinessGate(
             name="volcano-webhook-ready",

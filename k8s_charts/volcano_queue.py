@@ -1,15 +1,20 @@
 """The Volcano queue that TorchX submits training jobs to.
 
 TorchX's Volcano scheduler puts every job in a named queue (the tutorial's ``test``: weight 1,
-not reclaimable). A Queue is cluster-scoped. Its ``capability`` caps what the queue's running
-jobs may hold in total; ``queue_capability`` sizes it from the instance catalog so a job spanning
-the whole node group is admitted and nothing larger is. Volcano's admission webhook rejects
-Queues until ``volcano-admission`` is ready: the stack must order this chart after Volcano.
+not reclaimable). A Queue is cluster-scoped. Its ``capability`` caps what the queue's jobs may hold
+in total. Volcano's ``proportion`` plugin checks every task against the queue before it looks for a
+node (``ssn.Allocatable`` in pkg/scheduler/actions/allocate/allocate.go; capability caps the queue's
+``realCapability``, and with it what the queue deserves): a task over the cap finds no node and stays
+pending however many nodes the autoscaler adds, which would idle them until scale-down. So the
+capability must never be below what the Trainium node groups can hold: ``trainium_capability``
+sizes it from the instance catalog at every group's ``max_size``, the most the autoscaler can bring.
+Only a job that no configuration of nodes could hold is refused. Volcano's admission webhook
+rejects Queues until ``volcano-admission`` is ready: the stack must order this chart after Volcano.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import cdk8s
 from constructs import Construct
@@ -18,7 +23,7 @@ from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
 from k8s_charts.imports.volcano_scheduling import Queue, QueueSpec, QueueSpecCapability
 
-__all__ = ["VolcanoQueueChart", "queue_capability"]
+__all__ = ["VolcanoQueueChart", "queue_capability", "trainium_capability"]
 
 
 def queue_capability(instance: TrainiumInstanceType, nodes: int) -> dict[str, str]:
@@ -34,6 +39,21 @@ def queue_capability(instance: TrainiumInstanceType, nodes: int) -> dict[str, st
         "memory": f"{instance.memory_gib * nodes}Gi",
         NEURON_RESOURCE: str(instance.chips * nodes),
         EFA_RESOURCE: str(instance.efa_interfaces * nodes),
+    }
+
+
+def trainium_capability(groups: Sequence[tuple[TrainiumInstanceType, int]]) -> dict[str, str]:
+    """The total of ``queue_capability`` over (instance type, max_size) pairs: every Trainium node the
+    autoscaler may run at once."""
+    if not groups:
+        raise ValueError("at least one Trainium node group is needed")
+    totals: dict[str, int] = {}
+    for instance, nodes in groups:
+        for resource, amount in queue_capability(instance, nodes).items():
+            totals[resource] = totals.get(resource, 0) + int(amount.removesuffix("Gi"))
+    return {
+        resource: f"{amount}Gi" if resource == "memory" else str(amount)
+        for resource, amount in totals.items()
     }
 
 

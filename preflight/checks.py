@@ -342,30 +342,32 @@ def _reservation_problems(
                 )
             )
     if reservation.total_instances >= group.max_size:
-        problems += _surge_problems(group, key, reservation)
+        problems += _surge_problems(group, key, reservation, UPDATE_SURGE[group.update_strategy])
     return problems
 
 
-# EKS's default update strategy for managed node groups starts the replacement nodes before it
-# stops old ones: it raises the Auto Scaling group's maximum and desired size by the larger of twice
-# the number of its Availability Zones and maxUnavailable (EKS User Guide, "Understand each phase of
-# node updates"). A Trainium group sits in one subnet, so one zone; the stack sets no update config,
-# so maxUnavailable is EKS's default, 1.
+# EKS's DEFAULT update strategy for managed node groups starts the replacement nodes before it stops
+# old ones: it raises the Auto Scaling group's maximum and desired size by the larger of twice the
+# number of its Availability Zones and maxUnavailable (EKS User Guide, "Understand each phase of node
+# updates"). A Trainium group sits in one subnet, so one zone, and the stack sets maxUnavailable 1.
+# MINIMAL terminates old instances before it launches new ones (EKS API, NodegroupUpdateConfig): no
+# surge. The stack gives every group with a reservation MINIMAL (config TrainiumNodeGroupSettings.
+# update_strategy), so a reservation that holds max_size also holds an update.
 _UPDATE_ZONES = 1
 _MAX_UNAVAILABLE = 1
-UPDATE_SURGE = max(2 * _UPDATE_ZONES, _MAX_UNAVAILABLE)
-"""Nodes an update of a Trainium node group can launch on top of those running."""
+UPDATE_SURGE = {"DEFAULT": max(2 * _UPDATE_ZONES, _MAX_UNAVAILABLE), "MINIMAL": 0}
+"""Nodes an update of a Trainium node group can launch on top of those running, by update strategy."""
 
 
 def _surge_problems(
-    group: TrainiumNodeGroupSettings, key: str, reservation: Reservation
+    group: TrainiumNodeGroupSettings, key: str, reservation: Reservation, surge: int
 ) -> list[tuple[Status, str, str]]:
     """A WARN when the group at max_size plus an update's surge does not fit the reservation."""
     held = reservation.total_instances
-    needed = group.max_size + UPDATE_SURGE
+    needed = group.max_size + surge
     if held >= needed:
         return []
-    room = held - UPDATE_SURGE
+    room = held - surge
     lower = f"lower {key}.max_size to {room}" if room >= 1 else ""
     if reservation.reservation_type == "capacity-block":
         # EKS's guide for managed node groups on Capacity Blocks: desired size 0 when upgrading.
@@ -390,7 +392,7 @@ def _surge_problems(
         (
             "WARN",
             (
-                f"no room for an update: EKS starts up to {UPDATE_SURGE} replacement nodes before stopping "
+                f"no room for an update: EKS starts up to {surge} replacement nodes before stopping "
                 f"old ones, so at max_size {group.max_size} an update needs {needed}, the reservation holds "
                 f"{held}"
             ),

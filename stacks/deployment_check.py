@@ -4,12 +4,23 @@ and the values it reads.
 It runs in CodeBuild in the tooling account after a stage's TrainiumStack deploys, with the
 stack's outputs as variables, assumes the stage's read-only check role
 (constructs_trn/deployment_check_role.py) and checks the cluster, its Trainium node groups and
-EFA interfaces and, where the API server is reachable, that every Trainium node advertises its
-Neuron and EFA devices.
+EFA interfaces, and that the cluster autoscaler can scale every Trainium group from zero: each
+group's Auto Scaling group carries the node-template tags (labels, taint, Neuron and EFA devices from
+the catalog) and the discovery tags. Where the API server is reachable it also checks that the
+autoscaler runs, is healthy and lists every Trainium group, and that every Trainium node that runs
+(at least the groups' min_size, 0 by default: no node needs to run) advertises its devices.
 """
 
 from __future__ import annotations
 
+from cluster_facts.autoscaling import (
+    AUTOSCALER_NAME,
+    AUTOSCALER_NAMESPACE,
+    AUTOSCALER_STATUS_CONFIGMAP,
+    discovery_tags,
+    node_template_tags,
+)
+from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
     EFA_INTERFACES_LABEL,
     EFA_RESOURCE,
@@ -49,7 +60,16 @@ def deployment_check_env(config: StackConfig, *, stage_id: str, check_role_arn: 
         "TRAINIUM_NODE_GROUPS": " ".join(
             f"{group.name}:{group.instance.efa_interfaces}" for group in config.trainium.node_groups
         ),
+        # "group key=value" per line: the tags each group's Auto Scaling group must carry.
+        "TRAINIUM_TEMPLATE_TAGS": "\n".join(
+            f"{group.name} {key}={value}"
+            for group in config.trainium.node_groups
+            for key, value in _expected_tags(config, group.name, group.instance).items()
+        ),
         "MIN_TRAINIUM_NODES": str(sum(group.min_size for group in config.trainium.node_groups)),
+        "AUTOSCALER_NAMESPACE": AUTOSCALER_NAMESPACE,
+        "AUTOSCALER_DEPLOYMENT": AUTOSCALER_NAME,
+        "AUTOSCALER_STATUS_CONFIGMAP": AUTOSCALER_STATUS_CONFIGMAP,
         # CodeBuild has no route to a private-only API server (it runs in the tooling account).
         "CHECK_KUBERNETES": "true" if config.cluster.endpoint_public_cidrs else "false",
         "DEVICE_WAIT_SECONDS": str(DEVICE_WAIT_SECONDS),
@@ -59,6 +79,13 @@ def deployment_check_env(config: StackConfig, *, stage_id: str, check_role_arn: 
         "NEURON_RESOURCE": NEURON_RESOURCE,
         "EFA_RESOURCE": EFA_RESOURCE,
     }
+
+
+def _expected_tags(config: StackConfig, name: str, instance: TrainiumInstanceType) -> dict[str, str]:
+    # EKS writes the first two discovery tags (enabled=true, <cluster>=owned); the stack writes the
+    # node-template tags, among them the third discovery tag.
+    enabled, owner, _ = discovery_tags(config.name)
+    return {enabled: "true", owner: "owned", **node_template_tags(instance, node_group=name)}
 
 
 def deployment_check_script() -> str:

@@ -13,9 +13,11 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
 from cluster_facts.stack_outputs import StackOutput
+from cluster_facts.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from config.model import StackConfig
 from config.presets import BERT_LARGE, DatasetPreset, bert_large_arguments
 from config.workloads import RunSettings, TeamSettings
+from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.plan import (
     FileSystemValues,
@@ -27,9 +29,10 @@ from k8s_charts.plan import (
 )
 from k8s_charts.tensorboard import TensorBoardValues
 from k8s_charts.training_run import TrainingRun
-from k8s_charts.volcano_queue import queue_capability
+from k8s_charts.volcano_queue import trainium_capability
 
 __all__ = [
+    "autoscaler_values",
     "datasets",
     "file_system_generation",
     "file_system_values",
@@ -110,15 +113,9 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
 
 
 def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
-    """What the team's node groups hold at max_size: the queue lets a run use any of it."""
-    totals: dict[str, int] = {}
-    for group in config.team_node_groups(team):
-        for resource, amount in queue_capability(group.instance, group.max_size).items():
-            totals[resource] = totals.get(resource, 0) + int(amount.removesuffix("Gi"))
-    return {
-        resource: f"{amount}Gi" if resource == "memory" else str(amount)
-        for resource, amount in totals.items()
-    }
+    """What the team's node groups hold at max_size: the queue lets a run use any of it, and never
+    less than the autoscaler can bring (a capped task would idle the nodes added for it)."""
+    return trainium_capability([(group.instance, group.max_size) for group in config.team_node_groups(team)])
 
 
 def training_run(
@@ -203,6 +200,20 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             applied=config.observability.tensorboard,
             memory_gib=config.observability.tensorboard_memory_gib,
         ),
+        autoscaler=autoscaler_values(config),
+    )
+
+
+def autoscaler_values(config: StackConfig) -> AutoscalerValues:
+    settings = config.autoscaler
+    return AutoscalerValues(
+        cluster_name=config.name,
+        region=config.region,
+        image_tag=CLUSTER_AUTOSCALER_IMAGE_TAGS[config.cluster.kubernetes_version],
+        scale_down_unneeded_minutes=settings.scale_down_unneeded_minutes,
+        scale_down_delay_after_add_minutes=settings.scale_down_delay_after_add_minutes,
+        max_node_provision_minutes=settings.max_node_provision_minutes,
+        expander=settings.expander,
     )
 
 

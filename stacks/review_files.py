@@ -109,7 +109,12 @@ def summary(config: StackConfig, *, stack_name: str, template: Mapping[str, Any]
         "",
         f"## Trainium capacity in {config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
         "",
-        "| node group | instance type | min | desired | max | capacity | EFA per node | placement group |",
+        (
+            "The cluster autoscaler runs each group between min (warm nodes, billed idle) and max "
+            f"(idle nodes go after {config.autoscaler.scale_down_unneeded_minutes} minutes; docs/capacity.md)."
+        ),
+        "",
+        "| node group | instance type | min | max | capacity | EFA per node | placement group | updates |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for group in config.trainium.node_groups:
@@ -117,9 +122,9 @@ def summary(config: StackConfig, *, stack_name: str, template: Mapping[str, Any]
             f" ({group.capacity_reservation_id})" if group.capacity_reservation_id else ""
         )
         lines.append(
-            f"| {group.name} | {group.instance_type} | {group.min_size} | {group.desired_size} | "
+            f"| {group.name} | {group.instance_type} | {group.min_size} | "
             f"{group.max_size} | {capacity} | {group.instance.efa_interfaces} | "
-            f"{'yes' if group.uses_placement_group else 'no'} |"
+            f"{'yes' if group.uses_placement_group else 'no'} | {group.update_strategy} |"
         )
     lines += ["", "## Kubernetes layer, in deploy order", ""]
     for step in plan:

@@ -13,6 +13,7 @@ from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
+from constructs_trn.cluster_autoscaler import ClusterAutoscalerAccess
 from constructs_trn.deployment_check_role import (
     DeploymentCheckAccess,
     DeploymentCheckTrust,
@@ -179,18 +180,23 @@ class TrainiumStack(Stack):
                 security_group_ids=interface_groups,
                 node_role=self.node_role,
                 min_size=group.min_size,
-                desired_size=group.desired_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
                 placement_group=group.uses_placement_group,
                 root_volume_gib=group.root_volume_gib,
+                update_strategy=group.update_strategy,
             )
             self.trainium_node_groups[group.name] = node_group
         for nodes in (self.system_nodes, *(group.nodegroup for group in self.trainium_node_groups.values())):
             # Nodes join with the configured VPC CNI (efa-only support, network policies) in place.
             for addon in self.addons.networking:
                 nodes.node.add_dependency(addon)
+
+        # The autoscaler's AWS identity; its Helm release is a step of the Kubernetes layer.
+        self.autoscaler = ClusterAutoscalerAccess(
+            self, "ClusterAutoscaler", cluster=self.cluster.interface, cluster_name=config.name
+        )
 
         # Cluster services (the data staging Job) run on the system nodes, which carry only the
         # cluster security group; they mount the file system too.
@@ -210,12 +216,11 @@ class TrainiumStack(Stack):
             "Kubernetes",
             cluster=self.cluster.interface,
             plan=self.kubernetes_plan,
-            # Pods need running nodes, their CNI and (for /data) the FSx CSI driver.
-            wait_for=[
-                self.addons,
-                self.system_nodes,
-                *(group.nodegroup for group in self.trainium_node_groups.values()),
-            ],
+            # Pods need running nodes, their CNI and (for /data) the FSx CSI driver; the autoscaler its
+            # Pod Identity association. Never the Trainium node groups: nothing here needs a Trainium
+            # node (the device plugins are DaemonSets that start when nodes come), and a group that
+            # cannot get capacity must not hold up, or roll back, the deployment.
+            wait_for=[self.addons, self.system_nodes, self.autoscaler.association],
         )
 
         self.dashboard = (

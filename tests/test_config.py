@@ -35,8 +35,9 @@ def test_default_config_is_the_tutorial_cluster() -> None:
     config = load_config(DEFAULT_CONFIG)
     [run] = config.runs
     group = config.run_node_group(run)
-    assert (group.instance_type, group.desired_size, run.nodes, run.preset) == (
+    assert (group.instance_type, group.min_size, group.max_size, run.nodes, run.preset) == (
         "trn1.32xlarge",
+        0,
         2,
         2,
         "bert-large",
@@ -70,8 +71,33 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "trainium.node_groups.0.min_size",
         3,
-        "env.yaml: trainium.node_groups[0].desired_size: desired_size (2) must be at least min_size (3)",
-        id="min-above-desired",
+        "env.yaml: trainium.node_groups[0].max_size: max_size (2) must be at least min_size (3)",
+        id="min-above-max",
+    ),
+    pytest.param(
+        "trainium.node_groups.0.desired_size",
+        2,
+        "env.yaml: trainium.node_groups[0].desired_size: the cluster autoscaler sets the node count now; "
+        "remove desired_size (min_size keeps warm nodes, max_size caps the group)",
+        id="desired-size-is-the-autoscalers",
+    ),
+    pytest.param(
+        "autoscaler.scale_down_unneeded_minutes",
+        0,
+        "env.yaml: autoscaler.scale_down_unneeded_minutes: 0 minutes is out of range; allowed: 1 to 60",
+        id="unneeded-time-out-of-range",
+    ),
+    pytest.param(
+        "autoscaler.scale_down_delay_after_add_minutes",
+        90,
+        "env.yaml: autoscaler.scale_down_delay_after_add_minutes: 90 minutes is out of range; allowed: 0 to 60",
+        id="scale-down-delay-out-of-range",
+    ),
+    pytest.param(
+        "autoscaler.max_node_provision_minutes",
+        2,
+        "env.yaml: autoscaler.max_node_provision_minutes: 2 minutes is out of range; allowed: 5 to 60",
+        id="provision-timeout-out-of-range",
     ),
     pytest.param(
         "system_nodes.max_size",
@@ -825,3 +851,47 @@ def test_a_team_may_not_run_on_another_teams_group() -> None:
     assert problems_of(data) == [
         "env.yaml: runs[0].node_group: team 'training' may not use node group 'trn1-b'; its groups: trn1-32xl"
     ]
+
+
+# --- Capacity: nothing idle by default, the autoscaler owns the node count ---------------------
+
+
+SHIPPED_CONFIGS = sorted(
+    [DEFAULT_CONFIG, EXAMPLE_CONFIG, *(REPO_ROOT / "config" / "environments").glob("*.yaml")]
+)
+
+
+@pytest.mark.parametrize("path", SHIPPED_CONFIGS, ids=lambda path: path.name)
+def test_shipped_configurations_run_no_trainium_node_with_no_job_queued(path: Path) -> None:
+    config = load_config(path)
+    assert [group.min_size for group in config.trainium.node_groups] == [0] * len(config.trainium.node_groups)
+    assert "desired_size" not in path.read_text().split("trainium:", 1)[1]
+
+
+def test_min_size_defaults_to_zero() -> None:
+    config = parse_config(with_change("trainium.node_groups.0.min_size", ...))
+    assert config.trainium.node_groups[0].min_size == 0
+
+
+def test_warm_nodes_cannot_go_on_a_capacity_block() -> None:
+    data = with_change("trainium.node_groups.0.capacity_type", "capacity_block")
+    data["trainium"]["node_groups"][0].update(
+        capacity_reservation_id="cr-0123456789abcdef0", placement_group=None, min_size=1
+    )
+    assert problems_of(data) == [
+        (
+            "env.yaml: trainium.node_groups[0].min_size: 1 warm nodes cannot go with capacity_type capacity_block: "
+            "nodes run only inside the block's window and the autoscaler brings them up for queued jobs; allowed: 0"
+        )
+    ]
+    data["trainium"]["node_groups"][0]["min_size"] = 0
+    assert parse_config(data).trainium.node_groups[0].update_strategy == "MINIMAL"
+
+
+def test_reserved_groups_update_without_surge_and_others_with_it() -> None:
+    config = load_config(EXAMPLE_CONFIG)
+    assert {group.name: group.update_strategy for group in config.trainium.node_groups} == {
+        "trn1n-32xl": "MINIMAL",  # an ODCR
+        "trn1-32xl-block": "MINIMAL",  # a Capacity Block
+    }
+    assert load_config(DEFAULT_CONFIG).trainium.node_groups[0].update_strategy == "DEFAULT"

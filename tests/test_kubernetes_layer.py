@@ -102,24 +102,36 @@ def test_a_run_is_applied_by_a_resource_of_its_own_identity(example_stack: Synth
     assert applied(example_stack)["run-bert-large"].startswith("Kubernetesrunbertlarge" + str(run.identity))
 
 
-def test_everything_waits_for_the_nodes_and_addons(example_stack: Synthesized) -> None:
+def test_everything_waits_for_the_system_nodes_and_addons_never_for_trainium(
+    example_stack: Synthesized,
+) -> None:
     system_nodes = example_stack.logical_id(example_stack.stack.system_nodes)
-    trainium = [
+    trainium = {
         example_stack.logical_id(group.nodegroup)
         for group in example_stack.stack.trainium_node_groups.values()
-    ]
+    }
     fsx_csi = next(
         i
         for i, r in example_stack.resources("AWS::EKS::Addon").items()
         if r["Properties"]["AddonName"] == "aws-fsx-csi-driver"
     )
+    pod_identity = example_stack.logical_id(example_stack.stack.autoscaler.association)
     for name, logical_id in applied(example_stack).items():
-        assert {system_nodes, fsx_csi, *trainium} <= depends_on(example_stack, logical_id), name
+        assert {system_nodes, fsx_csi, pod_identity} <= depends_on(example_stack, logical_id), name
+        assert not trainium & depends_on(example_stack, logical_id), name
+
+
+def helm_release(synthesized: Synthesized, chart: str) -> dict[str, Any]:
+    [properties] = [
+        resource["Properties"]
+        for resource in synthesized.resources("Custom::AWSCDK-EKS-HelmChart").values()
+        if resource["Properties"]["Chart"] == chart
+    ]
+    return dict(properties)
 
 
 def test_volcano_comes_from_its_pinned_helm_chart(default_stack: Synthesized) -> None:
-    _, helm = default_stack.only("Custom::AWSCDK-EKS-HelmChart")
-    properties = helm["Properties"]
+    properties = helm_release(default_stack, "volcano")
     assert (properties["Chart"], properties["Version"], properties["Repository"]) == (
         "volcano",
         "1.15.1",
@@ -157,8 +169,14 @@ def test_queue_is_the_one_the_jobs_use_and_admits_them(example_stack: Synthesize
         [volcano_job] = manifests(example_stack, job)
         assert volcano_job["spec"]["queue"] == queue["metadata"]["name"] == "test"
     capability = queue["spec"]["capability"]
-    assert capability["aws.amazon.com/neuron"] == "64"  # 4 x trn1n.32xlarge, 16 chips each
+    # Every Trainium node the autoscaler may run for this team: its one group, 4 x trn1n.32xlarge
+    # at max_size. The capability never holds back a gang that the team's groups can hold, and
+    # never counts the research team's Capacity Block nodes.
+    assert capability["aws.amazon.com/neuron"] == "64"  # 4 nodes, 16 chips each
     assert capability["vpc.amazonaws.com/efa"] == "64"  # 4 x 16 EFA interfaces
+    assert capability["cpu"] == "512" and capability["memory"] == "2048Gi"
+    [research] = manifests(example_stack, "volcano-queue-research")
+    assert research["spec"]["capability"]["aws.amazon.com/neuron"] == "128"  # 8 x trn1.32xlarge
 
 
 def test_configuration_reaches_the_training_job(example_stack: Synthesized) -> None:

@@ -192,7 +192,8 @@ def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_s
     assert group["Taints"] == [{"Key": "aws.amazon.com/neuron", "Value": "present", "Effect": "NO_SCHEDULE"}]
     # The instance type is in the launch template; on the node group aws-eks-v2 would reject it.
     assert "InstanceTypes" not in group
-    assert group["ScalingConfig"] == {"MinSize": 2, "DesiredSize": 2, "MaxSize": 2}
+    # No DesiredSize: the autoscaler owns it, and CloudFormation leaves it alone when the template does.
+    assert group["ScalingConfig"] == {"MinSize": 0, "MaxSize": 2}
 
 
 def test_trainium_labels_come_from_the_catalog(example_stack: Synthesized) -> None:

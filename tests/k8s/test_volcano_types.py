@@ -124,6 +124,8 @@ def test_the_stack_queue_is_the_raw_queue() -> None:
         {
             "weight": 1,
             "reclaimable": False,
+            # The team's one group at max_size: 4 x trn1n.32xlarge (the research team's
+            # Capacity Block group counts toward its own queue, not this one).
             "capability": {
                 "cpu": "512",
                 "memory": "2048Gi",

@@ -34,7 +34,8 @@ case "$*" in
   "sts assume-role"*) echo '{"AccessKeyId": "ASIACHECK", "SecretAccessKey": "secret", "SessionToken": "token"}' ;;
   *describe-cluster*cluster.status*) echo "${FAKE_CLUSTER_STATUS:-ACTIVE}" ;;
   *describe-cluster*endpoint*) printf 'https://cluster.example\t%s\n' "$(printf certificate | base64)" ;;
-  *describe-nodegroup*) printf '%s\t%s\n' "${FAKE_NODEGROUP_STATUS:-ACTIVE}" "${FAKE_HEALTH_ISSUES:-0}" ;;
+  *describe-nodegroup*) printf '%s\t%s\t%s\n' "${FAKE_NODEGROUP_STATUS:-ACTIVE}" "${FAKE_HEALTH_ISSUES:-0}" "${FAKE_ASG}" ;;
+  *describe-auto-scaling-groups*) cat "${FAKE_ASG_TAGS}" ;;
   *describe-instances*) printf '%b' "${FAKE_INSTANCES}" ;;
   "eks get-token"*) echo '{"status": {"token": "k8s-aws-v1.token"}}' ;;
   *) echo "unexpected aws call: $*" >&2; exit 2 ;;
@@ -42,7 +43,33 @@ esac
 """
 FAKE_CURL = r"""#!/usr/bin/env bash
 echo "curl $*" >> "${FAKE_LOG}"
-cat "${FAKE_NODES}"
+case "$*" in
+  */deployments/*) cat "${FAKE_DEPLOYMENT}" ;;
+  */configmaps/*) cat "${FAKE_STATUS}" ;;
+  */api/v1/nodes*) cat "${FAKE_NODES}" ;;
+  *) echo "unexpected request: $*" >&2; exit 22 ;;
+esac
+"""
+FAKE_ASG = "eks-trn1-32xl-4ec6e3f0-1a2b-3c4d-5e6f-0123456789ab"
+# The autoscaler's status ConfigMap as cluster-autoscaler 1.34 writes it (clusterstate/api/types.go).
+HEALTHY_STATUS = f"""time: 2026-11-23 10:00:00.000000000 +0000 UTC
+autoscalerStatus: Running
+clusterWide:
+  health:
+    status: Healthy
+    nodeCounts:
+      registered:
+        total: 2
+        ready: 2
+  scaleUp:
+    status: NoActivity
+nodeGroups:
+- name: {FAKE_ASG}
+  health:
+    status: Healthy
+    cloudProviderTarget: 0
+    minSize: 0
+    maxSize: 2
 """
 
 
@@ -87,15 +114,36 @@ def run_check(tmp_path: Path) -> Callable[..., Run]:
         (bin_dir / name).chmod((bin_dir / name).stat().st_mode | stat.S_IEXEC)
     config = load_config(REPO_ROOT / "config" / "environments" / "dev.yaml")
 
-    def run(*, nodes: list[dict[str, Any]] | None = None, private: bool = False, **overrides: str) -> Run:
+    def run(
+        *,
+        nodes: list[dict[str, Any]] | None = None,
+        private: bool = False,
+        tags: dict[str, str] | None = None,
+        status: str = HEALTHY_STATUS,
+        available: int = 1,
+        **overrides: str,
+    ) -> Run:
+        environment_of_config = deployment_check_env(config, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)
         nodes_file = tmp_path / "nodes.json"
-        nodes_file.write_text(json.dumps({"items": nodes if nodes is not None else [node("ip-10-10-1-1")]}))
+        nodes_file.write_text(json.dumps({"items": nodes if nodes is not None else []}))
+        expected = dict(
+            line.split(" ", 1)[1].split("=", 1)
+            for line in environment_of_config["TRAINIUM_TEMPLATE_TAGS"].splitlines()
+        )
+        tags_file = tmp_path / "tags.txt"
+        tags_file.write_text(
+            "".join(f"{key}\t{value}\n" for key, value in (tags if tags is not None else expected).items())
+        )
+        deployment_file = tmp_path / "deployment.json"
+        deployment_file.write_text(json.dumps({"status": {"availableReplicas": available}}))
+        status_file = tmp_path / "status.json"
+        status_file.write_text(json.dumps({"data": {"status": status}}))
         log = tmp_path / "calls.log"
         log.write_text("")
         environment = {
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             "HOME": str(tmp_path),
-            **deployment_check_env(config, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN),
+            **environment_of_config,
             "CLUSTER_NAME": config.name,
             "ECR_REPOSITORY_URI": "111111111111.dkr.ecr.us-west-2.amazonaws.com/trainium-dev/training",
             "FSX_FILE_SYSTEM_ID": "fs-0123456789abcdef0",
@@ -104,6 +152,10 @@ def run_check(tmp_path: Path) -> Callable[..., Run]:
             "TRAINIUM_SUBNET_ID": "subnet-0123456789abcdef0",
             "FAKE_LOG": str(log),
             "FAKE_NODES": str(nodes_file),
+            "FAKE_ASG": FAKE_ASG,
+            "FAKE_ASG_TAGS": str(tags_file),
+            "FAKE_DEPLOYMENT": str(deployment_file),
+            "FAKE_STATUS": str(status_file),
             "FAKE_INSTANCES": "i-0aaaaaaaaaaaaaaa1\t8\n",
             "DEVICE_WAIT_SECONDS": "0",
             **({"CHECK_KUBERNETES": "false"} if private else {}),
@@ -123,26 +175,69 @@ def run_check(tmp_path: Path) -> Callable[..., Run]:
     return run
 
 
-def test_a_healthy_stage_passes_and_every_call_uses_the_stage_role(run_check: Callable[..., Run]) -> None:
+def test_a_stage_with_no_trainium_node_passes_on_the_autoscalers_word(run_check: Callable[..., Run]) -> None:
+    """The default: min_size 0, no job queued, no Trainium node runs; the autoscaler could bring them."""
     run = run_check()
     assert run.result.returncode == 0, run.output
-    assert "ok: i-0aaaaaaaaaaaaaaa1 (trn1-32xl) has 8 EFA interfaces" in run.output
     assert (
-        "ok: every Trainium node is Ready and advertises its Neuron devices and EFA interfaces" in run.output
-    )
+        f"ok: {FAKE_ASG} (trn1-32xl) scales from zero to nodes with aws.amazon.com/neuron=16 "
+        "aws.amazon.com/neuroncore=32 vpc.amazonaws.com/efa=8"
+    ) in run.output
+    assert f"ok: the cluster autoscaler is Healthy and scales {FAKE_ASG}" in run.output
+    assert "ok: every running Trainium node (0, at least 0 warm) is Ready" in run.output
     assume, *calls = run.calls
     assert assume.startswith(f"none sts assume-role --role-arn {CHECK_ROLE_ARN}")
     assert all(call.startswith(("ASIACHECK ", "curl ")) for call in calls), calls
+    assert any(
+        f"describe-auto-scaling-groups --auto-scaling-group-names {FAKE_ASG}" in call for call in calls
+    )
+    assert any("/namespaces/kube-system/deployments/cluster-autoscaler" in call for call in calls)
+    assert any("/namespaces/kube-system/configmaps/cluster-autoscaler-status" in call for call in calls)
     assert any("labelSelector=trainium%2Fnode-group" in call for call in calls)
     assert any("Authorization: Bearer k8s-aws-v1.token" in call for call in calls)
+
+
+def test_running_nodes_must_advertise_their_devices(run_check: Callable[..., Run]) -> None:
+    run = run_check(nodes=[node("ip-10-10-1-1")])
+    assert run.result.returncode == 0, run.output
+    assert "ok: i-0aaaaaaaaaaaaaaa1 (trn1-32xl) has 8 EFA interfaces" in run.output
+    assert "ok: every running Trainium node (1, at least 0 warm) is Ready" in run.output
 
 
 def test_a_private_endpoint_skips_only_the_kubernetes_part(run_check: Callable[..., Run]) -> None:
     run = run_check(private=True)
     assert run.result.returncode == 0, run.output
-    assert "Neuron and EFA allocatable not checked: the API endpoint of trainium-dev is private" in run.output
+    assert (
+        "Autoscaler health and Neuron and EFA allocatable not checked: the API endpoint of trainium-dev is private"
+        in run.output
+    )
+    assert f"ok: {FAKE_ASG} (trn1-32xl) scales from zero" in run.output
     assert "ok: i-0aaaaaaaaaaaaaaa1 (trn1-32xl) has 8 EFA interfaces" in run.output
     assert not any(call.startswith("curl") for call in run.calls)
+
+
+def test_the_expected_tags_are_the_catalogs() -> None:
+    config = load_config(REPO_ROOT / "config" / "environments" / "dev.yaml")
+    lines = deployment_check_env(config, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)[
+        "TRAINIUM_TEMPLATE_TAGS"
+    ]
+    assert set(lines.splitlines()) >= {
+        "trn1-32xl k8s.io/cluster-autoscaler/enabled=true",
+        "trn1-32xl k8s.io/cluster-autoscaler/trainium-dev=owned",
+        "trn1-32xl k8s.io/cluster-autoscaler/node-template/label/trainium/node-group=trn1-32xl",
+        "trn1-32xl k8s.io/cluster-autoscaler/node-template/taint/aws.amazon.com/neuron=present:NoSchedule",
+        "trn1-32xl k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron=16",
+        "trn1-32xl k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa=8",
+    }
+
+
+def _without(key: str) -> dict[str, str]:
+    config = load_config(REPO_ROOT / "config" / "environments" / "dev.yaml")
+    lines = deployment_check_env(config, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)[
+        "TRAINIUM_TEMPLATE_TAGS"
+    ]
+    tags = dict(line.split(" ", 1)[1].split("=", 1) for line in lines.splitlines())
+    return {tag: value for tag, value in tags.items() if tag != key}
 
 
 @pytest.mark.parametrize(
@@ -169,10 +264,41 @@ def test_a_private_endpoint_skips_only_the_kubernetes_part(run_check: Callable[.
             "FAIL: i-0bbbbbbbbbbbbbbb2 (trn1-32xl) has 1 EFA interfaces, expected 8",
             id="missing-efa-interfaces",
         ),
+        pytest.param(
+            {"tags": _without("k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron")},
+            f"FAIL: Auto Scaling group {FAKE_ASG} (trn1-32xl) lacks the tag "
+            "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron=16: the autoscaler "
+            "cannot scale it from zero",
+            id="no-neuron-tag",
+        ),
+        pytest.param(
+            {"tags": _without("k8s.io/cluster-autoscaler/trainium-dev")},
+            f"FAIL: Auto Scaling group {FAKE_ASG} (trn1-32xl) lacks the tag k8s.io/cluster-autoscaler/trainium-dev=owned",
+            id="not-discovered",
+        ),
+        pytest.param(
+            {"available": 0},
+            "FAIL: the cluster autoscaler (kube-system/cluster-autoscaler) has no available replica",
+            id="autoscaler-down",
+        ),
+        pytest.param(
+            {
+                "status": HEALTHY_STATUS.replace(
+                    "    status: Healthy\n    nodeCounts", "    status: Unhealthy\n    nodeCounts"
+                )
+            },
+            "FAIL: the cluster autoscaler reports Unhealthy, not Healthy",
+            id="autoscaler-unhealthy",
+        ),
+        pytest.param(
+            {"status": HEALTHY_STATUS.replace(f"- name: {FAKE_ASG}", "- name: eks-system-0000")},
+            f"FAIL: the cluster autoscaler does not list {FAKE_ASG}: it will not scale that group",
+            id="group-unknown-to-the-autoscaler",
+        ),
     ],
 )
 def test_each_problem_fails_the_check_with_its_line(
-    run_check: Callable[..., Run], change: dict[str, str], expected: str
+    run_check: Callable[..., Run], change: dict[str, Any], expected: str
 ) -> None:
     run = run_check(**change)
     assert run.result.returncode != 0
@@ -180,21 +306,23 @@ def test_each_problem_fails_the_check_with_its_line(
 
 
 @pytest.mark.parametrize(
-    "nodes",
+    ("nodes", "warm"),
     [
-        pytest.param([node("ip-10-10-1-1", neuron=None)], id="no-neuron-devices"),
-        pytest.param([node("ip-10-10-1-1", efa="0")], id="no-efa-devices"),
-        pytest.param([node("ip-10-10-1-1", ready=False)], id="not-ready"),
-        pytest.param([], id="fewer-nodes-than-min-size"),
-        pytest.param([node("ip-10-10-1-1"), node("ip-10-10-1-2", neuron="8")], id="one-of-two-nodes"),
+        pytest.param([node("ip-10-10-1-1", neuron=None)], "0", id="no-neuron-devices"),
+        pytest.param([node("ip-10-10-1-1", efa="0")], "0", id="no-efa-devices"),
+        pytest.param([node("ip-10-10-1-1", ready=False)], "0", id="not-ready"),
+        pytest.param([], "1", id="fewer-nodes-than-warm-min-size"),
+        pytest.param([node("ip-10-10-1-1"), node("ip-10-10-1-2", neuron="8")], "0", id="one-of-two-nodes"),
     ],
 )
 def test_nodes_without_their_devices_fail_after_the_wait(
-    run_check: Callable[..., Run], nodes: list[dict[str, Any]]
+    run_check: Callable[..., Run], nodes: list[dict[str, Any]], warm: str
 ) -> None:
-    run = run_check(nodes=nodes)
+    run = run_check(nodes=nodes, MIN_TRAINIUM_NODES=warm)
     assert run.result.returncode != 0
-    assert "FAIL: after 0s fewer than 1 Trainium nodes are Ready, or one lacks its devices" in run.output
+    assert (
+        f"FAIL: after 0s fewer than {warm} Trainium nodes are Ready, or one lacks its devices" in run.output
+    )
 
 
 def test_the_script_is_valid_bash() -> None:

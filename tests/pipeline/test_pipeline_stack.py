@@ -399,14 +399,39 @@ def test_each_stage_grants_the_check_read_only_access_in_its_account(synth: Pipe
         assert cluster_role["rules"] == [
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}
         ]
+        # In the autoscaler's namespace: its Deployment and status ConfigMap, by name, get only.
+        role = next(item for item in rbac if item["kind"] == "Role")
+        assert role["metadata"]["namespace"] == "kube-system"
+        assert role["rules"] == [
+            {
+                "apiGroups": ["apps"],
+                "resources": ["deployments"],
+                "resourceNames": ["cluster-autoscaler"],
+                "verbs": ["get"],
+            },
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["cluster-autoscaler-status"],
+                "verbs": ["get"],
+            },
+        ]
         actions = sorted(
-            statement["Action"]
+            action
             for policy in resources.values()
             if policy["Type"] == "AWS::IAM::Policy"
             and "DeploymentCheck" in json.dumps(policy["Properties"]["Roles"])
             for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+            for action in (
+                [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+            )
         )
-        assert actions == ["ec2:DescribeInstances", "eks:DescribeCluster", "eks:DescribeNodegroup"]
+        assert actions == [
+            "autoscaling:DescribeAutoScalingGroups",
+            "ec2:DescribeInstances",
+            "eks:DescribeCluster",
+            "eks:DescribeNodegroup",
+        ]
 
 
 def test_the_check_reads_the_labels_the_node_groups_carry() -> None:

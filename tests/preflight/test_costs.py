@@ -328,7 +328,7 @@ def test_spot_is_priced_at_on_demand_as_an_upper_bound() -> None:
     rows = costs(default_account(), config_from(DEFAULT_CONFIG, spot))
     assert rows["cost trn1-32xl"].detail == (
         "trn1.32xlarge Spot, priced at On-Demand $21.50/h as an upper bound (Spot prices are lower and "
-        "change): idle (min_size 2) at most $43.00/h, at max_size 2 at most $43.00/h"
+        "change): idle (min_size 0) at most $0.00/h, at max_size 2 at most $43.00/h"
     )
     assert "Spot at On-Demand prices (an upper bound)" in rows["cost total"].detail
 
@@ -426,13 +426,14 @@ cost total                PASS    idle $102.31/h (about $2,456/day);   -
                                   AWS Price List, published
                                   2026-11-23
 
-14 checks: 12 passed, 2 warned, 0 failed; deployable, but read the WARN rows first
+14 checks: 14 passed, 0 warned, 0 failed; ready for make deploy
 """
 
 
 def test_cli_prints_the_cost_rows_after_the_checks(stubbed_factory: Any) -> None:
     """config/example.yaml in an account whose reservations are sized exactly to the groups (the
-    ODCR holds 4, the Capacity Block 8): the two surge WARNs, then the cost rows, at the default width."""
+    ODCR holds 4, the Capacity Block 8; reserved groups update without surge, so both pass): the
+    checks, then the cost rows, at the default width."""
     account = FakeAccount()
     for reservation_id, count in ((ODCR_ID, 4), (BLOCK_ID, 8)):
         reservation = account.reservations[reservation_id]

@@ -59,8 +59,8 @@ def doc_row(starts: str) -> list[str]:
     return [cell.strip() for cell in line.strip("|").split("|")]
 
 
-def from_zero(data: dict[str, Any]) -> None:
-    resize(data["trainium"]["node_groups"][0], min_size=0)
+def warm(data: dict[str, Any]) -> None:
+    resize(data["trainium"]["node_groups"][0], min_size=2)
 
 
 def without_odcr(data: dict[str, Any]) -> None:
@@ -71,8 +71,8 @@ def test_the_per_day_table_is_what_the_code_computes() -> None:
     default_account = FakeAccount()
     default_account.account_id = "111122223333"
     cases = {
-        "config/default.yaml as on main": (default_account, default_config()),
-        "config/default.yaml with `min_size` 0": (default_account, config_from(DEFAULT_CONFIG, from_zero)),
+        "config/default.yaml (": (default_account, default_config()),
+        "config/default.yaml with `min_size` 2": (default_account, config_from(DEFAULT_CONFIG, warm)),
         "config/example.yaml (us-east-1; its ODCR": (sized_account(), example_config()),
         "config/example.yaml without the ODCR": (sized_account(), config_from(EXAMPLE_CONFIG, without_odcr)),
     }

@@ -1,5 +1,6 @@
 """The reservation check against the configuration: warm nodes (min_size) and max_size against what
-the reservation holds, a Capacity Block's window by date, and room for a node group update's surge.
+the reservation holds, a Capacity Block's window by date, and room for a node group update (none
+needed: reserved groups update without surge).
 
 Each test changes one thing in an otherwise passing account (whose reservations leave room for
 the surge) and runs the Stubber-backed facts through the pure checks; the CLI tests at the end
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from config import StackConfig, load_config
 from preflight.aws import gather_facts
@@ -74,7 +74,10 @@ def test_the_fake_accounts_reservations_pass_with_room_for_the_surge(account: Fa
     rows = reservation_rows(account)
 
     assert {check: row.status for check, row in rows.items()} == {ODCR_ROW: "PASS", BLOCK_ROW: "PASS"}
-    assert UPDATE_SURGE == 2  # one zone, EKS's default maxUnavailable 1: twice the zones wins
+    # DEFAULT: one zone, maxUnavailable 1, twice the zones wins. MINIMAL stops a node first: no surge.
+    assert UPDATE_SURGE == {"DEFAULT": 2, "MINIMAL": 0}
+    config = example_config()
+    assert [group.update_strategy for group in config.trainium.node_groups] == ["MINIMAL", "MINIMAL"]
 
 
 # --- min_size and max_size against the reservation ---------------------------------------------
@@ -156,40 +159,25 @@ def test_without_a_clock_the_state_alone_decides(account: FakeAccount) -> None:
     assert check_reservation(config, unknown_time, 1).status == "PASS"
 
 
-# --- room for an update's surge ---------------------------------------------------------------------
+# --- room for an update: reserved groups replace nodes without surge ---------------------------------
 
 
-def test_odcr_sized_exactly_to_max_size_warns_with_what_to_do(account: FakeAccount) -> None:
-    rows = reservation_rows(holding(account, ODCR_ID, 4))
-
-    row = rows[ODCR_ROW]
-    assert row.status == "WARN"
-    assert row.detail.endswith(
-        "; no room for an update: EKS starts up to 2 replacement nodes before stopping old ones, so at "
-        "max_size 4 an update needs 6, the reservation holds 4"
-    )
-    assert row.action == (
-        "update the node group (a launch template change, an AMI upgrade) only while at most 2 of its "
-        "nodes run: between jobs, with trainium.node_groups[0].min_size 0; or grow the reservation to 6 "
-        "instances; or lower trainium.node_groups[0].max_size to 2"
-    )
+@pytest.mark.parametrize("reservation_id", [ODCR_ID, BLOCK_ID])
+def test_a_reservation_sized_exactly_to_max_size_passes_updates_need_no_surge(
+    account: FakeAccount, reservation_id: str
+) -> None:
+    # The stack gives reserved groups the MINIMAL update strategy: EKS stops an old node before it
+    # starts its replacement, so an update never needs more than max_size instances.
+    size = 4 if reservation_id == ODCR_ID else 8
+    row = reservation_rows(holding(account, reservation_id, size))[
+        ODCR_ROW if reservation_id == ODCR_ID else BLOCK_ROW
+    ]
+    assert row.status == "PASS", row.detail
+    assert "no room for an update" not in row.detail
 
 
-def test_capacity_block_sized_exactly_to_max_size_warns_with_eks_advice(account: FakeAccount) -> None:
-    rows = reservation_rows(holding(account, BLOCK_ID, 8))
-
-    row = rows[BLOCK_ROW]
-    assert row.status == "WARN"
-    assert row.detail.endswith("so at max_size 8 an update needs 10, the reservation holds 8")
-    assert row.action == (
-        "update only while the group runs no nodes (EKS asks for desired size 0 when updating a Capacity "
-        "Block node group): finish the jobs, keep trainium.node_groups[1].min_size 0, let the autoscaler "
-        "scale it to 0, then deploy; or lower trainium.node_groups[1].max_size to 6"
-    )
-
-
-@pytest.mark.parametrize(("held", "status"), [(8, "WARN"), (9, "WARN"), (10, "PASS"), (11, "PASS")])
-def test_surge_room_is_max_size_plus_two(account: FakeAccount, held: int, status: str) -> None:
+@pytest.mark.parametrize(("held", "status"), [(7, "FAIL"), (8, "PASS"), (9, "PASS")])
+def test_max_size_is_all_a_capacity_block_must_hold(account: FakeAccount, held: int, status: str) -> None:
     assert reservation_rows(holding(account, BLOCK_ID, held))[BLOCK_ROW].status == status
 
 
@@ -198,20 +186,6 @@ def test_a_reservation_too_small_for_max_size_fails_without_a_surge_warning(acco
 
     assert row.status == "FAIL"
     assert "no room for an update" not in row.detail
-
-
-def test_tiny_reservation_suggests_no_max_size_below_one(account: FakeAccount) -> None:
-    def two_nodes(data: dict[str, Any]) -> None:
-        resize(data["trainium"]["node_groups"][0], max_size=2)
-        for run in data["runs"]:
-            run["nodes"] = 2
-
-    rows = reservation_rows(holding(account, ODCR_ID, 2), config_from(EXAMPLE_CONFIG, two_nodes))
-
-    row = rows[ODCR_ROW]
-    assert row.status == "WARN"
-    assert "lower trainium.node_groups[0].max_size" not in row.action
-    assert "only while at most 0 of its nodes run" in row.action
 
 
 # --- the exit code each outcome gives ---------------------------------------------------------------
@@ -231,11 +205,8 @@ def run_cli(account: FakeAccount, stubbed_factory: Any, path: Path, now: datetim
 
 CASES = {
     # case: (exit code, status of the block's row, what the row says)
-    "warm pool": (
-        EXIT_CHECK_FAILED,
-        "FAIL",
-        "reserves 6 instances, trainium.node_groups[1].min_size keeps 7 warm nodes",
-    ),
+    # Warm nodes on a Capacity Block are refused by the configuration (config/model.py); an ODCR's
+    # warm pool beyond the reservation: test_warm_nodes_beyond_the_reservation_fail_naming_min_size.
     "max_size": (EXIT_CHECK_FAILED, "FAIL", "reserves 6 instances, trainium.node_groups[1].max_size is 8"),
     "ended": (EXIT_CHECK_FAILED, "FAIL", f"{WINDOW}; its window has ended: no instance can launch in it"),
     "not begun": (EXIT_OK, "WARN", f"{WINDOW}; its window has not begun"),
@@ -248,13 +219,8 @@ def test_bad_reservation_input_is_one_row_with_the_exit_code_of_its_status(
 ) -> None:
     exit_code, status, says = CASES[case]
     path, now = EXAMPLE_CONFIG, NOW
-    if case in {"warm pool", "max_size"}:
+    if case == "max_size":
         holding(account, BLOCK_ID, 6)
-    if case == "warm pool":  # 7 warm nodes of a group that may run 8, in a block of 6
-        data = yaml.safe_load(EXAMPLE_CONFIG.read_text())
-        resize(data["trainium"]["node_groups"][1], min_size=7)
-        path = tmp_path / "warm.yaml"
-        path.write_text(yaml.safe_dump(data))
     if case == "ended":
         now = BLOCK_END + timedelta(hours=1)
     if case == "not begun":

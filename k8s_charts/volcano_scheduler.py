@@ -1,0 +1,66 @@
+"""Volcano's scheduler configuration: gang scheduling that the cluster autoscaler can see.
+
+Volcano's default configuration (chart v1.15.1, ``config/volcano-scheduler.conf``) runs the actions
+``enqueue, allocate, backfill``. ``enqueue`` admits a PodGroup (phase Pending -> Inqueue) only when the
+cluster's current idle resources, times the overcommit factor, hold the job's minimum resources, and
+Volcano's job controller creates a job's pods only once its PodGroup has left Pending
+(pkg/controllers/job/job_controller_actions.go, ``syncJob``). On a cluster whose Trainium groups
+stand at zero nothing ever holds a training gang, so its pods never exist and no autoscaler ever
+sees them (volcano-sh/volcano issues 3910, 3804, 2558).
+
+Without ``enqueue``, ``allocate`` moves a Pending PodGroup to Inqueue itself ("If not config enqueue
+action, change Pending pg into Inqueue state", pkg/scheduler/actions/allocate/allocate.go,
+``buildAllocateContext``): the controller creates the pods at once. ``gang`` still commits an
+allocation only when ``minAvailable`` tasks fit (``allocateResourcesForTasks`` returns the statement
+only when the job is ready and discards it otherwise), so no training pod starts before the whole gang
+has nodes. Each session then writes PodScheduled=False with reason ``Unschedulable`` on every pod
+that found no node (``SchedulerCache.RecordJobStatusEvent`` -> ``taskUnschedulable``,
+``JobInfo.TaskSchedulingReason``), which is what the cluster autoscaler scales up for.
+
+``overcommit`` only votes in ``enqueue``; without that action it does nothing and is left out. The
+other plugins are the chart's defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+__all__ = ["SCHEDULER_ACTIONS", "VOLCANO_SCHEDULER_CONFIG", "scheduler_configuration", "volcano_values"]
+
+SCHEDULER_ACTIONS = ("allocate", "backfill")
+"""No ``enqueue``: a gang that does not fit yet still gets its pods, so the autoscaler sees them."""
+
+
+def scheduler_configuration() -> dict[str, Any]:
+    return {
+        "actions": ", ".join(SCHEDULER_ACTIONS),
+        "tiers": [
+            {
+                "plugins": [
+                    {"name": "priority"},
+                    {"name": "gang", "enablePreemptable": False},
+                    {"name": "conformance"},
+                ]
+            },
+            {
+                "plugins": [
+                    {"name": "drf", "enablePreemptable": False},
+                    {"name": "predicates"},
+                    {"name": "proportion"},
+                    {"name": "nodeorder"},
+                    {"name": "binpack"},
+                ]
+            },
+        ],
+    }
+
+
+VOLCANO_SCHEDULER_CONFIG = yaml.safe_dump(scheduler_configuration(), sort_keys=False)
+"""The scheduler's configuration file (``volcano-scheduler.conf``) as the chart's override takes it."""
+
+
+def volcano_values() -> dict[str, Any]:
+    """The Volcano Helm release's values: the chart's defaults but for the scheduler configuration."""
+    return {"custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG}}
