@@ -142,6 +142,32 @@ def _admin_roles_in_account(account: str, role_arns: list[str]) -> Iterator[Prob
             )
 
 
+@_reads("account", "cluster.admin_role_arns", "teams")
+def _team_members_are_roles_of_the_account_and_not_admins(
+    account: str, admin_role_arns: list[str], all_teams: list[TeamSettings | None]
+) -> Iterator[Problem]:
+    # EKS keeps one access entry per principal and cluster: a role that is both an administrator and
+    # a team member would make the stack create a second entry for it, which EKS refuses mid-deploy.
+    # A member in several teams is fine (one entry carries each team's Kubernetes group).
+    for team_index, team in enumerate(all_teams):
+        if team is None:
+            continue
+        for index, role_arn in enumerate(team.member_role_arns):
+            key = f"teams[{team_index}].member_role_arns[{index}]"
+            role_account = role_arn.split(":")[4]
+            if role_account != account:
+                yield (
+                    key,
+                    f"{role_arn!r} is a role of account {role_account}; allowed: roles of account {account}",
+                )
+            elif role_arn in admin_role_arns:
+                message = (
+                    f"{role_arn!r} is already in cluster.admin_role_arns (cluster-admin everywhere); "
+                    "allowed: a role that is not an administrator"
+                )
+                yield key, message
+
+
 def _repeated(names: list[str]) -> list[str]:
     return sorted({name for name in names if names.count(name) > 1})
 

@@ -25,6 +25,9 @@ instead (docs/health.md, "The dashboard").
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
@@ -83,7 +86,7 @@ class TrainingDashboard(Construct):
         cluster_name: str,
         dashboard_name: str,
         file_system_id: str,
-        training_namespace: str,
+        training_namespaces: Sequence[str],
         period_seconds: int,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -140,7 +143,8 @@ class TrainingDashboard(Construct):
         )
         log_group = metrics.application_log_group(cluster_name)
         training_lines = (
-            f'filter kubernetes.namespace_name = "{training_namespace}" and log like /{TRAINING_LINE_FILTER}/'
+            f"filter kubernetes.namespace_name in {json.dumps(sorted(training_namespaces))} "
+            f"and log like /{TRAINING_LINE_FILTER}/"
         )
 
         self.dashboard = cloudwatch.Dashboard(

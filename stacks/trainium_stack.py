@@ -8,7 +8,7 @@ from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, TRAINING_NAMESPACE
+from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, team_rbac_group
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
@@ -25,6 +25,7 @@ from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
+from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
@@ -54,6 +55,15 @@ def _repository_name(config: StackConfig) -> str | None:
     if config.ecr.repository_name is not None:
         return config.ecr.repository_name
     return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
+
+
+def _team_member_groups(config: StackConfig) -> dict[str, list[str]]:
+    """Each member role and the Kubernetes groups of the teams it belongs to (one entry per role)."""
+    groups: dict[str, list[str]] = {}
+    for team in config.teams:
+        for role_arn in team.member_role_arns:
+            groups.setdefault(role_arn, []).append(team_rbac_group(team.name))
+    return groups
 
 
 def availability_zones_context(config: StackConfig) -> tuple[str, list[str]]:
@@ -143,6 +153,9 @@ class TrainiumStack(Stack):
             admin_role_arns=config.cluster.admin_role_arns,
         )
         eks_cluster = self.cluster.cluster
+        self.team_access = TeamAccess(
+            self, "TeamAccess", cluster=self.cluster.interface, groups_by_role_arn=_team_member_groups(config)
+        )
         self.system_nodes = self.cluster.add_system_nodes(
             "SystemNodes",
             name=f"{config.name}-system",
@@ -230,7 +243,7 @@ class TrainiumStack(Stack):
                 cluster_name=config.name,
                 dashboard_name=config.dashboard_name,
                 file_system_id=self.storage.file_system_id,
-                training_namespace=TRAINING_NAMESPACE,
+                training_namespaces=[team.name for team in config.teams],
                 period_seconds=config.observability.dashboard_period_seconds,
             )
             if config.observability.dashboard

@@ -821,6 +821,26 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="plain-http-data-set",
         ),
         pytest.param(
+            with_runs(teams=[{"name": "a", "member_role_arns": ["arn:aws:iam::999988887777:role/Ml"]}]),
+            "teams[0].member_role_arns[0]: 'arn:aws:iam::999988887777:role/Ml' is a role of account "
+            "999988887777; allowed: roles of account 111122223333",
+            id="member-of-another-account",
+        ),
+        pytest.param(
+            {
+                **with_runs(
+                    teams=[{"name": "a", "member_role_arns": ["arn:aws:iam::111122223333:role/Ops"]}]
+                ),
+                "cluster": {
+                    **default_data()["cluster"],
+                    "admin_role_arns": ["arn:aws:iam::111122223333:role/Ops"],
+                },
+            },
+            "teams[0].member_role_arns[0]: 'arn:aws:iam::111122223333:role/Ops' is already in "
+            "cluster.admin_role_arns (cluster-admin everywhere); allowed: a role that is not an administrator",
+            id="member-who-is-an-admin",
+        ),
+        pytest.param(
             with_runs(training={"nodes": 2}),
             "training: the training section was replaced by runs (docs/runs.md); the tutorial's run is "
             "runs: [{name: bert-large, preset: bert-large, apply: true, nodes: 2}]",

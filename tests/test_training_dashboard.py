@@ -63,7 +63,7 @@ def small_dashboard(period_seconds: int = 300) -> dict[str, Any]:
         cluster_name="trn-test",
         dashboard_name="trn-test-us-west-2",
         file_system_id=file_system,
-        training_namespace="training",
+        training_namespaces=["training", "research"],
         period_seconds=period_seconds,
     )
     return body_of(Template.from_stack(stack).to_json())
@@ -161,7 +161,8 @@ def test_log_widgets_query_the_clusters_application_log_group(body: dict[str, An
     assert len(queries) == 2
     for query in queries:
         assert query.startswith(f"SOURCE '{application_log_group('trn-test')}' |")
-        assert 'filter kubernetes.namespace_name = "training"' in query
+        # Every team's runs: one namespace per team (Logs Insights' set membership, `in [...]`).
+        assert 'filter kubernetes.namespace_name in ["research", "training"]' in query
         assert f"parse log /{THROUGHPUT_PATTERN}/" in query
 
 
