@@ -40,7 +40,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight lint test snapshot bench crds clean runtime-env
+.PHONY: help setup synth diff deploy destroy preflight runs lint test snapshot bench crds clean runtime-env
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -107,6 +107,10 @@ destroy: $(CDK_DEPS) ## cdk destroy TrainiumStack [CONFIG=file]; asks first; ret
 
 preflight: $(PY_STAMP) ## check zones, offerings, quotas and reservations in the account [CONFIG=file WRITE=1]
 	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
+
+runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
+	@# A table to read: jsii's notice about this machine's Node version (make synth shows it) is left out.
+	@JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/python -m stacks.run_listing --config $(CONFIG)
 
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
 SCRIPTS := $(sort $(wildcard */scripts/*.sh))
