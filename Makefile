@@ -109,8 +109,7 @@ preflight: $(PY_STAMP) ## check zones, offerings, quotas and reservations in the
 	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
 
 runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
-	@# A table to read: jsii's notice about this machine's Node version (make synth shows it) is left out.
-	@JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/python -m stacks.run_listing --config $(CONFIG)
+	@$(BIN)/python -m stacks.run_listing --config $(CONFIG)
 
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
 SCRIPTS := $(sort $(wildcard */scripts/*.sh))

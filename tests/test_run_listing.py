@@ -11,7 +11,7 @@ from cluster_facts.kubernetes_names import TEAMS_DIR
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import load_config
 from stacks.run_listing import main, run_listings
-from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, Synthesized
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT, Synthesized
 
 
 def test_each_run_is_listed_with_the_name_of_the_job_the_stack_applies(example_stack: Synthesized) -> None:
@@ -57,3 +57,10 @@ def test_a_bad_configuration_is_one_line_per_problem(tmp_path: Path) -> None:
     assert main(["--config", str(config)], stderr=err) == 1
     [line] = err.getvalue().splitlines()
     assert line.startswith(f"{config}: runs[0].nodes: ")
+
+
+def test_the_table_in_docs_runs_is_what_make_runs_prints_for_the_example() -> None:
+    out = io.StringIO()
+    main(["--config", str(EXAMPLE_CONFIG)], stdout=out)
+    doc = (REPO_ROOT / "docs" / "runs.md").read_text()
+    assert out.getvalue().strip() in doc
