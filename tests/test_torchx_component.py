@@ -11,10 +11,13 @@ etcd and real torchrun agents is in tests/runtime/test_torchx_rendezvous.py.
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
 import sys
-from typing import Any
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -305,3 +308,77 @@ def test_the_torchx_environment_holds_no_aws_cdk_cdk8s_or_pydantic() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+class _RecordingApiServer(http.server.BaseHTTPRequestHandler):
+    """The part of the Kubernetes API that `torchx run -s kubernetes` calls: create a Volcano Job
+    (recorded), then read its status (the created object, no status yet)."""
+
+    created: ClassVar[list[tuple[str, dict[str, Any]]]] = []
+
+    def _answer(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        job = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.created.append((self.path, job))
+        self._answer(201, job)
+
+    def do_GET(self) -> None:
+        for path, job in self.created:
+            if self.path == f"{path}/{job['metadata']['name']}/status":
+                self._answer(200, job)
+                return
+        self._answer(404, {"kind": "Status", "code": 404})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_documented_submission_creates_the_job_in_the_teams_namespace(tmp_path: Path) -> None:
+    """The docs' submit line, run for real against a recording API server on loopback: the Job is
+    created in the namespace of ``-cfg namespace=`` and is the one the dry run shows."""
+    [submit] = [line for line in docs_commands() if "--dryrun" not in line]
+    case = CASES[0]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingApiServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}
+                    ],
+                    "users": [{"name": "u", "user": {"token": "test"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+        result = run_torchx(
+            submit, env={"CLAIM": team_claim(case.config, case.namespace), "KUBECONFIG": str(kubeconfig)}
+        )
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [(path, job)] = _RecordingApiServer.created
+    assert path == f"/apis/batch.volcano.sh/v1alpha1/namespaces/{case.namespace}/jobs"
+    assert f"kubernetes://torchx/{case.namespace}:{job['metadata']['name']}" in result.stdout
+    # The same Job as the dry run's, but for its unique name.
+    assert _without_name(job) == _without_name(dryrun_job(case))
+
+
+def _without_name(job: dict[str, Any]) -> dict[str, Any]:
+    renamed: dict[str, Any] = json.loads(json.dumps(job).replace(job["metadata"]["name"], "<job>"))
+    renamed["metadata"].pop("namespace", None)
+    return renamed

@@ -157,8 +157,9 @@ def run_torchx(
 
 
 def dryrun_job(case: Case) -> dict[str, Any]:
-    """The Volcano Job the case's command would submit, in the namespace it names (TorchX's
-    scheduler passes the namespace in the API call, not in the object)."""
+    """The Volcano Job the case's command would submit, in the namespace it names: TorchX's
+    scheduler passes the namespace in the API call, not in the object (the submission test in
+    tests/test_torchx_component.py checks the call's)."""
     result = run_torchx(case.command, env={"CLAIM": team_claim(case.config, case.namespace)})
     assert result.returncode == 0, result.stderr[-3000:]
     assert _REQUEST_MARKER in result.stdout, result.stdout[-3000:]
