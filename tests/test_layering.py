@@ -2,6 +2,7 @@
 
     app.py
     stacks/          (wires everything together)
+    torchx_trn/      (the TorchX component: runs on a laptop with torchx, beside the app, not in it)
     preflight/       config/  constructs_trn/  k8s_charts/
     config/          (preflight reads it)
     cluster_facts/   (the facts every layer shares; imports no project package, aws-cdk-lib or cdk8s)
@@ -20,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-PROJECT = ("cluster_facts", "config", "constructs_trn", "k8s_charts", "preflight", "stacks")
+PROJECT = ("cluster_facts", "config", "constructs_trn", "k8s_charts", "preflight", "stacks", "torchx_trn")
 ALLOWED: dict[str, set[str]] = {
     "cluster_facts": {"cluster_facts"},
     "config": {"cluster_facts", "config"},
@@ -28,12 +29,16 @@ ALLOWED: dict[str, set[str]] = {
     "k8s_charts": {"cluster_facts", "k8s_charts"},
     "preflight": {"cluster_facts", "config", "preflight"},
     "stacks": {"cluster_facts", "config", "constructs_trn", "k8s_charts", "stacks"},
+    # Only the facts: the component must load where torchx is installed and aws-cdk, cdk8s and
+    # pydantic are not (tests/test_torchx_component.py runs it from .venv-torchx, which has none).
+    "torchx_trn": {"cluster_facts", "torchx_trn"},
 }
 # Third-party packages a layer must not need: the facts and the configuration are read before any
 # construct or chart exists (preflight uses them without aws-cdk-lib).
 FORBIDDEN_THIRD_PARTY = {
     "cluster_facts": {"aws_cdk", "cdk8s", "cdk8s_plus_27", "constructs", "pydantic", "boto3"},
     "config": {"aws_cdk", "cdk8s", "cdk8s_plus_27", "constructs", "boto3"},
+    "torchx_trn": {"aws_cdk", "cdk8s", "cdk8s_plus_27", "constructs", "pydantic", "boto3", "yaml"},
 }
 
 

@@ -57,6 +57,7 @@ def test_synth_installs_python_and_the_cli_but_not_checkov(tmp_path: Path) -> No
     """With every install missing, a dry run shows what each target would install."""
     missing = [f"VENV={tmp_path}/venv", "NODE_STAMP=" + str(tmp_path / "node.installed")]
     missing.append(f"CHECKOV_VENV={tmp_path}/checkov")
+    missing.append(f"TORCHX_VENV={tmp_path}/torchx")
     synth = make("-n", "synth", *missing)
     setup = make("-n", "setup", *missing)
     assert synth.returncode == 0 and setup.returncode == 0, synth.stderr + setup.stderr
@@ -65,6 +66,8 @@ def test_synth_installs_python_and_the_cli_but_not_checkov(tmp_path: Path) -> No
         assert "npm ci" in plan
     assert "requirements-checkov.txt" in setup.stdout
     assert "requirements-checkov.txt" not in synth.stdout
+    assert "requirements-torchx.txt" in setup.stdout
+    assert "requirements-torchx.txt" not in synth.stdout
 
 
 @pytest.mark.parametrize("target", ["diff", "deploy", "destroy"])

@@ -1,0 +1,384 @@
+"""The project's TorchX component (torchx_trn/components.py), through the real torchx CLI.
+
+``torchx run --dryrun -s kubernetes`` prints the Volcano Job its Kubernetes scheduler would submit.
+For each documented command (tests/torchx_dryrun.py), against the rendered Kubernetes layer of the
+command's configuration: the Job passes strict schema validation (the Volcano 1.15.1 CRDs), uses
+the team's queue and namespace, asks for every Neuron device and EFA interface of the instance type
+with one worker per NeuronCore, mounts the team's claims, rendezvouses at the team's etcd (whose
+NetworkPolicy admits its pods) under an id of each attempt's own. The id's behaviour with a real
+etcd and real torchrun agents is in tests/runtime/test_torchx_rendezvous.py.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.kubernetes_names import (
+    DATA_MOUNT,
+    DATASETS_ROOT,
+    EFA_RESOURCE,
+    ETCD_CLIENT_PORT,
+    ETCD_SERVICE_NAME,
+    INSTANCE_TYPE_LABEL,
+    NEURON_RESOURCE,
+    NEURON_TAINT_KEY,
+    RUNS_ROOT,
+    TORCHX_POD_LABELS,
+)
+from config.workloads import DEFAULT_TRAINING_IMAGE
+from k8s_charts.etcd import ETCD_LABELS
+from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
+from tests.k8s_validation import assert_valid, schema_problems
+from tests.netpol import Cluster, Pod
+from tests.torchx_dryrun import (
+    CASES,
+    Case,
+    docs_commands,
+    dryrun_job,
+    plan_objects,
+    run_torchx,
+    team_claim,
+    torchx_available,
+)
+from torchx_trn import trainium
+from torchx_trn.scripts.rendezvous_attempt import attempt_id
+
+BY_NAME = {case.name: case for case in CASES}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _torchx_cli() -> None:
+    problem = torchx_available()
+    assert problem is None, problem
+
+
+@pytest.fixture(scope="module", params=[case.name for case in CASES])
+def rendered(request: pytest.FixtureRequest) -> tuple[Case, dict[str, Any]]:
+    case = BY_NAME[request.param]
+    return case, dryrun_job(case)
+
+
+def containers(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        container for task in job["spec"]["tasks"] for container in task["template"]["spec"]["containers"]
+    ]
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_the_job_passes_strict_schema_validation(rendered: tuple[Case, dict[str, Any]]) -> None:
+    _, job = rendered
+    assert (job["apiVersion"], job["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+    assert schema_problems(job) == []
+    assert_valid([job])
+
+
+def test_the_job_goes_to_the_teams_queue_and_namespace(rendered: tuple[Case, dict[str, Any]]) -> None:
+    case, job = rendered
+    objects = plan_objects(case.config)
+    queues = {obj["metadata"]["name"] for obj in objects if obj["kind"] == "Queue"}
+    namespaces = {obj["metadata"]["name"] for obj in objects if obj["kind"] == "Namespace"}
+    assert job["spec"]["queue"] == case.queue
+    assert case.queue in queues and case.namespace in namespaces
+    assert job["spec"]["schedulerName"] == "volcano"
+
+
+def test_every_pod_takes_a_whole_node_of_the_instance_type(rendered: tuple[Case, dict[str, Any]]) -> None:
+    case, job = rendered
+    instance = CATALOG[case.instance_type]
+    assert len(job["spec"]["tasks"]) == case.nnodes
+    for task in job["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        assert spec["nodeSelector"] == {INSTANCE_TYPE_LABEL: case.instance_type}
+        [container] = spec["containers"]
+        limits = container["resources"]["limits"]
+        assert (limits[NEURON_RESOURCE], limits[EFA_RESOURCE]) == (
+            str(instance.chips),
+            str(instance.efa_interfaces),
+        )
+        # The taint's key is the resource's name: EKS's ExtendedResourceToleration tolerates it.
+        assert NEURON_TAINT_KEY in limits
+        assert option(container["command"], "--nproc_per_node") == str(instance.processes_per_node)
+        assert option(container["command"], "--nnodes") == str(case.nnodes)
+
+
+def test_pods_mount_the_teams_claims(rendered: tuple[Case, dict[str, Any]]) -> None:
+    case, job = rendered
+    claims = {
+        obj["metadata"]["name"]
+        for obj in plan_objects(case.config)
+        if obj["kind"] == "PersistentVolumeClaim" and obj["metadata"]["namespace"] == case.namespace
+    }
+    for task in job["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        volumes = {
+            volume["name"]: volume["persistentVolumeClaim"]["claimName"]
+            for volume in spec["volumes"]
+            if "persistentVolumeClaim" in volume
+        }
+        [container] = spec["containers"]
+        mounted = {
+            mount["mountPath"]: (volumes[mount["name"]], mount.get("readOnly", False))
+            for mount in container["volumeMounts"]
+            if mount["name"] in volumes
+        }
+        claim = team_claim(case.config, case.namespace)
+        assert mounted == {DATA_MOUNT: (claim, False), DATASETS_ROOT: (f"{claim}-datasets", True)}
+        assert set(volumes.values()) <= claims
+
+
+def test_the_etcd_networkpolicy_of_the_team_admits_the_pods_and_no_other_teams(
+    rendered: tuple[Case, dict[str, Any]],
+) -> None:
+    case, job = rendered
+    objects = plan_objects(case.config)
+    [service] = [
+        obj
+        for obj in objects
+        if obj["kind"] == "Service"
+        and obj["metadata"]["name"] == ETCD_SERVICE_NAME
+        and obj["metadata"]["namespace"] == case.namespace
+    ]
+    assert [port["port"] for port in service["spec"]["ports"]] == [ETCD_CLIENT_PORT]
+    etcd = Pod(case.namespace, ETCD_LABELS, "10.0.1.5", "etcd-server")
+    teams = {obj["metadata"]["name"] for obj in objects if obj["kind"] == "Namespace"} - {"trainium-system"}
+    cluster = Cluster(objects)
+    for index, task in enumerate(job["spec"]["tasks"]):
+        labels = task["template"]["metadata"]["labels"]
+        assert TORCHX_POD_LABELS.items() <= labels.items()
+        [container] = task["template"]["spec"]["containers"]
+        # A short name: the Service of the pod's own namespace, the team's etcd.
+        assert option(container["command"], "--rdzv_endpoint") == f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}"
+        assert cluster.policies_selecting(etcd, "Ingress") == [f"{case.namespace}/{ETCD_SERVICE_NAME}"]
+        assert cluster.may_connect(
+            Pod(case.namespace, labels, f"10.0.2.{index + 10}"), etcd, ETCD_CLIENT_PORT
+        )
+        for other in teams - {case.namespace}:
+            assert not cluster.may_connect(Pod(other, labels, "10.0.3.10"), etcd, ETCD_CLIENT_PORT)
+
+
+def test_the_rendezvous_id_is_chosen_per_attempt_inside_the_pod(
+    rendered: tuple[Case, dict[str, Any]],
+) -> None:
+    """The rendered command runs the rendezvous program first, with the job's name as the base id;
+    the program (no ``$``, so neither TorchX's macros nor Kubernetes touch it) picks the attempt."""
+    _, job = rendered
+    name = job["metadata"]["name"]
+    for container in containers(job):
+        command = container["command"]
+        assert command[:3] == ["python3", "-c", trainium.RENDEZVOUS_PROGRAM]
+        assert "$" not in trainium.RENDEZVOUS_PROGRAM
+        assert command[3:6] == ["python3", "-m", "torch.distributed.run"]
+        assert option(command, "--rdzv_backend") == "etcd"
+        assert option(command, "--rdzv_id") == name
+
+
+def test_the_rendered_program_picks_the_first_attempt_whose_rendezvous_is_open(
+    rendered: tuple[Case, dict[str, Any]],
+) -> None:
+    """The program as rendered (its text from the Job), fed etcd's answers for attempts 0 and 1
+    closed: it execs the launcher under ``<job>-a2``. A stand-in python3 prints what it is given."""
+    _, job = rendered
+    program = containers(job)[0]["command"][2]
+    name = job["metadata"]["name"]
+    closed = {f"{name}-a0", f"{name}-a1"}
+    assert attempt_id(name, lambda run: "closed" if run in closed else None) == f"{name}-a2"
+    assert attempt_id(name, lambda run: "final" if run == f"{name}-a0" else None) == f"{name}-a0"
+    # The program's own main() against a status function: run it with python, its HTTP call replaced.
+    driver = (
+        "import sys, json, os\n"
+        f"namespace = {{'__name__': 'rendered'}}\nexec({program!r}, namespace)\n"
+        f"closed = {sorted(closed)!r}\n"
+        "namespace['rendezvous_status'] = lambda endpoint, run: 'closed' if run in closed else None\n"
+        "namespace['os'].execvp = lambda file, argv: (print(json.dumps(argv)), sys.exit(0))\n"
+        "namespace['main'](sys.argv[1:])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", driver, *containers(job)[0]["command"][3:]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    launched = json.loads(result.stdout.splitlines()[-1])
+    assert option(launched, "--rdzv_id") == f"{name}-a2"
+    assert launched[:3] == ["python3", "-m", "torch.distributed.run"]
+
+
+def test_output_directory_and_script_arguments_reach_the_pod() -> None:
+    case = BY_NAME["example-research"]
+    job = dryrun_job(case)
+    name = job["metadata"]["name"]
+    for container in containers(job):
+        env = {item["name"]: item["value"] for item in container["env"]}
+        assert env["OUTPUT_DIR"] == f"{RUNS_ROOT}/{name}"
+        # Kubernetes expands $(OUTPUT_DIR) in the command from the env above.
+        assert container["command"][-4:] == [
+            "--data",
+            "/data/datasets/wikitext",
+            "--output_dir",
+            "$(OUTPUT_DIR)",
+        ]
+    # Each replica its own compile cache; retries restart the whole job on a failed or evicted pod.
+    caches = {
+        next(item["value"] for item in container["env"] if item["name"] == "NEURON_CC_FLAGS")
+        for container in containers(job)
+    }
+    assert len(caches) == case.nnodes
+    assert job["spec"]["maxRetry"] == 2
+    for task in job["spec"]["tasks"]:
+        assert {(policy["event"], policy["action"]) for policy in task["policies"]} == {
+            ("PodEvicted", "RestartJob"),
+            ("PodFailed", "RestartJob"),
+        }
+
+
+def test_the_pods_environment_is_the_clusters_own_runs() -> None:
+    """EFA, Neuron runtime and proxy settings equal those of the run the default plan renders."""
+    [run_job] = [
+        obj
+        for obj in plan_objects(DEFAULT_CONFIG)
+        if obj["kind"] == "Job" and obj["apiVersion"].startswith("batch.volcano.sh/")
+    ]
+    [container] = run_job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    run_env = {item["name"]: item.get("value") for item in container["env"]}
+    assert {name: run_env[name] for name in trainium.FABRIC_ENVIRONMENT} == dict(trainium.FABRIC_ENVIRONMENT)
+    assert trainium.DEFAULT_IMAGE == DEFAULT_TRAINING_IMAGE
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        (
+            "--instance_type trn9.big",
+            f"--instance_type 'trn9.big' is not a Trainium instance type of this cluster; known: {', '.join(CATALOG)}",
+        ),
+        ("--image public.ecr.aws/neuron/pytorch-training-neuronx:latest", "--image 'public.ecr.aws/neuron/"),
+        ("--claim fsx-12c4d6-datasets", "--claim 'fsx-12c4d6-datasets' is not the file system's claim"),
+        ("--nnodes 0", "--nnodes must be at least 1, got 0"),
+    ],
+)
+def test_a_bad_argument_gives_one_line_that_names_it(arguments: str, line: str) -> None:
+    command = (
+        'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+        f"torchx_trn/components.py:trainium_ddp --script my_train.py {arguments}"
+    )
+    if "--claim" not in arguments:
+        command += " --claim fsx-12c4d6"
+    result = run_torchx(command, env={})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    found = [text for text in result.stderr.splitlines() if text.strip().startswith(line)]
+    assert len(found) == 1, result.stderr
+
+
+def test_the_docs_show_exactly_the_tested_commands() -> None:
+    """docs/torchx.md's torchx lines are the tested dry runs, and each submission is its dry run
+    without --dryrun: the docs cannot drift from what is tested."""
+    documented = docs_commands()
+    tested = [case.command for case in CASES]
+    dry = [line for line in documented if "--dryrun" in line]
+    submitted = [line for line in documented if "--dryrun" not in line]
+    assert dry == tested
+    assert submitted and all(
+        line.replace("torchx run ", "torchx run --dryrun ", 1) in tested for line in submitted
+    )
+
+
+def test_the_torchx_environment_holds_no_aws_cdk_cdk8s_or_pydantic() -> None:
+    """Every dry run above loads the component in .venv-torchx: where only torchx is installed."""
+    python = REPO_ROOT / ".venv-torchx" / "bin" / "python"
+    probe = (
+        "import importlib.util as u; print([m for m in ('aws_cdk', 'cdk8s', 'pydantic') if u.find_spec(m)])"
+    )
+    result = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+class _RecordingApiServer(http.server.BaseHTTPRequestHandler):
+    """The part of the Kubernetes API that `torchx run -s kubernetes` calls: create a Volcano Job
+    (recorded), then read its status (the created object, no status yet)."""
+
+    created: ClassVar[list[tuple[str, dict[str, Any]]]] = []
+
+    def _answer(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        job = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.created.append((self.path, job))
+        self._answer(201, job)
+
+    def do_GET(self) -> None:
+        for path, job in self.created:
+            if self.path == f"{path}/{job['metadata']['name']}/status":
+                self._answer(200, job)
+                return
+        self._answer(404, {"kind": "Status", "code": 404})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_documented_submission_creates_the_job_in_the_teams_namespace(tmp_path: Path) -> None:
+    """The docs' submit line, run for real against a recording API server on loopback: the Job is
+    created in the namespace of ``-cfg namespace=`` and is the one the dry run shows."""
+    [submit] = [line for line in docs_commands() if "--dryrun" not in line]
+    case = CASES[0]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingApiServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}
+                    ],
+                    "users": [{"name": "u", "user": {"token": "test"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+        result = run_torchx(
+            submit, env={"CLAIM": team_claim(case.config, case.namespace), "KUBECONFIG": str(kubeconfig)}
+        )
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [(path, job)] = _RecordingApiServer.created
+    assert path == f"/apis/batch.volcano.sh/v1alpha1/namespaces/{case.namespace}/jobs"
+    assert f"kubernetes://torchx/{case.namespace}:{job['metadata']['name']}" in result.stdout
+    # The same Job as the dry run's, but for its unique name.
+    assert _without_name(job) == _without_name(dryrun_job(case))
+
+
+def _without_name(job: dict[str, Any]) -> dict[str, Any]:
+    renamed: dict[str, Any] = json.loads(json.dumps(job).replace(job["metadata"]["name"], "<job>"))
+    renamed["metadata"].pop("namespace", None)
+    return renamed

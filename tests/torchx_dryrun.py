@@ -1,0 +1,177 @@
+"""The TorchX commands of docs/torchx.md, run with the real torchx CLI, and what they would submit.
+
+The CLI runs from .venv-torchx (requirements-torchx.txt: torchx and the Kubernetes client, no
+aws-cdk, cdk8s or pydantic), in the repository's root, as a user runs it. Each command line is run
+by bash exactly as written in the docs (``docs_commands`` reads them back); ``$CLAIM`` is the team's
+file system claim, taken from the rendered plan of the command's configuration.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from config import load_config
+from stacks.kubernetes_values import review_plan
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
+
+__all__ = [
+    "CASES",
+    "DOC",
+    "TORCHX_BIN",
+    "Case",
+    "docs_commands",
+    "plan_objects",
+    "run_torchx",
+    "team_claim",
+    "torchx_available",
+]
+
+TORCHX_BIN = REPO_ROOT / ".venv-torchx" / "bin"
+DOC = REPO_ROOT / "docs" / "torchx.md"
+_REQUEST_MARKER = "=== SCHEDULER REQUEST ==="
+_COMPONENT = "torchx_trn/components.py:trainium_ddp"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One documented command, the configuration whose cluster it targets, and what it asks for."""
+
+    name: str
+    config: Path
+    namespace: str
+    queue: str
+    instance_type: str
+    nnodes: int
+    command: str
+
+
+CASES = (
+    # The default configuration's one team: what TorchX users pass.
+    Case(
+        name="default-team",
+        config=DEFAULT_CONFIG,
+        namespace="training",
+        queue="test",
+        instance_type="trn1.32xlarge",
+        nnodes=2,
+        command=(
+            'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+            f'{_COMPONENT} --script my_train.py --nnodes 2 --claim "$CLAIM"'
+        ),
+    ),
+    # config/example.yaml: the training team on its trn1n group (16 EFA interfaces per node).
+    Case(
+        name="example-trn1n",
+        config=EXAMPLE_CONFIG,
+        namespace="training",
+        queue="test",
+        instance_type="trn1n.32xlarge",
+        nnodes=4,
+        command=(
+            'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+            f'{_COMPONENT} --instance_type trn1n.32xlarge --script my_train.py --nnodes 4 --claim "$CLAIM"'
+        ),
+    ),
+    # config/example.yaml's second team, with retries and script arguments.
+    Case(
+        name="example-research",
+        config=EXAMPLE_CONFIG,
+        namespace="research",
+        queue="research",
+        instance_type="trn1.32xlarge",
+        nnodes=8,
+        command=(
+            'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=research,namespace=research '
+            f'{_COMPONENT} --script /data/code/train.py --nnodes 8 --max_retries 2 --claim "$CLAIM" '
+            "-- --data /data/datasets/wikitext --output_dir '$(OUTPUT_DIR)'"
+        ),
+    ),
+)
+
+
+def torchx_available() -> str | None:
+    """Why the CLI cannot run here, or None."""
+    if not os.access(TORCHX_BIN / "torchx", os.X_OK):
+        return f"{TORCHX_BIN / 'torchx'} is missing: `make setup` installs .venv-torchx (requirements-torchx.txt)"
+    return None
+
+
+@functools.cache
+def _plan(config: Path) -> KubernetesLayerPlan:
+    return review_plan(load_config(config))
+
+
+def plan_objects(config: Path) -> list[dict[str, Any]]:
+    """Every object of the configuration's Kubernetes layer, as ``make synth`` renders it."""
+    return [
+        dict(manifest)
+        for step in _plan(config)
+        if isinstance(step, ManifestSet)
+        for manifest in step.manifests
+    ]
+
+
+def team_claim(config: Path, namespace: str) -> str:
+    """The file system's claim in the team's namespace (the one that is not the data sets')."""
+    claims = [
+        obj["metadata"]["name"]
+        for obj in plan_objects(config)
+        if obj["kind"] == "PersistentVolumeClaim"
+        and obj["metadata"]["namespace"] == namespace
+        and not obj["metadata"]["name"].endswith("-datasets")
+    ]
+    assert len(claims) == 1, f"expected one claim in {namespace}, found {claims}"
+    return str(claims[0])
+
+
+def run_torchx(
+    command: str, *, env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``command`` under bash in the repository's root, with .venv-torchx's torchx first on PATH."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=REPO_ROOT,
+        env={
+            "PATH": os.pathsep.join([str(TORCHX_BIN), "/usr/bin", "/bin"]),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "LANG": "C.UTF-8",
+            # No kubeconfig, no Docker: a dry run needs neither.
+            "KUBECONFIG": os.devnull,
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def dryrun_job(case: Case) -> dict[str, Any]:
+    """The Volcano Job the case's command would submit, in the namespace it names: TorchX's
+    scheduler passes the namespace in the API call, not in the object (the submission test in
+    tests/test_torchx_component.py checks the call's)."""
+    result = run_torchx(case.command, env={"CLAIM": team_claim(case.config, case.namespace)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _REQUEST_MARKER in result.stdout, result.stdout[-3000:]
+    job: dict[str, Any] = yaml.safe_load(result.stdout.split(_REQUEST_MARKER, 1)[1])
+    job["metadata"]["namespace"] = case.namespace
+    return job
+
+
+def docs_commands() -> list[str]:
+    """Every line of docs/torchx.md's ``sh`` blocks that runs torchx, joined across ``\\`` ends."""
+    lines: list[str] = []
+    for block in re.findall(r"```sh\n(.*?)```", DOC.read_text(), re.DOTALL):
+        text = re.sub(r"\\\n\s*", "", block)
+        lines.extend(line.strip() for line in text.splitlines() if line.strip().startswith("torchx "))
+    return lines

@@ -1,0 +1,97 @@
+"""The TorchX component of this cluster: distributed data-parallel training on its Trainium nodes.
+
+From the repository's root, with torchx installed (requirements-torchx.txt) and kubectl pointed at
+the cluster (docs/torchx.md)::
+
+    torchx run -s kubernetes -cfg queue=test,namespace=training \\
+        torchx_trn/components.py:trainium_ddp --script my_train.py --nnodes 2 --claim fsx-<generation>
+
+What it derives, and from where, is in torchx_trn/trainium.py. This file only turns that into a
+TorchX AppDef. TorchX runs this file's text with ``exec`` in a module of its own (the
+``<file>:<function>`` form), so its names land among TorchX's: keep them few. The component's
+annotations are the ``typing`` forms TorchX's argument parser reads (Optional, Dict), not ``X | None``.
+"""
+
+import os
+import sys
+from typing import Dict, Optional  # noqa: UP035 - TorchX's parser reads the typing forms
+
+from torchx import specs
+from torchx.specs.finder import ComponentValidationException
+
+# Its imports resolve through sys.path, which holds the torchx script's directory, not this
+# repository: the documented commands run from the repository's root, so put that first.
+if os.path.isfile(os.path.join("torchx_trn", "trainium.py")) and os.getcwd() not in sys.path:
+    sys.path.insert(0, os.getcwd())
+try:
+    from torchx_trn import trainium as _trainium
+except ImportError as _error:
+    raise ComponentValidationException(
+        f"run torchx from the root of the repository that holds torchx_trn/ ({_error})"
+    ) from None
+
+
+def trainium_ddp(
+    *script_args: str,
+    script: str,
+    claim: str,
+    nnodes: int = 1,
+    instance_type: str = _trainium.DEFAULT_INSTANCE_TYPE,
+    name: str = "trainium-ddp",
+    image: str = _trainium.DEFAULT_IMAGE,
+    cacheset: Optional[str] = None,  # noqa: UP045 - TorchX's parser reads typing.Optional
+    max_retries: int = 0,
+    env: Optional[Dict[str, str]] = None,  # noqa: UP006, UP045
+) -> specs.AppDef:
+    """Distributed data-parallel training on Trainium nodes: one pod per node with every Neuron
+    device and EFA interface, one torchrun worker per NeuronCore, rendezvous at the namespace's etcd
+    under an id of each attempt's own.
+
+    Args:
+        script_args: arguments to the script (after --); $(OUTPUT_DIR) and $(RUN_ID) are expanded in the pod
+        script: the training script: a path in the image or under /data
+        claim: the file system's claim in the namespace, fsx-<generation> (kubectl get pvc)
+        nnodes: number of nodes (pods), each taking a whole node
+        instance_type: the Trainium instance type of the nodes
+        name: the job's name; TorchX appends a unique suffix
+        image: the container image, pinned by tag or digest
+        cacheset: a Neuron compile cache to reuse across runs (never by two at once); default: the job's own
+        max_retries: times Volcano restarts the whole job after a pod fails or is evicted
+        env: environment variables for the script, NAME=value,NAME=value
+    """
+    try:
+        job = _trainium.trainium_job(
+            script=script,
+            script_args=script_args,
+            claim=claim,
+            nnodes=nnodes,
+            instance_type=instance_type,
+            image=image,
+            cacheset=cacheset,
+            max_retries=max_retries,
+            environment=env or {},
+        )
+    except ValueError as error:
+        raise ComponentValidationException(str(error)) from None
+    role = specs.Role(
+        name="worker",
+        image=job.image,
+        entrypoint="python3",
+        args=job.command(job_id=specs.macros.app_id)[1:],
+        num_replicas=job.nnodes,
+        resource=specs.Resource(
+            cpu=job.cpu,
+            gpu=0,
+            memMB=job.memory_mb,
+            devices=job.devices,
+            capabilities=job.node_selector,
+        ),
+        env=job.pod_environment(job_id=specs.macros.app_id, replica=specs.macros.replica_id),
+        max_retries=job.max_retries,
+        retry_policy=specs.RetryPolicy.APPLICATION,
+        mounts=[
+            specs.VolumeMount(src=mount.claim, dst_path=mount.path, read_only=mount.read_only)
+            for mount in job.mounts
+        ],
+    )
+    return specs.AppDef(name=name, roles=[role])

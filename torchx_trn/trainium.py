@@ -1,0 +1,210 @@
+"""What a distributed training job on this cluster's Trainium nodes needs, derived from the cluster's
+facts: the devices and EFA interfaces of the instance type and ``--nproc_per_node`` from the
+catalog, the instance-type label, the team's etcd Service, the file system's claims and where they
+mount, the EFA and Neuron runtime environment.
+
+Plain values only (no torchx import): torchx_trn/components.py turns them into a TorchX AppDef, and
+the tests read them directly. Every refusal is a ValueError of one line that names the argument.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cluster_facts.images import pinned_image_problem
+from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
+from cluster_facts.kubernetes_names import (
+    DATA_MOUNT,
+    DATASETS_ROOT,
+    EFA_RESOURCE,
+    ETCD_CLIENT_PORT,
+    ETCD_SERVICE_NAME,
+    INSTANCE_TYPE_LABEL,
+    NEURON_CACHE_DIR,
+    NEURON_RESOURCE,
+    NEURON_TAINT_KEY,
+    RUNS_ROOT,
+    datasets_claim,
+    file_system_claim,
+)
+from cluster_facts.script_files import script_body
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "DEFAULT_INSTANCE_TYPE",
+    "RENDEZVOUS_ENDPOINT",
+    "RENDEZVOUS_PROGRAM",
+    "Mount",
+    "TrainiumJob",
+    "trainium_job",
+]
+
+# The cluster's default training image (config.workloads.DEFAULT_TRAINING_IMAGE; a test keeps the two
+# equal: this package may not import the configuration).
+DEFAULT_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+# The instance type of the default configuration's node group.
+DEFAULT_INSTANCE_TYPE = "trn1.32xlarge"
+# A short name resolves in the pod's own namespace: the job's team's etcd, which admits TorchX pods.
+RENDEZVOUS_ENDPOINT = f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}"
+# Run first in every pod (python3 -c): finds this attempt's rendezvous id, then execs the launcher.
+RENDEZVOUS_PROGRAM = script_body("torchx_trn", "rendezvous_attempt.py")
+
+# Nodes carry the taint aws.amazon.com/neuron:NoSchedule. TorchX renders no tolerations; EKS's
+# ExtendedResourceToleration admission adds one to every pod that requests the resource of the
+# same name, which every pod of this job does.
+assert NEURON_TAINT_KEY == NEURON_RESOURCE, "the Trainium taint is tolerated only through the resource's name"
+
+# The pinned BERT script (and others) call the instance metadata service over plain HTTP with no
+# timeout, which hangs with the nodes' hop limit of 1; plain-HTTP requests go to a closed local port
+# instead (as in the cluster's own runs, k8s_charts/training_run.py; a test keeps them equal).
+_CLOSED_PROXY = "http://127.0.0.1:9"
+_NO_PROXY = "localhost,127.0.0.1,.svc,.cluster.local,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+# The EFA and Neuron runtime settings of the cluster's own runs.
+FABRIC_ENVIRONMENT: Mapping[str, str] = {
+    "CCOM_SOCKET_IFNAME": "eth0",
+    "FI_PROVIDER": "efa",
+    "FI_EFA_USE_DEVICE_RDMA": "1",
+    "FI_EFA_FORK_SAFE": "1",
+    "NEURON_RT_RESET_CORES": "1",
+    "XLA_TRANSFER_SEED_ASYNC": "1",
+    "http_proxy": _CLOSED_PROXY,
+    "HTTP_PROXY": _CLOSED_PROXY,
+    "no_proxy": _NO_PROXY,
+    "NO_PROXY": _NO_PROXY,
+}
+_CACHESET = re.compile(r"[A-Za-z0-9_-]+")
+_GENERATION = re.compile(r"[a-z0-9]+")
+_CLAIM_PREFIX = file_system_claim("")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mount:
+    claim: str
+    path: str
+    read_only: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainiumJob:
+    """One job: ``nnodes`` pods, one per node, each with every device of its node."""
+
+    instance: TrainiumInstanceType
+    nnodes: int
+    script: str
+    script_args: tuple[str, ...]
+    image: str
+    claim: str
+    cacheset: str | None
+    """None: the job's own (its app id); a name reuses that cache set's compiled graphs."""
+    max_retries: int
+    environment: Mapping[str, str]
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return {INSTANCE_TYPE_LABEL: self.instance.name}
+
+    @property
+    def devices(self) -> dict[str, int]:
+        """Every Trainium chip and EFA interface of the node: one pod per node."""
+        return {NEURON_RESOURCE: self.instance.chips, EFA_RESOURCE: self.instance.efa_interfaces}
+
+    @property
+    def cpu(self) -> int:
+        """7/8 of the node, the rest left to kubelet reservations and the DaemonSets."""
+        return self.instance.vcpus * 7 // 8
+
+    @property
+    def memory_mb(self) -> int:
+        return self.instance.memory_gib * 7 // 8 * 1024
+
+    @property
+    def mounts(self) -> tuple[Mount, ...]:
+        """The team's directory of the file system at /data, the staged data sets read-only."""
+        generation = self.claim.removeprefix(_CLAIM_PREFIX)
+        return (
+            Mount(claim=self.claim, path=DATA_MOUNT, read_only=False),
+            Mount(claim=datasets_claim(generation), path=DATASETS_ROOT, read_only=True),
+        )
+
+    def launcher(self, *, job_id: str) -> list[str]:
+        """torchrun, as the cluster's runs start it; the rendezvous program makes ``job_id``
+        this attempt's id before it execs this."""
+        return [
+            "python3", "-m", "torch.distributed.run",
+            "--rdzv_backend", "etcd",
+            "--rdzv_endpoint", RENDEZVOUS_ENDPOINT,
+            "--rdzv_id", job_id,
+            "--nnodes", str(self.nnodes),
+            "--nproc_per_node", str(self.instance.processes_per_node),
+            "--tee", "3",
+            "--role=",
+            self.script,
+            *self.script_args,
+        ]  # fmt: skip
+
+    def command(self, *, job_id: str) -> list[str]:
+        """The container's whole command: the rendezvous program, then the launcher as its argv."""
+        return ["python3", "-c", RENDEZVOUS_PROGRAM, *self.launcher(job_id=job_id)]
+
+    def pod_environment(self, *, job_id: str, replica: str) -> dict[str, str]:
+        """The container's environment; ``replica`` selects this pod's compile cache."""
+        cacheset = self.cacheset or job_id
+        return {
+            **FABRIC_ENVIRONMENT,
+            "RUN_ID": job_id,
+            "OUTPUT_DIR": f"{RUNS_ROOT}/{job_id}",
+            # Never two running jobs on one cache directory: concurrent writers corrupt it.
+            "NEURON_CC_FLAGS": f"--cache_dir={DATA_MOUNT}/{NEURON_CACHE_DIR}/{cacheset}_{replica}",
+            **self.environment,
+        }
+
+
+def trainium_job(
+    *,
+    script: str,
+    script_args: tuple[str, ...],
+    claim: str,
+    nnodes: int,
+    instance_type: str,
+    image: str,
+    cacheset: str | None,
+    max_retries: int,
+    environment: Mapping[str, str],
+) -> TrainiumJob:
+    """The job, or a ValueError of one line naming the argument that is wrong and what is allowed."""
+    instance = CATALOG.get(instance_type)
+    if instance is None:
+        raise ValueError(
+            f"--instance_type {instance_type!r} is not a Trainium instance type of this cluster; "
+            f"known: {', '.join(CATALOG)}"
+        )
+    if nnodes < 1:
+        raise ValueError(f"--nnodes must be at least 1, got {nnodes}")
+    if max_retries < 0:
+        raise ValueError(f"--max_retries must be at least 0, got {max_retries}")
+    if not script:
+        raise ValueError("--script must name the training script (a path in the image or under /data)")
+    problem = pinned_image_problem(image)
+    if problem is not None:
+        raise ValueError(f"--image {problem}")
+    generation = claim.removeprefix(_CLAIM_PREFIX)
+    if claim == generation or not _GENERATION.fullmatch(generation):
+        raise ValueError(
+            f"--claim {claim!r} is not the file system's claim: `kubectl -n <namespace> get pvc` "
+            f"lists it as {_CLAIM_PREFIX}<generation> (the one without -datasets)"
+        )
+    if cacheset is not None and not _CACHESET.fullmatch(cacheset):
+        raise ValueError(f"--cacheset {cacheset!r} may hold only letters, digits, '-' and '_'")
+    return TrainiumJob(
+        instance=instance,
+        nnodes=nnodes,
+        script=script,
+        script_args=script_args,
+        image=image,
+        claim=claim,
+        cacheset=cacheset,
+        max_retries=max_retries,
+        environment=dict(environment),
+    )
