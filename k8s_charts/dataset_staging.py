@@ -101,6 +101,13 @@ class Dataset:
         return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:8]
 
     @property
+    def staged_version(self) -> str:
+        """What the staging job writes as the marker's first line once everything is verified, and
+        what training pods require there: the version's identity and the archive checksum it was
+        verified against (``unverified`` for an archive without one)."""
+        return f"{self.identity} archive-sha256={self.archive_sha256 or 'unverified'}"
+
+    @property
     def directory(self) -> str:
         return f"{DATASETS_ROOT}/{self.name}/{self.identity}"
 
@@ -138,6 +145,7 @@ def _staging_objects(
             "DATASET_NAME": dataset.name,
             "DATASET_DIR": dataset.directory,
             "MARKER": dataset.marker,
+            "STAGED_VERSION": dataset.staged_version,
             "ARCHIVE_URL": dataset.archive_url or "",
             "ARCHIVE_SHA256": dataset.archive_sha256 or "",
         },

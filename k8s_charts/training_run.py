@@ -187,12 +187,15 @@ def _environment(
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
         **run.environment,
         # What k8s_charts/scripts/run_worker.sh reads.
-        "REQUIRED_MARKERS": " ".join(dataset.marker for dataset in run.datasets),
+        "REQUIRED_MARKERS": "\n".join(
+            f"{dataset.marker} {dataset.staged_version}" for dataset in run.datasets
+        ),
         "STAGING_ATTEMPTS": str(STAGING_ATTEMPTS),
         "HEARTBEAT_STALE_SECONDS": str(HEARTBEAT_STALE_SECONDS),
         # The staging Job's own deadline, plus its retries' backoff: past it, staging has ended.
         "WAIT_TIMEOUT_SECONDS": str(STAGING_DEADLINE_SECONDS + 1800),
         "VERIFY_FILES": "\n".join(f"{sha}  {path}" for path, sha in sorted(_verified_files(run).items())),
+        "RUN_SCRIPT": run.script,
         "PYTHON_REQUIREMENTS": "\n".join(run.python_requirements),
         "PYTHON_TARGET": _PYTHON_TARGET,
         "NEURON_CACHE_ROOT": run.cache_root,

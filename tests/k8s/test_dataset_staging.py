@@ -328,3 +328,25 @@ def test_a_terminated_attempt_is_recorded_too(tmp_path: Path) -> None:
     assert process.returncode != 0
     assert "terminated" in stage.failures()[0]
     assert Path(f"{stage.marker}.heartbeat").exists()
+
+
+@needs_tools
+def test_the_marker_records_the_version_the_pods_require(tmp_path: Path) -> None:
+    archive = tarball({"part-0.hdf5": b"hdf5"})
+    checked = dataclasses.replace(DATASET, archive_sha256=hashlib.sha256(archive).hexdigest())
+    stage = Staging(tmp_path, checked, archive)
+    assert stage.run().returncode == 0
+    first, streamed = stage.marker.read_text().splitlines()
+    assert first == checked.staged_version == f"{checked.identity} archive-sha256={checked.archive_sha256}"
+    assert streamed == f"archive-sha256-streamed={checked.archive_sha256}"
+
+
+@needs_tools
+def test_a_marker_without_the_version_is_restaged(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    stage.marker.parent.mkdir(parents=True)
+    stage.marker.touch()  # an empty marker, as an older release wrote it, vouches for nothing
+    result = stage.run()
+    assert result.returncode == 0, result.stderr
+    assert "already staged" not in result.stdout and stage.downloads() != []
+    assert stage.marker.read_text().splitlines()[0] == stage.env["STAGED_VERSION"]
