@@ -104,7 +104,8 @@ class DatasetSettings(_Section):
     archive_url: HttpsUrl | None = None
     """A tar archive streamed and unpacked into the data set's directory."""
     archive_sha256: Sha256 | None = None
-    """Checked while the archive streams; without it the archive is staged unverified."""
+    """Checked while the archive streams; required with archive_url (the staging job refuses any
+    other bytes, and the marker that training pods require records it)."""
     files: list[DatasetFileSettings] = Field(default_factory=list)
     """Single files (a script, a tokenizer), each checked by SHA-256; runs check them again before use."""
 
@@ -112,6 +113,11 @@ class DatasetSettings(_Section):
     def _something_to_stage(self) -> DatasetSettings:
         if self.archive_sha256 is not None and self.archive_url is None:
             raise _problem("archive_sha256 without archive_url checks nothing")
+        if self.archive_url is not None and self.archive_sha256 is None:
+            raise _problem(
+                "archive_url needs archive_sha256: what is unpacked where runs read it must be the "
+                "archive you checked (sha256sum of the tar file)"
+            )
         if self.archive_url is None and not self.files:
             raise _problem("a data set needs an archive_url, files, or both")
         return self
@@ -147,6 +153,11 @@ class BertParameters(_Section):
     bf16: bool = True
     stochastic_rounding: bool = True
     """NEURON_RT_STOCHASTIC_ROUNDING_EN, set either way (the script turns it on when it is absent)."""
+    dataset_archive_sha256: Sha256 | None = None
+    """The SHA-256 of the tutorial's data set archive. AWS publishes none, so the preset cannot
+    carry one: unset, the archive is staged unverified and its streamed checksum is written to the
+    marker (`kubectl logs` of the staging Job shows it too); set it to pin that archive from then on
+    (a new data set version: staged again, and verified)."""
 
 
 _PRESET_OWNS = ("script", "args", "datasets", "python_packages", "resume")

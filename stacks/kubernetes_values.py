@@ -85,11 +85,11 @@ def placeholder_file_system(config: StackConfig) -> FileSystemValues:
     )
 
 
-def _preset_dataset(preset: DatasetPreset) -> Dataset:
+def _preset_dataset(preset: DatasetPreset, *, archive_sha256: str | None) -> Dataset:
     return Dataset(
         name=preset.name,
         archive_url=preset.archive_url,
-        archive_sha256=preset.archive_sha256,
+        archive_sha256=preset.archive_sha256 or archive_sha256,
         files=tuple(RemoteFile(url=file.url, sha256=file.sha256, name=file.name) for file in preset.files),
     )
 
@@ -107,8 +107,13 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
         )
         for dataset in config.datasets
     }
-    if any(run.preset == BERT_LARGE.name for run in config.runs):
-        found[BERT_LARGE.dataset.name] = _preset_dataset(BERT_LARGE.dataset)
+    preset_runs = [run for run in config.runs if run.preset == BERT_LARGE.name]
+    if preset_runs:
+        # One pin at most (config/consistency.py): the runs of the preset share its data set.
+        pins = [run.parameters.dataset_archive_sha256 for run in preset_runs if run.parameters is not None]
+        found[BERT_LARGE.dataset.name] = _preset_dataset(
+            BERT_LARGE.dataset, archive_sha256=next((pin for pin in pins if pin), None)
+        )
     return found
 
 
