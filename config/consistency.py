@@ -169,6 +169,22 @@ def _teams_are_distinct_and_use_groups_that_exist(
                 )
 
 
+@_reads("teams")
+def _team_owners_are_distinct(all_teams: list[TeamSettings | None]) -> Iterator[Problem]:
+    """Each team's directory has an owner of its own: one id for two teams would share their files."""
+    owners: dict[int, str] = {}
+    for index, team in enumerate(all_teams):
+        if team is None:
+            continue
+        if team.owner_id in owners:
+            yield (
+                f"teams[{index}].uid",
+                f"{team.owner_id} is also the uid of team {owners[team.owner_id]!r}; give this team a uid of its own",
+            )
+        else:
+            owners[team.owner_id] = team.name
+
+
 @_reads("datasets", "runs")
 def _datasets_are_distinct(
     all_datasets: list[DatasetSettings | None], all_runs: list[RunSettings | None]

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
+from cluster_facts.kubernetes_names import ROOT_SQUASH_ID, team_uid
 from config.fields import Name, PinnedImage, RoleArn, _matching, _problem, _Section
 from config.presets import BERT_LARGE
 
@@ -65,6 +66,12 @@ def _hashed_requirement(value: str) -> str:
 HashedRequirement = Annotated[str, AfterValidator(_hashed_requirement)]
 
 
+def _not_squashed(value: int | None) -> int | None:
+    if value == ROOT_SQUASH_ID:
+        raise _problem(f"{value} is the id root is squashed to on the file system; pick another")
+    return value
+
+
 def _not_reserved(value: str) -> str:
     if value in _RESERVED_NAMESPACES or value.startswith("kube-"):
         raise _problem(f"{value!r} is a namespace the cluster uses itself; pick another team name")
@@ -83,10 +90,20 @@ class TeamSettings(_Section):
     """Its share when queues compete for the same nodes."""
     member_role_arns: list[RoleArn] = Field(default_factory=list)
     """IAM roles whose users may submit and watch jobs in the team's namespace (and nothing else)."""
+    uid: Annotated[int | None, AfterValidator(_not_squashed)] = Field(
+        default=None, ge=10000, le=2_147_483_647
+    )
+    """The uid and gid that own the team's directory /teams/<team> and that its training pods run
+    as; defaults to one derived from the name (cluster_facts.kubernetes_names.team_uid). Set it to
+    match an identity your other clients of the file system use, or when two derived ids collide."""
 
     @property
     def queue_name(self) -> str:
         return self.queue or self.name
+
+    @property
+    def owner_id(self) -> int:
+        return self.uid if self.uid is not None else team_uid(self.name)
 
 
 DEFAULT_TEAMS = (TeamSettings(name="training", queue="test"),)

@@ -822,6 +822,16 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="plain-http-data-set",
         ),
         pytest.param(
+            with_runs(teams=[{"name": "a", "uid": 200000}, {"name": "b", "uid": 200000}]),
+            "teams[1].uid: 200000 is also the uid of team 'a'; give this team a uid of its own",
+            id="two-teams-one-owner",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "uid": 65534}]),
+            "teams[0].uid: 65534 is the id root is squashed to on the file system; pick another",
+            id="team-as-nobody",
+        ),
+        pytest.param(
             with_runs(datasets=[{"name": "d", "archive_url": "https://example.com/d.tar"}]),
             "datasets[0]: archive_url needs archive_sha256: what is unpacked where runs read it must be "
             "the archive you checked (sha256sum of the tar file)",
@@ -958,3 +968,13 @@ def test_a_pinned_preset_archive_is_a_new_verified_version_of_its_data_set() -> 
     [before], [after] = unpinned.values(), pinned.values()
     assert before.archive_sha256 is None and before.staged_version.endswith("archive-sha256=unverified")
     assert after.archive_sha256 == "a" * 64 and after.identity != before.identity
+
+
+def test_a_teams_uid_is_derived_from_its_name_alone() -> None:
+    """Adding, removing or reordering teams never changes who owns a team's files."""
+    one = parse_config(with_runs(teams=[{"name": "a"}, {"name": "b"}]))
+    other = parse_config(with_runs(teams=[{"name": "c"}, {"name": "b"}, {"name": "a"}]))
+    owners = {team.name: team.owner_id for team in one.teams}
+    assert owners == {team.name: team.owner_id for team in other.teams if team.name in owners}
+    assert all(100_000 <= uid < 1_000_000 for uid in owners.values()) and len(set(owners.values())) == 2
+    assert parse_config(with_runs(teams=[{"name": "a", "uid": 54321}])).teams[0].owner_id == 54321

@@ -93,6 +93,9 @@ while [ "$#" -ge 3 ]; do
   fetch "$1" "$2" "$3"
   shift 3
 done
+# Readable by every team's uid whatever modes the archive carried; written by nobody but root here.
+reason="cannot make $DATASET_DIR readable"
+chmod -R a+rX,go-w "$DATASET_DIR"
 reason="cannot write $MARKER"
 # Written whole, then renamed: a reader sees no marker or the complete one.
 printf '%s\n%s\n' "$STAGED_VERSION" "archive-sha256-streamed=${actual:-none}" > "$MARKER.partial"

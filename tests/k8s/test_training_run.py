@@ -68,6 +68,7 @@ RUN = TrainingRun(
     retries=3,
     rendezvous_endpoint="etcd-server:2379",
     pod_labels=TRAINING_POD_LABELS,
+    run_as=123456,
 )
 # What Volcano writes on the pods of attempt 2 of job llm-<hash> with uid 1234...
 ANNOTATIONS = {
@@ -216,6 +217,29 @@ def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() ->
     } in spec["volumes"]
     assert spec["automountServiceAccountToken"] is False
     assert spec["restartPolicy"] == "Never"
+
+
+def test_pods_run_as_the_teams_uid_with_no_capability() -> None:
+    """Root squash makes root nobody on Trainium nodes; the team's uid owns its directory."""
+    spec = pod(job())
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 123456,
+        "runAsGroup": 123456,
+        "fsGroup": 123456,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container(job())["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert environment(job())["HOME"] == "/tmp"
+
+
+def test_a_root_run_is_refused() -> None:
+    with pytest.raises(ValueError, match="non-root uid"):
+        job(run_as=0)
 
 
 def test_the_image_is_pinned() -> None:
