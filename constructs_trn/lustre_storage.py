@@ -161,13 +161,6 @@ class LustreStorage(Construct):
                 import_path=None if persistent else s3_import_path,
             ),
         )
-        self.root_squash = RootSquash(
-            self,
-            "RootSquash",
-            file_system=self.file_system,
-            squash_to=root_squash_to,
-            exempt_cidrs=root_squash_exempt_cidrs,
-        )
         self.data_repository = (
             fsx.CfnDataRepositoryAssociation(
                 self,
@@ -185,6 +178,16 @@ class LustreStorage(Construct):
             if persistent and s3_import_path
             else None
         )
+        self.root_squash = RootSquash(
+            self,
+            "RootSquash",
+            file_system=self.file_system,
+            squash_to=root_squash_to,
+            exempt_cidrs=root_squash_exempt_cidrs,
+        )
+        if self.data_repository is not None:
+            # FSx runs one administrative action on a file system at a time: the association first.
+            self.root_squash.node.add_dependency(self.data_repository)
 
     def allow_clients(self, *client_security_groups: ec2.ISecurityGroup) -> None:
         """Admit Lustre traffic from these groups (rules of their own: the file system need not wait)."""

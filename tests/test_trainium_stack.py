@@ -496,9 +496,9 @@ def test_root_is_squashed_on_the_trainium_subnet_and_kept_only_where_the_platfor
         assert {"Ref": file_system_id} in parts
         text = "".join(part for part in parts if isinstance(part, str))
         assert '"action":"updateFileSystem","service":"FSx"' in text
-    configuration = synthesized.stack.storage.root_squash.configuration
+        configuration = synthesized.stack.storage.root_squash.configuration
+        assert json.dumps({"RootSquashConfiguration": configuration}, separators=(",", ":")) in text
     assert configuration["RootSquash"] == "65534:65534"
-    assert '"RootSquash":"65534:65534"' in json.dumps(squash["Properties"]["Create"])
     subnets = synthesized.resources("AWS::EC2::Subnet")
     private = {
         logical_id: subnet["Properties"]
