@@ -6,6 +6,8 @@ and every layer reads it from here.
 
 from __future__ import annotations
 
+import hashlib
+
 from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "NEURON_TAINT_VALUE",
     "NODE_GROUP_LABEL",
     "PLATFORM_NAMESPACE",
+    "ROOT_SQUASH_ID",
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
     "TEAMS_DIR",
@@ -39,6 +42,7 @@ __all__ = [
     "datasets_claim",
     "file_system_claim",
     "team_rbac_group",
+    "team_uid",
     "trainium_node_labels",
 ]
 
@@ -114,6 +118,24 @@ DATASETS_ROOT = f"{DATA_MOUNT}/{DATASETS_DIR}"
 the platform's pods (the whole file system) and in a team's (its read-only view of /datasets)."""
 RUNS_ROOT = f"{DATA_MOUNT}/runs"
 """A team's runs, ``/data/runs/<run id>`` in its pods."""
+
+
+# Root on a Trainium node is this user and group on the file system (root squash): nobody:nogroup.
+ROOT_SQUASH_ID = 65534
+# A team's uid and gid on the file system, when the configuration names none: a hash of its name into
+# [_TEAM_ID_BASE, _TEAM_ID_BASE + _TEAM_ID_SPAN). Above the distributions' system and login ranges
+# (below 10000) and the nobody id; the configuration refuses two teams with one id.
+_TEAM_ID_BASE = 100_000
+_TEAM_ID_SPAN = 900_000
+
+
+def team_uid(team: str) -> int:
+    """The uid (and gid) that owns ``/teams/<team>`` and that the team's training pods run as.
+
+    Derived from the name alone, so it never changes when teams are added, removed or reordered:
+    a team's files keep their owner."""
+    digest = hashlib.sha256(f"trainium-team/{team}".encode()).hexdigest()
+    return _TEAM_ID_BASE + int(digest[:8], 16) % _TEAM_ID_SPAN
 
 
 def team_rbac_group(team: str) -> str:

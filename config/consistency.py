@@ -14,6 +14,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
+from cluster_facts.kubernetes_names import DATA_MOUNT, dataset_variable
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE
 
@@ -194,6 +195,22 @@ def _teams_are_distinct_and_use_groups_that_exist(
                 )
 
 
+@_reads("teams")
+def _team_owners_are_distinct(all_teams: list[TeamSettings | None]) -> Iterator[Problem]:
+    """Each team's directory has an owner of its own: one id for two teams would share their files."""
+    owners: dict[int, str] = {}
+    for index, team in enumerate(all_teams):
+        if team is None:
+            continue
+        if team.owner_id in owners:
+            yield (
+                f"teams[{index}].uid",
+                f"{team.owner_id} is also the uid of team {owners[team.owner_id]!r}; give this team a uid of its own",
+            )
+        else:
+            owners[team.owner_id] = team.name
+
+
 @_reads("datasets", "runs")
 def _datasets_are_distinct(
     all_datasets: list[DatasetSettings | None], all_runs: list[RunSettings | None]
@@ -294,6 +311,55 @@ def _shared_cachesets(runs: list[RunSettings | None], first_team: str) -> Iterat
             )
         else:
             cachesets[key] = run.name
+
+
+@_reads("runs", "datasets")
+def _scripts_are_checked(
+    runs: list[RunSettings | None], all_datasets: list[DatasetSettings | None]
+) -> Iterator[Problem]:
+    """What a run executes is checked by SHA-256 on every attempt (docs/code-integrity.md): a file of
+    one of its data sets, or a path in its pinned image; never a file on the team's writable volume."""
+    datasets = {dataset_variable(dataset.name): dataset for dataset in all_datasets if dataset is not None}
+    for index, run in enumerate(runs):
+        if run is None or run.script is None:
+            continue  # a preset's script is a file of its data set
+        where, script = f"runs[{index}].script", run.script
+        if script.startswith("$(DATASET_") and ")/" in script:
+            variable, name = script[2:].split(")/", 1)
+            dataset = datasets.get(variable)
+            if dataset is None or dataset.name not in run.datasets:
+                yield where, f"{script!r} names no data set of this run's datasets"
+            elif name not in [file.name for file in dataset.files]:
+                yield (
+                    where,
+                    (
+                        f"{name!r} is not one of the files of data set {dataset.name!r}, which are checked by "
+                        f"SHA-256 before they run: list it under its files with its sha256"
+                    ),
+                )
+        elif script.startswith(("$(", DATA_MOUNT + "/")) or script == DATA_MOUNT:
+            yield (
+                where,
+                (
+                    f"{script!r} is on a writable volume, where no checksum covers it: make it a file of a "
+                    "data set (checked by SHA-256 on every attempt) or a path in the pinned image"
+                ),
+            )
+
+
+@_reads("runs")
+def _one_pin_of_the_preset_archive(runs: list[RunSettings | None]) -> Iterator[Problem]:
+    """The preset's data set is staged once for every run that uses it: one archive checksum."""
+    pins: dict[str, int] = {}
+    for index, run in enumerate(runs):
+        if run is not None and run.parameters is not None and run.parameters.dataset_archive_sha256:
+            pins.setdefault(run.parameters.dataset_archive_sha256, index)
+    if len(pins) > 1:
+        first, *others = pins.values()
+        yield (
+            f"runs[{others[0]}].parameters.dataset_archive_sha256",
+            f"differs from runs[{first}]'s; the runs of preset {BERT_LARGE.name} share one data set: give one checksum",
+        )
 
 
 @_reads("cluster.addon_versions", "observability.dashboard")

@@ -60,7 +60,9 @@ BERT_DATASET = DatasetPreset(
     name="bert-wikicorpus-128",
     # s3://neuron-s3/training_datasets/... from the Neuron tutorials; the bucket is public, so the
     # virtual-hosted HTTPS URL works without credentials or the AWS CLI. AWS publishes no checksum
-    # for it (docs/security.md: what is and is not verified).
+    # for it, so the preset carries none: the one archive the configuration accepts without one
+    # (DatasetSettings requires archive_sha256). The operator pins it with
+    # parameters.dataset_archive_sha256 once the first staging has recorded it (docs/code-integrity.md).
     archive_url=(
         "https://neuron-s3.s3.amazonaws.com/training_datasets/bert_pretrain_wikicorpus_tokenized_hdf5/"
         "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128.tar"

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
+from cluster_facts.kubernetes_names import ROOT_SQUASH_ID, team_uid
 from config.fields import Name, PinnedImage, RoleArn, _matching, _problem, _Section
 from config.presets import BERT_LARGE
 
@@ -65,6 +66,12 @@ def _hashed_requirement(value: str) -> str:
 HashedRequirement = Annotated[str, AfterValidator(_hashed_requirement)]
 
 
+def _not_squashed(value: int | None) -> int | None:
+    if value == ROOT_SQUASH_ID:
+        raise _problem(f"{value} is the id root is squashed to on the file system; pick another")
+    return value
+
+
 def _not_reserved(value: str) -> str:
     if value in _RESERVED_NAMESPACES or value.startswith("kube-"):
         raise _problem(f"{value!r} is a namespace the cluster uses itself; pick another team name")
@@ -83,10 +90,20 @@ class TeamSettings(_Section):
     """Its share when queues compete for the same nodes."""
     member_role_arns: list[RoleArn] = Field(default_factory=list)
     """IAM roles whose users may submit and watch jobs in the team's namespace (and nothing else)."""
+    uid: Annotated[int | None, AfterValidator(_not_squashed)] = Field(
+        default=None, ge=10000, le=2_147_483_647
+    )
+    """The uid and gid that own the team's directory /teams/<team> and that its training pods run
+    as; defaults to one derived from the name (cluster_facts.kubernetes_names.team_uid). Set it to
+    match an identity your other clients of the file system use, or when two derived ids collide."""
 
     @property
     def queue_name(self) -> str:
         return self.queue or self.name
+
+    @property
+    def owner_id(self) -> int:
+        return self.uid if self.uid is not None else team_uid(self.name)
 
 
 DEFAULT_TEAMS = (TeamSettings(name="training", queue="test"),)
@@ -104,7 +121,8 @@ class DatasetSettings(_Section):
     archive_url: HttpsUrl | None = None
     """A tar archive streamed and unpacked into the data set's directory."""
     archive_sha256: Sha256 | None = None
-    """Checked while the archive streams; without it the archive is staged unverified."""
+    """Checked while the archive streams; required with archive_url (the staging job refuses any
+    other bytes, and the marker that training pods require records it)."""
     files: list[DatasetFileSettings] = Field(default_factory=list)
     """Single files (a script, a tokenizer), each checked by SHA-256; runs check them again before use."""
 
@@ -112,6 +130,11 @@ class DatasetSettings(_Section):
     def _something_to_stage(self) -> DatasetSettings:
         if self.archive_sha256 is not None and self.archive_url is None:
             raise _problem("archive_sha256 without archive_url checks nothing")
+        if self.archive_url is not None and self.archive_sha256 is None:
+            raise _problem(
+                "archive_url needs archive_sha256: what is unpacked where runs read it must be the "
+                "archive you checked (sha256sum of the tar file)"
+            )
         if self.archive_url is None and not self.files:
             raise _problem("a data set needs an archive_url, files, or both")
         return self
@@ -147,6 +170,11 @@ class BertParameters(_Section):
     bf16: bool = True
     stochastic_rounding: bool = True
     """NEURON_RT_STOCHASTIC_ROUNDING_EN, set either way (the script turns it on when it is absent)."""
+    dataset_archive_sha256: Sha256 | None = None
+    """The SHA-256 of the tutorial's data set archive. AWS publishes none, so the preset cannot
+    carry one: unset, the archive is staged unverified and its streamed checksum is written to the
+    marker (`kubectl logs` of the staging Job shows it too); set it to pin that archive from then on
+    (a new data set version: staged again, and verified)."""
 
 
 _PRESET_OWNS = ("script", "args", "datasets", "python_packages", "resume")

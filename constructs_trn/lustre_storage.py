@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from constructs_trn.security_groups import restricted_security_group
+from constructs_trn.trainium_node_group import acknowledge_custom_resource_function
 
-__all__ = ["LUSTRE_PORTS", "LustreStorage"]
+__all__ = ["LUSTRE_PORTS", "LustreStorage", "RootSquash", "lustre_nid_range"]
 
 # Lustre clients reach the file servers on 988 (LNet) and 1018-1023 (the other Lustre services).
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
@@ -21,6 +25,73 @@ _DEPLOYMENT_TYPES = {
     "SCRATCH_2": fsx.LustreDeploymentType.SCRATCH_2,
     "PERSISTENT_2": fsx.LustreDeploymentType.PERSISTENT_2,
 }
+
+
+def lustre_nid_range(cidr: str) -> str:
+    """The clients of an IPv4 CIDR block as one Lustre NID range: ``10.0.64.0/18`` is
+    ``10.0.[64-127].[0-255]@tcp`` (octets fully in the prefix fixed, the rest as ranges)."""
+    network = ipaddress.IPv4Network(cidr)
+    first, last = str(network.network_address).split("."), str(network.broadcast_address).split(".")
+    octets = [low if low == high else f"[{low}-{high}]" for low, high in zip(first, last, strict=True)]
+    return ".".join(octets) + "@tcp"
+
+
+class RootSquash(Construct):
+    """Lustre root squash on the file system: root on any client is ``squash_to`` (uid:gid), but on
+    the clients of ``exempt_cidrs``, which stay root.
+
+    CloudFormation's AWS::FSx::FileSystem has no RootSquashConfiguration (its LustreConfiguration
+    stops at WeeklyMaintenanceStartTime; aws-cdk-lib and cfn-lint's schema agree), while the FSx API's
+    UpdateFileSystem takes one on a live file system of any deployment type: a custom resource makes
+    that call on create and whenever the setting changes, an in-place update of the file system.
+    Deleting it leaves the squash on (the safe side); the file system goes with its own resource.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        file_system: fsx.LustreFileSystem,
+        squash_to: str,
+        exempt_cidrs: Sequence[str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.no_squash_nids = [lustre_nid_range(cidr) for cidr in exempt_cidrs]
+        self.configuration = {"RootSquash": squash_to, "NoSquashNids": self.no_squash_nids}
+        call = cr.AwsSdkCall(
+            service="FSx",
+            action="updateFileSystem",
+            parameters={
+                "FileSystemId": file_system.file_system_id,
+                "LustreConfiguration": {"RootSquashConfiguration": self.configuration},
+            },
+            physical_resource_id=cr.PhysicalResourceId.of(f"{file_system.file_system_id}-root-squash"),
+        )
+        stack = Stack.of(self)
+        self.resource = cr.AwsCustomResource(
+            self,
+            "Resource",
+            resource_type="Custom::LustreRootSquash",
+            install_latest_aws_sdk=False,
+            on_create=call,
+            on_update=call,
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(
+                        actions=["fsx:UpdateFileSystem"],
+                        resources=[
+                            stack.format_arn(
+                                service="fsx",
+                                resource="file-system",
+                                resource_name=file_system.file_system_id,
+                            )
+                        ],
+                    )
+                ]
+            ),
+        )
+        acknowledge_custom_resource_function(stack)
 
 
 class LustreStorage(Construct):
@@ -48,6 +119,8 @@ class LustreStorage(Construct):
         throughput_mib_per_tib: int | None,
         s3_import_path: str | None,
         removal_policy: RemovalPolicy,
+        root_squash_to: str,
+        root_squash_exempt_cidrs: Sequence[str],
     ) -> None:
         super().__init__(scope, construct_id)
         persistent = deployment_type == "PERSISTENT_2"
@@ -105,6 +178,16 @@ class LustreStorage(Construct):
             if persistent and s3_import_path
             else None
         )
+        self.root_squash = RootSquash(
+            self,
+            "RootSquash",
+            file_system=self.file_system,
+            squash_to=root_squash_to,
+            exempt_cidrs=root_squash_exempt_cidrs,
+        )
+        if self.data_repository is not None:
+            # FSx runs one administrative action on a file system at a time: the association first.
+            self.root_squash.node.add_dependency(self.data_repository)
 
     def allow_clients(self, *client_security_groups: ec2.ISecurityGroup) -> None:
         """Admit Lustre traffic from these groups (rules of their own: the file system need not wait)."""

@@ -19,7 +19,7 @@ from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE,
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
 from constructs_trn.nag import ACKNOWLEDGMENT_METADATA, acknowledge, aws_managed_policy
 
-__all__ = ["AWS_CUSTOM_RESOURCE_FUNCTION_ID", "TrainiumNodeGroup"]
+__all__ = ["AWS_CUSTOM_RESOURCE_FUNCTION_ID", "TrainiumNodeGroup", "acknowledge_custom_resource_function"]
 
 _CAPACITY_TYPES = {
     "on_demand": eks.CapacityType.ON_DEMAND,
@@ -202,10 +202,10 @@ class TrainiumNodeGroup(Construct):
             reason="EKS names the node group's Auto Scaling group eks-<node group>-<uuid>, the uuid unknown "
             "at synth; the role may write only node-template tags, only on groups of this cluster",
         )
-        _acknowledge_custom_resource_function(Stack.of(self))
+        acknowledge_custom_resource_function(Stack.of(self))
 
 
-def _acknowledge_custom_resource_function(stack: Stack) -> None:
+def acknowledge_custom_resource_function(stack: Stack) -> None:
     """The findings of aws-cdk-lib's shared AwsCustomResource function, once per stack."""
     function = stack.node.try_find_child(AWS_CUSTOM_RESOURCE_FUNCTION_ID)
     if function is None or any(entry.type == ACKNOWLEDGMENT_METADATA for entry in function.node.metadata):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cdk8s
@@ -101,6 +102,13 @@ class Dataset:
         return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:8]
 
     @property
+    def staged_version(self) -> str:
+        """What the staging job writes as the marker's first line once everything is verified, and
+        what training pods require there: the version's identity and the archive checksum it was
+        verified against (``unverified`` for an archive without one)."""
+        return f"{self.identity} archive-sha256={self.archive_sha256 or 'unverified'}"
+
+    @property
     def directory(self) -> str:
         return f"{DATASETS_ROOT}/{self.name}/{self.identity}"
 
@@ -114,7 +122,14 @@ class Dataset:
 
 
 def _staging_objects(
-    scope: Construct, *, dataset: Dataset, namespace: str, claim_name: str, image: str, job_name: str
+    scope: Construct,
+    *,
+    dataset: Dataset,
+    namespace: str,
+    claim_name: str,
+    image: str,
+    job_name: str,
+    root_zones: Sequence[str],
 ) -> None:
     platform_job(
         scope,
@@ -138,16 +153,25 @@ def _staging_objects(
             "DATASET_NAME": dataset.name,
             "DATASET_DIR": dataset.directory,
             "MARKER": dataset.marker,
+            "STAGED_VERSION": dataset.staged_version,
             "ARCHIVE_URL": dataset.archive_url or "",
             "ARCHIVE_SHA256": dataset.archive_sha256 or "",
         },
         backoff_limit=STAGING_BACKOFF_LIMIT,
         deadline_seconds=STAGING_DEADLINE_SECONDS,
+        root_zones=root_zones,
         image=image,
     )
 
 
-def staging_job_name(dataset: Dataset, *, namespace: str, claim_name: str, image: str = DEFAULT_IMAGE) -> str:
+def staging_job_name(
+    dataset: Dataset,
+    *,
+    namespace: str,
+    claim_name: str,
+    root_zones: Sequence[str],
+    image: str = DEFAULT_IMAGE,
+) -> str:
     """``stage-<name>-<hash>``: eight hex digits of a hash of everything the Job would hold.
 
     A Job's pod template is immutable, so anything that changes it (the data set, the claim of a
@@ -156,7 +180,13 @@ def staging_job_name(dataset: Dataset, *, namespace: str, claim_name: str, image
 
     def build(scope: Construct, job_name: str) -> None:
         _staging_objects(
-            scope, dataset=dataset, namespace=namespace, claim_name=claim_name, image=image, job_name=job_name
+            scope,
+            dataset=dataset,
+            namespace=namespace,
+            claim_name=claim_name,
+            image=image,
+            job_name=job_name,
+            root_zones=root_zones,
         )
 
     return f"stage-{dataset.name}-{spec_hash(build, kind='Job')}"
@@ -173,10 +203,13 @@ class DatasetStagingChart(cdk8s.Chart):
         dataset: Dataset,
         namespace: str,
         claim_name: str,
+        root_zones: Sequence[str],
         image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
-        self.job_name = staging_job_name(dataset, namespace=namespace, claim_name=claim_name, image=image)
+        self.job_name = staging_job_name(
+            dataset, namespace=namespace, claim_name=claim_name, root_zones=root_zones, image=image
+        )
         _staging_objects(
             self,
             dataset=dataset,
@@ -184,4 +217,5 @@ class DatasetStagingChart(cdk8s.Chart):
             claim_name=claim_name,
             image=image,
             job_name=self.job_name,
+            root_zones=root_zones,
         )

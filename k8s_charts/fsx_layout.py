@@ -3,11 +3,16 @@
 Lustre mounts a sub-directory only when it exists: a platform Job creates ``/datasets`` and
 ``/teams/<team>`` for every team before any team pod can start. The Job is named after a hash of
 what it holds (a new team is a new Job: a Job's pod template is immutable).
+
+Each team's directory belongs to the team's own uid and gid (mode 2750: the team writes, its
+group reads, new files keep the group): the training pods run as that uid, and under root squash a
+pod running as root is nobody and writes nothing. The Job runs where root is not squashed and keeps
+one capability, CHOWN, to hand each directory to its owner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import cdk8s
 from constructs import Construct
@@ -22,7 +27,15 @@ __all__ = ["LAYOUT_SCRIPT", "FsxLayoutChart", "layout_job_name"]
 LAYOUT_SCRIPT = script_body("k8s_charts", "fsx_layout.sh")
 
 
-def _layout(scope: Construct, *, name: str, namespace: str, claim_name: str, teams: Sequence[str]) -> None:
+def _layout(
+    scope: Construct,
+    *,
+    name: str,
+    namespace: str,
+    claim_name: str,
+    teams: Mapping[str, int],
+    root_zones: Sequence[str],
+) -> None:
     platform_job(
         scope,
         name=name,
@@ -31,28 +44,52 @@ def _layout(scope: Construct, *, name: str, namespace: str, claim_name: str, tea
         labels={"app.kubernetes.io/name": "fsx-layout", "app.kubernetes.io/instance": name},
         script=LAYOUT_SCRIPT,
         script_name="fsx-layout",
-        arguments=list(teams),
+        # <team>:<uid>; the team's gid is its uid.
+        arguments=[f"{team}:{uid}" for team, uid in teams.items()],
         environment={"DATA_MOUNT": DATA_MOUNT, "TEAMS_DIR": TEAMS_DIR, "DATASETS_DIR": DATASETS_DIR},
         backoff_limit=6,
         deadline_seconds=1800,
+        root_zones=root_zones,
+        add_capabilities={
+            "CHOWN": "hands each team's directory to the team's uid and gid under root squash; no DAC "
+            "override or FOWNER: it changes only what root owns"
+        },
     )
 
 
-def layout_job_name(*, namespace: str, claim_name: str, teams: Sequence[str]) -> str:
+def layout_job_name(
+    *, namespace: str, claim_name: str, teams: Mapping[str, int], root_zones: Sequence[str]
+) -> str:
     return "fsx-layout-" + spec_hash(
         lambda scope, name: _layout(
-            scope, name=name, namespace=namespace, claim_name=claim_name, teams=teams
+            scope, name=name, namespace=namespace, claim_name=claim_name, teams=teams, root_zones=root_zones
         ),
         kind="Job",
     )
 
 
 class FsxLayoutChart(cdk8s.Chart):
-    """The Job ``fsx-layout-<hash>`` that creates ``/datasets`` and each team's directory."""
+    """The Job ``fsx-layout-<hash>`` that creates ``/datasets`` and each team's directory, owned by the team."""
 
     def __init__(
-        self, scope: Construct, id: str, *, namespace: str, claim_name: str, teams: Sequence[str]
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        namespace: str,
+        claim_name: str,
+        teams: Mapping[str, int],
+        root_zones: Sequence[str],
     ) -> None:
         super().__init__(scope, id)
-        self.job_name = layout_job_name(namespace=namespace, claim_name=claim_name, teams=teams)
-        _layout(self, name=self.job_name, namespace=namespace, claim_name=claim_name, teams=teams)
+        self.job_name = layout_job_name(
+            namespace=namespace, claim_name=claim_name, teams=teams, root_zones=root_zones
+        )
+        _layout(
+            self,
+            name=self.job_name,
+            namespace=namespace,
+            claim_name=claim_name,
+            teams=teams,
+            root_zones=root_zones,
+        )

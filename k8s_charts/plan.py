@@ -87,6 +87,9 @@ class FileSystemValues:
     storage_capacity_gib: int
     generation: str
     """Changes exactly when CloudFormation replaces the file system: every claim is named after it."""
+    root_zones: tuple[str, ...]
+    """The zones whose system nodes keep root on the file system (its root squash exemptions): the
+    platform's Jobs run there, and only there can they create the layout."""
 
     @property
     def claim_name(self) -> str:
@@ -112,6 +115,8 @@ class TeamValues:
     name: str
     queue: QueueValues
     member_group: str
+    uid: int
+    """Owner (uid = gid) of the team's directory; its training pods run as it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,6 +194,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     file_system = values.file_system
     queues = [team.queue for team in values.teams]
     team_names = [team.name for team in values.teams]
+    owners = {team.name: team.uid for team in values.teams}
 
     def chart(
         name: str,
@@ -285,11 +291,15 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 FsxLayoutChart,
                 namespace=PLATFORM_NAMESPACE,
                 claim_name=file_system.claim_name,
-                teams=team_names,
+                teams=owners,
+                root_zones=file_system.root_zones,
             ),
             after=("fsx-storage",),
             identity=layout_job_name(
-                namespace=PLATFORM_NAMESPACE, claim_name=file_system.claim_name, teams=team_names
+                namespace=PLATFORM_NAMESPACE,
+                claim_name=file_system.claim_name,
+                teams=owners,
+                root_zones=file_system.root_zones,
             ).removeprefix("fsx-layout-"),
         ),
         *(
@@ -300,10 +310,14 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     dataset=dataset,
                     namespace=PLATFORM_NAMESPACE,
                     claim_name=file_system.claim_name,
+                    root_zones=file_system.root_zones,
                 ),
                 after=("fsx-layout",),
                 identity=staging_job_name(
-                    dataset, namespace=PLATFORM_NAMESPACE, claim_name=file_system.claim_name
+                    dataset,
+                    namespace=PLATFORM_NAMESPACE,
+                    claim_name=file_system.claim_name,
+                    root_zones=file_system.root_zones,
                 ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets
@@ -334,6 +348,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 namespace=PLATFORM_NAMESPACE,
                 claim_name=file_system.claim_name,
                 memory_gib=values.tensorboard.memory_gib,
+                # Team directories are 2750: TensorBoard reads them as a member of every team's group.
+                team_groups=tuple(sorted(owners.values())),
             ),
             after=("fsx-storage",),
             applied=values.tensorboard.applied,

@@ -4,6 +4,9 @@ Data set staging and the file system's layout are such Jobs. They share how they
 image, no service-account token, the runtime's seccomp profile, no capabilities, a read-only root
 file system, nothing may connect to them, and a few retries within a deadline. They run as root only
 because the Lustre root directory is root-owned and they are its first writers.
+
+Root squash (constructs_trn/lustre_storage.py) maps root to nobody on every client but the system
+nodes outside the Trainium zone: the Jobs run there (``root_zones``), the one place root is root.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from k8s_charts.isolation import deny_ingress
 from k8s_charts.policy_exceptions import policy_exceptions
 from k8s_charts.resources import container_resources
 
-__all__ = ["DEFAULT_IMAGE", "platform_job"]
+__all__ = ["DEFAULT_IMAGE", "ZONE_LABEL", "platform_job"]
 
 # Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
 # Public so pulls need no Docker Hub quota. Its busybox has sh, wget (HTTPS via ssl_client), tar,
 # mkfifo, tee and sha256sum: everything the platform's scripts use.
 DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
+# The well-known label the cloud provider sets on every node: its availability zone.
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 _ROOT_WRITER = (
     "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
@@ -45,12 +50,19 @@ def platform_job(
     environment: Mapping[str, str],
     backoff_limit: int,
     deadline_seconds: int,
+    root_zones: Sequence[str],
+    add_capabilities: Mapping[str, str] | None = None,
     image: str = DEFAULT_IMAGE,
 ) -> k8s.KubeJob:
-    """The Job ``name`` running ``script`` under ``/bin/sh -c`` with ``arguments`` as "$@"."""
+    """The Job ``name`` running ``script`` under ``/bin/sh -c`` with ``arguments`` as "$@".
+
+    ``add_capabilities``: capability -> why the Job needs it (its policy exception says so)."""
+    added = dict(add_capabilities or {})
     problem = pinned_image_problem(image)
     if problem is not None:
         raise ValueError(problem)
+    if not root_zones:
+        raise ValueError("a platform Job needs the zones whose nodes keep root on the file system")
     container = k8s.Container(
         name="main",
         image=image,
@@ -66,7 +78,7 @@ def platform_job(
         ),
         security_context=k8s.SecurityContext(
             allow_privilege_escalation=False,
-            capabilities=k8s.Capabilities(drop=["ALL"]),
+            capabilities=k8s.Capabilities(drop=["ALL"], add=sorted(added) or None),
             read_only_root_filesystem=True,
         ),
         volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
@@ -78,7 +90,17 @@ def platform_job(
             name=name,
             namespace=namespace,
             labels=dict(labels),
-            annotations=policy_exceptions({"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER}),
+            annotations=policy_exceptions(
+                {
+                    "CKV_K8S_23": _ROOT_WRITER,
+                    "CKV_K8S_40": _ROOT_WRITER,
+                    **(
+                        {"CKV_K8S_25": "; ".join(f"{name}: {why}" for name, why in added.items())}
+                        if added
+                        else {}
+                    ),
+                }
+            ),
         ),
         spec=k8s.JobSpec(
             backoff_limit=backoff_limit,
@@ -92,6 +114,22 @@ def platform_job(
                     enable_service_links=False,
                     security_context=k8s.PodSecurityContext(
                         seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+                    ),
+                    # Squashed elsewhere, root would be nobody and could create nothing.
+                    affinity=k8s.Affinity(
+                        node_affinity=k8s.NodeAffinity(
+                            required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
+                                node_selector_terms=[
+                                    k8s.NodeSelectorTerm(
+                                        match_expressions=[
+                                            k8s.NodeSelectorRequirement(
+                                                key=ZONE_LABEL, operator="In", values=list(root_zones)
+                                            )
+                                        ]
+                                    )
+                                ]
+                            )
+                        )
                     ),
                     containers=[container],
                     volumes=[

@@ -25,6 +25,7 @@ CNI's policy agent always admits the node's address, aws/aws-network-policy-agen
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cdk8s
@@ -137,6 +138,7 @@ class TensorBoardChart(cdk8s.Chart):
         namespace: str,
         claim_name: str,
         memory_gib: int = 2,
+        team_groups: Sequence[int] = (),
         image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
@@ -171,6 +173,7 @@ class TensorBoardChart(cdk8s.Chart):
                         claim_name=claim_name,
                         logdir=runs_directory(),
                         memory=f"{memory_gib}Gi",
+                        team_groups=team_groups,
                     ),
                 ),
             ),
@@ -190,7 +193,9 @@ class TensorBoardChart(cdk8s.Chart):
         deny_ingress(self, name=TENSORBOARD_NAME, namespace=namespace, pod_labels=TENSORBOARD_LABELS)
 
 
-def _pod_spec(*, image: str, claim_name: str, logdir: str, memory: str) -> k8s.PodSpec:
+def _pod_spec(
+    *, image: str, claim_name: str, logdir: str, memory: str, team_groups: Sequence[int]
+) -> k8s.PodSpec:
     http = k8s.IntOrString.from_number(PORT)
     environment = [
         k8s.EnvVar(name="HOME", value=_TMP),
@@ -211,6 +216,7 @@ def _pod_spec(*, image: str, claim_name: str, logdir: str, memory: str) -> k8s.P
             run_as_non_root=True,
             run_as_user=_UID,
             run_as_group=_UID,
+            supplemental_groups=list(team_groups) or None,
             seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
         ),
         init_containers=[

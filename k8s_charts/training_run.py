@@ -117,6 +117,8 @@ class TrainingRun:
     retries: int
     rendezvous_endpoint: str
     pod_labels: Mapping[str, str]
+    run_as: int
+    """The team's uid (and gid): owner of its directory, never root (root is squashed on Trainium nodes)."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -130,6 +132,8 @@ class TrainingRun:
         problem = pinned_image_problem(self.image)
         if problem is not None:
             raise ValueError(problem)
+        if self.run_as < 1:
+            raise ValueError(f"run_as must be a non-root uid, got {self.run_as}")
         if not re.fullmatch(r"[A-Za-z0-9_-]+", self.cacheset):
             raise ValueError(f"cacheset {self.cacheset!r} may hold only letters, digits, '-' and '_'")
 
@@ -180,6 +184,8 @@ def _environment(
         "FI_EFA_FORK_SAFE": "1",
         "NEURON_RT_RESET_CORES": "1",
         "XLA_TRANSFER_SEED_ASYNC": "1",
+        # The image's root home is not the team's: tools that write under $HOME get a writable one.
+        "HOME": "/tmp",
         "http_proxy": _CLOSED_PROXY,
         "HTTP_PROXY": _CLOSED_PROXY,
         "no_proxy": _NO_PROXY,
@@ -187,12 +193,15 @@ def _environment(
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
         **run.environment,
         # What k8s_charts/scripts/run_worker.sh reads.
-        "REQUIRED_MARKERS": " ".join(dataset.marker for dataset in run.datasets),
+        "REQUIRED_MARKERS": "\n".join(
+            f"{dataset.marker} {dataset.staged_version}" for dataset in run.datasets
+        ),
         "STAGING_ATTEMPTS": str(STAGING_ATTEMPTS),
         "HEARTBEAT_STALE_SECONDS": str(HEARTBEAT_STALE_SECONDS),
         # The staging Job's own deadline, plus its retries' backoff: past it, staging has ended.
         "WAIT_TIMEOUT_SECONDS": str(STAGING_DEADLINE_SECONDS + 1800),
         "VERIFY_FILES": "\n".join(f"{sha}  {path}" for path, sha in sorted(_verified_files(run).items())),
+        "RUN_SCRIPT": run.script,
         "PYTHON_REQUIREMENTS": "\n".join(run.python_requirements),
         "PYTHON_TARGET": _PYTHON_TARGET,
         "NEURON_CACHE_ROOT": run.cache_root,
@@ -255,7 +264,12 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="python", mount_path=_PYTHON_TARGET),
         ],
         security_context=vc.JobSpecTasksTemplateSpecContainersSecurityContext(
-            allow_privilege_escalation=False
+            allow_privilege_escalation=False,
+            # Neuron devices and EFA need no capability: the device plugins hand the pod its device
+            # nodes, and their modes (0666 from the Neuron driver's and rdma-core's udev rules) let any
+            # uid open them; memory registration is bounded by RLIMIT_MEMLOCK, for root without
+            # CAP_IPC_LOCK (not in the runtime's default set) exactly as for any other uid.
+            capabilities=vc.JobSpecTasksTemplateSpecContainersSecurityContextCapabilities(drop=["ALL"]),
         ),
     )
 
@@ -307,9 +321,17 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                             automount_service_account_token=False,
                             # The runtime's default seccomp profile is what `docker run` gives the Neuron images.
                             security_context=vc.JobSpecTasksTemplateSpecSecurityContext(
+                                # The team's own uid and gid: they own its directory (k8s_charts/fsx_layout.py).
+                                run_as_non_root=True,
+                                run_as_user=run.run_as,
+                                run_as_group=run.run_as,
+                                # The package emptyDir is the group's; the FSx CSI driver's volumes
+                                # (no fsType) are left alone, and OnRootMismatch never walks a tree.
+                                fs_group=run.run_as,
+                                fs_group_change_policy="OnRootMismatch",
                                 seccomp_profile=vc.JobSpecTasksTemplateSpecSecurityContextSeccompProfile(
                                     type="RuntimeDefault"
-                                )
+                                ),
                             ),
                             node_selector={NODE_GROUP_LABEL: run.node_group},
                             tolerations=[
@@ -365,11 +387,6 @@ def run_id(run: TrainingRun) -> str:
     return f"{run.name}-{digest}"
 
 
-# Root, as AWS ships and tests the Neuron training images (their docs run them with `docker run`).
-_AS_ROOT = (
-    "the Neuron training image runs as root, as AWS ships and tests it; the compile cache and "
-    "checkpoints live on the root-owned Lustre file system shared with the staging job"
-)
 # checkov looks for a batch/v1 Job's spec.template and, not finding one, reports its pod checks as
 # failed; these pods are in spec.tasks[].template, which sets both (tests/k8s/test_training_run.py).
 _NOT_A_BATCH_JOB = (
@@ -377,8 +394,8 @@ _NOT_A_BATCH_JOB = (
 )
 _POLICY_EXCEPTIONS = policy_exceptions(
     {
-        "CKV_K8S_23": _AS_ROOT,
-        "CKV_K8S_40": _AS_ROOT,
+        "CKV_K8S_23": _NOT_A_BATCH_JOB + "runAsNonRoot with the team's uid",
+        "CKV_K8S_40": _NOT_A_BATCH_JOB + "the team's uid, at least 10000",
         "CKV_K8S_29": _NOT_A_BATCH_JOB + "a pod security context",
         "CKV_K8S_31": _NOT_A_BATCH_JOB + "seccompProfile RuntimeDefault",
         "CKV_K8S_38": _NOT_A_BATCH_JOB + "automountServiceAccountToken false",

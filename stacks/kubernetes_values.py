@@ -40,6 +40,7 @@ __all__ = [
     "kubernetes_values",
     "placeholder_file_system",
     "review_plan",
+    "root_zones",
     "team_capability",
     "training_run",
 ]
@@ -63,6 +64,15 @@ def file_system_generation(config: StackConfig) -> str:
     return hashlib.sha256(json.dumps(replaced_by).encode()).hexdigest()[:6]
 
 
+def root_zones(config: StackConfig) -> tuple[str, ...]:
+    """The zones whose nodes keep root on the file system: every zone of the VPC but the Trainium one.
+
+    Root squash exempts the private subnets of these zones (constructs_trn/lustre_storage.py), where
+    only system nodes run; the Trainium subnet, system nodes in it included, is squashed. The
+    platform's Jobs, which create the layout as root, are scheduled into these zones."""
+    return tuple(zone for zone in config.vpc.availability_zones if zone != config.trainium.availability_zone)
+
+
 def file_system_values(
     config: StackConfig, *, file_system_id: str, dns_name: str, mount_name: str
 ) -> FileSystemValues:
@@ -72,6 +82,7 @@ def file_system_values(
         mount_name=mount_name,
         storage_capacity_gib=config.fsx.storage_capacity_gib,
         generation=file_system_generation(config),
+        root_zones=root_zones(config),
     )
 
 
@@ -85,11 +96,11 @@ def placeholder_file_system(config: StackConfig) -> FileSystemValues:
     )
 
 
-def _preset_dataset(preset: DatasetPreset) -> Dataset:
+def _preset_dataset(preset: DatasetPreset, *, archive_sha256: str | None) -> Dataset:
     return Dataset(
         name=preset.name,
         archive_url=preset.archive_url,
-        archive_sha256=preset.archive_sha256,
+        archive_sha256=preset.archive_sha256 or archive_sha256,
         files=tuple(RemoteFile(url=file.url, sha256=file.sha256, name=file.name) for file in preset.files),
     )
 
@@ -107,8 +118,13 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
         )
         for dataset in config.datasets
     }
-    if any(run.preset == BERT_LARGE.name for run in config.runs):
-        found[BERT_LARGE.dataset.name] = _preset_dataset(BERT_LARGE.dataset)
+    preset_runs = [run for run in config.runs if run.preset == BERT_LARGE.name]
+    if preset_runs:
+        # One pin at most (config/consistency.py): the runs of the preset share its data set.
+        pins = [run.parameters.dataset_archive_sha256 for run in preset_runs if run.parameters is not None]
+        found[BERT_LARGE.dataset.name] = _preset_dataset(
+            BERT_LARGE.dataset, archive_sha256=next((pin for pin in pins if pin), None)
+        )
     return found
 
 
@@ -171,6 +187,7 @@ def training_run(
         retries=run.retries,
         rendezvous_endpoint=f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}",
         pod_labels=TRAINING_POD_LABELS,
+        run_as=team.owner_id,
     )
 
 
@@ -186,6 +203,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                     name=team.queue_name, capability=team_capability(config, team), weight=team.weight
                 ),
                 member_group=team_rbac_group(team.name),
+                uid=team.owner_id,
             )
             for team in config.teams
         ),

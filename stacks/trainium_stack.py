@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, team_rbac_group
+from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, ROOT_SQUASH_ID, team_rbac_group
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
@@ -30,7 +31,7 @@ from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
 from k8s_charts.plan import render
-from stacks.kubernetes_values import file_system_values, kubernetes_plan
+from stacks.kubernetes_values import file_system_values, kubernetes_plan, root_zones
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -132,6 +133,17 @@ class TrainiumStack(Stack):
             throughput_mib_per_tib=config.fsx.throughput_mib_per_tib,
             s3_import_path=config.fsx.s3_import_path,
             removal_policy=_REMOVAL_POLICIES[config.fsx.removal_policy],
+            # Root on a Trainium node (or on a system node in the Trainium subnet) is nobody on the
+            # file system; the system nodes' subnets of the other zones, where the platform's Jobs
+            # run (stacks/kubernetes_values.root_zones), keep root.
+            root_squash_to=f"{ROOT_SQUASH_ID}:{ROOT_SQUASH_ID}",
+            root_squash_exempt_cidrs=[
+                subnet.ipv4_cidr_block
+                for subnet in vpc.select_subnets(
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    availability_zones=list(root_zones(config)),
+                ).subnets
+            ],
         )
         self.images = TrainingImageRepository(
             self,

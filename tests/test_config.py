@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from config import ConfigError, StackConfig, load_config, parse_config
 from config.consistency import CROSS_CHECKS, zone_id_prefix
+from stacks.kubernetes_values import datasets
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 from tests.yaml_edits import with_change as change_key
 
@@ -841,6 +842,64 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="member-who-is-an-admin",
         ),
         pytest.param(
+            with_runs(teams=[{"name": "a", "uid": 200000}, {"name": "b", "uid": 200000}]),
+            "teams[1].uid: 200000 is also the uid of team 'a'; give this team a uid of its own",
+            id="two-teams-one-owner",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "uid": 65534}]),
+            "teams[0].uid: 65534 is the id root is squashed to on the file system; pick another",
+            id="team-as-nobody",
+        ),
+        pytest.param(
+            with_runs(datasets=[{"name": "d", "archive_url": "https://example.com/d.tar"}]),
+            "datasets[0]: archive_url needs archive_sha256: what is unpacked where runs read it must be "
+            "the archive you checked (sha256sum of the tar file)",
+            id="archive-without-checksum",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "script": "/data/train.py"}),
+            "runs[0].script: '/data/train.py' is on a writable volume, where no checksum covers it: make it "
+            "a file of a data set (checked by SHA-256 on every attempt) or a path in the pinned image",
+            id="script-on-the-teams-volume",
+        ),
+        pytest.param(
+            with_runs(
+                {**GENERIC_RUN, "script": "$(DATASET_D)/other.py", "datasets": ["d"]},
+                datasets=[
+                    {
+                        "name": "d",
+                        "files": [{"url": "https://e.com/t.py", "sha256": "a" * 64, "name": "t.py"}],
+                    }
+                ],
+            ),
+            "runs[0].script: 'other.py' is not one of the files of data set 'd', which are checked by SHA-256 "
+            "before they run: list it under its files with its sha256",
+            id="script-not-a-checked-file",
+        ),
+        pytest.param(
+            with_runs(
+                {**GENERIC_RUN, "script": "$(DATASET_D)/t.py"},
+                datasets=[
+                    {
+                        "name": "d",
+                        "files": [{"url": "https://e.com/t.py", "sha256": "a" * 64, "name": "t.py"}],
+                    }
+                ],
+            ),
+            "runs[0].script: '$(DATASET_D)/t.py' names no data set of this run's datasets",
+            id="script-of-a-data-set-the-run-does-not-use",
+        ),
+        pytest.param(
+            with_runs(
+                {"name": "a", "preset": "bert-large", "parameters": {"dataset_archive_sha256": "a" * 64}},
+                {"name": "b", "preset": "bert-large", "parameters": {"dataset_archive_sha256": "b" * 64}},
+            ),
+            "runs[1].parameters.dataset_archive_sha256: differs from runs[0]'s; the runs of preset bert-large "
+            "share one data set: give one checksum",
+            id="two-pins-of-the-preset-archive",
+        ),
+        pytest.param(
             with_runs(training={"nodes": 2}),
             "training: the training section was replaced by runs (docs/runs.md); the tutorial's run is "
             "runs: [{name: bert-large, preset: bert-large, apply: true, nodes: 2}]",
@@ -915,3 +974,27 @@ def test_reserved_groups_update_without_surge_and_others_with_it() -> None:
         "trn1-32xl-block": "MINIMAL",  # a Capacity Block
     }
     assert load_config(DEFAULT_CONFIG).trainium.node_groups[0].update_strategy == "DEFAULT"
+
+
+def test_a_pinned_preset_archive_is_a_new_verified_version_of_its_data_set() -> None:
+    unpinned = datasets(parse_config(with_runs({"name": "bert", "preset": "bert-large"})))
+    pinned = datasets(
+        parse_config(
+            with_runs(
+                {"name": "bert", "preset": "bert-large", "parameters": {"dataset_archive_sha256": "a" * 64}}
+            )
+        )
+    )
+    [before], [after] = unpinned.values(), pinned.values()
+    assert before.archive_sha256 is None and before.staged_version.endswith("archive-sha256=unverified")
+    assert after.archive_sha256 == "a" * 64 and after.identity != before.identity
+
+
+def test_a_teams_uid_is_derived_from_its_name_alone() -> None:
+    """Adding, removing or reordering teams never changes who owns a team's files."""
+    one = parse_config(with_runs(teams=[{"name": "a"}, {"name": "b"}]))
+    other = parse_config(with_runs(teams=[{"name": "c"}, {"name": "b"}, {"name": "a"}]))
+    owners = {team.name: team.owner_id for team in one.teams}
+    assert owners == {team.name: team.owner_id for team in other.teams if team.name in owners}
+    assert all(100_000 <= uid < 1_000_000 for uid in owners.values()) and len(set(owners.values())) == 2
+    assert parse_config(with_runs(teams=[{"name": "a", "uid": 54321}])).teams[0].owner_id == 54321

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from typing import Any
 
 import pytest
 
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.versions import ADDON_NAMES
+from constructs_trn.lustre_storage import lustre_nid_range
+from stacks.kubernetes_values import review_plan, root_zones
 from tests.conftest import Synthesized
 
 ALL_TRAFFIC = "-1"
@@ -450,3 +454,102 @@ def test_stack_is_far_below_the_template_size_limit(
 ) -> None:
     for synthesized in (default_stack, example_stack):
         assert len(json.dumps(synthesized.json, separators=(",", ":"))) < 1_000_000
+
+
+# --- Root squash (docs/code-integrity.md) ---------------------------------------------------------
+
+
+def _nid_covers(nid: str, address: str) -> bool:
+    """Whether a Lustre NID range such as ``10.0.[64-127].[0-255]@tcp`` names ``address``."""
+    pattern, network = nid.split("@")
+    assert network == "tcp"
+    for part, octet in zip(pattern.split("."), address.split("."), strict=True):
+        low, _, high = part.strip("[]").partition("-")
+        if not int(low) <= int(octet) <= int(high or low):
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("cidr", "nid"),
+    [
+        ("10.0.64.0/18", "10.0.[64-127].[0-255]@tcp"),
+        ("10.0.5.0/24", "10.0.5.[0-255]@tcp"),
+        ("172.16.0.0/12", "172.[16-31].[0-255].[0-255]@tcp"),
+        ("10.0.1.6/32", "10.0.1.6@tcp"),
+    ],
+)
+def test_a_cidr_block_is_one_lustre_nid_range(cidr: str, nid: str) -> None:
+    assert lustre_nid_range(cidr) == nid
+    # The FSx API's own limits on a NoSquashNids entry.
+    assert re.fullmatch(r"([0-9\[\]\-]*\.){3}([0-9\[\]\-]*)@tcp", nid) and 11 <= len(nid) <= 43
+
+
+@pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
+def test_root_is_squashed_on_the_trainium_subnet_and_kept_only_where_the_platform_jobs_run(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    synthesized: Synthesized = request.getfixturevalue(fixture)
+    file_system_id, file_system = synthesized.only("AWS::FSx::FileSystem")
+    [trainium_subnet] = file_system["Properties"]["SubnetIds"]
+    _, squash = synthesized.only("Custom::LustreRootSquash")
+    for call in ("Create", "Update"):  # set on create and on every change: an in-place update
+        parts = squash["Properties"][call]["Fn::Join"][1]
+        assert {"Ref": file_system_id} in parts
+        text = "".join(part for part in parts if isinstance(part, str))
+        assert '"action":"updateFileSystem","service":"FSx"' in text
+        configuration = synthesized.stack.storage.root_squash.configuration
+        assert json.dumps({"RootSquashConfiguration": configuration}, separators=(",", ":")) in text
+    assert configuration["RootSquash"] == "65534:65534"
+    subnets = synthesized.resources("AWS::EC2::Subnet")
+    private = {
+        logical_id: subnet["Properties"]
+        for logical_id, subnet in subnets.items()
+        if not subnet["Properties"].get("MapPublicIpOnLaunch")
+    }
+    exempt_zones = set(root_zones(synthesized.config))
+    assert exempt_zones and synthesized.config.trainium.availability_zone not in exempt_zones
+    for logical_id, subnet in private.items():
+        first = str(ipaddress.IPv4Network(subnet["CidrBlock"])[1])
+        last = str(ipaddress.IPv4Network(subnet["CidrBlock"])[-2])
+        exempt = any(
+            _nid_covers(nid, first) or _nid_covers(nid, last) for nid in configuration["NoSquashNids"]
+        )
+        # Every address of a root zone's private subnet keeps root; none of the Trainium subnet does.
+        assert exempt == (subnet["AvailabilityZone"] in exempt_zones), logical_id
+        if {"Ref": logical_id} == trainium_subnet:
+            assert not exempt
+
+
+def test_the_root_squash_call_may_update_only_this_file_system(default_stack: Synthesized) -> None:
+    file_system_id, _ = default_stack.only("AWS::FSx::FileSystem")
+    policies = [
+        policy["Properties"]["PolicyDocument"]["Statement"]
+        for logical_id, policy in default_stack.resources("AWS::IAM::Policy").items()
+        if logical_id.startswith("StorageRootSquash")
+    ]
+    [[statement]] = policies
+    assert statement["Action"] == "fsx:UpdateFileSystem"
+    assert {"Ref": file_system_id} in statement["Resource"]["Fn::Join"][1]
+
+
+def test_the_platform_jobs_run_only_in_the_zones_that_keep_root(example_stack: Synthesized) -> None:
+    config = example_stack.config
+    plan = review_plan(config)
+    jobs = [
+        manifest
+        for step in plan.steps
+        for manifest in getattr(step, "manifests", ())
+        if manifest["kind"] == "Job" and manifest["metadata"]["namespace"] == "trainium-system"
+    ]
+    assert {job["metadata"]["labels"]["app.kubernetes.io/name"] for job in jobs} == {
+        "fsx-layout",
+        "dataset-staging",
+    }
+    for job in jobs:
+        [term] = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert term["matchExpressions"] == [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(root_zones(config))}
+        ]

@@ -4,12 +4,29 @@
 # volumes mount must exist before a team's pod mounts them. Idempotent: it only creates what is
 # missing and never removes anything (a dropped team's files stay until removed by hand).
 #
-# Arguments: the teams' names.
+# Each team's directory belongs to the team: owner and group its id, mode 2750 (the team writes,
+# its group reads, files made inside keep the group). A directory that does not yet belong to the
+# team (a new one, or one that root's pods filled before root squash) is handed over whole, once.
+# Root here is root because the Job runs where the file system does not squash it, with CHOWN as
+# its one capability: it modifies only directories root owns.
+#
+# Arguments: the teams, as <name>:<uid> (the gid is the uid).
 # Environment: DATA_MOUNT (the whole file system), TEAMS_DIR, DATASETS_DIR.
 set -eu
-mkdir -p "$DATA_MOUNT/$DATASETS_DIR"
+umask 022
+mkdir -p "$DATA_MOUNT/$DATASETS_DIR" "$DATA_MOUNT/$TEAMS_DIR"
 echo "$DATA_MOUNT/$DATASETS_DIR: ready"
-for team in "$@"; do
-  mkdir -p "$DATA_MOUNT/$TEAMS_DIR/$team"
-  echo "$DATA_MOUNT/$TEAMS_DIR/$team: ready"
+for entry in "$@"; do
+  team=${entry%%:*}
+  id=${entry#*:}
+  dir="$DATA_MOUNT/$TEAMS_DIR/$team"
+  mkdir -p "$dir"
+  owner=$(stat -c %u:%g "$dir")
+  if [ "$owner" != "$id:$id" ]; then
+    # The mode first, while root owns it (no FOWNER needed); chown keeps a directory's setgid bit.
+    chmod 2750 "$dir"
+    chown -R "$id:$id" "$dir"
+    echo "$dir: handed from $owner to $id:$id"
+  fi
+  echo "$dir: ready, owned by $(stat -c %u:%g "$dir") mode $(stat -c %a "$dir")"
 done

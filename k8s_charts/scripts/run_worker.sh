@@ -8,13 +8,18 @@
 #   VC_TASK_INDEX          this replica's index, from Volcano's env plugin
 #   NODES                  replicas of the run
 #   RUN_ID                 the run's name and hash; OUTPUT_DIR is the run's own directory
-#   REQUIRED_MARKERS       space-separated markers of the data sets this run needs (.staged files)
+#   REQUIRED_MARKERS       the data sets this run needs, one "MARKER VERSION" line each: the .staged
+#                          file and what the staging job wrote in it (the version's identity and
+#                          the archive's SHA-256, k8s_charts/dataset_staging.py)
 #   STAGING_ATTEMPTS       failed staging attempts after which a data set has failed for good
 #   HEARTBEAT_STALE_SECONDS  a staging heartbeat older than this with no attempt alive means failure
 #   WAIT_TIMEOUT_SECONDS   the longest this pod waits for a data set at all
 #   VERIFY_FILES           "sha256  path" lines (sha256sum -c format) checked before anything runs
-#   PYTHON_REQUIREMENTS    pip requirement lines with --hash, installed into PYTHON_TARGET
-#   PYTHON_TARGET          a directory local to the pod, put first on PYTHONPATH
+#   RUN_SCRIPT             the script the launcher runs; its directory may hold no importable file
+#                          that VERIFY_FILES does not check (Python imports from there first)
+#   PYTHON_REQUIREMENTS    pip requirement lines with --hash, installed under PYTHON_TARGET
+#   PYTHON_TARGET          a directory local to the pod; the packages go to <hash of the list>/site,
+#                          put first on PYTHONPATH, with a manifest of every installed file's SHA-256
 #   NEURON_CACHE_ROOT, CACHESET   this replica's cache is $NEURON_CACHE_ROOT/${CACHESET}_$VC_TASK_INDEX
 #   CACHE_LOCK_TIMEOUT_SECONDS    how long to wait for another run to release that cache
 #   PRECOMPILE_ARGS        empty: no precompile phase; else appended to the launcher, which runs
@@ -57,18 +62,74 @@ wait_for_dataset() {
   done
 }
 
-for marker in $REQUIRED_MARKERS; do
+# tree_manifest DIR: every entry under DIR, sorted: "<sha256>  ./path" for a file, "<type>  ./path"
+# for anything else (d directory, l symbolic link, ...). Any change, addition or removal shows.
+tree_manifest() {
+  (
+    cd "$1"
+    find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum
+    find . ! -type f -printf '%y  %p\n' | LC_ALL=C sort
+  )
+}
+
+# install_packages: the run's packages, installed by pip with --require-hashes (every wheel is the
+# one the configuration names), into a directory named after the list, with a manifest of what pip
+# wrote. Returns the tree in $site. The manifest is written last: a directory without one is an
+# interrupted install, redone from scratch. Every attempt checks the tree against its manifest
+# before anything imports from it, so a tree changed after it was checked is refused, not used.
+install_packages() {
+  local key dir manifest
+  key=$(sha256sum <<<"$PYTHON_REQUIREMENTS" | cut -c 1-16)
+  dir="$PYTHON_TARGET/$key"
+  site="$dir/site"
+  manifest="$dir/manifest.sha256"
+  if [ ! -e "$manifest" ]; then
+    if [ -e "$dir" ]; then chmod -R u+w "$dir" && rm -rf "$dir"; fi
+    mkdir -p "$site"
+    if ! python3 -m pip install --quiet --no-deps --require-hashes --no-cache-dir --target "$site" \
+        -r /dev/stdin <<<"$PYTHON_REQUIREMENTS"; then
+      cannot_proceed "the run's Python packages do not install with their hashes"
+    fi
+    # Read-only from here: Python cannot drop new bytecode into it, nothing writes it by accident.
+    chmod -R a-w "$site"
+    tree_manifest "$site" > "$manifest.partial"
+    mv "$manifest.partial" "$manifest"
+  fi
+  local changed
+  if ! changed=$(diff "$manifest" <(tree_manifest "$site")); then
+    changed=$(grep -m 1 '^[<>]' <<<"$changed" | sed 's/^[<>] [^ ]*  //')
+    cannot_proceed "installed Python package file $site/${changed#./} does not match the manifest written at install"
+  fi
+}
+
+while read -r marker version; do
+  [ -n "$marker" ] || continue
   wait_for_dataset "$marker"
-done
-if [ -n "$VERIFY_FILES" ] && ! sha256sum --check --strict --quiet <<<"$VERIFY_FILES"; then
-  cannot_proceed "a file of the run does not have its checksum (see above)"
+  # The staging job writes the version it staged into the marker. A full re-hash of the data set
+  # per attempt is not done: it is tens of GB on every node of every attempt, read from the
+  # shared file system, and the archive's checksum covers the stream, not the unpacked files. The
+  # data sets are mounted read-only here and, under root squash, writable only by the platform.
+  staged=$(head -n 1 "$marker")
+  if [ "$staged" != "$version" ]; then
+    cannot_proceed "data set marker $marker records '$staged', the configuration expects '$version'"
+  fi
+done <<<"$REQUIRED_MARKERS"
+if [ -n "$VERIFY_FILES" ] && ! failed=$(sha256sum --check --strict --quiet <<<"$VERIFY_FILES" 2>&1); then
+  cannot_proceed "checksum mismatch: $(head -n 1 <<<"$failed")"
+fi
+# sys.path[0] is the script's directory: an unchecked module or bytecode beside the script would be
+# imported before the image's or the run's packages.
+if [ -n "${RUN_SCRIPT:-}" ] && [ -d "$(dirname "$RUN_SCRIPT")" ]; then
+  while IFS= read -r -d '' candidate; do
+    if ! grep -qxF -- "$candidate" <<<"$(cut -d ' ' -f 3- <<<"$VERIFY_FILES")"; then
+      cannot_proceed "unchecked importable file $candidate beside the script"
+    fi
+  done < <(find "$(dirname "$RUN_SCRIPT")" -mindepth 1 -maxdepth 1 \
+             \( -name '*.py' -o -name '*.pyc' -o -name '*.so' -o -name '*.pth' -o -name __pycache__ \) -print0)
 fi
 if [ -n "$PYTHON_REQUIREMENTS" ]; then
-  if ! python3 -m pip install --quiet --no-deps --require-hashes --no-cache-dir --target "$PYTHON_TARGET" \
-      -r /dev/stdin <<<"$PYTHON_REQUIREMENTS"; then
-    cannot_proceed "the run's Python packages do not install with their hashes"
-  fi
-  export PYTHONPATH="$PYTHON_TARGET${PYTHONPATH:+:$PYTHONPATH}"
+  install_packages
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
 # This replica's compile cache, held for the pod's whole life: two runs never write one cache.

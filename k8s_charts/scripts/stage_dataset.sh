@@ -8,6 +8,8 @@
 #   DATASET_NAME        for messages
 #   DATASET_DIR         this version's directory; emptied, then the archive unpacks into it
 #   MARKER              beside DATASET_DIR, written last, once everything is in place and verified
+#   STAGED_VERSION      the marker's first line: the version's identity and the archive checksum
+#                       it was verified against; training pods refuse a marker without it
 #   ARCHIVE_URL         optional: a tar streamed into DATASET_DIR
 #   ARCHIVE_SHA256      optional: the archive's checksum, verified while it streams
 #
@@ -33,10 +35,12 @@ finish() {
 trap finish EXIT
 trap 'reason="terminated (deadline, eviction or deletion)"; exit 143' TERM INT
 
-if [ -e "$MARKER" ]; then
+if [ -e "$MARKER" ] && [ "$(head -n 1 "$MARKER")" = "$STAGED_VERSION" ]; then
   echo "$DATASET_NAME: already staged in $DATASET_DIR"
   exit 0
 fi
+# A marker without this version's line (an older release's empty marker) vouches for nothing.
+rm -f "$MARKER"
 mkdir -p "$(dirname "$MARKER")"
 ( while :; do touch "$heartbeat"; sleep 30; done ) >/dev/null 2>&1 &
 heartbeat_pid=$!
@@ -59,6 +63,7 @@ fetch() {
   mv "$3.partial" "$3"
 }
 
+actual=""
 if [ -n "${ARCHIVE_URL:-}" ]; then
   echo "$DATASET_DIR: streaming $ARCHIVE_URL"
   reason="cannot download or unpack $ARCHIVE_URL"
@@ -88,7 +93,12 @@ while [ "$#" -ge 3 ]; do
   fetch "$1" "$2" "$3"
   shift 3
 done
+# Readable by every team's uid whatever modes the archive carried; written by nobody but root here.
+reason="cannot make $DATASET_DIR readable"
+chmod -R a+rX,go-w "$DATASET_DIR"
 reason="cannot write $MARKER"
-touch "$MARKER"
+# Written whole, then renamed: a reader sees no marker or the complete one.
+printf '%s\n%s\n' "$STAGED_VERSION" "archive-sha256-streamed=${actual:-none}" > "$MARKER.partial"
+mv "$MARKER.partial" "$MARKER"
 rm -f "$failures"
 echo "staging $DATASET_NAME complete"

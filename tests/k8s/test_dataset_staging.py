@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -47,8 +48,11 @@ DATASET = Dataset(
 )
 
 
+ROOT_ZONES = ("us-west-2a",)
+
+
 def staging(dataset: Dataset = DATASET, **props: Any) -> list[Manifest]:
-    props = {"namespace": "training", "claim_name": "fsx-abc123", **props}
+    props = {"namespace": "training", "claim_name": "fsx-abc123", "root_zones": ROOT_ZONES, **props}
     manifests = synth(lambda app: DatasetStagingChart(app, "data", dataset=dataset, **props))
     assert_valid(manifests)
     return manifests
@@ -66,7 +70,9 @@ def test_a_data_set_version_is_one_job_named_after_its_identity() -> None:
     job = only(staging(), "Job")
     assert job["apiVersion"] == "batch/v1"
     assert re.fullmatch(r"stage-corpus-[0-9a-f]{8}", job["metadata"]["name"])
-    assert job["metadata"]["name"] == staging_job_name(DATASET, namespace="training", claim_name="fsx-abc123")
+    assert job["metadata"]["name"] == staging_job_name(
+        DATASET, namespace="training", claim_name="fsx-abc123", root_zones=ROOT_ZONES
+    )
     assert DATASET.directory == f"/data/datasets/corpus/{DATASET.identity}"
     assert DATASET.marker == f"{DATASET.directory}.staged"
 
@@ -166,12 +172,13 @@ def moved_path(value: str, data: Path) -> str:
     return str(data) + value.removeprefix("/data") if value.startswith("/data/") else value
 
 
-def tarball(files: dict[str, bytes]) -> bytes:
+def tarball(files: dict[str, bytes], *, mode: int = 0o644) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for name, content in files.items():
             info = tarfile.TarInfo(f"seqlen128/{name}")
             info.size = len(content)
+            info.mode = mode
             archive.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
 
@@ -328,3 +335,37 @@ def test_a_terminated_attempt_is_recorded_too(tmp_path: Path) -> None:
     assert process.returncode != 0
     assert "terminated" in stage.failures()[0]
     assert Path(f"{stage.marker}.heartbeat").exists()
+
+
+@needs_tools
+def test_the_marker_records_the_version_the_pods_require(tmp_path: Path) -> None:
+    archive = tarball({"part-0.hdf5": b"hdf5"})
+    checked = dataclasses.replace(DATASET, archive_sha256=hashlib.sha256(archive).hexdigest())
+    stage = Staging(tmp_path, checked, archive)
+    assert stage.run().returncode == 0
+    first, streamed = stage.marker.read_text().splitlines()
+    assert first == checked.staged_version == f"{checked.identity} archive-sha256={checked.archive_sha256}"
+    assert streamed == f"archive-sha256-streamed={checked.archive_sha256}"
+
+
+@needs_tools
+def test_a_marker_without_the_version_is_restaged(tmp_path: Path) -> None:
+    stage = Staging(tmp_path)
+    stage.marker.parent.mkdir(parents=True)
+    stage.marker.touch()  # an empty marker, as an older release wrote it, vouches for nothing
+    result = stage.run()
+    assert result.returncode == 0, result.stderr
+    assert "already staged" not in result.stdout and stage.downloads() != []
+    assert stage.marker.read_text().splitlines()[0] == stage.env["STAGED_VERSION"]
+
+
+@needs_tools
+def test_staged_files_are_readable_by_every_team_and_writable_by_none(tmp_path: Path) -> None:
+    """Training pods run as their team's uid: an archive's private modes would lock them out."""
+    stage = Staging(tmp_path, archive=tarball({"part-0.hdf5": b"hdf5"}, mode=0o666))
+    assert stage.run().returncode == 0
+    staged = stage.directory / "seqlen128" / "part-0.hdf5"
+    assert stat.S_IMODE(staged.stat().st_mode) == 0o644
+    private = Staging(tmp_path / "private", archive=tarball({"part-0.hdf5": b"hdf5"}, mode=0o600))
+    assert private.run().returncode == 0
+    assert stat.S_IMODE((private.directory / "seqlen128" / "part-0.hdf5").stat().st_mode) == 0o644

@@ -236,3 +236,11 @@ def test_configuration_turns_tensorboard_off_and_sizes_it() -> None:
     deployment = only([dict(m) for m in step.manifests], "Deployment")
     [server] = pod_spec(deployment)["containers"]
     assert server["resources"]["limits"]["memory"] == "5Gi"
+
+
+def test_it_reads_the_team_directories_as_a_member_of_each_teams_group() -> None:
+    """Team directories are 2750, owned by the team's uid and gid (k8s_charts/fsx_layout.py)."""
+    [deployment] = [m for m in tensorboard(team_groups=(200001, 200002)) if m["kind"] == "Deployment"]
+    context = deployment["spec"]["template"]["spec"]["securityContext"]
+    assert context["supplementalGroups"] == [200001, 200002]
+    assert context["runAsNonRoot"] is True

@@ -7,6 +7,7 @@ neuron_parallel_compile, and /data moved under a temporary directory.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,7 @@ RUN = TrainingRun(
     retries=3,
     rendezvous_endpoint="etcd-server:2379",
     pod_labels=TRAINING_POD_LABELS,
+    run_as=123456,
 )
 # What Volcano writes on the pods of attempt 2 of job llm-<hash> with uid 1234...
 ANNOTATIONS = {
@@ -216,6 +219,29 @@ def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() ->
     assert spec["restartPolicy"] == "Never"
 
 
+def test_pods_run_as_the_teams_uid_with_no_capability() -> None:
+    """Root squash makes root nobody on Trainium nodes; the team's uid owns its directory."""
+    spec = pod(job())
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 123456,
+        "runAsGroup": 123456,
+        "fsGroup": 123456,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container(job())["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert environment(job())["HOME"] == "/tmp"
+
+
+def test_a_root_run_is_refused() -> None:
+    with pytest.raises(ValueError, match="non-root uid"):
+        job(run_as=0)
+
+
 def test_the_image_is_pinned() -> None:
     assert is_pinned_image(container(job())["image"])
     with pytest.raises(ValueError, match="not a pinned image"):
@@ -292,6 +318,8 @@ def test_the_kubelet_leaves_the_script_itself_alone() -> None:
 FAKE_PYTHON3 = """\
 #!{python}
 import json, os, sys
+if os.environ.get("REAL_PIP") and sys.argv[1:3] == ["-m", "pip"]:
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 with open(os.environ["RECORD"], "a") as record:
     record.write(json.dumps({{"tool": "python3", "argv": sys.argv[1:], "stdin": "" if sys.stdin.isatty() else
                              (sys.stdin.read() if sys.argv[1:3] == ["-m", "pip"] else ""),
@@ -322,19 +350,25 @@ class Pod:
             (self.bin / name).write_text(text)
             (self.bin / name).chmod(0o755)
         self.manifest = manifest or job()
+        self.attempts = 0
 
     def path(self, path: str) -> Path:
         return Path(path.replace("/data", str(self.data), 1))
 
-    def stage(self, *, script: bytes = b"print('train')\n") -> None:
-        self.path(DATASET.directory).mkdir(parents=True, exist_ok=True)
-        self.path(DATASET.marker).touch()
-        self.path(DATASET.path("train.py")).write_bytes(script)
+    def stage(self, *, script: bytes = b"print('train')\n", dataset: Dataset = DATASET) -> None:
+        """What the staging job leaves: the files, and the marker with the version's line."""
+        self.path(dataset.directory).mkdir(parents=True, exist_ok=True)
+        self.path(dataset.marker).write_text(f"{dataset.staged_version}\narchive-sha256-streamed=x\n")
+        self.path(dataset.path("train.py")).write_bytes(script)
 
     def run(
         self, *, index: str = "0", **extra: str
     ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
         self.record.unlink(missing_ok=True)
+        # Each run is a new pod of a new attempt: a fresh emptyDir for the packages, unless the
+        # test keeps one (PYTHON_TARGET given).
+        self.attempts += 1
+        python_target = str(self.tmp / f"python-{self.attempts}")
         # /data moves under tmp in the rendered values, before the kubelet expands them.
         rendered = json.dumps(container(self.manifest))
         moved = json.loads(rendered.replace('"/data', f'"{self.data}').replace(" /data", f" {self.data}"))
@@ -347,6 +381,7 @@ class Pod:
             "RECORD": str(self.record),
             # Never the host's /dev/termination-log.
             "TERMINATION_LOG": str(self.tmp / "termination-log"),
+            "PYTHON_TARGET": python_target,
             **extra,
         }
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
@@ -380,10 +415,7 @@ def matching_run() -> TrainingRun:
 
 def pod_for(run: TrainingRun, tmp_path: Path) -> Pod:
     pod = Pod(tmp_path, job(run))
-    dataset = run.datasets[0]
-    pod.path(dataset.directory).mkdir(parents=True, exist_ok=True)
-    pod.path(dataset.marker).touch()
-    pod.path(dataset.path("train.py")).write_bytes(verified_script())
+    pod.stage(script=verified_script(), dataset=run.datasets[0])
     return pod
 
 
@@ -405,7 +437,7 @@ def test_a_first_attempt_installs_precompiles_then_trains(matching_run: Training
     assert "--steps_this_run" not in train["argv"] and "--resume_ckpt" not in train["argv"]
     output = pod.path(environment(pod.manifest)["OUTPUT_DIR"])
     assert train["NEURON_CC_FLAGS"] == f"--cache_dir={pod.data}/neuron_cache/llm_0"
-    assert train["PYTHONPATH"].split(":")[0] == "/opt/run/python"
+    assert train["PYTHONPATH"].split(":")[0].startswith(f"{tmp_path}/python-1/")
     assert (output / "precompiled" / "replica-0").exists()
 
 
@@ -481,7 +513,7 @@ def test_a_modified_script_is_never_run(tmp_path: Path) -> None:
     pod.stage(script=b"import os; os.system('curl evil')\n")
     result, calls = pod.run()
     assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
-    assert "does not have its checksum" in result.stderr
+    assert "checksum mismatch" in result.stderr and "train.py: FAILED" in result.stderr
 
 
 @needs_tools
@@ -514,3 +546,182 @@ def test_the_pod_refuses_to_run_without_the_replica_index(tmp_path: Path) -> Non
     result, calls = Pod(tmp_path).run(index="")
     assert result.returncode not in (0, CANNOT_PROCEED_EXIT_CODE) and calls == []
     assert "VC_TASK_INDEX" in result.stderr
+
+
+# --- Code integrity: what runs was checked, on every attempt (docs/code-integrity.md) -------------
+
+
+def _wheel(
+    directory: Path, *, name: str = "tinypkg", version: str = "1.0", body: str = "VALUE = 1\n"
+) -> Path:
+    """A real pure-Python wheel (what pip installs), built by hand: no build backend needed."""
+    files = {
+        f"{name}/__init__.py": body.encode(),
+        f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{name}-{version}.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+
+    def record_line(path: str, data: bytes) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return f"{path},sha256={digest},{len(data)}"
+
+    record = "".join(f"{record_line(path, data)}\n" for path, data in files.items())
+    record += f"{name}-{version}.dist-info/RECORD,,\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+        archive.writestr(f"{name}-{version}.dist-info/RECORD", record)
+    return wheel
+
+
+def _requirement(wheel: Path, name: str = "tinypkg", version: str = "1.0") -> str:
+    return f"{name}=={version} --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+
+
+class CheckedPod:
+    """A pod of a run whose packages real pip installs from a local wheel directory (no index)."""
+
+    def __init__(self, tmp: Path, run: TrainingRun, wheels: Path) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.pod = pod_for(run, tmp)
+        self.python = tmp / "emptydir-python"  # kept across runs: a test decides what persists
+        self.log = tmp / "termination-log"
+        self.wheels = wheels
+
+    def run(self, **extra: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+        self.log.unlink(missing_ok=True)
+        return self.pod.run(
+            REAL_PIP="1",
+            PIP_NO_INDEX="1",
+            PIP_FIND_LINKS=str(self.wheels),
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+            PYTHON_TARGET=str(self.python),
+            **extra,
+        )
+
+    def reason(self) -> str:
+        """The pod's termination message: exactly one line."""
+        [line] = self.log.read_text().splitlines()
+        return line
+
+    def site(self) -> Path:
+        [tree] = self.python.glob("*/site")
+        return tree
+
+
+@pytest.fixture
+def checked(matching_run: TrainingRun, tmp_path: Path) -> CheckedPod:
+    wheels = tmp_path / "wheels"
+    wheel = _wheel(wheels)
+    run = dataclasses.replace(matching_run, python_requirements=(_requirement(wheel),))
+    return CheckedPod(tmp_path / "pod", run, wheels)
+
+
+@needs_tools
+def test_checked_packages_install_by_hash_and_come_first_on_the_path(checked: CheckedPod) -> None:
+    result, calls = checked.run()
+    assert result.returncode == 0, result.stderr
+    site = checked.site()
+    assert (site / "tinypkg" / "__init__.py").read_text() == "VALUE = 1\n"
+    manifest = (site.parent / "manifest.sha256").read_text()
+    assert f"{hashlib.sha256(b'VALUE = 1' + bytes([10])).hexdigest()}  ./tinypkg/__init__.py" in manifest
+    assert calls[-1]["PYTHONPATH"].split(":")[0] == str(site)
+
+
+@needs_tools
+def test_a_second_attempt_verifies_the_installed_tree_and_reuses_it(checked: CheckedPod) -> None:
+    assert checked.run()[0].returncode == 0
+    shutil.rmtree(checked.wheels)  # a second install would now fail: the tree must be reused
+    result, calls = checked.run()
+    assert result.returncode == 0, result.stderr
+    assert calls[-1]["argv"][:2] == ["-m", "torch.distributed.run"]
+
+
+@needs_tools
+def test_a_tampered_installed_package_file_is_refused(checked: CheckedPod) -> None:
+    assert checked.run()[0].returncode == 0
+    module = checked.site() / "tinypkg" / "__init__.py"
+    module.chmod(0o644)
+    module.write_text("import os; os.system('curl evil')\n")
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert checked.reason() == (
+        f"installed Python package file {module} does not match the manifest written at install"
+    )
+
+
+@needs_tools
+def test_a_file_added_to_the_installed_tree_is_refused(checked: CheckedPod) -> None:
+    assert checked.run()[0].returncode == 0
+    site = checked.site()
+    site.chmod(0o755)
+    (site / "evil.pth").write_text("import os; os.system('curl evil')\n")
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert checked.reason().startswith(f"installed Python package file {site}/evil.pth ")
+
+
+@needs_tools
+def test_a_changed_package_list_installs_into_a_directory_of_its_own(
+    checked: CheckedPod, matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    assert checked.run()[0].returncode == 0
+    first = checked.site()
+    wheel = _wheel(checked.wheels, version="2.0", body="VALUE = 2\n")
+    changed = dataclasses.replace(matching_run, python_requirements=(_requirement(wheel, version="2.0"),))
+    later = CheckedPod(tmp_path / "pod", changed, checked.wheels)
+    result, calls = later.run()
+    assert result.returncode == 0, result.stderr
+    trees = sorted(later.python.glob("*/site"))
+    assert len(trees) == 2 and first in trees
+    [second] = [tree for tree in trees if tree != first]
+    assert calls[-1]["PYTHONPATH"].split(":")[0] == str(second)
+    assert (second / "tinypkg" / "__init__.py").read_text() == "VALUE = 2\n"
+
+
+@needs_tools
+def test_a_wheel_that_does_not_have_its_hash_is_refused(checked: CheckedPod) -> None:
+    _wheel(checked.wheels, body="import os; os.system('curl evil')\n")  # same name, other bytes
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert checked.reason() == "the run's Python packages do not install with their hashes"
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
+
+
+@needs_tools
+def test_a_tampered_script_is_refused_with_its_reason(checked: CheckedPod, matching_run: TrainingRun) -> None:
+    script = checked.pod.path(matching_run.datasets[0].path("train.py"))
+    script.write_bytes(b"import os; os.system('curl evil')\n")
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert checked.reason() == f"checksum mismatch: {script}: FAILED"
+
+
+@needs_tools
+def test_an_unchecked_module_beside_the_script_is_refused(
+    checked: CheckedPod, matching_run: TrainingRun
+) -> None:
+    script = checked.pod.path(matching_run.datasets[0].path("train.py"))
+    (script.parent / "torch.py").write_text("import os; os.system('curl evil')\n")
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert checked.reason() == f"unchecked importable file {script.parent}/torch.py beside the script"
+
+
+@needs_tools
+def test_a_data_set_marker_of_another_version_is_refused(
+    checked: CheckedPod, matching_run: TrainingRun
+) -> None:
+    dataset = matching_run.datasets[0]
+    marker = checked.pod.path(dataset.marker)
+    marker.write_text(f"{dataset.identity} archive-sha256={'c' * 64}\n")
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert checked.reason() == (
+        f"data set marker {marker} records '{dataset.identity} archive-sha256={'c' * 64}', "
+        f"the configuration expects '{dataset.staged_version}'"
+    )

@@ -491,13 +491,16 @@ class LocalJob:
         stand-in replaces the script) and no packages to install (they come from a registry)."""
         data = str(self.work_dir / "data")
         moved = {name: _ON_DATA.sub(data, value) for name, value in environment.items()}
-        for marker in moved.get("REQUIRED_MARKERS", "").split():
+        for line in moved.get("REQUIRED_MARKERS", "").splitlines():
+            # "MARKER VERSION": the staging job writes the version as the marker's first line.
+            marker, version = line.split(" ", 1)
             Path(marker).parent.mkdir(parents=True, exist_ok=True)
-            Path(marker).touch()
+            Path(marker).write_text(f"{version}\n")
         return {
             **moved,
             "PYTHON_TARGET": str(pod_dir / "python"),
             "VERIFY_FILES": "",
+            "RUN_SCRIPT": "",
             "PYTHON_REQUIREMENTS": "",
         }
 
