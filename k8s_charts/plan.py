@@ -42,6 +42,7 @@ from cluster_facts.versions import (
 )
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
 from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
@@ -69,6 +70,7 @@ __all__ = [
 VOLCANO = "volcano"
 """The step that installs Volcano (the Helm release)."""
 PLATFORM_STEP = "platform-namespace"
+DEVICE_PLUGIN_ADMISSION = "neuron-device-plugin-admission"
 TEAMS_STEP = "training-namespace"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 """The step that installs the cluster autoscaler (the Helm release)."""
@@ -204,7 +206,10 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
 
     volcano = _volcano()
     steps: list[KubernetesStep] = [
-        chart("neuron-device-plugin", NeuronDevicePluginChart),
+        # The API server confines the plugin's service account to its own node before the plugin
+        # runs (k8s_charts/device_plugin_admission.py).
+        chart(DEVICE_PLUGIN_ADMISSION, DevicePluginAdmissionChart),
+        chart("neuron-device-plugin", NeuronDevicePluginChart, after=(DEVICE_PLUGIN_ADMISSION,)),
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
         *([_cluster_autoscaler(values.autoscaler)] if values.autoscaler is not None else []),
         volcano,

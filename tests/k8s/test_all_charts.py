@@ -32,6 +32,8 @@ CLUSTER_SCOPED = {
     "PersistentVolume",
     "Queue",
     "StorageClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 
 
@@ -67,6 +69,10 @@ def test_no_storage_class_is_ever_created(manifests: list[Manifest]) -> None:
 
 
 EXPECTED_NAMES = {
+    "neuron-device-plugin-admission": [
+        ("ValidatingAdmissionPolicy", None, "neuron-device-plugin-own-node"),
+        ("ValidatingAdmissionPolicyBinding", None, "neuron-device-plugin-own-node"),
+    ],
     "neuron-device-plugin": [
         ("ClusterRole", None, "neuron-device-plugin"),
         ("ClusterRoleBinding", None, "neuron-device-plugin"),

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from cluster_facts.kubernetes_plan import ManifestSet
+from config import load_config
 from k8s_charts.device_plugin_admission import (
     NODE_NAME_EXTRA,
     POLICY_NAME,
@@ -18,8 +20,10 @@ from k8s_charts.device_plugin_admission import (
     service_account_username,
 )
 from k8s_charts.neuron_device_plugin import NAME, NAMESPACE
+from stacks.kubernetes_values import review_plan
 from tests.admission import CelError, Decision, admit, evaluate
 from tests.admission import admission_request as request_of
+from tests.conftest import DEFAULT_CONFIG
 from tests.k8s.manifests import only, synth
 from tests.k8s_validation import assert_valid
 
@@ -509,3 +513,32 @@ def test_the_binding_can_only_report_for_a_first_rollout() -> None:
 def test_invalid_validation_actions_are_refused(actions: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="validation_actions"):
         synth(lambda app: DevicePluginAdmissionChart(app, "bad", validation_actions=actions))
+
+
+def test_the_plan_applies_the_policy_before_the_plugin_and_it_lets_the_plugin_work() -> None:
+    """Wired into the deployment: its own step, applied, before the plugin's DaemonSet; and the
+    rendered objects of the plan (not only the chart's) allow the plugin's own requests."""
+    plan = review_plan(load_config(DEFAULT_CONFIG))
+    admission, plugin = plan.step("neuron-device-plugin-admission"), plan.step("neuron-device-plugin")
+    assert isinstance(admission, ManifestSet) and isinstance(plugin, ManifestSet)
+    assert admission.applied and plugin.applied
+    assert admission.name in plugin.after
+    assert plan.names.index(admission.name) < plan.names.index(plugin.name)
+    planned = [dict(manifest) for manifest in admission.manifests]
+    assert planned == MANIFESTS
+    old = pod()
+    pod_update = admission_request(
+        user=PLUGIN, operation="UPDATE", resource="pods", name="p", namespace="training", node=OWN_NODE
+    )
+    assert admit(planned, pod_update, obj=changed(old, annotate("AWS_NEURON_IDS", "0")), old=old).allowed
+    old_node = node()
+    status = admission_request(
+        user=PLUGIN, operation="UPDATE", resource="nodes", name=OWN_NODE, sub_resource="status",
+        node=OWN_NODE, kind="Node",
+    )  # fmt: skip
+    new_node = changed(
+        old_node, lambda n: n["status"]["allocatable"].__setitem__("aws.amazon.com/neuron", "15")
+    )
+    assert admit(planned, status, obj=new_node, old=old_node).allowed
+    image = changed(old, lambda p: p["spec"]["containers"][0].__setitem__("image", "evil:1"))
+    assert not admit(planned, pod_update, obj=image, old=old).allowed
