@@ -31,6 +31,7 @@ from cluster_facts.kubernetes_names import DATASETS_ROOT
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
 from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
+from k8s_charts.tenant_network import https_egress
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -113,6 +114,14 @@ class Dataset:
         return f"{self.directory}/{name}"
 
 
+def _pod_labels(dataset: Dataset, job_name: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "dataset-staging",
+        "app.kubernetes.io/instance": job_name,
+        "trainium/dataset": dataset.name,
+    }
+
+
 def _staging_objects(
     scope: Construct, *, dataset: Dataset, namespace: str, claim_name: str, image: str, job_name: str
 ) -> None:
@@ -121,11 +130,7 @@ def _staging_objects(
         name=job_name,
         namespace=namespace,
         claim_name=claim_name,
-        labels={
-            "app.kubernetes.io/name": "dataset-staging",
-            "app.kubernetes.io/instance": job_name,
-            "trainium/dataset": dataset.name,
-        },
+        labels=_pod_labels(dataset, job_name),
         # k8s_charts/scripts/stage_dataset.sh, with the files as its arguments.
         script=STAGING_SCRIPT,
         script_name="stage-dataset",
@@ -173,6 +178,7 @@ class DatasetStagingChart(cdk8s.Chart):
         dataset: Dataset,
         namespace: str,
         claim_name: str,
+        vpc_cidr: str,
         image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
@@ -184,4 +190,13 @@ class DatasetStagingChart(cdk8s.Chart):
             claim_name=claim_name,
             image=image,
             job_name=self.job_name,
+        )
+        # The platform namespace denies all egress; the staging pod downloads over HTTPS (the
+        # configuration accepts only https:// URLs), from outside the cluster only.
+        https_egress(
+            self,
+            name=f"{self.job_name}-egress",
+            namespace=namespace,
+            pod_labels=_pod_labels(dataset, self.job_name),
+            vpc_cidr=vpc_cidr,
         )
