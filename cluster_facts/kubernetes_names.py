@@ -22,6 +22,7 @@ __all__ = [
     "ETCD_SERVICE_NAME",
     "INSTANCE_FAMILY_LABEL",
     "INSTANCE_TYPE_LABEL",
+    "KUBE_DNS_LABELS",
     "NEURON_CACHE_DIR",
     "NEURON_CORES_LABEL",
     "NEURON_CORE_RESOURCE",
@@ -35,9 +36,12 @@ __all__ = [
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
     "TEAMS_DIR",
+    "TEAM_NAMESPACE_LABEL",
     "TORCHX_POD_LABELS",
     "TRAINING_NAMESPACE",
     "TRAINING_POD_LABELS",
+    "VOLCANO_JOB_NAMESPACE_LABEL",
+    "VOLCANO_JOB_NAME_LABEL",
     "dataset_variable",
     "datasets_claim",
     "file_system_claim",
@@ -155,9 +159,20 @@ def dataset_variable(name: str) -> str:
 ETCD_SERVICE_NAME = "etcd-server"
 ETCD_CLIENT_PORT = 2379
 TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
-"""Labels every training pod of this project carries; etcd's NetworkPolicy admits them."""
+"""Labels every training pod of this project carries (for selection by people; not an identity)."""
 TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}
-"""Labels TorchX's Kubernetes scheduler puts on every pod it submits; admitted too."""
+"""Labels TorchX's Kubernetes scheduler puts on every pod it submits."""
+# Volcano's job controller labels every pod it creates for a Job with the Job's name and namespace
+# (volcano v1.15.1 pkg/controllers/job/job_controller_util.go, createJobPod; the keys are JobNameKey
+# and JobNamespaceKey of volcano.sh/apis batch/v1alpha1 labels.go), overwriting the template's values.
+# In a team namespace an admission policy lets no one else set them (k8s_charts/job_pod_admission.py):
+# they are what etcd's and the workers' NetworkPolicies trust.
+VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
+VOLCANO_JOB_NAMESPACE_LABEL = "volcano.sh/job-namespace"
+# Every team's namespace carries this label (value: the team); cluster-wide policies select on it.
+TEAM_NAMESPACE_LABEL = "trainium/team"
+# CoreDNS's pods in kube-system and the selector of the kube-dns Service (EKS's CoreDNS add-on).
+KUBE_DNS_LABELS: dict[str, str] = {"k8s-app": "kube-dns"}
 
 # The Kubernetes group of the pipeline's read-only deployment check (its EKS access entry maps to it).
 DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"

@@ -32,6 +32,7 @@ from cluster_facts.kubernetes_names import DATASETS_ROOT
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
 from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
+from k8s_charts.tenant_network import https_egress
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -121,6 +122,14 @@ class Dataset:
         return f"{self.directory}/{name}"
 
 
+def _pod_labels(dataset: Dataset, job_name: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "dataset-staging",
+        "app.kubernetes.io/instance": job_name,
+        "trainium/dataset": dataset.name,
+    }
+
+
 def _staging_objects(
     scope: Construct,
     *,
@@ -136,11 +145,7 @@ def _staging_objects(
         name=job_name,
         namespace=namespace,
         claim_name=claim_name,
-        labels={
-            "app.kubernetes.io/name": "dataset-staging",
-            "app.kubernetes.io/instance": job_name,
-            "trainium/dataset": dataset.name,
-        },
+        labels=_pod_labels(dataset, job_name),
         # k8s_charts/scripts/stage_dataset.sh, with the files as its arguments.
         script=STAGING_SCRIPT,
         script_name="stage-dataset",
@@ -204,6 +209,7 @@ class DatasetStagingChart(cdk8s.Chart):
         namespace: str,
         claim_name: str,
         root_zones: Sequence[str],
+        vpc_cidr: str,
         image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
@@ -218,4 +224,13 @@ class DatasetStagingChart(cdk8s.Chart):
             image=image,
             job_name=self.job_name,
             root_zones=root_zones,
+        )
+        # The platform namespace denies all egress; the staging pod downloads over HTTPS (the
+        # configuration accepts only https:// URLs), from outside the cluster only.
+        https_egress(
+            self,
+            name=f"{self.job_name}-egress",
+            namespace=namespace,
+            pod_labels=_pod_labels(dataset, self.job_name),
+            vpc_cidr=vpc_cidr,
         )

@@ -191,16 +191,21 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
                 security_context=k8s.SecurityContext(
                     privileged=True, allow_privilege_escalation=True, run_as_user=0
                 ),
+                # The upstream chart's three host paths, and no more (reviewed in
+                # docs/security-policies.md, "Host mounts"): the plugin only reads the Neuron tools,
+                # so they are read-only. Being privileged, the container could remount them; the
+                # mounts say what it uses, the privilege is the exception that matters.
                 volume_mounts=[
                     k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR),
                     k8s.VolumeMount(name="infiniband-volume", mount_path="/dev/infiniband"),
-                    k8s.VolumeMount(name="neuron-tools", mount_path="/opt/aws/neuron"),
+                    k8s.VolumeMount(name="neuron-tools", mount_path="/opt/aws/neuron", read_only=True),
                 ],
             )
         ],
         volumes=[
-            # The kubelet's device-plugin directory: the plugin registers its socket here.
-            _host_path("device-plugin", _DEVICE_PLUGINS_DIR),
+            # The kubelet's device-plugin directory: the plugin registers its socket here (the
+            # kubelet creates it at start; Directory: never an empty stand-in).
+            _host_path("device-plugin", _DEVICE_PLUGINS_DIR, type="Directory"),
             # The EFA (verbs) device nodes it advertises.
             _host_path("infiniband-volume", "/dev/infiniband"),
             # Neuron tools of the AMI, used for the EFA-to-Neuron-device topology.

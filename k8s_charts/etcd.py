@@ -6,16 +6,15 @@ release and the server runs with ``--enable-v2``. Rendezvous state lives only as
 so one replica on an emptyDir is enough; the Deployment recreates (never surges) so two members
 with different data are never behind the Service at once.
 
-The Service ``etcd-server`` is ClusterIP only. A NetworkPolicy admits port 2379 only from pods
-carrying ``TRAINING_POD_LABELS`` or ``TORCHX_POD_LABELS`` (or the given selectors) and denies all other ingress; the
-training job's pod template must carry those labels. (Enforced only where network policy is on:
-on EKS, the VPC CNI's ``enableNetworkPolicy``. Its agent always admits the node's own IP, so
-kubelet probes keep working.)
+The Service ``etcd-server`` is ClusterIP only. A NetworkPolicy admits port 2379 only from pods of
+the same namespace that carry ``client_label`` (default ``volcano.sh/job-name``, which Volcano's job
+controller puts on every pod of a Job and which, in a team's namespace, no one else may set:
+k8s_charts/job_pod_admission.py), and denies all other ingress. (Enforced only where network
+policy is on: on EKS, the VPC CNI's ``enableNetworkPolicy``. Its agent always admits the node's
+own IP, so kubelet probes keep working.)
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
 
 import cdk8s
 import cdk8s_plus_27 as kplus
@@ -25,8 +24,7 @@ from constructs import Construct
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
-    TORCHX_POD_LABELS,
-    TRAINING_POD_LABELS,
+    VOLCANO_JOB_NAME_LABEL,
 )
 from k8s_charts.resources import container_resources
 
@@ -51,12 +49,12 @@ class EtcdChart(cdk8s.Chart):
         *,
         namespace: str,
         image: str = DEFAULT_IMAGE,
-        client_pod_selectors: Sequence[Mapping[str, str]] = (TRAINING_POD_LABELS, TORCHX_POD_LABELS),
+        client_label: str = VOLCANO_JOB_NAME_LABEL,
     ) -> None:
         super().__init__(scope, id)
-        if not client_pod_selectors or not all(client_pod_selectors):
+        if not client_label:
             # An empty podSelector would admit every pod of the namespace.
-            raise ValueError("client_pod_selectors must hold selectors of at least one label each")
+            raise ValueError("client_label must name a label")
 
         # Raw Deployment: the cdk8s-plus L2 adds its own selector label and resource defaults.
         k8s.KubeDeployment(
@@ -83,21 +81,32 @@ class EtcdChart(cdk8s.Chart):
             selector=etcd_pods,
             ports=[kplus.ServicePort(name="client", port=ETCD_CLIENT_PORT, target_port=ETCD_CLIENT_PORT)],
         )
-        kplus.NetworkPolicy(
+        k8s.KubeNetworkPolicy(
             self,
             "NetworkPolicy",
-            metadata=cdk8s.ApiObjectMetadata(name=ETCD_SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
-            selector=etcd_pods,
-            ingress=kplus.NetworkPolicyTraffic(
-                # Selecting the etcd pods for Ingress denies everything not listed below.
-                default=kplus.NetworkPolicyTrafficDefault.DENY,
-                rules=[
-                    kplus.NetworkPolicyRule(
-                        # Pods of this namespace only (no namespaceSelector).
-                        peer=kplus.Pods.select(self, f"ClientPods{index}", labels=dict(selector)),
-                        ports=[kplus.NetworkPolicyPort.tcp(ETCD_CLIENT_PORT)],
+            metadata=k8s.ObjectMeta(name=ETCD_SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            spec=k8s.NetworkPolicySpec(
+                pod_selector=k8s.LabelSelector(match_labels=ETCD_LABELS),
+                # Selected for Ingress: everything not listed below is denied.
+                policy_types=["Ingress"],
+                ingress=[
+                    k8s.NetworkPolicyIngressRule(
+                        # Pods of this namespace only (no namespaceSelector) that carry the label.
+                        from_=[
+                            k8s.NetworkPolicyPeer(
+                                pod_selector=k8s.LabelSelector(
+                                    match_expressions=[
+                                        k8s.LabelSelectorRequirement(key=client_label, operator="Exists")
+                                    ]
+                                )
+                            )
+                        ],
+                        ports=[
+                            k8s.NetworkPolicyPort(
+                                protocol="TCP", port=k8s.IntOrString.from_number(ETCD_CLIENT_PORT)
+                            )
+                        ],
                     )
-                    for index, selector in enumerate(client_pod_selectors)
                 ],
             ),
         )

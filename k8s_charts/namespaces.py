@@ -6,6 +6,9 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.kubernetes_names import TEAM_NAMESPACE_LABEL
+from k8s_charts.pod_security import PodSecurity
+
 __all__ = ["TEAM_MEMBER_RULES", "NamespaceChart"]
 
 # What a team member does in the team's namespace: submit, watch and stop runs (Volcano Jobs; TorchX
@@ -30,25 +33,26 @@ TEAM_MEMBER_RULES = (
 class NamespaceChart(cdk8s.Chart):
     """A namespace of its own, so a workload's objects, policies and quotas stay apart.
 
-    Pod Security Admission enforces the baseline profile (no host namespaces, host paths or
-    privileged containers: the device plugins live in kube-system) and warns about anything the
-    restricted profile would refuse. With ``member_group``, the group's members may do what
-    ``TEAM_MEMBER_RULES`` allows in it.
+    Pod Security Admission enforces ``pod_security``'s level and audits and warns about anything
+    the restricted profile would refuse (k8s_charts/pod_security.py). With ``member_group`` it is
+    a team's namespace: labelled ``TEAM_NAMESPACE_LABEL: <name>`` (what the team-wide admission
+    policy selects), and the group's members may do what ``TEAM_MEMBER_RULES`` allows in it.
     """
 
-    def __init__(self, scope: Construct, id: str, *, name: str, member_group: str | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        name: str,
+        pod_security: PodSecurity,
+        member_group: str | None = None,
+    ) -> None:
         super().__init__(scope, id)
-        k8s.KubeNamespace(
-            self,
-            "Namespace",
-            metadata=k8s.ObjectMeta(
-                name=name,
-                labels={
-                    "pod-security.kubernetes.io/enforce": "baseline",
-                    "pod-security.kubernetes.io/warn": "restricted",
-                },
-            ),
-        )
+        labels = dict(pod_security.labels)
+        if member_group is not None:
+            labels[TEAM_NAMESPACE_LABEL] = name
+        k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=name, labels=labels))
         if member_group is None:
             return
         role_name = "trainium-team-member"

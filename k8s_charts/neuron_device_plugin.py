@@ -113,7 +113,9 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                     # The tag is pinned; Always only re-checks it against the registry at start.
                     image_pull_policy="Always",
                     env=[
-                        # The plugin reads the kubelet's kubeconfig path to find the API server.
+                        # As upstream sets it. /etc/kubernetes is not mounted, so the file is absent and
+                        # the plugin uses its own service account (its logs, aws-neuron-sdk#794); never
+                        # mount it: the plugin would act with the kubelet's credentials.
                         k8s.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
                         k8s.EnvVar(
                             name="NODE_NAME",
@@ -125,24 +127,28 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                     resources=container_resources(
                         requests={"cpu": "50m", "memory": "64Mi"}, limits={"cpu": "200m", "memory": "256Mi"}
                     ),
-                    # Host access is through the two hostPath mounts only: no privilege, no capabilities.
+                    # Host access is through the one hostPath mount only: no privilege, no capabilities.
                     security_context=k8s.SecurityContext(
                         allow_privilege_escalation=False,
                         capabilities=k8s.Capabilities(drop=["ALL"]),
                     ),
-                    volume_mounts=[
-                        k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR),
-                        k8s.VolumeMount(name="infa-map", mount_path="/run"),
-                    ],
+                    # The kubelet's device-plugin directory and nothing else of the host. Upstream
+                    # manifests also mount the host's whole /run (volume "infa-map") for
+                    # /run/infa-map.json, the device map of Neuron Runtime 1.x (neuron-rtd, end of
+                    # support in Neuron 2.3); current plugins run in "Driver Mode" and list devices
+                    # from the driver through sysfs, which every container sees read-only. /run
+                    # holds containerd's and D-Bus's root-owned sockets: root on the node for a
+                    # root process. AWS's own operator runs the plugin without it
+                    # (docs/security-policies.md, "Host mounts").
+                    volume_mounts=[k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR)],
                 )
             ],
             volumes=[
-                # The kubelet's device-plugin directory: the plugin registers its socket here.
+                # The plugin serves its sockets here and registers through the kubelet's kubelet.sock;
+                # the kubelet creates the directory at start (Directory: never an empty stand-in).
                 k8s.Volume(
-                    name="device-plugin", host_path=k8s.HostPathVolumeSource(path=_DEVICE_PLUGINS_DIR)
+                    name="device-plugin",
+                    host_path=k8s.HostPathVolumeSource(path=_DEVICE_PLUGINS_DIR, type="Directory"),
                 ),
-                # The host's /run, mounted as every upstream manifest does (volume "infa-map"): the
-                # plugin reads the Neuron runtime's state from it.
-                k8s.Volume(name="infa-map", host_path=k8s.HostPathVolumeSource(path="/run")),
             ],
         )

@@ -42,12 +42,16 @@ from cluster_facts.versions import (
 )
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
 from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
 from k8s_charts.fsx_storage import FsxStorageChart
+from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controller
 from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
+from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
 from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
 from k8s_charts.volcano_queue import VolcanoQueueChart
@@ -69,6 +73,10 @@ __all__ = [
 VOLCANO = "volcano"
 """The step that installs Volcano (the Helm release)."""
 PLATFORM_STEP = "platform-namespace"
+VOLCANO_NAMESPACE = "volcano-system"
+VOLCANO_NAMESPACE_STEP = "volcano-namespace"
+JOB_POD_ADMISSION = "volcano-job-pod-admission"
+DEVICE_PLUGIN_ADMISSION = "neuron-device-plugin-admission"
 TEAMS_STEP = "training-namespace"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 """The step that installs the cluster autoscaler (the Helm release)."""
@@ -129,6 +137,8 @@ class PlannedRun:
 @dataclass(frozen=True, kw_only=True)
 class KubernetesLayerValues:
     region: str
+    vpc_cidr: str
+    """The cluster's VPC: never "outside the cluster" for the pods' HTTPS egress."""
     file_system: FileSystemValues
     teams: tuple[TeamValues, ...]
     datasets: tuple[Dataset, ...]
@@ -161,7 +171,9 @@ def _volcano() -> HelmRelease:
         repository=VOLCANO_CHART_REPOSITORY,
         version=VOLCANO_CHART_VERSION,
         release="volcano",
-        namespace="volcano-system",
+        namespace=VOLCANO_NAMESPACE,
+        # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none).
+        after=(VOLCANO_NAMESPACE_STEP,),
         # The scheduler configuration without enqueue (k8s_charts/volcano_scheduler.py): queued gangs
         # get their pods, which the cluster autoscaler sees.
         values=volcano_values(),
@@ -210,10 +222,25 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
 
     volcano = _volcano()
     steps: list[KubernetesStep] = [
-        chart("neuron-device-plugin", NeuronDevicePluginChart),
+        # The API server confines the plugin's service account to its own node before the plugin
+        # runs (k8s_charts/device_plugin_admission.py).
+        chart(DEVICE_PLUGIN_ADMISSION, DevicePluginAdmissionChart),
+        chart("neuron-device-plugin", NeuronDevicePluginChart, after=(DEVICE_PLUGIN_ADMISSION,)),
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
         *([_cluster_autoscaler(values.autoscaler)] if values.autoscaler is not None else []),
+        chart(
+            VOLCANO_NAMESPACE_STEP,
+            partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ),
         volcano,
+        # Only Volcano's job controller may label pods as a job's in the teams' namespaces.
+        chart(
+            JOB_POD_ADMISSION,
+            partial(
+                JobPodAdmissionChart,
+                controller_username=volcano_controller(namespace=volcano.namespace, release=volcano.release),
+            ),
+        ),
         ReadinessGate(
             name="volcano-webhook-ready",
             object_type="validatingwebhookconfiguration",
@@ -248,7 +275,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             )
             for queue in queues
         ),
-        chart(PLATFORM_STEP, partial(NamespaceChart, name=PLATFORM_NAMESPACE)),
+        ManifestSet(
+            name=PLATFORM_STEP,
+            manifests=(
+                *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
+                *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
+            ),
+        ),
         # The teams' namespaces (the step keeps the name it had with one team: renaming it would
         # delete the namespace `training` with the old custom resource).
         ManifestSet(
@@ -256,8 +289,16 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             manifests=tuple(
                 manifest
                 for team in values.teams
-                for manifest in render(
-                    partial(NamespaceChart, name=team.name, member_group=team.member_group)
+                for manifest in (
+                    *render(
+                        partial(
+                            NamespaceChart,
+                            name=team.name,
+                            member_group=team.member_group,
+                            pod_security=TEAM_POD_SECURITY,
+                        )
+                    ),
+                    *render(partial(TeamNetworkChart, namespace=team.name, vpc_cidr=values.vpc_cidr)),
                 )
             ),
         ),
@@ -311,6 +352,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     namespace=PLATFORM_NAMESPACE,
                     claim_name=file_system.claim_name,
                     root_zones=file_system.root_zones,
+                    vpc_cidr=values.vpc_cidr,
                 ),
                 after=("fsx-layout",),
                 identity=staging_job_name(
@@ -332,6 +374,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 partial(TrainingRunChart, run=run),
                 after=(
                     queue_gates[run.queue],
+                    JOB_POD_ADMISSION,
                     "etcd",
                     "fsx-layout",
                     *(f"data-{dataset.name}" for dataset in run.datasets),

@@ -263,6 +263,10 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="dshm", mount_path="/dev/shm"),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="python", mount_path=_PYTHON_TARGET),
         ],
+        # Root (see _AS_ROOT), without raw sockets: nothing of a run crafts packets, and NET_RAW is
+        # what ARP and DNS spoofing of the node's other pods would need. The rest of the runtime's
+        # default capabilities stay: whether the Neuron runtime and the launcher do without them
+        # (restricted's drop ALL) has not been tried on a Trainium node.
         security_context=vc.JobSpecTasksTemplateSpecContainersSecurityContext(
             allow_privilege_escalation=False,
             # Neuron devices and EFA need no capability: the device plugins hand the pod its device
@@ -293,7 +297,9 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
             min_available=run.nodes,
             max_retry=run.retries,
             plugins={
-                # A headless Service per job; workers resolve peers before they are Ready.
+                # A headless Service per job; workers resolve peers before they are Ready. The plugin
+                # also creates the NetworkPolicy by which the job's pods admit each other, and only
+                # each other (k8s_charts/tenant_network.py): never pass --disable-network-policy.
                 "svc": ["--publish-not-ready-addresses"],
                 # VC_TASK_INDEX in every pod: selects the replica's cache directory.
                 "env": [],

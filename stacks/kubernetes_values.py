@@ -195,6 +195,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
     staged = datasets(config)
     return KubernetesLayerValues(
         region=config.region,
+        vpc_cidr=config.vpc.cidr,
         file_system=file_system,
         teams=tuple(
             TeamValues(

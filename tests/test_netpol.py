@@ -1,4 +1,4 @@
-"""tests/netpol.py on hand-written policies, then today's facts about the project's rendered policies."""
+"""tests/netpol.py on hand-written policies, then the facts of the project's rendered policies."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     PLATFORM_NAMESPACE,
     TORCHX_POD_LABELS,
-    TRAINING_NAMESPACE,
     TRAINING_POD_LABELS,
+    VOLCANO_JOB_NAME_LABEL,
+    VOLCANO_JOB_NAMESPACE_LABEL,
 )
 from config import load_config
 from stacks.kubernetes_values import review_plan
-from tests.conftest import DEFAULT_CONFIG
+from tests.conftest import EXAMPLE_CONFIG
 from tests.netpol import NAMESPACE_NAME_LABEL, Cluster, NetworkPolicyError, Pod
 
 IMDS = "169.254.169.254"
@@ -370,124 +371,232 @@ def test_a_policy_must_name_its_namespace() -> None:
         Cluster([unplaced])
 
 
-# --- Today's facts: the project's rendered objects (config/default.yaml, as `make synth` writes them) ---
+# --- The project's facts: the example stack's rendered objects (two teams, as `make synth` writes them) ---
+#
+# docs/security-policies.md cites these tests by name.
+
+TEAM_A, TEAM_B = "training", "research"
+KUBE_DNS = Pod(
+    "kube-system", {"k8s-app": "kube-dns", "eks.amazonaws.com/component": "coredns"}, "10.20.0.2", "coredns"
+)
+KUBERNETES_SERVICE = "172.20.0.1"  # the API server's ClusterIP (EKS picks 172.20.0.0/16 for a 10.x VPC)
+API_ENDPOINT_ENI = "10.20.64.10"  # the API server's private endpoint: an ENI in the VPC
 
 
 @cache
 def rendered() -> tuple[dict[str, Any], ...]:
-    plan = review_plan(load_config(DEFAULT_CONFIG))
+    plan = review_plan(load_config(EXAMPLE_CONFIG))
     return tuple(dict(manifest) for step in plan.manifest_sets() for manifest in step.manifests)
 
 
-def rendered_workload(kind: str, name: str) -> dict[str, Any]:
+def rendered_workload(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
     """The one rendered workload of ``kind`` named ``name``, or ``name-<hash>`` (runs, staging Jobs)."""
     [workload] = [
         m
         for m in rendered()
-        if m["kind"] == kind and re.fullmatch(rf"{re.escape(name)}(-[0-9a-f]{{8}})?", m["metadata"]["name"])
+        if m["kind"] == kind
+        and re.fullmatch(rf"{re.escape(name)}(-[0-9a-f]{{8}})?", m["metadata"]["name"])
+        and namespace in (None, m["metadata"].get("namespace"))
     ]
     return workload
 
 
-def pod_labels(kind: str, name: str) -> dict[str, str]:
+def pod_labels(workload: Mapping[str, Any]) -> dict[str, str]:
     """The labels of the pods a rendered workload creates (a Volcano Job: its single task's)."""
-    workload = rendered_workload(kind, name)
     spec = workload["spec"]
     [template] = [spec["template"]] if "template" in spec else [task["template"] for task in spec["tasks"]]
     return dict(template["metadata"]["labels"])
 
 
-def workload_pod(kind: str, name: str, ip: str) -> Pod:
-    workload = rendered_workload(kind, name)
-    return Pod(workload["metadata"]["namespace"], pod_labels(kind, name), ip, workload["metadata"]["name"])
+def workload_pod(kind: str, name: str, ip: str, namespace: str | None = None) -> Pod:
+    workload = rendered_workload(kind, name, namespace)
+    return Pod(workload["metadata"]["namespace"], pod_labels(workload), ip, workload["metadata"]["name"])
+
+
+def job_pod(job: str, namespace: str, template_labels: Mapping[str, str], ip: str, index: int = 0) -> Pod:
+    """A pod as Volcano's job controller creates it: the template's labels, then its own over them
+    (v1.15.1 pkg/controllers/job/job_controller_util.go, createJobPod)."""
+    labels = {
+        **template_labels,
+        VOLCANO_JOB_NAME_LABEL: job,
+        VOLCANO_JOB_NAMESPACE_LABEL: namespace,
+        "volcano.sh/task-spec": "worker",
+    }
+    return Pod(namespace, labels, ip, f"{job}-worker-{index}")
+
+
+def volcano_svc_policy(job: str, namespace: str) -> dict[str, Any]:
+    """The NetworkPolicy Volcano's svc plugin creates for every Job that uses it
+    (v1.15.1 pkg/controllers/job/plugins/svc/svc.go, createNetworkPolicyIfNotExist)."""
+    same_job = {"matchLabels": {VOLCANO_JOB_NAME_LABEL: job, VOLCANO_JOB_NAMESPACE_LABEL: namespace}}
+    return policy(
+        job,
+        namespace,
+        {
+            "podSelector": same_job,
+            "ingress": [{"from": [{"podSelector": same_job}]}],
+            "policyTypes": ["Ingress"],
+        },
+    )
 
 
 @pytest.fixture(scope="module")
 def project() -> dict[str, Pod]:
+    run_a = rendered_workload("Job", "bert-large", TEAM_A)
+    run_b = rendered_workload("Job", "llm", TEAM_B)
     return {
-        "etcd": workload_pod("Deployment", "etcd-server", "10.0.1.5"),
-        "train": workload_pod("Job", "bert-large", "10.0.1.20"),
-        "data-staging": workload_pod("Job", "stage-bert-wikicorpus-128", "10.0.1.22"),
-        "neuron-device-plugin": workload_pod("DaemonSet", "neuron-device-plugin", "10.0.1.30"),
-        # TorchX submits its own Volcano Jobs; its scheduler labels every pod it creates.
-        "torchx": Pod(
-            TRAINING_NAMESPACE, {**TORCHX_POD_LABELS, "app.kubernetes.io/name": "bert"}, "10.0.1.40", "torchx"
+        "a-worker-0": job_pod(run_a["metadata"]["name"], TEAM_A, pod_labels(run_a), "10.20.1.20", 0),
+        "a-worker-1": job_pod(run_a["metadata"]["name"], TEAM_A, pod_labels(run_a), "10.20.1.21", 1),
+        # Another job of team A, submitted with TorchX (its pods carry TorchX's labels).
+        "a-torchx": job_pod(
+            "bert-torchx", TEAM_A, {**TORCHX_POD_LABELS, "app.kubernetes.io/name": "bert"}, "10.20.1.40"
         ),
-        # Anyone allowed to create pods in the namespace can put either label on any pod.
-        "self-labelled-torchx": Pod(TRAINING_NAMESPACE, dict(TORCHX_POD_LABELS), "10.0.1.41", "debug-shell"),
-        "self-labelled-training": Pod(
-            TRAINING_NAMESPACE, dict(TRAINING_POD_LABELS), "10.0.1.42", "debug-shell-2"
+        "a-etcd": workload_pod("Deployment", "etcd-server", "10.20.1.5", TEAM_A),
+        # A pod of team A's namespace that is not a Volcano job's (what the admission policy allows:
+        # it cannot carry volcano.sh/job-name), with the labels anyone can set.
+        "a-self-labelled": Pod(
+            TEAM_A, {**TORCHX_POD_LABELS, **TRAINING_POD_LABELS}, "10.20.1.41", "debug-shell"
         ),
-        "unlabelled": Pod(TRAINING_NAMESPACE, {"app": "notebook"}, "10.0.1.43", "notebook"),
-        "other-namespace-training-label": Pod("default", dict(TRAINING_POD_LABELS), "10.0.2.10", "elsewhere"),
+        "b-worker-0": job_pod(run_b["metadata"]["name"], TEAM_B, pod_labels(run_b), "10.20.2.20"),
+        "b-etcd": workload_pod("Deployment", "etcd-server", "10.20.2.5", TEAM_B),
+        "staging": workload_pod("Job", "stage-wikitext", "10.20.3.22"),
+        "tensorboard": workload_pod("Deployment", "tensorboard", "10.20.3.30"),
+        "fsx-layout": workload_pod("Job", "fsx-layout", "10.20.3.31"),
+        "neuron-device-plugin": workload_pod("DaemonSet", "neuron-device-plugin", "10.20.1.30"),
+        "default-pod": Pod("default", dict(TRAINING_POD_LABELS), "10.20.4.10", "elsewhere"),
+        "kube-dns": KUBE_DNS,
     }
 
 
 @pytest.fixture(scope="module")
-def today(project: dict[str, Pod]) -> Cluster:
-    return Cluster(rendered(), project.values())
-
-
-def test_the_project_renders_the_policies_these_facts_are_about(
-    today: Cluster, project: dict[str, Pod]
-) -> None:
-    assert today.policies_selecting(project["etcd"], "Ingress") == [f"{TRAINING_NAMESPACE}/etcd-server"]
-    assert today.policies_selecting(project["neuron-device-plugin"], "Ingress") == [
-        "kube-system/neuron-device-plugin"
+def cluster_now(project: dict[str, Pod]) -> Cluster:
+    """The rendered policies plus the ones Volcano's svc plugin creates for the three jobs."""
+    volcano = [
+        volcano_svc_policy(project[pod].labels[VOLCANO_JOB_NAME_LABEL], project[pod].namespace)
+        for pod in ("a-worker-0", "a-torchx", "b-worker-0")
     ]
-    assert today.policies_selecting(project["data-staging"], "Ingress") == [
-        f"{PLATFORM_NAMESPACE}/{project['data-staging'].name}"
-    ]
-    assert TRAINING_POD_LABELS.items() <= project["train"].labels.items()
+    return Cluster([*rendered(), *volcano], project.values())
 
 
-@pytest.mark.parametrize("client", ["train", "torchx", "self-labelled-torchx", "self-labelled-training"])
-def test_etcd_admits_every_pod_of_the_namespace_that_carries_a_client_label(
-    today: Cluster, project: dict[str, Pod], client: str
+def test_every_team_namespace_denies_by_default(cluster_now: Cluster, project: dict[str, Pod]) -> None:
+    for team in (TEAM_A, TEAM_B):
+        unlabelled = Pod(team, {}, "10.20.9.9", "new")
+        assert f"{team}/default-deny" in cluster_now.policies_selecting(unlabelled, "Ingress")
+        assert f"{team}/default-deny" in cluster_now.policies_selecting(unlabelled, "Egress")
+    for pod in project.values():
+        if pod.namespace in (TEAM_A, TEAM_B, PLATFORM_NAMESPACE):
+            assert cluster_now.policies_selecting(pod, "Egress"), pod.name
+
+
+def test_a_team_pod_reaches_its_own_etcd_its_peers_and_dns(
+    cluster_now: Cluster, project: dict[str, Pod]
 ) -> None:
-    """A label is not an identity: any pod in the training namespace that sets the TorchX (or the
-    training) label reaches etcd, whatever it runs."""
-    assert today.may_connect(project[client], project["etcd"], ETCD_CLIENT_PORT)
+    worker, peer = project["a-worker-0"], project["a-worker-1"]
+    assert cluster_now.may_connect(worker, project["a-etcd"], ETCD_CLIENT_PORT)
+    for port in (29500, 40000, 62000):  # torchrun's store and the collectives' bootstrap, chosen at run time
+        assert cluster_now.may_connect(worker, peer, port) and cluster_now.may_connect(peer, worker, port)
+    assert cluster_now.may_connect(worker, KUBE_DNS, 53, "UDP") and cluster_now.may_connect(
+        worker, KUBE_DNS, 53, "TCP"
+    )
+    assert cluster_now.may_connect(project["a-torchx"], project["a-etcd"], ETCD_CLIENT_PORT)
+
+
+def test_dns_and_etcd_rules_use_their_services_selectors(cluster_now: Cluster) -> None:
+    """The VPC CNI admits a Service's ClusterIP only when the egress rule selects the Service's
+    pods with the Service's own selector; pods dial kube-dns and etcd-server by ClusterIP."""
+    [job_pods] = [
+        m
+        for m in rendered()
+        if m["kind"] == "NetworkPolicy"
+        and m["metadata"]["name"] == "volcano-job-pods"
+        and m["metadata"]["namespace"] == TEAM_A
+    ]
+    selectors = [
+        peer.get("podSelector") for rule in job_pods["spec"]["egress"] for peer in rule.get("to", [])
+    ]
+    [etcd_service] = [
+        m
+        for m in rendered()
+        if m["kind"] == "Service"
+        and m["metadata"]["name"] == "etcd-server"
+        and m["metadata"]["namespace"] == TEAM_A
+    ]
+    assert {"matchLabels": etcd_service["spec"]["selector"]} in selectors
+    assert {"matchLabels": {"k8s-app": "kube-dns"}} in selectors  # EKS's kube-dns Service selector
+
+
+def test_a_team_pod_cannot_reach_another_teams_etcd_or_workers(
+    cluster_now: Cluster, project: dict[str, Pod]
+) -> None:
+    for source, target in (("a-worker-0", "b-etcd"), ("b-worker-0", "a-etcd")):
+        assert not cluster_now.may_connect(project[source], project[target], ETCD_CLIENT_PORT)
+    for port in (22, 29500, 40000):
+        assert not cluster_now.may_connect(project["a-worker-0"], project["b-worker-0"], port)
+        assert not cluster_now.may_connect(project["b-worker-0"], project["a-worker-0"], port)
+
+
+def test_a_worker_admits_only_its_own_jobs_pods(cluster_now: Cluster, project: dict[str, Pod]) -> None:
+    worker = project["a-worker-0"]
+    for source in ("a-torchx", "a-self-labelled", "b-worker-0", "staging", "tensorboard", "default-pod"):
+        assert not cluster_now.may_connect(project[source], worker, 29500), source
+    assert not cluster_now.may_be_reached_from_ip(EXTERNAL, worker, 29500)
+
+
+def test_workers_of_a_job_without_volcanos_policy_admit_no_one(project: dict[str, Pod]) -> None:
+    """Peers rely on the svc plugin's policy: without it the namespace's default-deny refuses
+    them (closed, not open)."""
+    without = Cluster(rendered(), project.values())
+    assert not without.may_connect(project["a-worker-1"], project["a-worker-0"], 29500)
+
+
+def test_etcd_admits_only_volcano_job_pods_of_its_namespace(
+    cluster_now: Cluster, project: dict[str, Pod]
+) -> None:
+    etcd = project["a-etcd"]
+    for source in ("a-self-labelled", "b-worker-0", "staging", "default-pod", "neuron-device-plugin"):
+        assert not cluster_now.may_connect(project[source], etcd, ETCD_CLIENT_PORT), source
+    assert not cluster_now.may_connect(project["a-worker-0"], etcd, 2380)
+    assert not cluster_now.may_be_reached_from_ip(EXTERNAL, etcd, ETCD_CLIENT_PORT)
 
 
 @pytest.mark.parametrize(
-    "client", ["data-staging", "unlabelled", "other-namespace-training-label", "neuron-device-plugin"]
+    "pod", ["a-worker-0", "b-worker-0", "a-etcd", "staging", "tensorboard", "fsx-layout"]
 )
-def test_etcd_refuses_pods_without_a_client_label_or_outside_the_namespace(
-    today: Cluster, project: dict[str, Pod], client: str
+def test_no_project_pod_reaches_the_instance_metadata_service(
+    cluster_now: Cluster, project: dict[str, Pod], pod: str
 ) -> None:
-    assert not today.may_connect(project[client], project["etcd"], ETCD_CLIENT_PORT)
+    for port in (80, 443):
+        assert not cluster_now.may_connect_to_ip(project[pod], IMDS, port)
+    assert not cluster_now.may_connect_to_ip(project[pod], "169.254.170.23", 80)  # Pod Identity agent
 
 
-def test_etcd_admits_only_its_client_port(today: Cluster, project: dict[str, Pod]) -> None:
-    assert not today.may_connect(project["train"], project["etcd"], 2380)
-    assert not today.may_connect(project["train"], project["etcd"], ETCD_CLIENT_PORT, "UDP")
-    assert not today.may_be_reached_from_ip(EXTERNAL, project["etcd"], ETCD_CLIENT_PORT)
+@pytest.mark.parametrize("pod", ["a-worker-0", "staging"])
+def test_https_goes_outside_the_cluster_only(cluster_now: Cluster, project: dict[str, Pod], pod: str) -> None:
+    source = project[pod]
+    assert cluster_now.may_connect_to_ip(source, EXTERNAL, 443)
+    for port in (22, 80, 8080):
+        assert not cluster_now.may_connect_to_ip(source, EXTERNAL, port)
+    for address in (KUBERNETES_SERVICE, API_ENDPOINT_ENI, "10.20.1.10", "192.168.1.1", "100.64.0.1"):
+        assert not cluster_now.may_connect_to_ip(source, address, 443), address
+    assert not cluster_now.may_connect(source, project["b-worker-0"], 443)
 
 
-@pytest.mark.parametrize("pod", ["train", "data-staging"])
-def test_workload_pods_reach_the_instance_metadata_service_and_the_internet(
-    today: Cluster, project: dict[str, Pod], pod: str
-) -> None:
-    """No Egress policy selects them today: IMDS (hop limit 1 drops the reply, but the request
-    leaves) and any outside address are reachable on any port."""
-    assert today.policies_selecting(project[pod], "Egress") == []
-    assert today.may_connect_to_ip(project[pod], IMDS, 80)
-    assert today.may_connect_to_ip(project[pod], EXTERNAL, 443)
+def test_etcd_and_platform_services_reach_nothing(cluster_now: Cluster, project: dict[str, Pod]) -> None:
+    for pod in ("a-etcd", "tensorboard", "fsx-layout"):
+        assert not cluster_now.may_connect_to_ip(project[pod], EXTERNAL, 443), pod
+        assert not cluster_now.may_connect(project[pod], KUBE_DNS, 53, "UDP"), pod
 
 
-def test_training_pods_accept_connections_from_any_pod(today: Cluster, project: dict[str, Pod]) -> None:
-    """No Ingress policy selects the training pods: torchrun's and the collectives' ports are open
-    to every pod of the cluster (the workers need each other; nothing else needs them)."""
-    assert today.policies_selecting(project["train"], "Ingress") == []
-    assert today.may_connect(project["other-namespace-training-label"], project["train"], 29500)
-    assert today.may_connect(project["unlabelled"], project["train"], 29500)
+def test_nothing_reaches_the_platform_pods(cluster_now: Cluster, project: dict[str, Pod]) -> None:
+    for target in ("staging", "tensorboard", "fsx-layout"):
+        for source in ("a-worker-0", "b-worker-0", "default-pod"):
+            assert not cluster_now.may_connect(project[source], project[target], 6006), (source, target)
 
 
-def test_no_pod_may_connect_to_the_device_plugin(today: Cluster, project: dict[str, Pod]) -> None:
+def test_no_pod_may_connect_to_the_device_plugin(cluster_now: Cluster, project: dict[str, Pod]) -> None:
     plugin = project["neuron-device-plugin"]
     assert not any(
-        today.may_connect(pod, plugin, port)
+        cluster_now.may_connect(pod, plugin, port)
         for pod in project.values()
         if pod != plugin
         for port in (80, 443, 8080)

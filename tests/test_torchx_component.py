@@ -11,11 +11,14 @@ etcd and real torchrun agents is in tests/runtime/test_torchx_rendezvous.py.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
+import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,6 +36,8 @@ from cluster_facts.kubernetes_names import (
     NEURON_TAINT_KEY,
     RUNS_ROOT,
     TORCHX_POD_LABELS,
+    VOLCANO_JOB_NAME_LABEL,
+    VOLCANO_JOB_NAMESPACE_LABEL,
 )
 from config.workloads import DEFAULT_TRAINING_IMAGE
 from k8s_charts.etcd import ETCD_LABELS
@@ -155,12 +160,22 @@ def test_the_etcd_networkpolicy_of_the_team_admits_the_pods_and_no_other_teams(
     teams = {obj["metadata"]["name"] for obj in objects if obj["kind"] == "Namespace"} - {"trainium-system"}
     cluster = Cluster(objects)
     for index, task in enumerate(job["spec"]["tasks"]):
-        labels = task["template"]["metadata"]["labels"]
-        assert TORCHX_POD_LABELS.items() <= labels.items()
+        template_labels = task["template"]["metadata"]["labels"]
+        assert TORCHX_POD_LABELS.items() <= template_labels.items()
+        # The labels Volcano's controller adds to every pod it creates for the Job (and that an
+        # admission policy lets no one else set, k8s_charts/job_pod_admission.py): etcd admits them.
+        labels = {
+            **template_labels,
+            VOLCANO_JOB_NAME_LABEL: job["metadata"]["name"],
+            VOLCANO_JOB_NAMESPACE_LABEL: case.namespace,
+        }
+        assert not cluster.may_connect(
+            Pod(case.namespace, template_labels, "10.0.2.99"), etcd, ETCD_CLIENT_PORT
+        ), "TorchX's own labels, which anyone can set, are not enough"
         [container] = task["template"]["spec"]["containers"]
         # A short name: the Service of the pod's own namespace, the team's etcd.
         assert option(container["command"], "--rdzv_endpoint") == f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}"
-        assert cluster.policies_selecting(etcd, "Ingress") == [f"{case.namespace}/{ETCD_SERVICE_NAME}"]
+        assert f"{case.namespace}/{ETCD_SERVICE_NAME}" in cluster.policies_selecting(etcd, "Ingress")
         assert cluster.may_connect(
             Pod(case.namespace, labels, f"10.0.2.{index + 10}"), etcd, ETCD_CLIENT_PORT
         )
@@ -382,3 +397,52 @@ def _without_name(job: dict[str, Any]) -> dict[str, Any]:
     renamed: dict[str, Any] = json.loads(json.dumps(job).replace(job["metadata"]["name"], "<job>"))
     renamed["metadata"].pop("namespace", None)
     return renamed
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="changing uid needs root")
+def test_the_pod_leaves_root_for_the_owner_of_the_teams_directory(tmp_path: Path) -> None:
+    """Root is squashed to nobody on the file system and the team's directory belongs to the team's
+    uid: the rendered program, run as root (as TorchX's pods start), execs the launcher as that uid,
+    with no capability left. Here the "launcher" reports who it is."""
+    team_directory = tmp_path / "data"
+    team_directory.mkdir()
+    os.chown(team_directory, 23456, 23457)
+    # A shell, not this venv's python: the new uid may not enter /root, where the interpreter lives.
+    report = "echo \"$(id -u) $(id -g) $(id -G) $(awk '/^CapEff/ {print $2}' /proc/self/status) $HOME\""
+    # The launcher argv must hold the rendezvous options; a stand-in etcd answers "no such run".
+    with etcd_without_runs() as endpoint:
+        launcher = ["/bin/sh", "-c", report, "--rdzv_endpoint", endpoint, "--rdzv_id", "job"]
+        result = subprocess.run(
+            [sys.executable, "-c", trainium.RENDEZVOUS_PROGRAM, *launcher],
+            env={"TRAINIUM_DATA_MOUNT": str(team_directory), "HOME": "/root", "PATH": os.environ["PATH"]},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "23456 23457 23457 0000000000000000 /tmp"
+    assert "running as uid 23456" in result.stdout
+
+
+@contextlib.contextmanager
+def etcd_without_runs() -> Iterator[str]:
+    """An etcd v2 stand-in on loopback that knows no rendezvous (every key: 404)."""
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            del format, args
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -32,6 +32,8 @@ CLUSTER_SCOPED = {
     "PersistentVolume",
     "Queue",
     "StorageClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 
 
@@ -67,6 +69,10 @@ def test_no_storage_class_is_ever_created(manifests: list[Manifest]) -> None:
 
 
 EXPECTED_NAMES = {
+    "neuron-device-plugin-admission": [
+        ("ValidatingAdmissionPolicy", None, "neuron-device-plugin-own-node"),
+        ("ValidatingAdmissionPolicyBinding", None, "neuron-device-plugin-own-node"),
+    ],
     "neuron-device-plugin": [
         ("ClusterRole", None, "neuron-device-plugin"),
         ("ClusterRoleBinding", None, "neuron-device-plugin"),
@@ -75,6 +81,11 @@ EXPECTED_NAMES = {
         ("ServiceAccount", "kube-system", "neuron-device-plugin"),
     ],
     "efa-device-plugin": [("DaemonSet", "kube-system", "aws-efa-k8s-device-plugin")],
+    "volcano-namespace": [("Namespace", None, "volcano-system")],
+    "volcano-job-pod-admission": [
+        ("ValidatingAdmissionPolicy", None, "trainium-volcano-job-pods"),
+        ("ValidatingAdmissionPolicyBinding", None, "trainium-volcano-job-pods"),
+    ],
     "volcano-queue": [("Queue", None, "test")],
     "etcd": [
         ("Deployment", "training", "etcd-server"),
@@ -91,9 +102,14 @@ EXPECTED_NAMES = {
         ("PersistentVolumeClaim", "training", r"fsx-[0-9a-f]{6}-datasets"),
         ("PersistentVolumeClaim", "trainium-system", r"fsx-[0-9a-f]{6}"),
     ],
-    "platform-namespace": [("Namespace", None, "trainium-system")],
+    "platform-namespace": [
+        ("Namespace", None, "trainium-system"),
+        ("NetworkPolicy", "trainium-system", "default-deny"),
+    ],
     "training-namespace": [
         ("Namespace", None, "training"),
+        ("NetworkPolicy", "training", "default-deny"),
+        ("NetworkPolicy", "training", "volcano-job-pods"),
         ("Role", "training", "trainium-team-member"),
         ("RoleBinding", "training", "trainium-team-member"),
     ],
@@ -104,6 +120,7 @@ EXPECTED_NAMES = {
     "data-bert-wikicorpus-128": [
         ("Job", "trainium-system", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
         ("NetworkPolicy", "trainium-system", r"stage-bert-wikicorpus-128-[0-9a-f]{8}"),
+        ("NetworkPolicy", "trainium-system", r"stage-bert-wikicorpus-128-[0-9a-f]{8}-egress"),
     ],
     "run-bert-large": [("Job", "training", r"bert-large-[0-9a-f]{8}")],
     "tensorboard": [

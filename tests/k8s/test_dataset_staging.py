@@ -31,6 +31,7 @@ from k8s_charts.dataset_staging import (
 from tests.k8s.expansion import container_environment, expanded_command
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
+from tests.netpol import Cluster, Pod
 
 ARCHIVE = "https://example.com/data/corpus.tar"
 SCRIPT_TEXT = b"print('train')\n"
@@ -52,7 +53,13 @@ ROOT_ZONES = ("us-west-2a",)
 
 
 def staging(dataset: Dataset = DATASET, **props: Any) -> list[Manifest]:
-    props = {"namespace": "training", "claim_name": "fsx-abc123", "root_zones": ROOT_ZONES, **props}
+    props = {
+        "namespace": "training",
+        "claim_name": "fsx-abc123",
+        "root_zones": ROOT_ZONES,
+        "vpc_cidr": "10.0.0.0/16",
+        **props,
+    }
     manifests = synth(lambda app: DatasetStagingChart(app, "data", dataset=dataset, **props))
     assert_valid(manifests)
     return manifests
@@ -122,9 +129,23 @@ def test_the_pod_runs_as_a_locked_down_root_writer_with_no_token() -> None:
     assert container(job)["image"] == DEFAULT_IMAGE
 
 
-def test_nothing_may_connect_to_the_staging_pod() -> None:
-    policy = only(staging(), "NetworkPolicy")
-    assert policy["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in policy["spec"]
+def test_nothing_may_connect_to_the_staging_pod_and_it_reaches_only_dns_and_https_outside() -> None:
+    manifests = staging()
+    job = only(manifests, "Job")
+    policies = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "NetworkPolicy"}
+    ingress, egress = policies[job["metadata"]["name"]], policies[job["metadata"]["name"] + "-egress"]
+    assert ingress["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in ingress["spec"]
+    assert egress["spec"]["policyTypes"] == ["Egress"]
+    pod = Pod("training", job["spec"]["template"]["metadata"]["labels"], "10.0.1.22", "stage")
+    dns = Pod("kube-system", {"k8s-app": "kube-dns"}, "10.0.2.2", "coredns")
+    cluster = Cluster(manifests, [pod, dns])
+    assert cluster.may_connect(pod, dns, 53, "UDP") and cluster.may_connect(pod, dns, 53, "TCP")
+    assert cluster.may_connect_to_ip(pod, "203.0.113.10", 443)
+    assert not cluster.may_connect_to_ip(pod, "203.0.113.10", 80)
+    assert not cluster.may_connect_to_ip(pod, "169.254.169.254", 80)
+    assert not cluster.may_connect_to_ip(pod, "169.254.169.254", 443)
+    assert not cluster.may_connect_to_ip(pod, "10.0.3.4", 443)  # the VPC: nodes, pods, the API endpoint
+    assert not cluster.may_connect_to_ip(pod, "172.20.0.1", 443)  # the kubernetes Service
 
 
 @pytest.mark.parametrize(

@@ -1,25 +1,18 @@
 """DevicePluginAdmissionChart: the Neuron device plugin may touch only its own node, at admission.
 
-The rendered policy's CEL runs here on real requests, as the API server would run it: object and
-oldObject are plain maps, request is an AdmissionRequest whose empty optional fields
-(subResource, namespace, userInfo.extra) are absent, params and namespaceObject are null. The
-evaluator is cel-expr-python, the CEL project's Python binding of its C++ runtime (the API server
-uses cel-go; both implement the CEL specification and the policy uses only its standard macros
-and functions). Matching (resource rules, match conditions), lazy variables and failurePolicy
-are reproduced by a small interpreter below.
+The rendered policy's CEL runs on real requests, as the API server would run it (tests/admission.py).
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from cel_expr_python import cel
 
+from cluster_facts.kubernetes_plan import ManifestSet
+from config import load_config
 from k8s_charts.device_plugin_admission import (
     NODE_NAME_EXTRA,
     POLICY_NAME,
@@ -27,7 +20,11 @@ from k8s_charts.device_plugin_admission import (
     service_account_username,
 )
 from k8s_charts.neuron_device_plugin import NAME, NAMESPACE
-from tests.k8s.manifests import Manifest, only, synth
+from stacks.kubernetes_values import review_plan
+from tests.admission import CelError, Decision, admit, evaluate
+from tests.admission import admission_request as request_of
+from tests.conftest import DEFAULT_CONFIG
+from tests.k8s.manifests import only, synth
 from tests.k8s_validation import assert_valid
 
 PLUGIN = service_account_username(NAMESPACE, NAME)
@@ -48,100 +45,7 @@ NOT_NEURON_RESOURCES = (
 )
 
 
-# --- The admission side: how the API server applies one ValidatingAdmissionPolicy and binding ---
-
-_ENV = cel.NewEnv(
-    variables={
-        name: cel.Type.DYN
-        for name in ("object", "oldObject", "request", "params", "namespaceObject", "variables")
-    }
-)
-
-
-class CelError(Exception):
-    """An expression failed at run time (for the API server: the policy's failurePolicy applies)."""
-
-
-@functools.cache
-def _compiled(expression: str) -> Any:
-    return _ENV.compile(expression)
-
-
-def evaluate(expression: str, activation: Mapping[str, Any]) -> Any:
-    result = _compiled(expression).eval(data=dict(activation))
-    if result.type() == cel.Type.ERROR:
-        raise CelError(f"{expression}: {result.value()}")
-    return result.plain_value()
-
-
-@dataclass(frozen=True)
-class Decision:
-    matched: bool
-    allowed: bool
-    messages: tuple[str, ...] = ()
-
-
-def _rule_matches(rule: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
-    resource = request["resource"]
-    sub = request.get("subResource", "")
-    name = f"{resource['resource']}/{sub}" if sub else resource["resource"]
-    wanted = rule["resources"]
-    return (
-        ("*" in rule["apiGroups"] or resource["group"] in rule["apiGroups"])
-        and ("*" in rule["apiVersions"] or resource["version"] in rule["apiVersions"])
-        and ("*" in rule["operations"] or request["operation"] in rule["operations"])
-        and (name in wanted or (sub != "" and f"{resource['resource']}/*" in wanted))
-    )
-
-
-def admit(
-    manifests: list[Manifest],
-    request: Mapping[str, Any],
-    *,
-    obj: Mapping[str, Any] | None,
-    old: Mapping[str, Any] | None,
-) -> Decision:
-    """The decision of the rendered policy and binding on one admission request."""
-    policy = only(manifests, "ValidatingAdmissionPolicy")
-    binding = only(manifests, "ValidatingAdmissionPolicyBinding")
-    spec = policy["spec"]
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-    assert binding["spec"]["validationActions"] == ["Deny"], "only an enforcing binding is modelled here"
-    assert spec["failurePolicy"] == "Fail"
-    if not any(_rule_matches(rule, request) for rule in spec["matchConstraints"]["resourceRules"]):
-        return Decision(matched=False, allowed=True)
-    activation: dict[str, Any] = {
-        "object": copy.deepcopy(obj),
-        "oldObject": copy.deepcopy(old),
-        "request": copy.deepcopy(dict(request)),
-        "params": None,
-        "namespaceObject": None,
-        "variables": {},
-    }
-    for condition in spec.get("matchConditions", []):
-        try:
-            if not evaluate(condition["expression"], activation):
-                return Decision(matched=False, allowed=True)
-        except CelError as error:  # failurePolicy Fail
-            return Decision(matched=True, allowed=False, messages=(str(error),))
-    # The API server evaluates variables lazily; this policy's are written never to fail, so they
-    # are evaluated eagerly here and any failure is a bug in the policy.
-    for variable in spec.get("variables", []):
-        activation["variables"][variable["name"]] = evaluate(variable["expression"], activation)
-    messages = []
-    for validation in spec["validations"]:
-        try:
-            passed = evaluate(validation["expression"], activation)
-        except CelError as error:  # failurePolicy Fail
-            messages.append(str(error))
-            continue
-        assert isinstance(passed, bool), validation
-        if not passed:
-            messages.append(validation["message"])
-    return Decision(matched=True, allowed=not messages, messages=tuple(messages))
-
-
-# --- Requests and objects as the API server hands them to admission ---
+# --- Requests as the API server hands them to admission ---
 
 
 def admission_request(
@@ -155,33 +59,28 @@ def admission_request(
     node: str | None = None,
     kind: str = "Pod",
 ) -> dict[str, Any]:
-    """An AdmissionRequest as CEL sees it: omitempty fields are absent when empty."""
-    gvr = {"group": "", "version": "v1", "resource": resource}
-    gvk = {"group": "", "version": "v1", "kind": kind}
-    user_info: dict[str, Any] = {"username": user, "groups": ["system:authenticated"]}
-    if node is not None:
-        # A pod-bound projected token of a scheduled pod (ServiceAccountTokenPodNodeInfo).
-        user_info["extra"] = {
+    """An AdmissionRequest; with ``node``, from a pod-bound projected token of a scheduled pod
+    (ServiceAccountTokenPodNodeInfo puts the node in the user's extra)."""
+    extra = (
+        {
             NODE_NAME_EXTRA: [node],
             "authentication.kubernetes.io/node-uid": ["2f0c5c5e-0000-4000-8000-000000000001"],
             "authentication.kubernetes.io/pod-name": ["neuron-device-plugin-x7k2p"],
             "authentication.kubernetes.io/pod-uid": ["9a1b2c3d-0000-4000-8000-000000000002"],
         }
-    request: dict[str, Any] = {
-        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-        "kind": gvk,
-        "resource": gvr,
-        "requestKind": gvk,
-        "requestResource": gvr,
-        "name": name,
-        "operation": operation,
-        "userInfo": user_info,
-    }
-    if sub_resource:
-        request["subResource"] = request["requestSubResource"] = sub_resource
-    if namespace:
-        request["namespace"] = namespace
-    return request
+        if node is not None
+        else None
+    )
+    return request_of(
+        user=user,
+        operation=operation,
+        resource=resource,
+        name=name,
+        namespace=namespace,
+        sub_resource=sub_resource,
+        extra=extra,
+        kind=kind,
+    )
 
 
 def pod(*, node: str | None = OWN_NODE, name: str = "bert-train-worker-0") -> dict[str, Any]:
@@ -614,3 +513,32 @@ def test_the_binding_can_only_report_for_a_first_rollout() -> None:
 def test_invalid_validation_actions_are_refused(actions: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="validation_actions"):
         synth(lambda app: DevicePluginAdmissionChart(app, "bad", validation_actions=actions))
+
+
+def test_the_plan_applies_the_policy_before_the_plugin_and_it_lets_the_plugin_work() -> None:
+    """Wired into the deployment: its own step, applied, before the plugin's DaemonSet; and the
+    rendered objects of the plan (not only the chart's) allow the plugin's own requests."""
+    plan = review_plan(load_config(DEFAULT_CONFIG))
+    admission, plugin = plan.step("neuron-device-plugin-admission"), plan.step("neuron-device-plugin")
+    assert isinstance(admission, ManifestSet) and isinstance(plugin, ManifestSet)
+    assert admission.applied and plugin.applied
+    assert admission.name in plugin.after
+    assert plan.names.index(admission.name) < plan.names.index(plugin.name)
+    planned = [dict(manifest) for manifest in admission.manifests]
+    assert planned == MANIFESTS
+    old = pod()
+    pod_update = admission_request(
+        user=PLUGIN, operation="UPDATE", resource="pods", name="p", namespace="training", node=OWN_NODE
+    )
+    assert admit(planned, pod_update, obj=changed(old, annotate("AWS_NEURON_IDS", "0")), old=old).allowed
+    old_node = node()
+    status = admission_request(
+        user=PLUGIN, operation="UPDATE", resource="nodes", name=OWN_NODE, sub_resource="status",
+        node=OWN_NODE, kind="Node",
+    )  # fmt: skip
+    new_node = changed(
+        old_node, lambda n: n["status"]["allocatable"].__setitem__("aws.amazon.com/neuron", "15")
+    )
+    assert admit(planned, status, obj=new_node, old=old_node).allowed
+    image = changed(old, lambda p: p["spec"]["containers"][0].__setitem__("image", "evil:1"))
+    assert not admit(planned, pod_update, obj=image, old=old).allowed

@@ -76,6 +76,14 @@ def test_pod_uses_the_host_network_and_the_efa_host_paths(daemonset) -> None:
         "/dev/infiniband": "/dev/infiniband",
         "/opt/aws/neuron": "/opt/aws/neuron",
     }
+    [container] = pod_spec(daemonset)["containers"]
+    read_only = {mount["mountPath"] for mount in container["volumeMounts"] if mount.get("readOnly")}
+    assert read_only == {"/opt/aws/neuron"}  # the plugin only reads the Neuron tools
+    types = {
+        volume["hostPath"]["path"]: volume["hostPath"].get("type")
+        for volume in pod_spec(daemonset)["volumes"]
+    }
+    assert types["/var/lib/kubelet/device-plugins"] == "Directory"
 
 
 def test_daemonset_tolerates_the_trainium_taint(daemonset) -> None:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from cluster_facts.kubernetes_names import TRAINING_POD_LABELS
+from cluster_facts.kubernetes_names import VOLCANO_JOB_NAME_LABEL
 from k8s_charts.etcd import EtcdChart
 from tests.k8s.manifests import only, pod_spec, synth
 from tests.k8s_validation import assert_valid
@@ -84,30 +84,30 @@ def test_service_is_etcd_server_cluster_ip_2379_on_the_etcd_pods(manifests) -> N
     )
 
 
-def test_network_policy_admits_only_training_pods_to_etcd(manifests) -> None:
+def test_network_policy_admits_only_pods_of_volcano_jobs_of_the_namespace(manifests) -> None:
+    """volcano.sh/job-name, which only Volcano's job controller may set in a team's namespace
+    (k8s_charts/job_pod_admission.py); not a label anyone can put on their own pod."""
     policy = only(manifests, "NetworkPolicy")["spec"]
     etcd_pod_labels = only(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert policy["podSelector"] == {"matchLabels": etcd_pod_labels}
     assert policy["policyTypes"] == ["Ingress"]  # selected for ingress: everything not listed is denied
-    project, torchx = policy["ingress"]
-    assert project["from"] == [{"podSelector": {"matchLabels": TRAINING_POD_LABELS}}]
-    assert torchx["from"] == [
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}}}
+    [rule] = policy["ingress"]
+    assert rule["from"] == [
+        {"podSelector": {"matchExpressions": [{"key": VOLCANO_JOB_NAME_LABEL, "operator": "Exists"}]}}
     ]
-    for rule in (project, torchx):
-        assert rule["ports"] == [{"port": 2379, "protocol": "TCP"}]
+    assert rule["ports"] == [{"port": 2379, "protocol": "TCP"}]
 
 
-def test_training_selector_and_namespace_are_applied() -> None:
-    manifests = etcd(namespace="training", client_pod_selectors=[{"job": "bert"}])
-    assert {manifest["metadata"]["namespace"] for manifest in manifests} == {"training"}
+def test_client_label_and_namespace_are_applied() -> None:
+    manifests = etcd(namespace="research", client_label="example.com/job")
+    assert {manifest["metadata"]["namespace"] for manifest in manifests} == {"research"}
     [rule] = only(manifests, "NetworkPolicy")["spec"]["ingress"]
-    assert rule["from"] == [{"podSelector": {"matchLabels": {"job": "bert"}}}]
+    assert rule["from"] == [
+        {"podSelector": {"matchExpressions": [{"key": "example.com/job", "operator": "Exists"}]}}
+    ]
 
 
-def test_an_empty_training_selector_is_refused() -> None:
+def test_an_empty_client_label_is_refused() -> None:
     # An empty podSelector would admit every pod of the namespace.
-    with pytest.raises(ValueError, match="client_pod_selectors"):
-        etcd(client_pod_selectors=[{}])
-    with pytest.raises(ValueError, match="client_pod_selectors"):
-        etcd(client_pod_selectors=[])
+    with pytest.raises(ValueError, match="client_label"):
+        etcd(client_label="")

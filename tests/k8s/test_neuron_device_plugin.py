@@ -62,11 +62,13 @@ def test_no_instance_types_fails() -> None:
         neuron_plugin(instance_types=[])
 
 
-def test_container_mounts_the_kubelet_device_plugin_dir_and_run(manifests) -> None:
-    assert host_paths(only(manifests, "DaemonSet")) == {
-        "/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
-        "/run": "/run",
-    }
+def test_the_only_host_path_is_the_kubelet_device_plugin_dir(manifests) -> None:
+    """Not the host's /run (containerd's and D-Bus's sockets), which upstream mounts for a file of
+    Neuron Runtime 1.x; not /dev or /sys: the kubelet hands devices to the pods, sysfs is visible."""
+    daemonset = only(manifests, "DaemonSet")
+    assert host_paths(daemonset) == {"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins"}
+    [volume] = pod_spec(daemonset)["volumes"]
+    assert volume["hostPath"] == {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}
 
 
 def test_container_env_names_the_kubeconfig_and_its_node(manifests) -> None:

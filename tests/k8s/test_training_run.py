@@ -32,7 +32,6 @@ from cluster_facts.kubernetes_names import (
     TRAINING_POD_LABELS,
 )
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, Dataset, RemoteFile
-from k8s_charts.etcd import EtcdChart
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, launcher_arguments, run_id
 from tests.k8s.expansion import container_environment, expand, expanded_command
 from tests.k8s.manifests import Manifest, only, synth
@@ -184,17 +183,22 @@ def test_each_pod_takes_every_neuron_chip_and_efa_interface_of_its_node(instance
     assert entry.memory_gib * 3 // 4 <= memory_gib <= entry.memory_gib - 32
 
 
-def test_pods_carry_the_labels_the_etcd_network_policy_admits() -> None:
-    [policy] = [
-        m
-        for m in synth(lambda app: EtcdChart(app, "etcd", namespace="training"))
-        if m["kind"] == "NetworkPolicy"
-    ]
-    selectors = [
-        peer["podSelector"]["matchLabels"] for rule in policy["spec"]["ingress"] for peer in rule["from"]
-    ]
-    labels = task(job())["template"]["metadata"]["labels"]
-    assert any(selector.items() <= labels.items() for selector in selectors)
+def test_the_job_uses_volcanos_svc_plugin_with_its_network_policy() -> None:
+    """Volcano labels the pods (volcano.sh/job-name: what etcd admits) and, through the svc plugin,
+    creates the policy by which the job's pods admit each other only: it must not be disabled."""
+    plugins = job()["spec"]["plugins"]
+    assert "svc" in plugins
+    assert "--disable-network-policy" not in " ".join(plugins["svc"])
+    # The template does not set Volcano's labels itself: the controller writes them.
+    assert not {"volcano.sh/job-name", "volcano.sh/job-namespace"} & set(
+        task(job())["template"]["metadata"]["labels"]
+    )
+
+
+def test_the_container_drops_every_capability() -> None:
+    [container] = pod(job())["containers"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
 
 def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() -> None:
