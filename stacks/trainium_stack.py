@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -28,12 +28,17 @@ from constructs_trn.network import TrainingNetwork
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
+from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.plan import render
 from stacks.kubernetes_values import file_system_values, kubernetes_plan
 
-__all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
+__all__ = ["PULL_THROUGH_CACHE_PREFIX", "TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
 STACK_ID = "TrainiumStack"
+# INTEGRATOR: the repository prefix of the stack's ECR pull-through cache rules (issue 15, supply
+# chain), once they exist. The node roles may then pull (and import on a first pull) from
+# repository/<prefix>/* of the stack's account; None grants nothing there.
+PULL_THROUGH_CACHE_PREFIX: str | None = None
 
 _REMOVAL_POLICIES = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 _RETENTION = {
@@ -130,7 +135,31 @@ class TrainiumStack(Stack):
             keep_images=config.ecr.keep_images,
             removal_policy=_REMOVAL_POLICIES[config.ecr.removal_policy],
         )
-        self.node_role = node_role(self, "NodeRole")
+        # One role per kind of node. The system nodes keep the construct id of the role all nodes once
+        # shared: a node group's role cannot change without replacing the group, and replacing the
+        # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
+        pull_repositories = self._image_repository_arns()
+        pull_through = (
+            [
+                f"arn:{Aws.PARTITION}:ecr:{config.region}:{config.account}:repository/{PULL_THROUGH_CACHE_PREFIX}/*"
+            ]
+            if PULL_THROUGH_CACHE_PREFIX
+            else []
+        )
+        self.node_role = node_role(
+            self,
+            "NodeRole",
+            description=f"{config.name}: system nodes (join the cluster, pull the cluster's images)",
+            pull_repository_arns=pull_repositories,
+            pull_through_repository_arns=pull_through,
+        )
+        self.trainium_node_role = node_role(
+            self,
+            "TrainiumNodeRole",
+            description=f"{config.name}: Trainium nodes (join the cluster, pull the cluster's images)",
+            pull_repository_arns=pull_repositories,
+            pull_through_repository_arns=pull_through,
+        )
 
         self.cluster = TrainingCluster(
             self,
@@ -141,6 +170,7 @@ class TrainiumStack(Stack):
             private_subnets=self.network.private_subnets,
             endpoint_public_cidrs=config.cluster.endpoint_public_cidrs,
             admin_role_arns=config.cluster.admin_role_arns,
+            creator_admin=config.cluster.keep_creator_admin,
         )
         eks_cluster = self.cluster.cluster
         self.system_nodes = self.cluster.add_system_nodes(
@@ -178,7 +208,7 @@ class TrainiumStack(Stack):
                 instance=group.instance,
                 subnet=self.network.trainium_subnet,
                 security_group_ids=interface_groups,
-                node_role=self.node_role,
+                node_role=self.trainium_node_role,
                 min_size=group.min_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
@@ -254,6 +284,20 @@ class TrainiumStack(Stack):
             else None
         )
         self._add_outputs()
+
+    def _image_repository_arns(self) -> list[str]:
+        """The ECR repositories any node pulls from (images on public.ecr.aws or other registries need no IAM).
+
+        The stack's own repository (training images), and the EKS image registry of the region: the
+        managed add-ons (VPC CNI, kube-proxy, CoreDNS, Pod Identity agent, FSx CSI driver, CloudWatch
+        agent, node monitoring agent), the pause image and the EFA device plugin all come from there,
+        under repository names EKS chooses per add-on version.
+        """
+        region = self.config.region
+        return [
+            self.images.repository.repository_arn,
+            f"arn:{Aws.PARTITION}:ecr:{region}:{EKS_IMAGE_ACCOUNTS[region]}:repository/*",
+        ]
 
     def _add_outputs(self) -> None:
         config = self.config

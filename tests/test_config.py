@@ -143,6 +143,20 @@ BAD_CONFIGURATIONS = [
         id="cidr-with-host-bits",
     ),
     pytest.param(
+        "cluster.endpoint_public_cidrs",
+        ["203.0.113.0/24", "0.0.0.0/0"],
+        "env.yaml: cluster.endpoint_public_cidrs[1]: 0.0.0.0/0 admits the whole internet to the API server; "
+        "allowed: your own egress ranges of /16 or narrower, or [] for a private endpoint only",
+        id="public-endpoint-open-to-all",
+    ),
+    pytest.param(
+        "cluster.endpoint_public_cidrs",
+        ["52.0.0.0/10"],
+        "env.yaml: cluster.endpoint_public_cidrs[0]: 52.0.0.0/10 is too broad for the public API endpoint (/10); "
+        "allowed: /16 or narrower, or [] for a private endpoint only",
+        id="public-endpoint-too-broad",
+    ),
+    pytest.param(
         "account",
         "12345",
         "env.yaml: account: '12345' is not a 12-digit AWS account id",
@@ -895,3 +909,10 @@ def test_reserved_groups_update_without_surge_and_others_with_it() -> None:
         "trn1-32xl-block": "MINIMAL",  # a Capacity Block
     }
     assert load_config(DEFAULT_CONFIG).trainium.node_groups[0].update_strategy == "DEFAULT"
+
+
+def test_a_slash_16_is_the_broadest_public_endpoint_range() -> None:
+    """Over-broad means wider than /16 (docs/access.md): an organisation's egress fits, a provider's does not."""
+    config = parse_config(with_change("cluster.endpoint_public_cidrs", ["198.51.0.0/16", "192.0.2.7/32"]))
+    assert config.cluster.endpoint_public_cidrs == ["198.51.0.0/16", "192.0.2.7/32"]
+    assert len(problems_of(with_change("cluster.endpoint_public_cidrs", ["198.50.0.0/15"]))) == 1
