@@ -346,7 +346,22 @@ class FsxSettings(_Section):
         ]
         | None
     ) = None
+    s3_bucket_owner: AccountId | None = None
+    """The account that owns the s3_import_path bucket, when it is not this configuration's account.
+    Auto-import brings every new, changed or deleted object of the bucket onto the file system that
+    the training pods read and run code from: a bucket of another account is allowed only when it is
+    named here, and the deployment checks the owner (S3 HeadBucket with ExpectedBucketOwner) before
+    the file system links the bucket."""
     removal_policy: RemovalPolicy = "retain"
+
+    @field_validator("s3_bucket_owner")
+    @classmethod
+    def _owner_of_a_bucket(cls, owner: str | None, info: ValidationInfo) -> str | None:
+        if owner is not None and "s3_import_path" in info.data and info.data["s3_import_path"] is None:
+            raise _problem(
+                f"{owner} owns no bucket here: s3_import_path is null; set it, or remove s3_bucket_owner"
+            )
+        return owner
 
     @field_validator("storage_capacity_gib")
     @classmethod

@@ -126,6 +126,7 @@ class TrainiumStack(Stack):
             storage_capacity_gib=config.fsx.storage_capacity_gib,
             throughput_mib_per_tib=config.fsx.throughput_mib_per_tib,
             s3_import_path=config.fsx.s3_import_path,
+            s3_bucket_owner=config.fsx.s3_bucket_owner or config.account,
             removal_policy=_REMOVAL_POLICIES[config.fsx.removal_policy],
         )
         self.images = TrainingImageRepository(

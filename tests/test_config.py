@@ -243,7 +243,7 @@ BAD_CONFIGURATIONS = [
         "fsx",
         5,
         "env.yaml: fsx: must be a mapping of keys, got the number 5; allowed keys: deployment_type, "
-        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, removal_policy",
+        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, s3_bucket_owner, removal_policy",
         id="section-that-is-not-a-mapping",
     ),
     pytest.param(
