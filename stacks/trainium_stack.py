@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -23,6 +23,7 @@ from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
 from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer
+from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
@@ -39,6 +40,8 @@ STACK_ID = "TrainiumStack"
 # chain), once they exist. The node roles may then pull (and import on a first pull) from
 # repository/<prefix>/* of the stack's account; None grants nothing there.
 PULL_THROUGH_CACHE_PREFIX: str | None = None
+# The groups the amazon-cloudwatch-observability add-on (Container Insights, enhanced) writes to.
+CONTAINER_INSIGHTS_LOG_GROUPS = ("application", "dataplane", "host", "performance")
 
 _REMOVAL_POLICIES = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 _RETENTION = {
@@ -284,7 +287,27 @@ class TrainiumStack(Stack):
             if deployment_check is not None
             else None
         )
+        self._encrypt_logs()
         self._add_outputs()
+
+    def _encrypt_logs(self) -> None:
+        """Every log group of the cluster under the stack's logs key (constructs_trn/log_encryption.py)."""
+        name = self.config.name
+        self.log_encryption = LogEncryption(self, "LogEncryption", name=name)
+        # EKS writes the control-plane logs to this group, and uses it with its key when it exists.
+        self.log_encryption.encrypt_service_log_group("ControlPlaneLogs", f"/aws/eks/{name}/cluster")
+        for kind in CONTAINER_INSIGHTS_LOG_GROUPS:
+            self.log_encryption.encrypt_service_log_group(
+                f"ContainerInsights{kind.capitalize()}", f"/aws/containerinsights/{name}/{kind}"
+            )
+        # ec2.Vpc's default-security-group function has no log group resource: Lambda would create it.
+        provider = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        restrict = self.network.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource")
+        handler, custom_resource = provider.node.find_child("Handler"), restrict.node.default_child
+        assert isinstance(handler, CfnResource) and isinstance(custom_resource, CfnResource)
+        self.log_encryption.encrypt_lambda_default_log_group(handler, invoked_by=custom_resource)
+        # Last: every construct that brings a log group exists now.
+        self.log_encryption.encrypt_template_log_groups(self)
 
     def _image_repository_arns(self) -> list[str]:
         """The ECR repositories any node pulls from (images on public.ecr.aws or other registries need no IAM).

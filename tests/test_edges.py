@@ -111,3 +111,86 @@ def test_bucket_owner_problems_are_one_line(changes: dict[str, Any], expected: s
     with pytest.raises(ConfigError) as raised:
         parse_config(data, source="env.yaml")
     assert raised.value.lines() == [expected]
+
+
+# --- Log encryption ----------------------------------------------------------------------------
+
+
+def logs_key(synthesized: Synthesized) -> str:
+    [key_id] = [
+        logical_id
+        for logical_id, key in synthesized.resources("AWS::KMS::Key").items()
+        if "CloudWatch Logs" in key["Properties"]["Description"]
+    ]
+    return key_id
+
+
+def test_every_log_group_in_the_template_uses_the_logs_key(default_stack: Synthesized) -> None:
+    key = logs_key(default_stack)
+    groups = default_stack.resources("AWS::Logs::LogGroup")
+    assert len(groups) >= 4  # flow logs, the kubectl handler and its provider, the custom-resource function
+    for logical_id, group in groups.items():
+        assert group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key, "Arn"]}, logical_id
+
+
+def test_every_lambda_function_writes_to_an_encrypted_group(default_stack: Synthesized) -> None:
+    """A function without a log group in the template would write to one Lambda creates, unencrypted."""
+    names = json.dumps(
+        [
+            group["Properties"].get("LogGroupName")
+            for group in default_stack.resources("AWS::Logs::LogGroup").values()
+        ]
+    )
+    for logical_id, function in default_stack.resources("AWS::Lambda::Function").items():
+        configured = function["Properties"].get("LoggingConfig", {}).get("LogGroup")
+        assert configured is not None or json.dumps({"Ref": logical_id}) in names, logical_id
+
+
+def test_service_log_groups_get_the_key_whether_they_exist_or_not(default_stack: Synthesized) -> None:
+    key = {"Fn::GetAtt": [logs_key(default_stack), "Arn"]}
+    name = default_stack.config.name
+    created = {
+        check_call(resource, "Create")["parameters"]["logGroupName"]: (logical_id, resource)
+        for logical_id, resource in default_stack.resources("Custom::ServiceLogGroup").items()
+    }
+    expected = {
+        f"/aws/eks/{name}/cluster",
+        *(
+            f"/aws/containerinsights/{name}/{kind}"
+            for kind in ("application", "dataplane", "host", "performance")
+        ),
+    }
+    assert set(created) == expected
+    for logical_id, resource in default_stack.resources("Custom::ServiceLogGroupKey").items():
+        for event in ("Create", "Update"):
+            call = check_call(resource, event)
+            assert call["action"] == "associateKmsKey"
+            assert call["parameters"]["logGroupName"] in expected
+        create_id, create = created[check_call(resource, "Create")["parameters"]["logGroupName"]]
+        assert create_id in resource["DependsOn"], logical_id
+        # An existing group (a stack deployed before) is no error; the association then encrypts it.
+        assert check_call(create, "Create")["ignoreErrorCodesMatching"] == "ResourceAlreadyExistsException"
+        assert key_reference_in(resource, key)
+
+
+def key_reference_in(resource: dict[str, Any], key: dict[str, Any]) -> bool:
+    return json.dumps(key) in json.dumps(resource["Properties"]["Create"])
+
+
+def test_the_logs_key_admits_only_cloudwatch_logs_of_this_account_and_region(
+    default_stack: Synthesized,
+) -> None:
+    key = default_stack.json["Resources"][logs_key(default_stack)]
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain"
+    [logs] = [
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s.get("Sid") == "CloudWatchLogsOfThisAccountAndRegion"
+    ]
+    assert logs["Principal"] == {"Service": "logs.us-west-2.amazonaws.com"} or "logs." in json.dumps(
+        logs["Principal"]
+    )
+    assert "kms:Decrypt*" in logs["Action"] and "kms:GenerateDataKey*" in logs["Action"]
+    condition = json.dumps(logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"])
+    assert ":logs:" in condition and "log-group:*" in condition and "AWS::AccountId" in condition
