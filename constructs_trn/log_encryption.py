@@ -74,7 +74,7 @@ class LogEncryption(Construct):
             kms_key_id=self.key.key_arn,
             retention_in_days=731,
         )
-        invoked_by.add_dependency(group)
+        invoked_by.node.add_dependency(group)
         return group
 
     def encrypt_service_log_group(self, construct_id: str, log_group_name: str) -> cr.AwsCustomResource:
