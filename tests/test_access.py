@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatch
 from typing import Any
 
 import yaml
 
 from config import parse_config
-from tests.conftest import DEFAULT_CONFIG, Synthesized, synthesize
+from tests.conftest import DEFAULT_CONFIG, REPO_ROOT, Synthesized, synthesize
 from tests.yaml_edits import with_change
 
 
@@ -73,3 +74,41 @@ def test_the_cluster_is_named_so_a_replacement_is_refused_not_performed(default_
     """CloudFormation cannot replace a resource with a custom name: switching the creator's entry on a
     deployed cluster fails the update before anything changes, instead of a new, empty cluster."""
     assert cluster_properties(default_stack)["Name"] == default_stack.config.name
+
+
+def test_the_documented_guard_matches_the_handler_its_framework_and_their_roles(
+    default_stack: Synthesized,
+) -> None:
+    """docs/access.md's SCP names the functions and roles by pattern; CloudFormation names them
+    <stack>-<logical id, truncated>-<suffix>. The patterns must match what this template produces."""
+    text = (REPO_ROOT / "docs" / "access.md").read_text()
+    policy = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+    functions, roles = policy["Statement"]
+    stack = default_stack.stack.stack_name
+    handler_id = next(
+        logical_id
+        for logical_id, resource in default_stack.resources("AWS::Lambda::Function").items()
+        if resource["Properties"].get("Description") == "onEvent handler for EKS kubectl resource provider"
+    )
+    framework_id = next(
+        logical_id
+        for logical_id in default_stack.resources("AWS::Lambda::Function")
+        if "frameworkonEvent" in logical_id
+    )
+    for logical_id in (handler_id, framework_id):
+        name = f"{stack}-{logical_id[:30]}-ABCDEF123456"
+        assert fnmatch(f"arn:aws:lambda:us-west-2:111122223333:function:{name}", functions["Resource"]), (
+            logical_id
+        )
+    handler_role = kubectl_handler_role(default_stack)
+    framework_role = default_stack.json["Resources"][framework_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    for role_id in (handler_role, framework_role):
+        arn = f"arn:aws:iam::111122223333:role/{stack}-{role_id[:30]}-ABCDEF123456"
+        assert fnmatch(arn, roles["Resource"]), role_id
+        assert any(
+            fnmatch(arn, pattern) for pattern in functions["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+        )
+    assert (
+        "lambda:InvokeFunction" in functions["Action"] and "lambda:UpdateFunctionCode" in functions["Action"]
+    )
+    assert "iam:PassRole" in roles["Action"]
