@@ -44,7 +44,13 @@ class LogEncryption(Construct):
             iam.PolicyStatement(
                 sid="CloudWatchLogsOfThisAccountAndRegion",
                 principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                actions=[
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
                 resources=["*"],  # in a key policy, "*" is this key
                 conditions={
                     "ArnLike": {
@@ -64,7 +70,9 @@ class LogEncryption(Construct):
             group.kms_key_id = self.key.key_arn
         return groups
 
-    def encrypt_lambda_default_log_group(self, function: CfnResource, *, invoked_by: CfnResource) -> logs.CfnLogGroup:
+    def encrypt_lambda_default_log_group(
+        self, function: CfnResource, *, invoked_by: CfnResource
+    ) -> logs.CfnLogGroup:
         """A function without a log group resource writes to ``/aws/lambda/<name>``, created on first
         write: create it here, encrypted, before ``invoked_by`` (the custom resource that runs it)."""
         group = logs.CfnLogGroup(
