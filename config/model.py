@@ -132,11 +132,38 @@ def _kubernetes_version(value: str) -> str:
     return value
 
 
+# The widest range the public endpoint admits: a /16 (65,536 addresses) is already an organisation's
+# whole egress. Anything wider, 0.0.0.0/0 above all, opens the API server to networks nobody here
+# controls (shared cloud and CI ranges included); the private endpoint serves everything in the VPC.
+WIDEST_PUBLIC_ENDPOINT_PREFIX = 16
+
+
+def _not_over_broad(cidr: str) -> str:
+    prefix = ipaddress.IPv4Network(cidr).prefixlen
+    if prefix == 0:
+        raise _problem(
+            f"{cidr} admits the whole internet to the API server; allowed: your own egress ranges of "
+            f"/{WIDEST_PUBLIC_ENDPOINT_PREFIX} or narrower, or [] for a private endpoint only"
+        )
+    if prefix < WIDEST_PUBLIC_ENDPOINT_PREFIX:
+        raise _problem(
+            f"{cidr} is too broad for the public API endpoint (/{prefix}); allowed: "
+            f"/{WIDEST_PUBLIC_ENDPOINT_PREFIX} or narrower, or [] for a private endpoint only"
+        )
+    return cidr
+
+
 class ClusterSettings(_Section):
     kubernetes_version: Annotated[str, _quoted_string("1.34"), AfterValidator(_kubernetes_version)]
-    endpoint_public_cidrs: list[Cidr] = Field(default_factory=list)
-    """CIDRs that may reach the public API endpoint; empty means a private endpoint only."""
+    endpoint_public_cidrs: list[Annotated[Cidr, AfterValidator(_not_over_broad)]] = Field(
+        default_factory=list
+    )
+    """CIDRs that may reach the public API endpoint, each /16 or narrower; empty means a private endpoint only."""
     admin_role_arns: list[RoleArn] = Field(default_factory=list)
+    keep_creator_admin: bool = False
+    """Only for a cluster created before this key existed: keep EKS's hidden cluster-admin entry of the
+    principal that created it (docs/access.md). Switching it replaces the cluster, which CloudFormation
+    refuses for this named cluster: an update that changes it fails before anything changes."""
     addon_versions: dict[
         str,
         Annotated[
@@ -319,7 +346,22 @@ class FsxSettings(_Section):
         ]
         | None
     ) = None
+    s3_bucket_owner: AccountId | None = None
+    """The account that owns the s3_import_path bucket, when it is not this configuration's account.
+    Auto-import brings every new, changed or deleted object of the bucket onto the file system that
+    the training pods read and run code from: a bucket of another account is allowed only when it is
+    named here, and the deployment checks the owner (S3 HeadBucket with ExpectedBucketOwner) before
+    the file system links the bucket."""
     removal_policy: RemovalPolicy = "retain"
+
+    @field_validator("s3_bucket_owner")
+    @classmethod
+    def _owner_of_a_bucket(cls, owner: str | None, info: ValidationInfo) -> str | None:
+        if owner is not None and "s3_import_path" in info.data and info.data["s3_import_path"] is None:
+            raise _problem(
+                f"{owner} owns no bucket here: s3_import_path is null; set it, or remove s3_bucket_owner"
+            )
+        return owner
 
     @field_validator("storage_capacity_gib")
     @classmethod

@@ -31,6 +31,10 @@ _ALL_CONTROL_PLANE_LOGS = [
 class TrainingCluster(Construct):
     """An EKS cluster on managed node groups (not Auto Mode), with KMS-encrypted secrets.
 
+    Only the access entries in the template grant Kubernetes access: the kubectl handler's (cluster
+    admin, added by aws-eks-v2) and ``admin_role_arns``; ``creator_admin`` keeps the creator's hidden
+    entry of a cluster created before that was switched off (changing it would replace the cluster).
+
     The kubectl handler runs in the private subnets so that it reaches the API server whether the
     public endpoint is off or restricted to a few CIDRs, and uses the kubectl of the cluster's minor
     version.
@@ -47,6 +51,7 @@ class TrainingCluster(Construct):
         private_subnets: ec2.SubnetSelection,
         endpoint_public_cidrs: Sequence[str],
         admin_role_arns: Sequence[str],
+        creator_admin: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.secrets_key = kms.Key(
@@ -74,6 +79,13 @@ class TrainingCluster(Construct):
                 else eks.EndpointAccess.PRIVATE
             ),
             secrets_encryption_key=self.secrets_key,
+            # No hidden cluster-admin: EKS would otherwise give whoever creates the cluster (the
+            # CloudFormation execution role) an access entry that this template does not show. The
+            # kubectl handler's role has its own entry (aws-eks-v2 adds it, visible in the template),
+            # and people get in through admin_role_arns (docs/access.md). The property forces a new
+            # cluster when it changes, so a cluster created before keeps EKS's default (omitted:
+            # ``creator_admin``); its name makes CloudFormation refuse, not perform, a replacement.
+            bootstrap_cluster_creator_admin_permissions=None if creator_admin else False,
             cluster_logging=_ALL_CONTROL_PLANE_LOGS,
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=kubectl_layer(self, "KubectlLayer", kubernetes_version=kubernetes_version),

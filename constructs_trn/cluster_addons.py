@@ -36,7 +36,7 @@ class ClusterAddons(Construct):
 
     Order: the networking add-ons come first (``networking``: node groups wait on them); the ones
     that run Deployments wait for ``wait_for`` (the system nodes), and those that use Pod Identity
-    also wait for its agent.
+    (the VPC CNI among them) also wait for its agent.
     """
 
     def __init__(
@@ -52,13 +52,36 @@ class ClusterAddons(Construct):
         self._cluster = cluster
         self._versions = versions
 
+        # The VPC CNI's network-interface permissions (create, attach, detach, delete ENIs, assign IPs,
+        # on every interface of the account) belong to its own pods, through Pod Identity, not to the
+        # node role that every host-network pod and anything reaching the node's IMDS could use.
+        self.vpc_cni_role = pod_identity_role(
+            self,
+            "VpcCniRole",
+            description="VPC CNI (aws-node): network interfaces and IP addresses of the nodes",
+            managed_policy_names=["AmazonEKS_CNI_Policy"],
+        )
+        acknowledge(
+            self.vpc_cni_role,
+            aws_managed_policy("AmazonEKS_CNI_Policy"),
+            reason="the policy EKS documents for the VPC CNI's service account (network interfaces and IP "
+            "addresses, EFA interfaces included); AWS extends it as the CNI gains features",
+        )
         vpc_cni = self._addon(
             VPC_CNI,
             # Network policies are enforced so that, for example, etcd admits only training pods.
             configuration={"enableNetworkPolicy": "true"},
+            pod_identity={
+                "namespace": "kube-system",
+                "service_account": "aws-node",
+                "role": self.vpc_cni_role,
+            },
         )
         kube_proxy = self._addon(KUBE_PROXY)
         pod_identity_agent = self._addon(EKS_POD_IDENTITY_AGENT)
+        # aws-node gets its credentials from the Pod Identity agent on its node: the agent's add-on
+        # comes first, and the node groups wait for both.
+        vpc_cni.node.add_dependency(pod_identity_agent)
         self.networking: list[Construct] = [vpc_cni, kube_proxy, pod_identity_agent]
 
         coredns = self._addon(COREDNS)

@@ -7,41 +7,103 @@ creates them while the control plane is still coming up.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from constructs_trn.nag import acknowledge, aws_managed_policy
 
-__all__ = ["node_role", "pod_identity_role"]
+__all__ = ["IMAGE_PULL_ACTIONS", "PULL_THROUGH_ACTIONS", "node_role", "pod_identity_role"]
 
 
-# The policies EKS documents for managed node groups. AWS revises them with each EKS release
-# (new CNI and kubelet calls), which a copied inline policy would silently miss.
-_NODE_POLICIES = {
-    "AmazonEKSWorkerNodePolicy": "the kubelet's EC2 and EKS calls to join and describe the cluster",
-    "AmazonEKS_CNI_Policy": "the VPC CNI's ENI and IP calls, including the EFA interfaces",
-    # Pull-only: nodes never push images or change repositories.
-    "AmazonEC2ContainerRegistryPullOnly": "image pulls from ECR, with no push or repository changes",
-}
+# The one policy EKS requires on every managed-node role: the kubelet's EC2 and EKS calls to join and
+# describe the cluster, and eks-auth:AssumeRoleForPodIdentity for the Pod Identity agent. AWS revises
+# it with each EKS release, which a copied inline policy would silently miss.
+_WORKER_NODE_POLICY = "AmazonEKSWorkerNodePolicy"
+# What the kubelet's ECR credential provider needs to pull an image, and no more: no push, no
+# repository changes, no listing (AmazonEC2ContainerRegistryPullOnly grants the same on every
+# repository of every account; here they name the repositories).
+IMAGE_PULL_ACTIONS = ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+# A first pull through a pull-through cache rule imports the upstream image, and creates the cached
+# repository (from the rule's repository creation template) when it does not exist yet.
+PULL_THROUGH_ACTIONS = ("ecr:BatchImportUpstreamImage", "ecr:CreateRepository")
 
 
-def node_role(scope: Construct, construct_id: str) -> iam.Role:
-    """The EC2 role of every managed node: join the cluster, run the VPC CNI, pull images."""
+def node_role(
+    scope: Construct,
+    construct_id: str,
+    *,
+    description: str,
+    pull_repository_arns: Sequence[str],
+    pull_through_repository_arns: Sequence[str] = (),
+) -> iam.Role:
+    """The EC2 role of one kind of managed node: join the cluster, pull images from named repositories.
+
+    No VPC CNI permissions: the ``vpc-cni`` add-on has its own Pod Identity role, so a pod on the host
+    network (or anything else that reaches the node's IMDS) cannot create, attach or delete network
+    interfaces. ``pull_repository_arns`` may end in ``/*`` for a registry this role trusts as a whole
+    (the EKS image registry of the region, an AWS account).
+    """
     role = iam.Role(
         scope,
         construct_id,
+        description=description,
         assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in _NODE_POLICIES],
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(_WORKER_NODE_POLICY)],
     )
-    for name, purpose in _NODE_POLICIES.items():
-        acknowledge(
-            role,
-            aws_managed_policy(name),
-            reason=f"EKS requires this AWS managed policy on managed-node roles for {purpose}; "
-            "AWS updates it with each EKS release",
+    acknowledge(
+        role,
+        aws_managed_policy(_WORKER_NODE_POLICY),
+        reason="EKS requires this AWS managed policy on managed-node roles for the kubelet's EC2 and EKS "
+        "calls and the Pod Identity agent; AWS updates it with each EKS release",
+    )
+    # ecr:GetAuthorizationToken has no resource-level permissions: it yields a registry login token,
+    # and what that token may pull is decided by the statements below, per repository.
+    role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+    role.add_to_policy(
+        iam.PolicyStatement(actions=list(IMAGE_PULL_ACTIONS), resources=list(pull_repository_arns))
+    )
+    if pull_through_repository_arns:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[*IMAGE_PULL_ACTIONS, *PULL_THROUGH_ACTIONS],
+                resources=list(pull_through_repository_arns),
+            )
         )
+    acknowledge(
+        role,
+        "IAM5[Resource::*]",
+        reason="ecr:GetAuthorizationToken is the only action on *; it has no resource-level permissions, "
+        "and the pull actions are granted per repository",
+    )
+    for arn in (*pull_repository_arns, *pull_through_repository_arns):
+        if arn.endswith("/*"):
+            acknowledge(
+                role,
+                f"IAM5[Resource::{_nag_rendering(Stack.of(role), arn)}]",
+                reason="pull-only access to one registry's repositories under one prefix (the EKS image "
+                "registry of the region, whose add-on repositories EKS names, or the account's pull-through "
+                "cache); no push and no other repository",
+            )
     return role
+
+
+def _nag_rendering(stack: Stack, value: str) -> str:
+    """``value`` as cdk-nag prints it in a finding: tokens resolved, references as ``<Name>``."""
+
+    def render(node: Any) -> str:
+        if isinstance(node, str):
+            return node
+        if isinstance(node, dict) and "Ref" in node:
+            return f"<{node['Ref']}>"
+        if isinstance(node, dict) and "Fn::Join" in node:
+            separator, parts = node["Fn::Join"]
+            return str(separator).join(render(part) for part in parts)
+        raise ValueError(f"cannot render {node!r} as a cdk-nag finding")
+
+    return render(stack.resolve(value))
 
 
 def pod_identity_role(

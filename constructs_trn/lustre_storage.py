@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Aws, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -13,8 +13,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from constructs_trn.nag import acknowledge_custom_resource_function
 from constructs_trn.security_groups import restricted_security_group
-from constructs_trn.trainium_node_group import acknowledge_custom_resource_function
 
 __all__ = ["LUSTRE_PORTS", "LustreStorage", "RootSquash", "lustre_nid_range"]
 
@@ -118,6 +118,7 @@ class LustreStorage(Construct):
         storage_capacity_gib: int,
         throughput_mib_per_tib: int | None,
         s3_import_path: str | None,
+        s3_bucket_owner: str,
         removal_policy: RemovalPolicy,
         root_squash_to: str,
         root_squash_exempt_cidrs: Sequence[str],
@@ -142,6 +143,14 @@ class LustreStorage(Construct):
                 removal_policy=removal_policy,
             )
             if persistent
+            else None
+        )
+        # FSx links any bucket it can read, whoever owns it; CloudFormation cannot ask. S3 can:
+        # HeadBucket with ExpectedBucketOwner fails (403) for a bucket of another account, and the
+        # file system links the bucket only after it succeeded.
+        self.bucket_owner_check = (
+            _bucket_owner_check(self, bucket=_bucket_of(s3_import_path), owner=s3_bucket_owner)
+            if s3_import_path
             else None
         )
         self.file_system = fsx.LustreFileSystem(
@@ -189,6 +198,10 @@ class LustreStorage(Construct):
             # FSx runs one administrative action on a file system at a time: the association first.
             self.root_squash.node.add_dependency(self.data_repository)
 
+        if self.bucket_owner_check is not None:
+            # SCRATCH_2 imports at creation; PERSISTENT_2 links through the association.
+            (self.data_repository or self.file_system).node.add_dependency(self.bucket_owner_check)
+
     def allow_clients(self, *client_security_groups: ec2.ISecurityGroup) -> None:
         """Admit Lustre traffic from these groups (rules of their own: the file system need not wait)."""
         for client in client_security_groups:
@@ -207,3 +220,31 @@ class LustreStorage(Construct):
     @property
     def dns_name(self) -> str:
         return self.file_system.dns_name
+
+
+def _bucket_of(s3_path: str) -> str:
+    return s3_path.removeprefix("s3://").split("/", 1)[0]
+
+
+def _bucket_owner_check(scope: Construct, *, bucket: str, owner: str) -> cr.AwsCustomResource:
+    """A deploy-time check that ``bucket`` belongs to account ``owner``; it fails the deployment if not."""
+    call = cr.AwsSdkCall(
+        service="S3",
+        action="headBucket",
+        parameters={"Bucket": bucket, "ExpectedBucketOwner": owner},
+        physical_resource_id=cr.PhysicalResourceId.of(f"{bucket}-owned-by-{owner}"),
+    )
+    check = cr.AwsCustomResource(
+        scope,
+        "S3BucketOwner",
+        resource_type="Custom::S3BucketOwner",
+        install_latest_aws_sdk=False,
+        on_create=call,
+        on_update=call,
+        policy=cr.AwsCustomResourcePolicy.from_statements(
+            # HeadBucket is authorized by s3:ListBucket on the bucket.
+            [iam.PolicyStatement(actions=["s3:ListBucket"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}"])]
+        ),
+    )
+    acknowledge_custom_resource_function(Stack.of(scope))
+    return check

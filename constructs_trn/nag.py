@@ -9,17 +9,26 @@ whose id changes fails the synth again, so ``tests/guardrails`` catch both direc
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Validations
+from aws_cdk import Acknowledgment, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-__all__ = ["ACKNOWLEDGMENT_METADATA", "acknowledge", "add_aws_solutions_checks", "aws_managed_policy"]
+__all__ = [
+    "ACKNOWLEDGMENT_METADATA",
+    "AWS_CUSTOM_RESOURCE_FUNCTION_ID",
+    "acknowledge",
+    "acknowledge_custom_resource_function",
+    "add_aws_solutions_checks",
+    "aws_managed_policy",
+]
 
 # The id CDK's validation report prints after "Acknowledge with": plugin name, then the rule.
 _PLUGIN = "AwsSolutions"
 # Each acknowledgment is also recorded as construct metadata, so a test can list the ones the code
 # makes and compare them with the ones the validation report used.
 ACKNOWLEDGMENT_METADATA = "trainium:nag-acknowledgment"
+# The id aws-cdk-lib gives the one Lambda function behind every AwsCustomResource of a stack.
+AWS_CUSTOM_RESOURCE_FUNCTION_ID = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 def add_aws_solutions_checks(scope: IConstruct) -> None:
@@ -39,3 +48,16 @@ def acknowledge(scope: IConstruct, finding: str, *, reason: str) -> None:
 def aws_managed_policy(name: str) -> str:
     """The IAM4 finding for one AWS managed policy attached to a role, as cdk-nag reports it."""
     return f"IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]"
+
+
+def acknowledge_custom_resource_function(stack: Stack) -> None:
+    """The findings of aws-cdk-lib's shared AwsCustomResource function, once per stack."""
+    function = stack.node.try_find_child(AWS_CUSTOM_RESOURCE_FUNCTION_ID)
+    if function is None or any(entry.type == ACKNOWLEDGMENT_METADATA for entry in function.node.metadata):
+        return
+    acknowledge(
+        function,
+        aws_managed_policy("service-role/AWSLambdaBasicExecutionRole"),
+        reason="aws-cdk-lib's AwsCustomResource function writes only its own CloudWatch logs with this AWS "
+        "managed policy; its API calls are granted per resource by each caller's own policy",
+    )

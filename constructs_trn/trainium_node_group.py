@@ -17,17 +17,20 @@ from cluster_facts.autoscaling import TEMPLATE_TAG_PREFIX, node_template_tags
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
-from constructs_trn.nag import ACKNOWLEDGMENT_METADATA, acknowledge, aws_managed_policy
+from constructs_trn.nag import (
+    AWS_CUSTOM_RESOURCE_FUNCTION_ID,
+    acknowledge,
+    acknowledge_custom_resource_function,
+)
 
 __all__ = ["AWS_CUSTOM_RESOURCE_FUNCTION_ID", "TrainiumNodeGroup", "acknowledge_custom_resource_function"]
+
 
 _CAPACITY_TYPES = {
     "on_demand": eks.CapacityType.ON_DEMAND,
     "spot": eks.CapacityType.SPOT,
     "capacity_block": eks.CapacityType.CAPACITY_BLOCK,
 }
-# The id aws-cdk-lib gives the one Lambda function behind every AwsCustomResource of a stack.
-AWS_CUSTOM_RESOURCE_FUNCTION_ID = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class TrainiumNodeGroup(Construct):
@@ -203,16 +206,3 @@ class TrainiumNodeGroup(Construct):
             "at synth; the role may write only node-template tags, only on groups of this cluster",
         )
         acknowledge_custom_resource_function(Stack.of(self))
-
-
-def acknowledge_custom_resource_function(stack: Stack) -> None:
-    """The findings of aws-cdk-lib's shared AwsCustomResource function, once per stack."""
-    function = stack.node.try_find_child(AWS_CUSTOM_RESOURCE_FUNCTION_ID)
-    if function is None or any(entry.type == ACKNOWLEDGMENT_METADATA for entry in function.node.metadata):
-        return
-    acknowledge(
-        function,
-        aws_managed_policy("service-role/AWSLambdaBasicExecutionRole"),
-        reason="aws-cdk-lib's AwsCustomResource function writes only its own CloudWatch logs with this AWS "
-        "managed policy; its API calls are granted per resource by each caller's own policy",
-    )

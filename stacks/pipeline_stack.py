@@ -23,6 +23,7 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -124,6 +125,11 @@ class TrainiumPipeline(cdk.Stack):
             description=f"CDK Pipeline {settings.name}: promotes TrainiumStack through {len(settings.waves)} waves",
         )
         self.settings = settings
+        # The checks' VPC names its one zone; seeding the stack's zone lookup keeps the synth offline.
+        self.node.set_context(
+            f"availability-zones:account={settings.tooling.account}:region={settings.tooling.region}",
+            [_check_zone(settings.tooling.region)],
+        )
         self.cli_version = cli_version or pinned_cli_version()
         self.assets_cli_version = assets_cli_version or pinned_assets_cli_version()
         self.artifact_bucket = self._artifact_bucket()
@@ -176,6 +182,7 @@ class TrainiumPipeline(cdk.Stack):
             assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
         )
         trust = DeploymentCheckTrust(account=settings.tooling.account, role_name=check_role_name)
+        self._check_egress(settings.tooling.region)
 
         self.stages: dict[str, TrainiumStage] = {}
         self.waves: dict[str, pipelines.Wave] = {}
@@ -204,6 +211,39 @@ class TrainiumPipeline(cdk.Stack):
         self.pipeline.build_pipeline()
         self._pin_security_check_cli()
         self._acknowledge_pipeline_findings()
+
+    def _check_egress(self, region: str) -> None:
+        """A fixed public address for the deployment checks, so no API server admits CodeBuild's ranges.
+
+        CodeBuild's published ranges are shared by every customer's builds in the region: an API
+        server that admits them admits everyone's. The checks run in this small VPC instead and reach
+        the internet through one NAT gateway whose Elastic IP is the stack output
+        ``DeploymentCheckEgressCidr``: that /32 is what an environment's ``cluster.endpoint_public_cidrs``
+        admits for the check (docs/access.md). The address lives as long as this stack.
+        """
+        self.check_vpc = ec2.Vpc(
+            self,
+            "DeploymentCheckNetwork",
+            availability_zones=[_check_zone(region)],
+            nat_gateways=1,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="Egress", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=28),
+                ec2.SubnetConfiguration(
+                    name="Checks", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=26
+                ),
+            ],
+            ip_addresses=ec2.IpAddresses.cidr("10.255.0.0/24"),
+            flow_logs={"All": ec2.FlowLogOptions(traffic_type=ec2.FlowLogTrafficType.ALL)},
+        )
+        [public] = self.check_vpc.public_subnets
+        eip = public.node.find_child("EIP")
+        assert isinstance(eip, ec2.CfnEIP)
+        self.check_egress_cidr = cdk.CfnOutput(
+            self,
+            "DeploymentCheckEgressCidr",
+            value=f"{eip.ref}/32",
+            description="The deployment checks' only public address: admit it in cluster.endpoint_public_cidrs",
+        )
 
     def _artifact_bucket(self) -> s3.Bucket:
         """The artifact store: our own KMS key (rotated; target accounts' roles get grants) and access logs."""
@@ -293,6 +333,9 @@ class TrainiumPipeline(cdk.Stack):
                 ),
             ),
             role=self.check_role,
+            # From the fixed egress address (``_check_egress``), never CodeBuild's shared ranges.
+            vpc=self.check_vpc,
+            subnet_selection=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             timeout=cdk.Duration.minutes(30),
             # CodeBuild runs commands with /bin/sh unless told otherwise; the check is a bash script.
             partial_build_spec=codebuild.BuildSpec.from_object({"version": "0.2", "env": {"shell": "bash"}}),
@@ -372,14 +415,33 @@ class TrainiumPipeline(cdk.Stack):
         self._acknowledge_asset_role(read)
 
         self._acknowledge_all(self.check_role, "the deployment checks' role", {**read, **kms_use})
-        for check in self.pipeline.node.find_all():
-            if isinstance(check, codebuild.PipelineProject) and check.node.id.endswith("DeploymentCheck"):
-                for finding in self._codebuild_logging_findings(check):
-                    acknowledge(
-                        self.check_role,
-                        finding,
-                        reason="CodeBuild's own log group and report groups of one deployment check project",
-                    )
+        acknowledge(
+            self.check_role,
+            "IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*]",
+            reason="CodeBuild attaches the checks to their VPC through network interfaces it creates per "
+            "build (ec2:CreateNetworkInterfacePermission, conditioned on the subnets and CodeBuild)",
+        )
+        checks = [
+            check
+            for check in self.pipeline.node.find_all()
+            if isinstance(check, codebuild.PipelineProject) and check.node.id.endswith("DeploymentCheck")
+        ]
+        for index, check in enumerate(checks):
+            # CodeBuild adds its VPC policy once per role: to the first project that uses the role.
+            if index == 0:
+                acknowledge(
+                    check,
+                    "IAM5[Resource::*]",
+                    reason="CodeBuild in a VPC (the checks' fixed egress) describes subnets, security groups, "
+                    "DHCP options and network interfaces and creates and deletes its own interfaces; these "
+                    "EC2 actions have no resource-level permissions",
+                )
+            for finding in self._codebuild_logging_findings(check):
+                acknowledge(
+                    self.check_role,
+                    finding,
+                    reason="CodeBuild's own log group and report groups of one deployment check project",
+                )
 
     def _artifact_grant_findings(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         """The findings of CDK's read, write and KMS grants on the artifact bucket, with their reasons."""
@@ -500,6 +562,11 @@ class TrainiumPipeline(cdk.Stack):
         element = construct if isinstance(construct, cdk.CfnElement) else construct.node.default_child
         assert isinstance(element, cdk.CfnElement)
         return str(self.resolve(element.stack.get_logical_id(element)))
+
+
+def _check_zone(region: str) -> str:
+    """The zone of the checks' VPC: every region has its "a" zone, in every account."""
+    return f"{region}a"
 
 
 def _replace_in_strings(value: Any, needle: str, replacement: str) -> tuple[Any, int]:

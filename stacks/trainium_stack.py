@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -24,18 +24,26 @@ from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
 from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer
+from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
+from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.plan import render
 from stacks.kubernetes_values import file_system_values, kubernetes_plan, root_zones
 
-__all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
+__all__ = ["PULL_THROUGH_CACHE_PREFIX", "TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
 STACK_ID = "TrainiumStack"
+# INTEGRATOR: the repository prefix of the stack's ECR pull-through cache rules (issue 15, supply
+# chain), once they exist. The node roles may then pull (and import on a first pull) from
+# repository/<prefix>/* of the stack's account; None grants nothing there.
+PULL_THROUGH_CACHE_PREFIX: str | None = None
+# The groups the amazon-cloudwatch-observability add-on (Container Insights, enhanced) writes to.
+CONTAINER_INSIGHTS_LOG_GROUPS = ("application", "dataplane", "host", "performance")
 
 _REMOVAL_POLICIES = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 _RETENTION = {
@@ -132,6 +140,7 @@ class TrainiumStack(Stack):
             storage_capacity_gib=config.fsx.storage_capacity_gib,
             throughput_mib_per_tib=config.fsx.throughput_mib_per_tib,
             s3_import_path=config.fsx.s3_import_path,
+            s3_bucket_owner=config.fsx.s3_bucket_owner or config.account,
             removal_policy=_REMOVAL_POLICIES[config.fsx.removal_policy],
             # Root on a Trainium node (or on a system node in the Trainium subnet) is nobody on the
             # file system; the system nodes' subnets of the other zones, where the platform's Jobs
@@ -152,7 +161,31 @@ class TrainiumStack(Stack):
             keep_images=config.ecr.keep_images,
             removal_policy=_REMOVAL_POLICIES[config.ecr.removal_policy],
         )
-        self.node_role = node_role(self, "NodeRole")
+        # One role per kind of node. The system nodes keep the construct id of the role all nodes once
+        # shared: a node group's role cannot change without replacing the group, and replacing the
+        # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
+        pull_repositories = self._image_repository_arns()
+        pull_through = (
+            [
+                f"arn:{Aws.PARTITION}:ecr:{config.region}:{config.account}:repository/{PULL_THROUGH_CACHE_PREFIX}/*"
+            ]
+            if PULL_THROUGH_CACHE_PREFIX
+            else []
+        )
+        self.node_role = node_role(
+            self,
+            "NodeRole",
+            description=f"{config.name}: system nodes (join the cluster, pull the cluster's images)",
+            pull_repository_arns=pull_repositories,
+            pull_through_repository_arns=pull_through,
+        )
+        self.trainium_node_role = node_role(
+            self,
+            "TrainiumNodeRole",
+            description=f"{config.name}: Trainium nodes (join the cluster, pull the cluster's images)",
+            pull_repository_arns=pull_repositories,
+            pull_through_repository_arns=pull_through,
+        )
 
         self.cluster = TrainingCluster(
             self,
@@ -163,6 +196,7 @@ class TrainiumStack(Stack):
             private_subnets=self.network.private_subnets,
             endpoint_public_cidrs=config.cluster.endpoint_public_cidrs,
             admin_role_arns=config.cluster.admin_role_arns,
+            creator_admin=config.cluster.keep_creator_admin,
         )
         eks_cluster = self.cluster.cluster
         self.team_access = TeamAccess(
@@ -203,7 +237,7 @@ class TrainiumStack(Stack):
                 instance=group.instance,
                 subnet=self.network.trainium_subnet,
                 security_group_ids=interface_groups,
-                node_role=self.node_role,
+                node_role=self.trainium_node_role,
                 min_size=group.min_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
@@ -278,7 +312,41 @@ class TrainiumStack(Stack):
             if deployment_check is not None
             else None
         )
+        self._encrypt_logs()
         self._add_outputs()
+
+    def _encrypt_logs(self) -> None:
+        """Every log group of the cluster under the stack's logs key (constructs_trn/log_encryption.py)."""
+        name = self.config.name
+        self.log_encryption = LogEncryption(self, "LogEncryption", name=name)
+        # EKS writes the control-plane logs to this group, and uses it with its key when it exists.
+        self.log_encryption.encrypt_service_log_group("ControlPlaneLogs", f"/aws/eks/{name}/cluster")
+        for kind in CONTAINER_INSIGHTS_LOG_GROUPS:
+            self.log_encryption.encrypt_service_log_group(
+                f"ContainerInsights{kind.capitalize()}", f"/aws/containerinsights/{name}/{kind}"
+            )
+        # ec2.Vpc's default-security-group function has no log group resource: Lambda would create it.
+        provider = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        restrict = self.network.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource")
+        handler, custom_resource = provider.node.find_child("Handler"), restrict.node.default_child
+        assert isinstance(handler, CfnResource) and isinstance(custom_resource, CfnResource)
+        self.log_encryption.encrypt_lambda_default_log_group(handler, invoked_by=custom_resource)
+        # Last: every construct that brings a log group exists now.
+        self.log_encryption.encrypt_template_log_groups(self)
+
+    def _image_repository_arns(self) -> list[str]:
+        """The ECR repositories any node pulls from (images on public.ecr.aws or other registries need no IAM).
+
+        The stack's own repository (training images), and the EKS image registry of the region: the
+        managed add-ons (VPC CNI, kube-proxy, CoreDNS, Pod Identity agent, FSx CSI driver, CloudWatch
+        agent, node monitoring agent), the pause image and the EFA device plugin all come from there,
+        under repository names EKS chooses per add-on version.
+        """
+        region = self.config.region
+        return [
+            self.images.repository.repository_arn,
+            f"arn:{Aws.PARTITION}:ecr:{region}:{EKS_IMAGE_ACCOUNTS[region]}:repository/*",
+        ]
 
     def _add_outputs(self) -> None:
         config = self.config

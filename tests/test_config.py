@@ -144,6 +144,20 @@ BAD_CONFIGURATIONS = [
         id="cidr-with-host-bits",
     ),
     pytest.param(
+        "cluster.endpoint_public_cidrs",
+        ["203.0.113.0/24", "0.0.0.0/0"],
+        "env.yaml: cluster.endpoint_public_cidrs[1]: 0.0.0.0/0 admits the whole internet to the API server; "
+        "allowed: your own egress ranges of /16 or narrower, or [] for a private endpoint only",
+        id="public-endpoint-open-to-all",
+    ),
+    pytest.param(
+        "cluster.endpoint_public_cidrs",
+        ["52.0.0.0/10"],
+        "env.yaml: cluster.endpoint_public_cidrs[0]: 52.0.0.0/10 is too broad for the public API endpoint (/10); "
+        "allowed: /16 or narrower, or [] for a private endpoint only",
+        id="public-endpoint-too-broad",
+    ),
+    pytest.param(
         "account",
         "12345",
         "env.yaml: account: '12345' is not a 12-digit AWS account id",
@@ -230,7 +244,7 @@ BAD_CONFIGURATIONS = [
         "fsx",
         5,
         "env.yaml: fsx: must be a mapping of keys, got the number 5; allowed keys: deployment_type, "
-        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, removal_policy",
+        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, s3_bucket_owner, removal_policy",
         id="section-that-is-not-a-mapping",
     ),
     pytest.param(
@@ -998,3 +1012,10 @@ def test_a_teams_uid_is_derived_from_its_name_alone() -> None:
     assert owners == {team.name: team.owner_id for team in other.teams if team.name in owners}
     assert all(100_000 <= uid < 1_000_000 for uid in owners.values()) and len(set(owners.values())) == 2
     assert parse_config(with_runs(teams=[{"name": "a", "uid": 54321}])).teams[0].owner_id == 54321
+
+
+def test_a_slash_16_is_the_broadest_public_endpoint_range() -> None:
+    """Over-broad means wider than /16 (docs/access.md): an organisation's egress fits, a provider's does not."""
+    config = parse_config(with_change("cluster.endpoint_public_cidrs", ["198.51.0.0/16", "192.0.2.7/32"]))
+    assert config.cluster.endpoint_public_cidrs == ["198.51.0.0/16", "192.0.2.7/32"]
+    assert len(problems_of(with_change("cluster.endpoint_public_cidrs", ["198.50.0.0/15"]))) == 1

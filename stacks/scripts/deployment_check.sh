@@ -100,7 +100,7 @@ get() {
 }
 namespace_path="/namespaces/${AUTOSCALER_NAMESPACE}"
 if ! deployment=$(get "/apis/apps/v1${namespace_path}/deployments/${AUTOSCALER_DEPLOYMENT}"); then
-  echo "FAIL: cannot read the autoscaler at ${endpoint}: cluster.endpoint_public_cidrs must admit the tooling region's CodeBuild"
+  echo "FAIL: cannot read the autoscaler at ${endpoint}: cluster.endpoint_public_cidrs must admit the pipeline's DeploymentCheckEgressCidr output"
   exit 1
 fi
 if ! jq -e '(.status.availableReplicas // 0) >= 1' <<<"${deployment}" >/dev/null; then

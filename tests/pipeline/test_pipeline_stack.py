@@ -332,6 +332,39 @@ def test_every_stage_ends_with_a_deployment_check_on_the_stack_outputs(synth: Pi
         assert plain["EFA_RESOURCE"] == "vpc.amazonaws.com/efa"
 
 
+def test_every_deployment_check_leaves_through_the_one_fixed_egress_address(synth: PipelineSynth) -> None:
+    """No API server need admit CodeBuild's shared ranges: the checks run in the pipeline's VPC, whose
+    private subnets route to the internet only through one NAT gateway and its Elastic IP, the
+    DeploymentCheckEgressCidr output an environment admits in cluster.endpoint_public_cidrs."""
+    template = synth.template()
+    resources = template["Resources"]
+    [(eip_id, _)] = synth.resources("AWS::EC2::EIP").items()
+    [(nat_id, nat)] = synth.resources("AWS::EC2::NatGateway").items()
+    assert nat["Properties"]["AllocationId"] == {"Fn::GetAtt": [eip_id, "AllocationId"]}
+    output = template["Outputs"]["DeploymentCheckEgressCidr"]
+    assert output["Value"] == {"Fn::Join": ["", [{"Ref": eip_id}, "/32"]]}
+    private_subnets = {
+        logical_id
+        for logical_id, subnet in synth.resources("AWS::EC2::Subnet").items()
+        if not subnet["Properties"]["MapPublicIpOnLaunch"]
+    }
+    assert private_subnets
+    routes = [
+        route["Properties"]
+        for route in synth.resources("AWS::EC2::Route").values()
+        if route["Properties"].get("DestinationCidrBlock") == "0.0.0.0/0"
+        and "NatGatewayId" in route["Properties"]
+    ]
+    assert [route["NatGatewayId"] for route in routes] == [{"Ref": nat_id}]
+    for wave, environment, _ in synth.pipeline.stages():
+        project = synth.project(actions_of(synth, wave.name, environment.name)["DeploymentCheck"])
+        subnets = {subnet["Ref"] for subnet in project["VpcConfig"]["Subnets"]}
+        assert subnets == private_subnets, environment.name
+        assert {"Ref": resources[next(iter(subnets))]["Properties"]["VpcId"]["Ref"]} == project["VpcConfig"][
+            "VpcId"
+        ]
+
+
 def test_the_check_role_assumes_exactly_the_stages_read_only_roles(synth: PipelineSynth) -> None:
     roles = synth.resources("AWS::IAM::Role")
     (check_role_id,) = [
