@@ -17,6 +17,8 @@ STACK ?= TrainiumStack
 PIPELINE ?=
 # Set WRITE=1 for `make preflight` to rewrite the configuration's zone names from the resolved zone ids.
 WRITE ?=
+# Set GROUP=<node group> for `make fabric-check` to print one group's commands (default: every group).
+GROUP ?=
 # Where `make synth` writes the cloud assembly and the review files (cdk.json's "output").
 OUT ?= cdk.out
 
@@ -40,13 +42,13 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight lint test snapshot bench crds clean runtime-env
+.PHONY: help setup synth diff deploy destroy preflight fabric-check lint test snapshot bench crds clean runtime-env
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
 help: ## list the targets and what each does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "make %-10s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
-	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) OUT=$(OUT)"
+	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) GROUP=<node group> (fabric-check) OUT=$(OUT)"
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/
 
@@ -107,6 +109,10 @@ destroy: $(CDK_DEPS) ## cdk destroy TrainiumStack [CONFIG=file]; asks first; ret
 
 preflight: $(PY_STAMP) ## check zones, offerings, quotas and reservations in the account [CONFIG=file WRITE=1]
 	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
+
+# Prints, does not run: the check takes every Neuron device of max_size nodes (docs/fabric-check.md).
+fabric-check: $(PY_STAMP) ## print the kubectl commands that run a group's fabric check [CONFIG=file GROUP=name]
+	$(BIN)/python -m stacks.fabric_check_commands --config $(CONFIG) --out $(OUT) $(if $(GROUP),--group $(GROUP))
 
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
 SCRIPTS := $(sort $(wildcard */scripts/*.sh))

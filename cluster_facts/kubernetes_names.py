@@ -58,7 +58,11 @@ NEURON_TAINT_VALUE = "present"
 # What a failed fabric check puts on the nodes it ran on (k8s_charts/fabric_check.py): no training
 # pod tolerates it, so the next run lands elsewhere; `kubectl taint nodes <node> <key>-` lifts it.
 FABRIC_CHECK_TAINT_KEY = "trainium/fabric-check"
-FABRIC_CHECK_TAINT: dict[str, str] = {"key": FABRIC_CHECK_TAINT_KEY, "value": "failed", "effect": "NoSchedule"}
+FABRIC_CHECK_TAINT: dict[str, str] = {
+    "key": FABRIC_CHECK_TAINT_KEY,
+    "value": "failed",
+    "effect": "NoSchedule",
+}
 
 # The well-known label the kubelet sets from the EC2 instance type.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

@@ -394,7 +394,9 @@ _MESSAGE_BYTES_RANGE = (2**20, 2**33)
 def _fraction(value: float) -> float:
     # `not a < b <= c` also refuses NaN, which every comparison fails.
     if not 0 < value <= 1:
-        raise _problem(f"{value!r} is not a fraction in (0, 1]; the default is {DEFAULT_FABRIC_CHECK_THRESHOLD}")
+        raise _problem(
+            f"{value!r} is not a fraction in (0, 1]; the default is {DEFAULT_FABRIC_CHECK_THRESHOLD}"
+        )
     return value
 
 

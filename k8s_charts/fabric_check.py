@@ -32,6 +32,9 @@ a second run deletes it first); docs/fabric-check.md says how to run and read it
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import cdk8s
@@ -47,10 +50,12 @@ from cluster_facts.kubernetes_names import (
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
 )
+from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
 from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
+    "ACCESS_STEP",
     "DATA_COLLECTOR_PORT",
     "DEFAULT_MESSAGE_BYTES",
     "DEFAULT_THRESHOLD",
@@ -65,9 +70,12 @@ __all__ = [
     "WORKER_TASK",
     "FabricCheckAccessChart",
     "FabricCheckChart",
+    "FabricCheckValues",
     "fabric_check_labels",
+    "fabric_check_steps",
     "job_name",
     "launcher_pod",
+    "skip_reason",
     "taint_text",
     "worker_pods",
 ]
@@ -608,3 +616,112 @@ class FabricCheckAccessChart(cdk8s.Chart):
         binding.add_json_patch(
             cdk8s.JsonPatch.add("/spec", {"policyName": name, "validationActions": ["Deny"]})
         )
+
+
+ACCESS_STEP = "fabric-checks"
+"""The applied plan step holding every group's FabricCheckAccessChart (no group's step can be named so)."""
+RUN_NOTE = (
+    "A Volcano Job's spec cannot change, so every run deletes the last one first:\n"
+    "  kubectl delete -f {file} --ignore-not-found --cascade=foreground --wait\n"
+    "  kubectl apply -f {file}\n"
+    "`make fabric-check CONFIG=... GROUP={group}` prints these and how to wait and read the verdict."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FabricCheckValues:
+    """One Trainium node group's fabric check, as the plan renders it."""
+
+    node_group: str
+    instance: TrainiumInstanceType
+    nodes: int
+    """The group's max_size: the check runs on every node the group can have."""
+    image: str
+    queue: str | None
+    """The Volcano queue of a team that may use the group; None when no team may."""
+    threshold: float
+    message_bytes: int
+    taint: bool
+
+
+def skip_reason(check: FabricCheckValues) -> str | None:
+    """Why this group gets no fabric check, or None."""
+    if check.nodes < 2:
+        return (
+            f"node group {check.node_group} has max_size {check.nodes}; a fabric check needs at least 2 nodes "
+            "(EFA carries traffic between nodes)"
+        )
+    if check.queue is None:
+        return f"no team's queue may use node group {check.node_group} (teams[].node_groups)"
+    return None
+
+
+Renderer = Callable[[Callable[[cdk8s.App, str], cdk8s.Chart], str], tuple[Mapping[str, Any], ...]]
+
+
+def fabric_check_steps(
+    checks: tuple[FabricCheckValues, ...],
+    *,
+    namespace: str,
+    after: tuple[str, ...],
+    queue_gates: Mapping[str, str],
+    render: Renderer,
+) -> list[ManifestSet]:
+    """``ACCESS_STEP`` (applied, when any group can be checked), then ``fabric-check-<group>`` per
+    group, rendered and never applied: the job itself, or for a group that cannot be checked no
+    object and the reason in the file's header."""
+    runnable = [check for check in checks if skip_reason(check) is None]
+    steps: list[ManifestSet] = []
+    if runnable:
+        steps.append(
+            ManifestSet(
+                name=ACCESS_STEP,
+                manifests=tuple(
+                    manifest
+                    for check in runnable
+                    for manifest in render(
+                        partial(
+                            FabricCheckAccessChart,
+                            node_group=check.node_group,
+                            nodes=check.nodes,
+                            namespace=namespace,
+                            taint=check.taint,
+                        ),
+                        f"{ACCESS_STEP}-{check.node_group}",
+                    )
+                ),
+                after=after,
+            )
+        )
+    for check in checks:
+        name = job_name(check.node_group)
+        reason = skip_reason(check)
+        if reason is not None or check.queue is None:
+            steps.append(
+                ManifestSet(name=name, manifests=(), applied=False, note=f"No fabric check: {reason}.")
+            )
+            continue
+        steps.append(
+            ManifestSet(
+                name=name,
+                manifests=render(
+                    partial(
+                        FabricCheckChart,
+                        instance=check.instance,
+                        node_group=check.node_group,
+                        nodes=check.nodes,
+                        image=check.image,
+                        queue=check.queue,
+                        namespace=namespace,
+                        threshold=check.threshold,
+                        message_bytes=check.message_bytes,
+                        taint=check.taint,
+                    ),
+                    name,
+                ),
+                after=(ACCESS_STEP, queue_gates[check.queue]),
+                applied=False,
+                note=RUN_NOTE.format(file=f"cdk.out/k8s/{name}.yaml", group=check.node_group),
+            )
+        )
+    return steps

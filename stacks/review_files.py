@@ -54,12 +54,13 @@ _ReadableDumper.add_representer(str, _represent_str)
 
 def _header(step: ManifestSet) -> str:
     after = f" after {', '.join(step.after)}" if step.after else ""
+    note = "".join(f"# {line}\n" for line in (step.note or "").splitlines())
     if step.applied:
-        return f"# {step.name}: applied by TrainiumStack at deploy{after}.\n"
+        return f"# {step.name}: applied by TrainiumStack at deploy{after}.\n" + note
     return (
         f"# {step.name}: NOT applied by this configuration (rendered for review and kubectl apply);\n"
         f"# when applied, it goes{after or ' first'}.\n"
-    )
+    ) + note
 
 
 def kubernetes_yaml(step: ManifestSet) -> str:

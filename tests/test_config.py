@@ -13,9 +13,9 @@ from pydantic import BaseModel, ValidationError
 
 from config import ConfigError, StackConfig, load_config, parse_config
 from config.consistency import CROSS_CHECKS, zone_id_prefix
-from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 from k8s_charts.fabric_check import DEFAULT_MESSAGE_BYTES as FABRIC_DEFAULT_MESSAGE_BYTES
 from k8s_charts.fabric_check import DEFAULT_THRESHOLD as FABRIC_DEFAULT_THRESHOLD
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 from tests.yaml_edits import with_change as change_key
 
 
