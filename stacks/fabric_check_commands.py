@@ -29,7 +29,14 @@ from k8s_charts.fabric_check import (
 )
 from stacks.kubernetes_values import fabric_checks
 
-__all__ = ["CREATE_WAIT_SECONDS", "commands", "main", "wait_seconds"]
+__all__ = [
+    "CREATE_WAIT_SECONDS",
+    "commands",
+    "main",
+    "pipeline_fabric_check_jobs",
+    "pipeline_fabric_checks",
+    "wait_seconds",
+]
 
 CREATE_WAIT_SECONDS = 5 * 60
 """Volcano creates the job's pods within seconds of the apply (queued gangs get their pods)."""
@@ -41,6 +48,19 @@ def wait_seconds(config: StackConfig) -> int:
     """How long a check may take to end: the autoscaler's time to bring nodes, then the pods' own
     deadline (waiting for the workers and running nccom-test), and five minutes of slack."""
     return config.autoscaler.max_node_provision_minutes * 60 + ACTIVE_DEADLINE_SECONDS + 5 * 60
+
+
+def pipeline_fabric_checks(config: StackConfig) -> tuple[FabricCheckValues, ...]:
+    """The checks the pipeline's deployment check runs: none unless fabric_check.pipeline is on
+    and CodeBuild can reach the API server; only groups that can be checked."""
+    if not (config.fabric_check.pipeline and config.cluster.endpoint_public_cidrs):
+        return ()
+    return tuple(check for check in fabric_checks(config) if skip_reason(check) is None)
+
+
+def pipeline_fabric_check_jobs(config: StackConfig) -> list[str]:
+    """The names of the Volcano Jobs the pipeline creates (its RBAC names them)."""
+    return [job_name(check.node_group) for check in pipeline_fabric_checks(config)]
 
 
 def commands(config: StackConfig, check: FabricCheckValues, *, out: str, config_path: str) -> list[str]:

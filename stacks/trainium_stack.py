@@ -8,7 +8,7 @@ from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, TRAINING_NAMESPACE
+from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
@@ -28,7 +28,9 @@ from constructs_trn.network import TrainingNetwork
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
+from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.plan import render
+from stacks.fabric_check_commands import pipeline_fabric_check_jobs
 from stacks.kubernetes_values import file_system_values, kubernetes_plan
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
@@ -247,12 +249,21 @@ class TrainiumStack(Stack):
                 trust=deployment_check,
                 node_groups=[group.nodegroup for group in self.trainium_node_groups.values()],
                 rbac_manifests=render(
-                    lambda app, name: DeploymentCheckRbacChart(app, name, group=DEPLOYMENT_CHECK_GROUP)
+                    lambda app, name: DeploymentCheckRbacChart(
+                        app,
+                        name,
+                        group=DEPLOYMENT_CHECK_GROUP,
+                        fabric_check_jobs=pipeline_fabric_check_jobs(config),
+                        fabric_check_namespace=PLATFORM_NAMESPACE,
+                    )
                 ),
             )
             if deployment_check is not None
             else None
         )
+        if self.deployment_check is not None and pipeline_fabric_check_jobs(config):
+            # Its Role for running the fabric checks lives in the platform namespace.
+            self.deployment_check.node.add_dependency(self.kubernetes.applied[ACCESS_STEP])
         self._add_outputs()
 
     def _add_outputs(self) -> None:
