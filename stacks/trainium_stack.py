@@ -263,7 +263,8 @@ class TrainiumStack(Stack):
         )
         if self.deployment_check is not None and pipeline_fabric_check_jobs(config):
             # Its Role for running the fabric checks lives in the platform namespace.
-            self.deployment_check.node.add_dependency(self.kubernetes.applied[ACCESS_STEP])
+            # (its manifest is the cluster's child, not the access construct's).
+            self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[ACCESS_STEP])
         self._add_outputs()
 
     def _add_outputs(self) -> None:
