@@ -18,6 +18,8 @@ STACK ?= TrainiumStack
 PIPELINE ?=
 # Set WRITE=1 for `make preflight` to rewrite the configuration's zone names from the resolved zone ids.
 WRITE ?=
+# Set GROUP=<node group> for `make fabric-check` to print one group's commands (default: every group).
+GROUP ?=
 # Where `make synth` writes the cloud assembly and the review files (cdk.json's "output").
 OUT ?= cdk.out
 
@@ -43,13 +45,13 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs lint test snapshot bench crds clean runtime-env
+.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint test snapshot bench crds clean runtime-env
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
 help: ## list the targets and what each does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "make %-10s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
-	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) OUT=$(OUT)"
+	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) GROUP=<node group> (fabric-check) OUT=$(OUT)"
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/, .venv-torchx/
 
@@ -118,6 +120,10 @@ preflight: $(PY_STAMP) ## check zones, offerings, quotas and reservations in the
 
 runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
 	@$(BIN)/python -m stacks.run_listing --config $(CONFIG)
+
+# Prints, does not run: the check takes every Neuron device of max_size nodes (docs/fabric-check.md).
+fabric-check: $(PY_STAMP) ## print the kubectl commands that run a group's fabric check [CONFIG=file GROUP=name]
+	$(BIN)/python -m stacks.fabric_check_commands --config $(CONFIG) --out $(OUT) $(if $(GROUP),--group $(GROUP))
 
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
 SCRIPTS := $(sort $(wildcard */scripts/*.sh))

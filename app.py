@@ -14,7 +14,7 @@ import aws_cdk as cdk
 from config import DEFAULT_CONFIG, ConfigError, load_config
 from config.pipeline import load_pipeline, repository_path
 from constructs_trn.nag import add_aws_solutions_checks
-from stacks.review_files import write_review_files
+from stacks.review_files import write_fabric_check_jobs, write_review_files
 from stacks.trainium_stack import add_trainium_stack
 
 
@@ -64,6 +64,9 @@ def synth_pipeline(app: cdk.App, pipeline_path: str) -> int:
         Path(app.outdir),
         kubernetes=False,
     )
+    # The fabric-check Jobs of the stages whose deployment check runs them (fabric_check.pipeline).
+    for stage in trainium_pipeline.stages.values():
+        write_fabric_check_jobs(stage.config, stage_id=stage.stage_name, outdir=Path(app.outdir))
     return 0
 
 

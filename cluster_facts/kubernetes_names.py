@@ -20,6 +20,8 @@ __all__ = [
     "EFA_RESOURCE",
     "ETCD_CLIENT_PORT",
     "ETCD_SERVICE_NAME",
+    "FABRIC_CHECK_TAINT",
+    "FABRIC_CHECK_TAINT_KEY",
     "INSTANCE_FAMILY_LABEL",
     "INSTANCE_TYPE_LABEL",
     "KUBE_DNS_LABELS",
@@ -60,6 +62,15 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # ExtendedResourceToleration admission tolerates it for every pod that asks for Neuron devices.
 NEURON_TAINT_KEY = NEURON_RESOURCE
 NEURON_TAINT_VALUE = "present"
+
+# What a failed fabric check puts on the nodes it ran on (k8s_charts/fabric_check.py): no training
+# pod tolerates it, so the next run lands elsewhere; `kubectl taint nodes <node> <key>-` lifts it.
+FABRIC_CHECK_TAINT_KEY = "trainium/fabric-check"
+FABRIC_CHECK_TAINT: dict[str, str] = {
+    "key": FABRIC_CHECK_TAINT_KEY,
+    "value": "failed",
+    "effect": "NoSchedule",
+}
 
 # The well-known label the kubelet sets from the EC2 instance type.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

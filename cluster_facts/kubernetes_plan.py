@@ -30,6 +30,8 @@ class ManifestSet:
     """Part of the custom resource's id when set. Objects that Kubernetes or Volcano will not update
     in place (a Volcano Job, a batch Job) are named after their identity; a new identity makes a new
     custom resource, so CloudFormation creates the new objects and then deletes the old ones."""
+    note: str | None = None
+    """Said in the review file's header: why the set is empty or what to know before applying it."""
 
 
 @dataclass(frozen=True, kw_only=True)

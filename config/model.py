@@ -53,6 +53,7 @@ __all__ = [
     "AutoscalerSettings",
     "ClusterSettings",
     "EcrSettings",
+    "FabricCheckSettings",
     "FsxSettings",
     "ObservabilitySettings",
     "StackConfig",
@@ -420,6 +421,54 @@ class ObservabilitySettings(_Section):
     """TensorBoard's memory request and limit; it holds the loaded event data of every run."""
 
 
+DEFAULT_FABRIC_CHECK_THRESHOLD = 0.25
+"""The fraction of the instance type's EFA bandwidth the fabric check's all-reduce must reach.
+
+The Neuron nccom-test user guide's two-node trn1.32xlarge all-reduce reaches 47.09 GiB/s at 1 GiB
+(404.5 Gbps, 0.51 of 800 Gbps): 0.25 leaves it a 2x margin. A TCP fallback leaves through one
+network card of 8 (trn1) or 16 (trn1n, trn2) and stays below 0.25 even at that card's line rate.
+docs/fabric-check.md has the derivation (and how to raise it once a healthy run is measured).
+"""
+DEFAULT_FABRIC_CHECK_MESSAGE_BYTES = 1024**3
+_MESSAGE_BYTES_RANGE = (2**20, 2**33)
+
+
+def _fraction(value: float) -> float:
+    # `not a < b <= c` also refuses NaN, which every comparison fails.
+    if not 0 < value <= 1:
+        raise _problem(
+            f"{value!r} is not a fraction in (0, 1]; the default is {DEFAULT_FABRIC_CHECK_THRESHOLD}"
+        )
+    return value
+
+
+def _message_bytes(value: int) -> int:
+    low, high = _MESSAGE_BYTES_RANGE
+    if not low <= value <= high:
+        raise _problem(
+            f"{value} bytes is out of range; allowed: {low} (1 MiB) to {high} (8 GiB), "
+            f"default {DEFAULT_FABRIC_CHECK_MESSAGE_BYTES} (1 GiB)"
+        )
+    return value
+
+
+class FabricCheckSettings(_Section):
+    """The fabric check of each Trainium node group (docs/fabric-check.md, docs/health.md)."""
+
+    threshold: Annotated[float, AfterValidator(_fraction)] = DEFAULT_FABRIC_CHECK_THRESHOLD
+    """Fraction of the instance type's EFA bandwidth the all-reduce bus bandwidth must reach, in (0, 1]."""
+    message_bytes: Annotated[int, AfterValidator(_message_bytes)] = DEFAULT_FABRIC_CHECK_MESSAGE_BYTES
+    """The largest all-reduce, which is judged: large enough to be bandwidth-bound (1 GiB, as the
+    user guide's example), small enough for the devices' memory."""
+    pipeline: bool = False
+    """Run the check in the pipeline's deployment check: the autoscaler brings up max_size nodes of
+    every group (max_size >= 2) for the check's minutes and lets them go; off, since that bills
+    Trainium node-hours on every deployment."""
+    taint_failed_nodes: bool = True
+    """On a verdict that implicates the nodes, the check taints them (trainium/fabric-check=failed:NoSchedule)
+    so that no training pod lands there; off: it only reports."""
+
+
 def _minutes(low: int, high: int) -> AfterValidator:
     def check(value: int) -> int:
         if not low <= value <= high:
@@ -457,6 +506,7 @@ class StackConfig(_Section):
     observability: Annotated[ObservabilitySettings, OptionalSection] = Field(
         default_factory=ObservabilitySettings
     )
+    fabric_check: Annotated[FabricCheckSettings, OptionalSection] = Field(default_factory=FabricCheckSettings)
     teams: list[TeamSettings] = Field(default_factory=lambda: list(DEFAULT_TEAMS), min_length=1)
     datasets: list[DatasetSettings] = Field(default_factory=list)
     runs: list[RunSettings] = Field(default_factory=list)

@@ -17,16 +17,24 @@ tests (aws-k8s-tester: a launcher and one SSH-serving worker per node):
   and the launcher's policies end the job: ``Completed`` when the check passed, ``Terminated``
   when it failed (the failed launcher pod and its log are kept). The verdict line is also the
   launcher container's termination message (``kubectl describe pod``);
-- a NetworkPolicy admitting the check's pods to each other (SSH, mpirun, the Neuron runtime's
-  bootstrap and nccom-test's data collector use dynamic TCP ports on the pod network).
+- with ``taint``, a failed verdict that implicates the nodes taints every node the check ran on
+  (``FABRIC_CHECK_TAINT``), so no training pod lands there (k8s_charts/scripts/fabric_taint.py).
 
-The job is gang-scheduled (``minAvailable``: every worker and the launcher) on the given queue.
-It is rendered for ``kubectl apply`` on demand; docs/fabric-check.md says how to run and read it.
+``FabricCheckAccessChart`` holds what the job needs in place and is applied at deploy: a
+NetworkPolicy admitting the check's pods to each other (SSH, mpirun, the Neuron runtime's
+bootstrap and nccom-test's data collector use dynamic TCP ports on the pod network) and, with
+``taint``, the launcher's service account, its RBAC (get its worker pods, get and patch nodes) and
+a ValidatingAdmissionPolicy that lets it add that one taint to its own group's nodes and change
+nothing else. The job alone is rendered for ``kubectl apply`` on demand (its spec is immutable:
+a second run deletes it first); docs/fabric-check.md says how to run and read it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import cdk8s
@@ -35,11 +43,20 @@ from constructs import Construct
 
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import TrainiumInstanceType
-from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NEURON_TAINT_KEY, NODE_GROUP_LABEL
+from cluster_facts.kubernetes_names import (
+    EFA_RESOURCE,
+    FABRIC_CHECK_TAINT,
+    NEURON_RESOURCE,
+    NEURON_TAINT_KEY,
+    NODE_GROUP_LABEL,
+)
+from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
 from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.tenant_network import dns_egress_rule, tcp_port
 
 __all__ = [
+    "ACCESS_STEP",
     "DATA_COLLECTOR_PORT",
     "DEFAULT_MESSAGE_BYTES",
     "DEFAULT_THRESHOLD",
@@ -47,13 +64,21 @@ __all__ = [
     "LAUNCHER_TASK",
     "ROOT_COMM_PORT",
     "RUN_TIMEOUT_SECONDS",
+    "TAINT_PROGRAM",
     "VERDICT_PROGRAM",
     "WAIT_TIMEOUT_SECONDS",
     "WORKER_SCRIPT",
     "WORKER_TASK",
+    "FabricCheckAccessChart",
     "FabricCheckChart",
+    "FabricCheckValues",
     "fabric_check_labels",
+    "fabric_check_steps",
     "job_name",
+    "launcher_pod",
+    "skip_reason",
+    "taint_text",
+    "worker_pods",
 ]
 
 DEFAULT_THRESHOLD = 0.25
@@ -82,7 +107,8 @@ WAIT_TIMEOUT_SECONDS = 20 * 60
 RUN_TIMEOUT_SECONDS = 30 * 60
 """How long nccom-test may run (it compiles a NEFF per size before timing it)."""
 # Backstop for every pod: the launcher ends the job well before this.
-_ACTIVE_DEADLINE_SECONDS = WAIT_TIMEOUT_SECONDS + RUN_TIMEOUT_SECONDS + 10 * 60
+ACTIVE_DEADLINE_SECONDS = WAIT_TIMEOUT_SECONDS + RUN_TIMEOUT_SECONDS + 10 * 60
+"""How long any pod of the check may run once started; a waiter adds the time to get nodes."""
 
 _NODE_GROUP_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
@@ -90,11 +116,27 @@ WORKER_SCRIPT = script_body("k8s_charts", "fabric_check_worker.sh")
 LAUNCHER_SCRIPT = script_body("k8s_charts", "fabric_check_launcher.sh")
 # The whole Python module (docstring included): python3 -c runs it as __main__.
 VERDICT_PROGRAM = script_text("k8s_charts", "fabric_verdict.py")
+TAINT_PROGRAM = script_text("k8s_charts", "fabric_taint.py")
 
 
 def job_name(node_group: str) -> str:
     """``fabric-check-<node_group>``: also the name of the plan step and of its YAML file."""
     return f"fabric-check-{node_group}"
+
+
+def worker_pods(node_group: str, nodes: int) -> list[str]:
+    """The worker pods' names: Volcano names a task's pods ``<job>-<task>-<index>``."""
+    return [f"{job_name(node_group)}-{WORKER_TASK}-{index}" for index in range(nodes)]
+
+
+def launcher_pod(node_group: str) -> str:
+    """The launcher pod's name: its log holds the table and the verdict, its status the verdict."""
+    return f"{job_name(node_group)}-{LAUNCHER_TASK}-0"
+
+
+def taint_text(taint: dict[str, str] = FABRIC_CHECK_TAINT) -> str:
+    """``key=value:Effect``, as kubectl taint writes it."""
+    return f"{taint['key']}={taint['value']}:{taint['effect']}"
 
 
 def fabric_check_labels(node_group: str) -> dict[str, str]:
@@ -104,6 +146,11 @@ def fabric_check_labels(node_group: str) -> dict[str, str]:
         "app.kubernetes.io/instance": job_name(node_group),
         NODE_GROUP_LABEL: node_group,
     }
+
+
+def launcher_labels(node_group: str) -> dict[str, str]:
+    """The launcher pod's labels: the check's, and its component (its API-server egress selects it)."""
+    return {**fabric_check_labels(node_group), "app.kubernetes.io/component": LAUNCHER_TASK}
 
 
 def _check_inputs(*, node_group: str, nodes: int, image: str, threshold: float, message_bytes: int) -> None:
@@ -162,15 +209,21 @@ def _pod_template(
     labels: dict[str, str],
     node_group: str,
     container: dict[str, Any],
+    service_account: str | None = None,
 ) -> dict[str, Any]:
+    # Only a launcher that taints calls the Kubernetes API, with its own service account.
+    identity: dict[str, Any] = (
+        {"serviceAccountName": service_account, "automountServiceAccountToken": True}
+        if service_account
+        else {"automountServiceAccountToken": False}
+    )
     return {
         "metadata": {"labels": labels, "annotations": _POLICY_EXCEPTIONS},
         "spec": {
             "restartPolicy": "Never",
-            # No pod of the check calls the Kubernetes API.
-            "automountServiceAccountToken": False,
+            **identity,
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "activeDeadlineSeconds": _ACTIVE_DEADLINE_SECONDS,
+            "activeDeadlineSeconds": ACTIVE_DEADLINE_SECONDS,
             "nodeSelector": {NODE_GROUP_LABEL: node_group},
             # The launcher requests no Neuron device, so EKS's admission adds no toleration for it.
             "tolerations": [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
@@ -189,7 +242,9 @@ class FabricCheckChart(cdk8s.Chart):
     ``instance``: the group's catalog entry (devices to request, ranks per node, EFA bandwidth);
     ``nodes``: how many of the group's nodes to test (at least 2); ``threshold``: the fraction of
     the instance type's EFA bandwidth the all-reduce must reach, in (0, 1]
-    (``DEFAULT_THRESHOLD``); ``message_bytes``: the largest all-reduce, which is judged.
+    (``DEFAULT_THRESHOLD``); ``message_bytes``: the largest all-reduce, which is judged;
+    ``taint``: a failed verdict that implicates the nodes taints them (the launcher runs as the
+    service account ``job_name(node_group)``, which ``FabricCheckAccessChart`` creates).
     """
 
     def __init__(
@@ -205,6 +260,7 @@ class FabricCheckChart(cdk8s.Chart):
         namespace: str,
         threshold: float,
         message_bytes: int = DEFAULT_MESSAGE_BYTES,
+        taint: bool = False,
     ) -> None:
         super().__init__(scope, id)
         _check_inputs(
@@ -249,12 +305,29 @@ class FabricCheckChart(cdk8s.Chart):
             "SSH_PORT": str(_SSH_PORT),
             "WAIT_TIMEOUT_SECONDS": str(WAIT_TIMEOUT_SECONDS),
             "RUN_TIMEOUT_SECONDS": str(RUN_TIMEOUT_SECONDS),
+            **(
+                {
+                    "TAINT": taint_text(),
+                    "POD_NAMESPACE": namespace,
+                    "WORKER_PODS": ",".join(worker_pods(node_group, nodes)),
+                }
+                if taint
+                else {}
+            ),
         }
         launcher = {
             "name": "launcher",
             "image": image,
-            # k8s_charts/scripts/fabric_check_launcher.sh with fabric_verdict.py as "$1".
-            "command": ["/bin/bash", "-c", LAUNCHER_SCRIPT, "fabric-check-launcher", VERDICT_PROGRAM],
+            # k8s_charts/scripts/fabric_check_launcher.sh with fabric_verdict.py as "$1" and
+            # fabric_taint.py as "$2".
+            "command": [
+                "/bin/bash",
+                "-c",
+                LAUNCHER_SCRIPT,
+                "fabric-check-launcher",
+                VERDICT_PROGRAM,
+                TAINT_PROGRAM,
+            ],
             "env": [
                 *_environment(launcher_environment),
                 {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -318,9 +391,10 @@ class FabricCheckChart(cdk8s.Chart):
                             "replicas": 1,
                             "policies": end_job,
                             "template": _pod_template(
-                                labels={**labels, "app.kubernetes.io/component": LAUNCHER_TASK},
+                                labels=launcher_labels(node_group),
                                 node_group=node_group,
                                 container=launcher,
+                                service_account=name if taint else None,
                             ),
                         },
                     ],
@@ -328,16 +402,357 @@ class FabricCheckChart(cdk8s.Chart):
             )
         )
 
+
+def _cel(value: str) -> str:
+    # Names are embedded in CEL string literals: refuse anything that could end one.
+    if not value or any(char in value for char in "'\"\\\n"):
+        raise ValueError(f"{value!r} cannot be written as a CEL string literal")
+    return f"'{value}'"
+
+
+def _same_except(new: str, old: str, ignored: list[str]) -> str:
+    """CEL: the maps ``new`` and ``old`` agree on every key but those in ``ignored``."""
+    keys = "[" + ", ".join(_cel(key) for key in ignored) + "]"
+    return (
+        f"{new}.all(k, k in {keys} || (k in {old} && {new}[k] == {old}[k])) && "
+        f"{old}.all(k, k in {keys} || k in {new})"
+    )
+
+
+def _is_the_taint(variable: str) -> str:
+    taint = FABRIC_CHECK_TAINT
+    return (
+        f"{variable}.key == {_cel(taint['key'])} && has({variable}.value) && {variable}.value == "
+        f"{_cel(taint['value'])} && {variable}.effect == {_cel(taint['effect'])}"
+    )
+
+
+def _taint_policy(*, node_group: str, username: str) -> dict[str, Any]:
+    """The admission policy's spec: ``username`` may only add FABRIC_CHECK_TAINT to a node of ``node_group``.
+
+    RBAC cannot narrow ``patch nodes`` to one field or one group; this can. Every expression guards
+    itself (failurePolicy Fail: an error refuses the request).
+    """
+    taints = "{age}.spec.taints"
+    group_label = f"oldObject.metadata.labels[{_cel(NODE_GROUP_LABEL)}]"
+    variables = [
+        {
+            "name": "isNodeUpdate",
+            "expression": "request.operation == 'UPDATE' && request.resource.resource == 'nodes'"
+            " && !has(request.subResource)",
+        },
+        {
+            "name": "newTaints",
+            "expression": "variables.isNodeUpdate && has(object.spec) && has(object.spec.taints)"
+            f" ? {taints.format(age='object')} : []",
+        },
+        {
+            "name": "oldTaints",
+            "expression": "variables.isNodeUpdate && has(oldObject.spec) && has(oldObject.spec.taints)"
+            f" ? {taints.format(age='oldObject')} : []",
+        },
+        {
+            "name": "newSpec",
+            "expression": "variables.isNodeUpdate && has(object.spec) ? object.spec : {}",
+        },
+        {
+            "name": "oldSpec",
+            "expression": "variables.isNodeUpdate && has(oldObject.spec) ? oldObject.spec : {}",
+        },
+        {
+            "name": "inGroup",
+            "expression": "variables.isNodeUpdate && has(oldObject.metadata.labels)"
+            f" && {_cel(NODE_GROUP_LABEL)} in oldObject.metadata.labels && {group_label} == {_cel(node_group)}",
+        },
+        {
+            # Nothing but spec.taints and the server's own metadata changes.
+            "name": "onlyTaintsChanged",
+            "expression": " && ".join(
+                [
+                    "variables.isNodeUpdate",
+                    _same_except("object", "oldObject", ["metadata", "spec"]),
+                    _same_except(
+                        "object.metadata", "oldObject.metadata", ["managedFields", "resourceVersion"]
+                    ),
+                    _same_except("variables.newSpec", "variables.oldSpec", ["taints"]),
+                ]
+            ),
+        },
+        {
+            # The taints are the old ones and the check's: every old one kept, every new one old or the check's.
+            "name": "onlyTheTaintAdded",
+            "expression": "variables.oldTaints.all(t, t in variables.newTaints)"
+            f" && variables.newTaints.all(t, t in variables.oldTaints || ({_is_the_taint('t')}))",
+        },
+    ]
+
+    def refuse(expression: str, message: str) -> dict[str, str]:
+        return {"expression": expression, "message": message, "reason": "Forbidden"}
+
+    who = f"the fabric check of node group {node_group}"
+    validations = [
+        refuse("variables.isNodeUpdate", f"{who} may only update nodes"),
+        refuse("!variables.isNodeUpdate || variables.inGroup", f"{who} may only change nodes of that group"),
+        refuse(
+            "!variables.isNodeUpdate || (variables.onlyTaintsChanged && variables.onlyTheTaintAdded)",
+            f"{who} may only add the taint {taint_text()} to a node",
+        ),
+    ]
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "resources": ["nodes", "nodes/*"],
+                }
+            ]
+        },
+        "matchConditions": [
+            {
+                "name": "this-service-account-only",
+                "expression": f"has(request.userInfo.username) && request.userInfo.username == {_cel(username)}",
+            }
+        ],
+        "variables": variables,
+        "validations": validations,
+    }
+
+
+class FabricCheckAccessChart(cdk8s.Chart):
+    """What one group's check needs in place, applied at deploy (inert until the job runs).
+
+    - NetworkPolicy ``job_name(node_group)``: the check's pods admit each other, nothing else;
+    - with ``taint``: ServiceAccount ``job_name(node_group)`` (the launcher's), a Role that gets
+      the job's worker pods by name (their nodes), a ClusterRole that gets and patches nodes, and
+      a ValidatingAdmissionPolicy (GA in Kubernetes 1.30) with its binding that lets the service
+      account add ``FABRIC_CHECK_TAINT`` to a node of ``node_group`` and change nothing else.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        node_group: str,
+        nodes: int,
+        namespace: str,
+        taint: bool,
+        vpc_cidr: str,
+    ) -> None:
+        super().__init__(scope, id)
+        name = job_name(node_group)
+        labels = fabric_check_labels(node_group)
         selector = k8s.LabelSelector(match_labels=labels)
+        peers = [k8s.NetworkPolicyPeer(pod_selector=selector)]
+        # The platform namespace denies all traffic by default (k8s_charts/tenant_network.py): the
+        # check's pods reach each other on any port (SSH, mpirun, the runtime's bootstrap), resolve
+        # the workers' names, and (only when it taints) the launcher reaches the API server, whose
+        # endpoints are the control plane's interfaces in the VPC. Image pulls and the EFA traffic
+        # itself do not cross the pod network.
         k8s.KubeNetworkPolicy(
             self,
             "NetworkPolicy",
             metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=labels),
             spec=k8s.NetworkPolicySpec(
                 pod_selector=selector,
-                policy_types=["Ingress"],
-                # The check's pods, on any port, and nothing else. Egress stays open, as for the
-                # training pods (image pulls; the workers' EFA traffic bypasses the pod network).
-                ingress=[k8s.NetworkPolicyIngressRule(from_=[k8s.NetworkPolicyPeer(pod_selector=selector)])],
+                policy_types=["Ingress", "Egress"],
+                ingress=[k8s.NetworkPolicyIngressRule(from_=peers)],
+                egress=[k8s.NetworkPolicyEgressRule(to=peers), dns_egress_rule()],
             ),
         )
+        if not taint:
+            return
+        launcher = launcher_labels(node_group)
+        k8s.KubeNetworkPolicy(
+            self,
+            "LauncherToApiServer",
+            metadata=k8s.ObjectMeta(name=f"{name}-{LAUNCHER_TASK}", namespace=namespace, labels=labels),
+            spec=k8s.NetworkPolicySpec(
+                # The launcher taints nodes: the API server's endpoints are the control plane's
+                # interfaces in the VPC. The workers hold no token and get no such rule.
+                pod_selector=k8s.LabelSelector(match_labels=launcher),
+                policy_types=["Egress"],
+                egress=[
+                    k8s.NetworkPolicyEgressRule(
+                        to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=vpc_cidr))], ports=[tcp_port(443)]
+                    )
+                ],
+            ),
+        )
+        k8s.KubeServiceAccount(
+            self,
+            "ServiceAccount",
+            metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=labels),
+            # The launcher's pod asks for the token; nothing else running as this account gets one.
+            automount_service_account_token=False,
+        )
+        subject = k8s.Subject(kind="ServiceAccount", name=name, namespace=namespace)
+        k8s.KubeRole(
+            self,
+            "Role",
+            metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=labels),
+            rules=[
+                k8s.PolicyRule(
+                    api_groups=[""],
+                    resources=["pods"],
+                    resource_names=worker_pods(node_group, nodes),
+                    verbs=["get"],
+                )
+            ],
+        )
+        k8s.KubeRoleBinding(
+            self,
+            "RoleBinding",
+            metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels=labels),
+            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=name),
+            subjects=[subject],
+        )
+        # Node names are not known ahead: RBAC grants every node; the policy below narrows it.
+        k8s.KubeClusterRole(
+            self,
+            "ClusterRole",
+            metadata=k8s.ObjectMeta(name=name, labels=labels),
+            rules=[k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "patch"])],
+        )
+        k8s.KubeClusterRoleBinding(
+            self,
+            "ClusterRoleBinding",
+            metadata=k8s.ObjectMeta(name=name, labels=labels),
+            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=name),
+            subjects=[subject],
+        )
+        policy = cdk8s.ApiObject(
+            self,
+            "Policy",
+            api_version="admissionregistration.k8s.io/v1",
+            kind="ValidatingAdmissionPolicy",
+            metadata=cdk8s.ApiObjectMetadata(name=name, labels=labels),
+        )
+        username = f"system:serviceaccount:{namespace}:{name}"
+        policy.add_json_patch(
+            cdk8s.JsonPatch.add("/spec", _taint_policy(node_group=node_group, username=username))
+        )
+        binding = cdk8s.ApiObject(
+            self,
+            "PolicyBinding",
+            api_version="admissionregistration.k8s.io/v1",
+            kind="ValidatingAdmissionPolicyBinding",
+            metadata=cdk8s.ApiObjectMetadata(name=name, labels=labels),
+        )
+        binding.add_json_patch(
+            cdk8s.JsonPatch.add("/spec", {"policyName": name, "validationActions": ["Deny"]})
+        )
+
+
+ACCESS_STEP = "fabric-checks"
+"""The applied plan step holding every group's FabricCheckAccessChart (no group's step can be named so)."""
+RUN_NOTE = (
+    "A Volcano Job's spec cannot change, so every run deletes the last one first:\n"
+    "  kubectl delete -f {file} --ignore-not-found --cascade=foreground --wait\n"
+    "  kubectl apply -f {file}\n"
+    "`make fabric-check CONFIG=... GROUP={group}` prints these and how to wait and read the verdict."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FabricCheckValues:
+    """One Trainium node group's fabric check, as the plan renders it."""
+
+    node_group: str
+    instance: TrainiumInstanceType
+    nodes: int
+    """The group's max_size: the check runs on every node the group can have."""
+    image: str
+    queue: str | None
+    """The Volcano queue of a team that may use the group; None when no team may."""
+    threshold: float
+    message_bytes: int
+    taint: bool
+
+
+def skip_reason(check: FabricCheckValues) -> str | None:
+    """Why this group gets no fabric check, or None."""
+    if check.nodes < 2:
+        return (
+            f"node group {check.node_group} has max_size {check.nodes}; a fabric check needs at least 2 nodes "
+            "(EFA carries traffic between nodes)"
+        )
+    if check.queue is None:
+        return f"no team's queue may use node group {check.node_group} (teams[].node_groups)"
+    return None
+
+
+Renderer = Callable[[Callable[[cdk8s.App, str], cdk8s.Chart], str], tuple[Mapping[str, Any], ...]]
+
+
+def fabric_check_steps(
+    checks: tuple[FabricCheckValues, ...],
+    *,
+    namespace: str,
+    vpc_cidr: str,
+    after: tuple[str, ...],
+    queue_gates: Mapping[str, str],
+    render: Renderer,
+) -> list[ManifestSet]:
+    """``ACCESS_STEP`` (applied, when any group can be checked), then ``fabric-check-<group>`` per
+    group, rendered and never applied: the job itself, or for a group that cannot be checked no
+    object and the reason in the file's header."""
+    runnable = [check for check in checks if skip_reason(check) is None]
+    steps: list[ManifestSet] = []
+    if runnable:
+        steps.append(
+            ManifestSet(
+                name=ACCESS_STEP,
+                manifests=tuple(
+                    manifest
+                    for check in runnable
+                    for manifest in render(
+                        partial(
+                            FabricCheckAccessChart,
+                            node_group=check.node_group,
+                            nodes=check.nodes,
+                            namespace=namespace,
+                            taint=check.taint,
+                            vpc_cidr=vpc_cidr,
+                        ),
+                        f"{ACCESS_STEP}-{check.node_group}",
+                    )
+                ),
+                after=after,
+            )
+        )
+    for check in checks:
+        name = job_name(check.node_group)
+        reason = skip_reason(check)
+        if reason is not None or check.queue is None:
+            steps.append(
+                ManifestSet(name=name, manifests=(), applied=False, note=f"No fabric check: {reason}.")
+            )
+            continue
+        steps.append(
+            ManifestSet(
+                name=name,
+                manifests=render(
+                    partial(
+                        FabricCheckChart,
+                        instance=check.instance,
+                        node_group=check.node_group,
+                        nodes=check.nodes,
+                        image=check.image,
+                        queue=check.queue,
+                        namespace=namespace,
+                        threshold=check.threshold,
+                        message_bytes=check.message_bytes,
+                        taint=check.taint,
+                    ),
+                    name,
+                ),
+                after=(ACCESS_STEP, queue_gates[check.queue]),
+                applied=False,
+                note=RUN_NOTE.format(file=f"cdk.out/k8s/{name}.yaml", group=check.node_group),
+            )
+        )
+    return steps

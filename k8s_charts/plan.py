@@ -45,6 +45,7 @@ from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import EtcdChart
+from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
 from k8s_charts.fsx_storage import FsxStorageChart
 from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controller
@@ -146,6 +147,8 @@ class KubernetesLayerValues:
     tensorboard: TensorBoardValues = field(default_factory=TensorBoardValues)
     autoscaler: AutoscalerValues | None = None
     """The cluster autoscaler of the Trainium node groups; None: the plan installs none."""
+    fabric_checks: tuple[FabricCheckValues, ...] = ()
+    """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/fabric_check.py)."""
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
@@ -396,6 +399,17 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             ),
             after=("fsx-storage",),
             applied=values.tensorboard.applied,
+        )
+    )
+    # The fabric checks: their access applied, each group's job rendered for kubectl (not applied).
+    steps.extend(
+        fabric_check_steps(
+            values.fabric_checks,
+            namespace=PLATFORM_NAMESPACE,
+            vpc_cidr=values.vpc_cidr,
+            after=(PLATFORM_STEP,),
+            queue_gates=queue_gates,
+            render=render,
         )
     )
     return KubernetesLayerPlan.of(steps)

@@ -50,8 +50,10 @@ __all__ = [
     "NOT_OUTSIDE",
     "NamespaceIsolationChart",
     "TeamNetworkChart",
+    "dns_egress_rule",
     "https_egress",
     "outside_cluster",
+    "tcp_port",
 ]
 
 DEFAULT_DENY = "default-deny"
@@ -78,11 +80,11 @@ def outside_cluster(vpc_cidr: str) -> k8s.IpBlock:
     return k8s.IpBlock(cidr="0.0.0.0/0", except_=[str(block) for block in sorted(excluded)])
 
 
-def _tcp(port: int) -> k8s.NetworkPolicyPort:
+def tcp_port(port: int) -> k8s.NetworkPolicyPort:
     return k8s.NetworkPolicyPort(protocol="TCP", port=k8s.IntOrString.from_number(port))
 
 
-def _dns_rule() -> k8s.NetworkPolicyEgressRule:
+def dns_egress_rule() -> k8s.NetworkPolicyEgressRule:
     return k8s.NetworkPolicyEgressRule(
         to=[
             k8s.NetworkPolicyPeer(
@@ -101,7 +103,7 @@ def _dns_rule() -> k8s.NetworkPolicyEgressRule:
 
 def _https_rule(vpc_cidr: str) -> k8s.NetworkPolicyEgressRule:
     return k8s.NetworkPolicyEgressRule(
-        to=[k8s.NetworkPolicyPeer(ip_block=outside_cluster(vpc_cidr))], ports=[_tcp(_HTTPS)]
+        to=[k8s.NetworkPolicyPeer(ip_block=outside_cluster(vpc_cidr))], ports=[tcp_port(_HTTPS)]
     )
 
 
@@ -144,11 +146,11 @@ class TeamNetworkChart(cdk8s.Chart):
                 pod_selector=_job_pods(),
                 policy_types=["Egress"],
                 egress=[
-                    _dns_rule(),
+                    dns_egress_rule(),
                     # The team's own etcd (no namespace selector: this namespace only).
                     k8s.NetworkPolicyEgressRule(
                         to=[k8s.NetworkPolicyPeer(pod_selector=k8s.LabelSelector(match_labels=ETCD_LABELS))],
-                        ports=[_tcp(ETCD_CLIENT_PORT)],
+                        ports=[tcp_port(ETCD_CLIENT_PORT)],
                     ),
                     # Workers of this namespace's jobs, any port; each admits only its own job's.
                     k8s.NetworkPolicyEgressRule(to=[k8s.NetworkPolicyPeer(pod_selector=_job_pods())]),
@@ -169,6 +171,6 @@ def https_egress(
         spec=k8s.NetworkPolicySpec(
             pod_selector=k8s.LabelSelector(match_labels=dict(pod_labels)),
             policy_types=["Egress"],
-            egress=[_dns_rule(), _https_rule(vpc_cidr)],
+            egress=[dns_egress_rule(), _https_rule(vpc_cidr)],
         ),
     )

@@ -9,6 +9,11 @@ group's Auto Scaling group carries the node-template tags (labels, taint, Neuron
 the catalog) and the discovery tags. Where the API server is reachable it also checks that the
 autoscaler runs, is healthy and lists every Trainium group, and that every Trainium node that runs
 (at least the groups' min_size, 0 by default: no node needs to run) advertises its devices.
+
+With ``fabric_check.pipeline`` (and a reachable API server) it then runs each group's fabric check:
+deletes the last run, creates the Job the pipeline synth wrote (``cdk.out/fabric-check/<stage>/``),
+waits for it to end (bounded: the autoscaler's time to bring the nodes plus the pods' deadline),
+prints the launcher's table and verdict, and fails the stage with the verdict line unless it passed.
 """
 
 from __future__ import annotations
@@ -27,12 +32,23 @@ from cluster_facts.kubernetes_names import (
     NEURON_DEVICES_LABEL,
     NEURON_RESOURCE,
     NODE_GROUP_LABEL,
+    PLATFORM_NAMESPACE,
 )
 from cluster_facts.script_files import script_body
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
+from k8s_charts.fabric_check import job_name, skip_reason
+from stacks.fabric_check_commands import pipeline_fabric_checks, wait_seconds
+from stacks.kubernetes_values import fabric_checks
+from stacks.review_files import fabric_check_job_file
 
-__all__ = ["CHECK_OUTPUTS", "DEVICE_WAIT_SECONDS", "deployment_check_env", "deployment_check_script"]
+__all__ = [
+    "CHECK_OUTPUTS",
+    "DEVICE_WAIT_SECONDS",
+    "deployment_check_env",
+    "deployment_check_script",
+    "deployment_check_timeout_minutes",
+]
 
 # The stack's outputs the check reads, by the variable it reads each as.
 CHECK_OUTPUTS = {
@@ -78,6 +94,23 @@ def deployment_check_env(config: StackConfig, *, stage_id: str, check_role_arn: 
         "EFA_INTERFACES_LABEL": EFA_INTERFACES_LABEL,
         "NEURON_RESOURCE": NEURON_RESOURCE,
         "EFA_RESOURCE": EFA_RESOURCE,
+        **_fabric_check_env(config, stage_id=stage_id),
+    }
+
+
+def _fabric_check_env(config: StackConfig, *, stage_id: str) -> dict[str, str]:
+    checks = pipeline_fabric_checks(config)
+    skipped = [
+        f"{job_name(check.node_group)}: {reason}"
+        for check in fabric_checks(config)
+        if (reason := skip_reason(check)) is not None
+    ]
+    return {
+        "FABRIC_CHECK": "true" if checks else "false",
+        "FABRIC_CHECK_NAMESPACE": PLATFORM_NAMESPACE,
+        "FABRIC_CHECK_JOBS": " ".join(fabric_check_job_file(stage_id, check.node_group) for check in checks),
+        "FABRIC_CHECK_SKIPPED": "\n".join(skipped) if checks else "",
+        "FABRIC_CHECK_WAIT_SECONDS": str(wait_seconds(config)),
     }
 
 
@@ -91,3 +124,10 @@ def _expected_tags(config: StackConfig, name: str, instance: TrainiumInstanceTyp
 def deployment_check_script() -> str:
     """The check as one CodeBuild command: the script in a subshell, so its ``exit`` ends only the check."""
     return f"(\n{script_body('stacks', 'deployment_check.sh')})"
+
+
+def deployment_check_timeout_minutes(config: StackConfig) -> int:
+    """CodeBuild's limit for the check: 30 minutes, and the fabric checks' bounded waits when it runs
+    them (at most CodeBuild's own limit, 8 hours)."""
+    checks = len(pipeline_fabric_checks(config))
+    return min(480, 30 + checks * -(-wait_seconds(config) // 60))

@@ -16,9 +16,10 @@ from cluster_facts.stack_outputs import StackOutput
 from cluster_facts.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from config.model import StackConfig
 from config.presets import BERT_LARGE, DatasetPreset, bert_large_arguments
-from config.workloads import RunSettings, TeamSettings
+from config.workloads import DEFAULT_TRAINING_IMAGE, RunSettings, TeamSettings
 from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
+from k8s_charts.fabric_check import FabricCheckValues
 from k8s_charts.plan import (
     FileSystemValues,
     KubernetesLayerValues,
@@ -34,6 +35,7 @@ from k8s_charts.volcano_queue import trainium_capability
 __all__ = [
     "autoscaler_values",
     "datasets",
+    "fabric_checks",
     "file_system_generation",
     "file_system_values",
     "kubernetes_plan",
@@ -220,6 +222,28 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             memory_gib=config.observability.tensorboard_memory_gib,
         ),
         autoscaler=autoscaler_values(config),
+        fabric_checks=fabric_checks(config),
+    )
+
+
+def fabric_checks(config: StackConfig) -> tuple[FabricCheckValues, ...]:
+    """Every Trainium group's check, on the queue of the first team that may use the group."""
+    settings = config.fabric_check
+    return tuple(
+        FabricCheckValues(
+            node_group=group.name,
+            instance=group.instance,
+            nodes=group.max_size,
+            # The training image: it ships nccom-test, Open MPI and sshd (docs/fabric-check.md).
+            image=DEFAULT_TRAINING_IMAGE,
+            queue=next(
+                (team.queue_name for team in config.teams if group in config.team_node_groups(team)), None
+            ),
+            threshold=settings.threshold,
+            message_bytes=settings.message_bytes,
+            taint=settings.taint_failed_nodes,
+        )
+        for group in config.trainium.node_groups
     )
 
 

@@ -41,7 +41,13 @@ from config.pipeline import (
 )
 from constructs_trn.deployment_check_role import DeploymentCheckTrust, deployment_check_role_name
 from constructs_trn.nag import acknowledge, aws_managed_policy
-from stacks.deployment_check import CHECK_OUTPUTS, deployment_check_env, deployment_check_script
+from stacks.deployment_check import (
+    CHECK_OUTPUTS,
+    deployment_check_env,
+    deployment_check_script,
+    deployment_check_timeout_minutes,
+)
+from stacks.fabric_check_commands import pipeline_fabric_checks
 from stacks.trainium_stack import TrainiumStack, add_trainium_stack
 
 __all__ = [
@@ -320,6 +326,8 @@ class TrainiumPipeline(cdk.Stack):
         stack = stage.stack
         return pipelines.CodeBuildStep(
             "DeploymentCheck",
+            # The fabric checks' Jobs are files of the synth's output (cdk.out/fabric-check/<stage>/).
+            input=self.synth_step if pipeline_fabric_checks(config) else None,
             commands=[deployment_check_script()],
             env_from_cfn_outputs={
                 variable: stack.outputs[output] for variable, output in CHECK_OUTPUTS.items()
@@ -336,7 +344,7 @@ class TrainiumPipeline(cdk.Stack):
             # From the fixed egress address (``_check_egress``), never CodeBuild's shared ranges.
             vpc=self.check_vpc,
             subnet_selection=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
-            timeout=cdk.Duration.minutes(30),
+            timeout=cdk.Duration.minutes(deployment_check_timeout_minutes(config)),
             # CodeBuild runs commands with /bin/sh unless told otherwise; the check is a bash script.
             partial_build_spec=codebuild.BuildSpec.from_object({"version": "0.2", "env": {"shell": "bash"}}),
         )

@@ -3,6 +3,9 @@
 - ``cdk.out/k8s/<step>.yaml``: every manifest set of the Kubernetes layer, as ``kubectl apply``
   takes it, with the file system's deploy-time values as ``${StackOutput}`` placeholders. A header
   says whether this configuration applies it at deploy and after which steps.
+- ``cdk.out/fabric-check/<stage>/fabric-check-<group>.json`` (pipeline synth, stages with
+  ``fabric_check.pipeline``): each group's fabric-check Job as the pipeline's deployment check
+  creates it through the API (JSON: the check has curl and jq, no kubectl).
 - ``cdk.out/summary/<stack>.md``: one page per environment: Trainium capacity, what the Kubernetes
   layer applies, and the template's resources by type. The snapshot tests keep one per shipped
   configuration, so a pull request shows each environment's change in a few lines.
@@ -10,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +23,8 @@ import yaml
 
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
 from config.model import StackConfig
+from k8s_charts.fabric_check import job_name
+from stacks.fabric_check_commands import pipeline_fabric_checks
 from stacks.kubernetes_values import review_plan
 
 if TYPE_CHECKING:
@@ -27,16 +33,20 @@ if TYPE_CHECKING:
     from stacks.trainium_stack import TrainiumStack
 
 __all__ = [
+    "FABRIC_CHECK_DIR",
     "KUBERNETES_DIR",
     "SUMMARY_DIR",
+    "fabric_check_job_file",
     "kubernetes_yaml",
     "summary",
+    "write_fabric_check_jobs",
     "write_kubernetes_yaml",
     "write_review_files",
     "write_summary",
 ]
 
 KUBERNETES_DIR = "k8s"
+FABRIC_CHECK_DIR = "fabric-check"
 SUMMARY_DIR = "summary"
 
 
@@ -54,12 +64,13 @@ _ReadableDumper.add_representer(str, _represent_str)
 
 def _header(step: ManifestSet) -> str:
     after = f" after {', '.join(step.after)}" if step.after else ""
+    note = "".join(f"# {line}\n" for line in (step.note or "").splitlines())
     if step.applied:
-        return f"# {step.name}: applied by TrainiumStack at deploy{after}.\n"
+        return f"# {step.name}: applied by TrainiumStack at deploy{after}.\n" + note
     return (
         f"# {step.name}: NOT applied by this configuration (rendered for review and kubectl apply);\n"
         f"# when applied, it goes{after or ' first'}.\n"
-    )
+    ) + note
 
 
 def kubernetes_yaml(step: ManifestSet) -> str:
@@ -178,3 +189,23 @@ def write_review_files(
     if kubernetes:
         for stack in stacks:
             write_kubernetes_yaml(review_plan(stack.config), outdir / KUBERNETES_DIR)
+
+
+def fabric_check_job_file(stage_id: str, node_group: str) -> str:
+    """Where the pipeline synth writes a stage's check of ``node_group``, relative to cdk.out."""
+    return f"{FABRIC_CHECK_DIR}/{stage_id}/{job_name(node_group)}.json"
+
+
+def write_fabric_check_jobs(config: StackConfig, *, stage_id: str, outdir: Path) -> list[Path]:
+    """The Jobs the stage's deployment check runs (none unless fabric_check.pipeline is on)."""
+    plan = review_plan(config)
+    written = []
+    for check in pipeline_fabric_checks(config):
+        step = plan.step(job_name(check.node_group))
+        assert isinstance(step, ManifestSet)
+        [job] = step.manifests
+        path = outdir / fabric_check_job_file(stage_id, check.node_group)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(job, indent=1) + "\n")
+        written.append(path)
+    return written

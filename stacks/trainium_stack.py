@@ -9,7 +9,12 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, ROOT_SQUASH_ID, team_rbac_group
+from cluster_facts.kubernetes_names import (
+    DEPLOYMENT_CHECK_GROUP,
+    PLATFORM_NAMESPACE,
+    ROOT_SQUASH_ID,
+    team_rbac_group,
+)
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
@@ -32,7 +37,9 @@ from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
+from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.plan import render
+from stacks.fabric_check_commands import pipeline_fabric_check_jobs
 from stacks.kubernetes_values import file_system_values, kubernetes_plan, root_zones
 
 __all__ = ["PULL_THROUGH_CACHE_PREFIX", "TrainiumStack", "add_trainium_stack", "availability_zones_context"]
@@ -306,13 +313,23 @@ class TrainiumStack(Stack):
                 trust=deployment_check,
                 node_groups=[group.nodegroup for group in self.trainium_node_groups.values()],
                 rbac_manifests=render(
-                    lambda app, name: DeploymentCheckRbacChart(app, name, group=DEPLOYMENT_CHECK_GROUP)
+                    lambda app, name: DeploymentCheckRbacChart(
+                        app,
+                        name,
+                        group=DEPLOYMENT_CHECK_GROUP,
+                        fabric_check_jobs=pipeline_fabric_check_jobs(config),
+                        fabric_check_namespace=PLATFORM_NAMESPACE,
+                    )
                 ),
             )
             if deployment_check is not None
             else None
         )
         self._encrypt_logs()
+        if self.deployment_check is not None and pipeline_fabric_check_jobs(config):
+            # Its Role for running the fabric checks lives in the platform namespace.
+            # (its manifest is the cluster's child, not the access construct's).
+            self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[ACCESS_STEP])
         self._add_outputs()
 
     def _encrypt_logs(self) -> None:

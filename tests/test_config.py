@@ -13,6 +13,8 @@ from pydantic import BaseModel, ValidationError
 
 from config import ConfigError, StackConfig, load_config, parse_config
 from config.consistency import CROSS_CHECKS, zone_id_prefix
+from k8s_charts.fabric_check import DEFAULT_MESSAGE_BYTES as FABRIC_DEFAULT_MESSAGE_BYTES
+from k8s_charts.fabric_check import DEFAULT_THRESHOLD as FABRIC_DEFAULT_THRESHOLD
 from stacks.kubernetes_values import datasets
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 from tests.yaml_edits import with_change as change_key
@@ -265,6 +267,31 @@ BAD_CONFIGURATIONS = [
         128,
         "env.yaml: observability.tensorboard_memory_gib: Input should be less than or equal to 64",
         id="tensorboard-memory",
+    ),
+    pytest.param(
+        "fabric_check.threshold",
+        0,
+        "env.yaml: fabric_check.threshold: 0.0 is not a fraction in (0, 1]; the default is 0.25",
+        id="fabric-check-threshold-zero",
+    ),
+    pytest.param(
+        "fabric_check.threshold",
+        1.5,
+        "env.yaml: fabric_check.threshold: 1.5 is not a fraction in (0, 1]; the default is 0.25",
+        id="fabric-check-threshold-above-one",
+    ),
+    pytest.param(
+        "fabric_check.threshold",
+        float("nan"),
+        "env.yaml: fabric_check.threshold: nan is not a fraction in (0, 1]; the default is 0.25",
+        id="fabric-check-threshold-nan",
+    ),
+    pytest.param(
+        "fabric_check.message_bytes",
+        4096,
+        "env.yaml: fabric_check.message_bytes: 4096 bytes is out of range; allowed: 1048576 (1 MiB) to "
+        "8589934592 (8 GiB), default 1073741824 (1 GiB)",
+        id="fabric-check-message-too-small",
     ),
     pytest.param(
         "cluster.addon_versions",
@@ -521,6 +548,17 @@ def test_an_old_cloudwatch_addon_is_fine_without_the_dashboard() -> None:
 def test_the_node_monitoring_agent_can_be_pinned() -> None:
     data = with_change("cluster.addon_versions", {"eks-node-monitoring-agent": "v1.7.0-eksbuild.1"})
     assert parse_config(data).cluster.addon_versions == {"eks-node-monitoring-agent": "v1.7.0-eksbuild.1"}
+
+
+def test_the_fabric_check_defaults_are_documented_and_off_in_the_pipeline() -> None:
+    settings = load_config(DEFAULT_CONFIG).fabric_check
+    assert (settings.threshold, settings.message_bytes) == (0.25, 1024**3)
+    assert settings.pipeline is False and settings.taint_failed_nodes is True
+    # The chart's own default is the configuration's (the chart is also used without a configuration).
+    assert settings.threshold == FABRIC_DEFAULT_THRESHOLD
+    assert settings.message_bytes == FABRIC_DEFAULT_MESSAGE_BYTES
+    # 1 is a fraction too (a healthy two-node run can reach it), as is any integer YAML writes.
+    assert parse_config(with_change("fabric_check.threshold", 1)).fabric_check.threshold == 1.0
 
 
 def test_the_dashboard_is_named_after_the_cluster_and_region_unless_configured() -> None:

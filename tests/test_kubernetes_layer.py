@@ -48,14 +48,21 @@ def depends_on(synthesized: Synthesized, logical_id: str) -> set[str]:
 
 def test_default_configuration_applies_everything_but_the_training_jobs(default_stack: Synthesized) -> None:
     plan = default_stack.stack.kubernetes_plan
-    assert set(applied(default_stack)) == set(plan.names) - set(TRAINING_STEPS)
+    # Each group's fabric check is run on demand (its access, step fabric-checks, is applied).
+    assert set(applied(default_stack)) == set(plan.names) - set(TRAINING_STEPS) - {"fabric-check-trn1-32xl"}
+    assert "fabric-checks" in applied(default_stack)
     # Rendered all the same, for review.
     assert set(TRAINING_STEPS) <= set(plan.names)
 
 
 def test_a_run_with_apply_is_applied_and_one_without_is_rendered_only(example_stack: Synthesized) -> None:
     # config/example.yaml: bert-large has apply: true, llm does not.
-    assert set(applied(example_stack)) == set(example_stack.stack.kubernetes_plan.names) - {"run-llm"}
+    names = example_stack.stack.kubernetes_plan.names
+    fabric_checks = {name for name in names if name.startswith("fabric-check-")}
+    assert fabric_checks == {
+        f"fabric-check-{group.name}" for group in example_stack.config.trainium.node_groups
+    }
+    assert set(applied(example_stack)) == set(names) - {"run-llm"} - fabric_checks
     assert "run-llm" in example_stack.stack.kubernetes_plan.names
 
 

@@ -601,3 +601,40 @@ def test_no_pod_may_connect_to_the_device_plugin(cluster_now: Cluster, project: 
         if pod != plugin
         for port in (80, 443, 8080)
     )
+
+
+# --- The fabric check in the platform namespace -------------------------------------------------
+
+
+def test_the_fabric_checks_pods_reach_each_other_dns_and_only_the_vpc_on_443() -> None:
+    """trainium-system denies everything by default: the check's own policy must let its launcher
+    and workers talk (SSH, mpirun, the runtime's bootstrap), resolve names, and let the launcher
+    reach the API server to taint nodes. Nothing else gets in or out."""
+    config = load_config(EXAMPLE_CONFIG)
+    objects = [
+        dict(manifest) for step in review_plan(config).steps for manifest in getattr(step, "manifests", ())
+    ]
+    cluster = Cluster(objects)
+    [job] = [
+        o
+        for o in objects
+        if o["kind"] == "Job"
+        and o["metadata"]["namespace"] == "trainium-system"
+        and o["metadata"]["name"] == "fabric-check-trn1n-32xl"
+    ]
+    volcano = {"volcano.sh/job-name": job["metadata"]["name"], "volcano.sh/job-namespace": "trainium-system"}
+    tasks = {
+        task["name"]: {**task["template"]["metadata"]["labels"], **volcano} for task in job["spec"]["tasks"]
+    }
+    launcher = Pod("trainium-system", tasks["launcher"], "10.0.5.1", "launcher")
+    worker = Pod("trainium-system", tasks["worker"], "10.0.5.2", "worker")
+    dns = Pod("kube-system", {"k8s-app": "kube-dns"}, "10.0.6.2", "coredns")
+    tensorboard = Pod("trainium-system", {"app.kubernetes.io/name": "tensorboard"}, "10.0.5.9", "tensorboard")
+    assert cluster.may_connect(launcher, worker, 22)
+    assert cluster.may_connect(worker, launcher, 41000)  # the runtime's bootstrap: a dynamic port
+    assert cluster.may_connect(worker, dns, 53, "UDP")
+    assert cluster.may_connect_to_ip(launcher, "10.20.0.10", 443)  # an API server endpoint in the VPC
+    assert not cluster.may_connect_to_ip(worker, "10.20.0.10", 443)  # only the launcher taints
+    assert not cluster.may_connect_to_ip(launcher, "169.254.169.254", 80)
+    assert not cluster.may_connect_to_ip(worker, "203.0.113.7", 443)
+    assert not cluster.may_connect(tensorboard, worker, 22)

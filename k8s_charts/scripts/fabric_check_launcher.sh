@@ -5,7 +5,8 @@
 # The last line of the log is the verdict; it is also the container's termination message, and
 # the exit status (0 PASS, non-zero FAIL) becomes the pod's and so the Volcano Job's result.
 #
-# Arguments: $1 the text of k8s_charts/scripts/fabric_verdict.py, run with python3 -c.
+# Arguments: $1 the text of k8s_charts/scripts/fabric_verdict.py, $2 that of fabric_taint.py,
+#            both run with python3 -c.
 # Environment:
 #   NODES, CORES_PER_NODE      nodes in the check and NeuronCores (ranks) per node.
 #   VC_WORKER_HOSTS            comma-separated worker host names, from Volcano's svc plugin.
@@ -17,8 +18,12 @@
 #   WAIT_TIMEOUT_SECONDS       how long to wait for the workers.
 #   RUN_TIMEOUT_SECONDS        how long nccom-test may run.
 #   TERMINATION_LOG            file for the verdict line (the kubelet reads /dev/termination-log).
+#   TAINT                      key=value:Effect to put on the nodes of a failed check; unset: none.
+#   POD_NAMESPACE, WORKER_PODS the check's namespace and its worker pods (comma-separated), whose
+#                              nodes the taint goes on.
 set -u
 verdict_program=$1
+taint_program=${2:-}
 termination_log=${TERMINATION_LOG:-/dev/termination-log}
 
 fail() {
@@ -75,4 +80,22 @@ status=${PIPESTATUS[0]}
 if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
   fail "nccom-test did not finish within ${RUN_TIMEOUT_SECONDS}s"
 fi
-verdict --log "$log" --size "$MAX_MESSAGE_BYTES" --exit-status "$status"
+output=$(verdict --log "$log" --size "$MAX_MESSAGE_BYTES" --exit-status "$status")
+result=$?
+printf '%s\n' "$output"
+if [ "$result" -ne 1 ] || [ -z "${TAINT:-}" ]; then
+  exit "$result"
+fi
+# A failed check whose verdict implicates the nodes takes them out of training (fabric_taint.py
+# decides, and prints "tainted nodes: ..." last); the verdict, with what was tainted, stays last.
+line=${output##*$'\n'}
+taint_output=$(python3 -c "$taint_program" --verdict "$line" --namespace "$POD_NAMESPACE" \
+  --pods "$WORKER_PODS" --taint "$TAINT" 2>&1)
+printf '%s\n' "$taint_output"
+tainted=${taint_output##*tainted nodes: }
+if [ "$tainted" != "$taint_output" ] && [ "$tainted" != none ]; then
+  line="$line; tainted $tainted with $TAINT"
+fi
+echo "$line"
+echo "$line" >"$termination_log" 2>/dev/null || true
+exit "$result"

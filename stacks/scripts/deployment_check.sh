@@ -15,6 +15,11 @@
 #   AUTOSCALER_NAMESPACE, AUTOSCALER_DEPLOYMENT, AUTOSCALER_STATUS_CONFIGMAP   (cluster_facts.autoscaling)
 #   NODE_GROUP_LABEL, NEURON_DEVICES_LABEL, EFA_INTERFACES_LABEL   node labels (cluster_facts)
 #   NEURON_RESOURCE, EFA_RESOURCE                                  extended resources (cluster_facts)
+#   FABRIC_CHECK             true: run each group's fabric check after the node checks
+#   FABRIC_CHECK_JOBS        the checks' Volcano Job files (JSON), relative to the synth output
+#   FABRIC_CHECK_NAMESPACE   where the checks run; FABRIC_CHECK_SKIPPED "job: reason" lines
+#   FABRIC_CHECK_WAIT_SECONDS   how long one check may take to end (nodes, then the pods' deadline)
+#   FABRIC_CHECK_POLL_SECONDS   (optional) how often to look, 30 by default
 set -euo pipefail
 echo "Deployment check of ${STAGE}: ${EXPECTED_CLUSTER_NAME} in ${TARGET_ACCOUNT} ${TARGET_REGION}"
 
@@ -98,6 +103,13 @@ get() {
   curl --silent --show-error --fail --max-time 30 --cacert cluster-ca.crt \
     -H "Authorization: Bearer ${token}" "${endpoint}$1"
 }
+# send METHOD PATH DATA: a write; DATA is JSON, or @file.
+send() {
+  local token
+  token=$(aws eks get-token --cluster-name "${CLUSTER_NAME}" --output json | jq -r .status.token)
+  curl --silent --show-error --fail --max-time 30 --cacert cluster-ca.crt -X "$1" \
+    -H "Authorization: Bearer ${token}" -H "Content-Type: application/json" --data-binary "$3" "${endpoint}$2"
+}
 namespace_path="/namespaces/${AUTOSCALER_NAMESPACE}"
 if ! deployment=$(get "/apis/apps/v1${namespace_path}/deployments/${AUTOSCALER_DEPLOYMENT}"); then
   echo "FAIL: cannot read the autoscaler at ${endpoint}: cluster.endpoint_public_cidrs must admit the pipeline's DeploymentCheckEgressCidr output"
@@ -138,11 +150,54 @@ while true; do
     | length >= $minimum and all(.[]; .ready and .neuron == .want_neuron and .efa == .want_efa)' \
     <<<"${nodes}" >/dev/null; then
     echo "ok: every running Trainium node ($(jq '.items | length' <<<"${nodes}"), at least ${MIN_TRAINIUM_NODES} warm) is Ready and advertises its Neuron devices and EFA interfaces"
-    exit 0
+    break
   fi
   if [ "${SECONDS}" -ge "${deadline}" ]; then
     echo "FAIL: after ${DEVICE_WAIT_SECONDS}s fewer than ${MIN_TRAINIUM_NODES} Trainium nodes are Ready, or one lacks its devices"
     exit 1
   fi
   sleep 30
+done
+
+# 7. The fabric check of each group (fabric_check.pipeline): collectives over EFA at EFA speed. Its
+# pending pods make the autoscaler bring the group's nodes; once the job ends they go again.
+if [ "${FABRIC_CHECK:-false}" != true ]; then
+  echo "Fabric check not run (fabric_check.pipeline is false; make fabric-check prints how to run it)"
+  exit 0
+fi
+while IFS= read -r skipped; do
+  if [ -n "${skipped}" ]; then echo "Fabric check skipped: ${skipped}"; fi
+done <<<"${FABRIC_CHECK_SKIPPED:-}"
+jobs_path="/apis/batch.volcano.sh/v1alpha1/namespaces/${FABRIC_CHECK_NAMESPACE}/jobs"
+pods_path="/api/v1/namespaces/${FABRIC_CHECK_NAMESPACE}/pods"
+poll="${FABRIC_CHECK_POLL_SECONDS:-30}"
+for file in ${FABRIC_CHECK_JOBS}; do
+  job=$(jq -r .metadata.name "${file}")
+  # A Volcano Job's spec cannot change: the last run goes first, with its pods (same names).
+  send DELETE "${jobs_path}/${job}" '{"propagationPolicy": "Foreground"}' >/dev/null 2>&1 || true
+  deadline=$((SECONDS + 300))
+  while get "${jobs_path}/${job}" >/dev/null 2>&1; do
+    if [ "${SECONDS}" -ge "${deadline}" ]; then echo "FAIL: the last run of ${job} was not deleted within 300s"; exit 1; fi
+    sleep "${poll}"
+  done
+  if ! send POST "${jobs_path}" "@${file}" >/dev/null; then echo "FAIL: cannot create ${job} in ${FABRIC_CHECK_NAMESPACE}"; exit 1; fi
+  echo "${job}: created; waiting up to ${FABRIC_CHECK_WAIT_SECONDS}s for nodes and the verdict"
+  deadline=$((SECONDS + FABRIC_CHECK_WAIT_SECONDS))
+  while :; do
+    phase=$(get "${jobs_path}/${job}" | jq -r '.status.state.phase // "Pending"') || phase=unknown
+    case "${phase}" in Completed | Terminated | Failed | Aborted) break ;; esac
+    if [ "${SECONDS}" -ge "${deadline}" ]; then
+      echo "FAIL: ${job} did not end within ${FABRIC_CHECK_WAIT_SECONDS}s (phase ${phase}): nodes not brought up, or the check hung"
+      exit 1
+    fi
+    sleep "${poll}"
+  done
+  launcher="${job}-launcher-0"
+  # The table and the verdict: the end of the launcher's log.
+  get "${pods_path}/${launcher}/log?tailLines=60" | sed -n '/^nccom-test result table:/,$p' || true
+  verdict=$(get "${pods_path}/${launcher}" | jq -r '.status.containerStatuses[0].state.terminated.message // ""' | tail -n 1) || verdict=""
+  case "${verdict}" in
+    "FABRIC CHECK PASS: "*) echo "ok: ${job}: ${verdict}" ;;
+    *) echo "FAIL: ${job} ended ${phase}: ${verdict:-no verdict (kubectl -n ${FABRIC_CHECK_NAMESPACE} logs ${launcher})}"; exit 1 ;;
+  esac
 done

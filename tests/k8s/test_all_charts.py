@@ -129,6 +129,20 @@ EXPECTED_NAMES = {
         ("NetworkPolicy", "trainium-system", "tensorboard"),
         ("Service", "trainium-system", "tensorboard"),
     ],
+    # The fabric check's access (applied) and its job (rendered for kubectl, a fixed name: a new run
+    # deletes the last one first).
+    "fabric-checks": [
+        ("ClusterRole", None, "fabric-check-trn1-32xl"),
+        ("ClusterRoleBinding", None, "fabric-check-trn1-32xl"),
+        ("NetworkPolicy", "trainium-system", "fabric-check-trn1-32xl"),
+        ("NetworkPolicy", "trainium-system", "fabric-check-trn1-32xl-launcher"),
+        ("Role", "trainium-system", "fabric-check-trn1-32xl"),
+        ("RoleBinding", "trainium-system", "fabric-check-trn1-32xl"),
+        ("ServiceAccount", "trainium-system", "fabric-check-trn1-32xl"),
+        ("ValidatingAdmissionPolicy", None, "fabric-check-trn1-32xl"),
+        ("ValidatingAdmissionPolicyBinding", None, "fabric-check-trn1-32xl"),
+    ],
+    "fabric-check-trn1-32xl": [("Job", "trainium-system", "fabric-check-trn1-32xl")],
 }
 
 

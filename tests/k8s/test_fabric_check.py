@@ -27,6 +27,7 @@ from k8s_charts.fabric_check import (
     DEFAULT_MESSAGE_BYTES,
     DEFAULT_THRESHOLD,
     VERDICT_PROGRAM,
+    FabricCheckAccessChart,
     FabricCheckChart,
     fabric_check_labels,
     job_name,
@@ -407,9 +408,9 @@ def run_launcher(
         "FAKE_STATUS": str(status),
         **(environ or {}),
     }
-    bash, flag, script, name, program = container(manifests, "launcher")["command"]
+    bash, flag, script, name, *programs = container(manifests, "launcher")["command"]
     result = subprocess.run(
-        [shutil.which("bash") or bash, flag, script, name, program],
+        [shutil.which("bash") or bash, flag, script, name, *programs],
         env=env,
         capture_output=True,
         text=True,
@@ -585,11 +586,11 @@ def test_the_worker_serves_ssh_and_hands_the_fabric_environment_to_sessions(tmp_
 # --- The chart ---------------------------------------------------------------------------------------
 
 
-def test_the_chart_renders_one_valid_volcano_job_and_its_network_policy() -> None:
+def test_the_chart_renders_one_valid_volcano_job() -> None:
+    # Its NetworkPolicy is applied at deploy, with FabricCheckAccessChart: the job alone is run.
     manifests = chart()
     assert sorted((m["kind"], m["metadata"]["namespace"], m["metadata"]["name"]) for m in manifests) == [
         ("Job", "training", "fabric-check-trn1"),
-        ("NetworkPolicy", "training", "fabric-check-trn1"),
     ]
     assert job_name("trn1") == "fabric-check-trn1"
 
@@ -668,10 +669,22 @@ def test_both_tasks_use_efa_and_log_the_selected_provider() -> None:
 
 def test_the_network_policy_admits_exactly_the_checks_pods_to_each_other() -> None:
     manifests = chart()
-    policy = only(manifests, "NetworkPolicy")["spec"]
+    access = synth(
+        lambda app: FabricCheckAccessChart(
+            app,
+            "access",
+            node_group="trn1",
+            nodes=2,
+            namespace="training",
+            taint=False,
+            vpc_cidr="10.0.0.0/16",
+        )
+    )
+    assert_valid(access)
+    policy = only(access, "NetworkPolicy")["spec"]
     labels = fabric_check_labels("trn1")
     assert policy["podSelector"] == {"matchLabels": labels}
-    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
     assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": labels}}]}]
     for name in ("worker", "launcher"):
         assert labels.items() <= task(manifests, name)["template"]["metadata"]["labels"].items()
@@ -735,8 +748,20 @@ CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 
 @pytest.mark.skipif(not CHECKOV.exists(), reason="checkov is installed by `make test`")
 def test_the_rendered_yaml_passes_the_policy_checks(tmp_path: Path) -> None:
-    (tmp_path / "fabric-check-trn1.yaml").write_text(yaml.safe_dump_all(chart(), sort_keys=False))
+    (tmp_path / "fabric-check-trn1.yaml").write_text(yaml.safe_dump_all(chart(taint=True), sort_keys=False))
+    access = synth(
+        lambda app: FabricCheckAccessChart(
+            app,
+            "access",
+            node_group="trn1",
+            nodes=2,
+            namespace="training",
+            taint=True,
+            vpc_cidr="10.0.0.0/16",
+        )
+    )
+    (tmp_path / "fabric-check-access.yaml").write_text(yaml.safe_dump_all(access, sort_keys=False))
     report = checkov(tmp_path)
     assert report["summary"]["parsing_errors"] == 0
-    assert report["summary"]["resource_count"] == 2
+    assert report["summary"]["resource_count"] == 1 + len(access)
     assert failures(report) == []

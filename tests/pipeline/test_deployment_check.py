@@ -17,10 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from config import load_config
-from stacks.deployment_check import deployment_check_env, deployment_check_script
+from config import StackConfig, load_config, parse_config
+from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
+from stacks.deployment_check import (
+    deployment_check_env,
+    deployment_check_script,
+    deployment_check_timeout_minutes,
+)
+from stacks.review_files import write_fabric_check_jobs
 from tests.conftest import REPO_ROOT
+from tests.k8s.manifests import synth
+from tests.k8s_validation import assert_valid
 
 pytestmark = pytest.mark.skipif(
     shutil.which("jq") is None, reason="the check needs jq, as CodeBuild images have"
@@ -44,6 +53,13 @@ esac
 FAKE_CURL = r"""#!/usr/bin/env bash
 echo "curl $*" >> "${FAKE_LOG}"
 case "$*" in
+  *"-X DELETE"*/jobs/*) rm -f "${FAKE_JOB}"; echo '{}' ;;
+  *"-X POST"*/jobs*)
+    for arg in "$@"; do case "${arg}" in @*) cp "${arg#@}" "${FAKE_POSTED}" ;; esac; done
+    jq -n --arg phase "${FAKE_JOB_PHASE}" '{status: {state: {phase: $phase}}}' > "${FAKE_JOB}"; echo '{}' ;;
+  */jobs/*) if [ -f "${FAKE_JOB}" ]; then cat "${FAKE_JOB}"; else exit 22; fi ;;
+  */pods/*/log*) printf '%s\n' "noise from nccom-test" "nccom-test result table:" "    size(B) ... busbw(GB/s)" "${FAKE_VERDICT}" ;;
+  */pods/*) jq -n --arg message "${FAKE_VERDICT}" '{status: {containerStatuses: [{state: {terminated: {message: $message}}}]}}' ;;
   */deployments/*) cat "${FAKE_DEPLOYMENT}" ;;
   */configmaps/*) cat "${FAKE_STATUS}" ;;
   */api/v1/nodes*) cat "${FAKE_NODES}" ;;
@@ -330,3 +346,141 @@ def test_the_script_is_valid_bash() -> None:
         ["bash", "-n", "-c", deployment_check_script()], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+# --- The fabric check (fabric_check.pipeline) ------------------------------------------------------
+
+PASS_VERDICT = (
+    "FABRIC CHECK PASS: all-reduce bus bandwidth 50.99 GiB/s (438.0 Gbps) at 1073741824 B over EFA >= "
+    "required 23.28 GiB/s (0.25 x 800 Gbps = 200.0 Gbps)"
+)
+FAIL_VERDICT = (
+    "FABRIC CHECK FAIL: network provider is tcp, not EFA (...); tainted ip-10-10-1-1 ip-10-10-1-2 with "
+    "trainium/fabric-check=failed:NoSchedule"
+)
+
+
+def fabric_config(pipeline: bool = True, *, extra_group: bool = False) -> StackConfig:
+    data = yaml.safe_load((REPO_ROOT / "config" / "environments" / "dev.yaml").read_text())
+    data["fabric_check"] = {"pipeline": pipeline}
+    if extra_group:
+        data["trainium"]["node_groups"].append(
+            {"name": "trn1-one", "instance_type": "trn1.32xlarge", "max_size": 1}
+        )
+    return parse_config(data)
+
+
+def fabric_run(run_check: Callable[..., Run], tmp_path: Path, **overrides: str) -> tuple[Run, Path]:
+    """The check with the pipeline's fabric check on: the Job file where the synth writes it, and a
+    last run of the job still there (the check deletes it first)."""
+    config = fabric_config(extra_group=True)
+    [job_file] = write_fabric_check_jobs(config, stage_id="Dev", outdir=tmp_path)
+    state = tmp_path / "job-state.json"
+    state.write_text('{"status": {"state": {"phase": "Completed"}}}')
+    environment = deployment_check_env(config, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)
+    posted = tmp_path / "posted.json"
+    run = run_check(
+        **{
+            **{key: environment[key] for key in environment if key.startswith("FABRIC_CHECK")},
+            "FABRIC_CHECK_POLL_SECONDS": "0",
+            "FAKE_JOB": str(state),
+            "FAKE_POSTED": str(posted),
+            "FAKE_JOB_PHASE": "Completed",
+            "FAKE_VERDICT": PASS_VERDICT,
+            **overrides,
+        }
+    )
+    assert job_file.relative_to(tmp_path).as_posix() == "fabric-check/Dev/fabric-check-trn1-32xl.json"
+    return run, posted
+
+
+def test_the_fabric_check_deletes_the_last_run_creates_the_job_and_passes_on_its_verdict(
+    run_check: Callable[..., Run], tmp_path: Path
+) -> None:
+    run, posted = fabric_run(run_check, tmp_path)
+    assert run.result.returncode == 0, run.output
+    assert "Fabric check skipped: fabric-check-trn1-one: node group trn1-one has max_size 1" in run.output
+    assert f"ok: fabric-check-trn1-32xl: {PASS_VERDICT}" in run.output
+    assert "nccom-test result table:" in run.output and "noise from nccom-test" not in run.output
+    jobs = "/apis/batch.volcano.sh/v1alpha1/namespaces/trainium-system/jobs"
+    writes = [call for call in run.calls if " -X " in call]
+    assert [call.split(" -X ")[1].split()[0] for call in writes] == ["DELETE", "POST"]
+    assert writes[0].endswith(f"{jobs}/fabric-check-trn1-32xl")
+    assert '{"propagationPolicy": "Foreground"}' in writes[0]
+    assert writes[1].endswith(jobs)
+    # Exactly what the synth rendered: the Volcano Job, nothing else.
+    created = json.loads(posted.read_text())
+    assert (created["kind"], created["metadata"]["name"]) == ("Job", "fabric-check-trn1-32xl")
+    assert any("/pods/fabric-check-trn1-32xl-launcher-0/log" in call for call in run.calls)
+
+
+def test_a_failed_fabric_check_fails_the_stage_with_its_verdict(
+    run_check: Callable[..., Run], tmp_path: Path
+) -> None:
+    run, _ = fabric_run(run_check, tmp_path, FAKE_JOB_PHASE="Terminated", FAKE_VERDICT=FAIL_VERDICT)
+    assert run.result.returncode == 1
+    assert run.output.splitlines()[-1] == f"FAIL: fabric-check-trn1-32xl ended Terminated: {FAIL_VERDICT}"
+
+
+def test_a_fabric_check_that_does_not_end_fails_after_the_bounded_wait(
+    run_check: Callable[..., Run], tmp_path: Path
+) -> None:
+    run, _ = fabric_run(run_check, tmp_path, FAKE_JOB_PHASE="Pending", FABRIC_CHECK_WAIT_SECONDS="0")
+    assert run.result.returncode == 1
+    assert run.output.splitlines()[-1] == (
+        "FAIL: fabric-check-trn1-32xl did not end within 0s (phase Pending): nodes not brought up, or the check hung"
+    )
+
+
+def test_the_fabric_check_is_off_by_default_and_needs_a_reachable_api_server() -> None:
+    off = deployment_check_env(fabric_config(pipeline=False), stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)
+    assert (off["FABRIC_CHECK"], off["FABRIC_CHECK_JOBS"]) == ("false", "")
+    on = deployment_check_env(fabric_config(), stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)
+    assert (on["FABRIC_CHECK"], on["FABRIC_CHECK_JOBS"]) == (
+        "true",
+        "fabric-check/Dev/fabric-check-trn1-32xl.json",
+    )
+    # 15 minutes for the nodes, the pods' 60-minute deadline, 5 of slack; CodeBuild gets that on top of 30.
+    assert on["FABRIC_CHECK_WAIT_SECONDS"] == "4800"
+    assert deployment_check_timeout_minutes(fabric_config()) == 30 + 80
+    assert deployment_check_timeout_minutes(fabric_config(pipeline=False)) == 30
+    data = yaml.safe_load((REPO_ROOT / "config" / "environments" / "dev.yaml").read_text())
+    data["fabric_check"] = {"pipeline": True}
+    data["cluster"]["endpoint_public_cidrs"] = []
+    private = parse_config(data)
+    assert (
+        deployment_check_env(private, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)["FABRIC_CHECK"]
+        == "false"
+    )
+
+
+def test_the_checks_rbac_runs_only_the_named_fabric_checks() -> None:
+    manifests = synth(
+        lambda app: DeploymentCheckRbacChart(
+            app,
+            "rbac",
+            group="trainium-deployment-check",
+            fabric_check_jobs=["fabric-check-trn1-32xl"],
+            fabric_check_namespace="trainium-system",
+        )
+    )
+    assert_valid(manifests)
+    roles = [m for m in manifests if m["kind"] == "Role" and m["metadata"]["namespace"] == "trainium-system"]
+    [runner] = roles
+    assert runner["rules"] == [
+        {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": ["create"]},
+        {
+            "apiGroups": ["batch.volcano.sh"],
+            "resources": ["jobs"],
+            "resourceNames": ["fabric-check-trn1-32xl"],
+            "verbs": ["get", "delete"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "pods/log"],
+            "resourceNames": ["fabric-check-trn1-32xl-launcher-0"],
+            "verbs": ["get"],
+        },
+    ]
+    without = synth(lambda app: DeploymentCheckRbacChart(app, "rbac", group="trainium-deployment-check"))
+    assert not any(m["metadata"].get("namespace") == "trainium-system" for m in without)

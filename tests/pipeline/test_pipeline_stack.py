@@ -582,3 +582,64 @@ def test_a_bad_pipeline_file_fails_the_cli_with_one_line_per_problem(tmp_path: P
     assert f"{bad}: waves[2].approval: a production wave needs approval: manual, got 'none'" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(output.glob("**/*.template.json"))
+
+
+def test_a_stage_with_the_fabric_check_gives_its_check_the_jobs_the_rights_and_the_time(
+    tmp_path: Path,
+) -> None:
+    """dev with fabric_check.pipeline: the check step reads the synth output (the Jobs' JSON), its
+    CodeBuild limit covers the bounded wait, and the stage's RBAC for it follows the fabric-checks step."""
+    import shutil  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    from stacks.review_files import write_fabric_check_jobs  # noqa: PLC0415
+
+    shutil.copytree(REPO_ROOT / "config" / "environments", tmp_path / "environments")
+    shutil.copy(REPO_ROOT / PIPELINE_FILE, tmp_path / "pipeline.yaml")
+    dev = tmp_path / "environments" / "dev.yaml"
+    data = yaml.safe_load(dev.read_text())
+    data["fabric_check"] = {"pipeline": True}
+    dev.write_text(yaml.safe_dump(data))
+    pipeline = load_pipeline(tmp_path / "pipeline.yaml")
+    outdir = tmp_path / "out"
+    app = cdk.App(context=project_context(), outdir=str(outdir))
+    stack = TrainiumPipeline(app, pipeline=pipeline, pipeline_file="pipeline.yaml")
+    app.synth()
+    checked = PipelineSynth(app=app, stack=stack, pipeline=pipeline, outdir=outdir)
+    [written] = write_fabric_check_jobs(
+        pipeline.environments["dev"], stage_id=stack.stages["dev"].stage_name, outdir=outdir
+    )
+    assert written.relative_to(outdir).as_posix() == "fabric-check/Dev/fabric-check-trn1-32xl.json"
+
+    check = actions_of(checked, "dev", "dev")["DeploymentCheck"]
+    synth_output = checked.stage("Build")[0]["OutputArtifacts"][0]["Name"]
+    assert [artifact["Name"] for artifact in check["InputArtifacts"]] == [synth_output]
+    project = checked.project(check)
+    plain = {item["Name"]: item["Value"] for item in project["Environment"]["EnvironmentVariables"]}
+    assert (plain["FABRIC_CHECK"], plain["FABRIC_CHECK_JOBS"]) == (
+        "true",
+        "fabric-check/Dev/fabric-check-trn1-32xl.json",
+    )
+    assert project["TimeoutInMinutes"] == 30 + 80
+    # Another stage keeps its check as it was: no input, 30 minutes, no fabric check.
+    staging = checked.project(actions_of(checked, "staging", "staging")["DeploymentCheck"])
+    assert staging["TimeoutInMinutes"] == 30
+    assert {item["Name"]: item["Value"] for item in staging["Environment"]["EnvironmentVariables"]}[
+        "FABRIC_CHECK"
+    ] == "false"
+    # The stage's check may run exactly that job, once the fabric-checks step has made its namespace ready.
+    [template_file] = (outdir / "assembly-Dev").glob("DevTrainiumStack*.template.json")
+    resources = json.loads(template_file.read_text())["Resources"]
+    [rbac] = [
+        resource
+        for resource in resources.values()
+        if "fabric-check-trn1-32xl-launcher-0" in json.dumps(resource) and "pods/log" in json.dumps(resource)
+    ]
+    [access] = [
+        logical_id
+        for logical_id, resource in resources.items()
+        if "ValidatingAdmissionPolicy" in json.dumps(resource)
+        and "fabric-check-trn1-32xl" in json.dumps(resource)
+    ]
+    assert access in rbac.get("DependsOn", [])
