@@ -15,14 +15,16 @@ from constructs import Construct
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_DIR, TEAMS_DIR
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
-from k8s_charts.platform_jobs import platform_job
+from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
 
 __all__ = ["LAYOUT_SCRIPT", "FsxLayoutChart", "layout_job_name"]
 
 LAYOUT_SCRIPT = script_body("k8s_charts", "fsx_layout.sh")
 
 
-def _layout(scope: Construct, *, name: str, namespace: str, claim_name: str, teams: Sequence[str]) -> None:
+def _layout(
+    scope: Construct, *, name: str, namespace: str, claim_name: str, teams: Sequence[str], image: str
+) -> None:
     platform_job(
         scope,
         name=name,
@@ -35,13 +37,16 @@ def _layout(scope: Construct, *, name: str, namespace: str, claim_name: str, tea
         environment={"DATA_MOUNT": DATA_MOUNT, "TEAMS_DIR": TEAMS_DIR, "DATASETS_DIR": DATASETS_DIR},
         backoff_limit=6,
         deadline_seconds=1800,
+        image=image,
     )
 
 
-def layout_job_name(*, namespace: str, claim_name: str, teams: Sequence[str]) -> str:
+def layout_job_name(
+    *, namespace: str, claim_name: str, teams: Sequence[str], image: str = DEFAULT_IMAGE
+) -> str:
     return "fsx-layout-" + spec_hash(
         lambda scope, name: _layout(
-            scope, name=name, namespace=namespace, claim_name=claim_name, teams=teams
+            scope, name=name, namespace=namespace, claim_name=claim_name, teams=teams, image=image
         ),
         kind="Job",
     )
@@ -51,8 +56,17 @@ class FsxLayoutChart(cdk8s.Chart):
     """The Job ``fsx-layout-<hash>`` that creates ``/datasets`` and each team's directory."""
 
     def __init__(
-        self, scope: Construct, id: str, *, namespace: str, claim_name: str, teams: Sequence[str]
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        namespace: str,
+        claim_name: str,
+        teams: Sequence[str],
+        image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
-        self.job_name = layout_job_name(namespace=namespace, claim_name=claim_name, teams=teams)
-        _layout(self, name=self.job_name, namespace=namespace, claim_name=claim_name, teams=teams)
+        self.job_name = layout_job_name(namespace=namespace, claim_name=claim_name, teams=teams, image=image)
+        _layout(
+            self, name=self.job_name, namespace=namespace, claim_name=claim_name, teams=teams, image=image
+        )

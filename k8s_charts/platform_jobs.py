@@ -16,7 +16,7 @@ from constructs import Construct
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT
 from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "platform_job"]
@@ -78,7 +78,9 @@ def platform_job(
             name=name,
             namespace=namespace,
             labels=dict(labels),
-            annotations=policy_exceptions({"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER}),
+            annotations=policy_exceptions(
+                {"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER, **digest_exceptions(image)}
+            ),
         ),
         spec=k8s.JobSpec(
             backoff_limit=backoff_limit,

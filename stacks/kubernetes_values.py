@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from cluster_facts.image_sources import ImageSource
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
@@ -36,6 +37,7 @@ __all__ = [
     "datasets",
     "file_system_generation",
     "file_system_values",
+    "image_source",
     "kubernetes_plan",
     "kubernetes_values",
     "placeholder_file_system",
@@ -112,6 +114,12 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
     return found
 
 
+def image_source(config: StackConfig) -> ImageSource:
+    """Where the cluster pulls upstream images from: the account's pull-through cache, for every
+    registry it has a rule for (none when ``ecr.pull_through_cache`` is off)."""
+    return ImageSource(account=config.account, region=config.region, cached=config.ecr.cached_registries)
+
+
 def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
     """What the team's node groups hold at max_size: the queue lets a run use any of it, and never
     less than the autoscaler can bring (a capped task would idle the nodes added for it)."""
@@ -154,7 +162,7 @@ def training_run(
         instance=group.instance,
         node_group=group.name,
         nodes=run.nodes,
-        image=run.image,
+        image=image_source(config).resolve(run.image),
         namespace=team.name,
         queue=team.queue_name,
         claim_name=file_system.claim_name,
@@ -201,6 +209,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             memory_gib=config.observability.tensorboard_memory_gib,
         ),
         autoscaler=autoscaler_values(config),
+        images=image_source(config),
     )
 
 

@@ -25,6 +25,7 @@ from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
+from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
@@ -130,6 +131,21 @@ class TrainiumStack(Stack):
             keep_images=config.ecr.keep_images,
             removal_policy=_REMOVAL_POLICIES[config.ecr.removal_policy],
         )
+        # Third-party images come through the account's registry (docs/supply-chain.md).
+        ecr_settings = config.ecr
+        self.pull_through_cache = (
+            PullThroughCache(
+                self,
+                "PullThroughCache",
+                account=config.account,
+                region=config.region,
+                registries=sorted(ecr_settings.cached_registries),
+                credentials={str(host): arn for host, arn in ecr_settings.upstream_credentials.items()},
+                keep_images=ecr_settings.keep_images,
+            )
+            if ecr_settings.cached_registries and ecr_settings.pull_through_cache_rules == "create"
+            else None
+        )
         self.node_role = node_role(self, "NodeRole")
 
         self.cluster = TrainingCluster(
@@ -220,7 +236,13 @@ class TrainiumStack(Stack):
             # Pod Identity association. Never the Trainium node groups: nothing here needs a Trainium
             # node (the device plugins are DaemonSets that start when nodes come), and a group that
             # cannot get capacity must not hold up, or roll back, the deployment.
-            wait_for=[self.addons, self.system_nodes, self.autoscaler.association],
+            # And the pull-through cache rules: a pod's first pull through a missing rule fails.
+            wait_for=[
+                self.addons,
+                self.system_nodes,
+                self.autoscaler.association,
+                *([self.pull_through_cache] if self.pull_through_cache is not None else []),
+            ],
         )
 
         self.dashboard = (
