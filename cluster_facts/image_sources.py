@@ -191,15 +191,13 @@ class ImageSource:
 # and tests/test_supply_chain.py keeps it so.
 IMAGE_DIGESTS: Mapping[str, str] = {}
 
-_TAG_MOVES = "the release names its image by tag alone"
-
 TAG_ONLY_IMAGES: Mapping[str, str] = {
     "public.ecr.aws/neuron/neuron-device-plugin": (
         "the Neuron release notes, manifests (k8s-neuron-device-plugin.yml) and Helm chart values "
-        f"(aws-neuron/neuron-helm-charts) publish tags only; {_TAG_MOVES}"
+        "(aws-neuron/neuron-helm-charts) publish tags only"
     ),
     "public.ecr.aws/neuron/pytorch-training-neuronx": (
-        "aws-neuron/deep-learning-containers lists each image by tag only; " + _TAG_MOVES
+        "aws-neuron/deep-learning-containers lists each image by tag only, with no digest"
     ),
     "public.ecr.aws/docker/library/alpine": (
         "a Docker Official Image: the tag is rebuilt when its base changes, and docker-library/repo-info "
