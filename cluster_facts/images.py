@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_pinned_image", "pinned_image_problem"]
+__all__ = ["is_pinned_image", "pinned_image_problem", "split_image"]
 
 # The distribution reference grammar (github.com/distribution/reference, regexp.go). As there, a
 # first component is a registry domain when it has a dot, a port or is localhost.
@@ -37,3 +37,12 @@ def pinned_image_problem(image: str) -> str | None:
 
 def is_pinned_image(image: str) -> bool:
     return pinned_image_problem(image) is None
+
+
+def split_image(image: str) -> tuple[str, str, str | None, str | None]:
+    """``(registry, repository path, tag, digest)`` of a pinned reference; ValueError otherwise."""
+    problem = pinned_image_problem(image)
+    match = _REFERENCE.fullmatch(image)
+    if problem is not None or match is None:
+        raise ValueError(problem)
+    return match["domain"], match["path"], match["tag"], match["digest"]

@@ -68,6 +68,9 @@ class HelmRelease:
     wait: bool = True
     """Wait until the release's workloads are ready before the steps after it start."""
     timeout_minutes: int = 15
+    images: tuple[str, ...] = ()
+    """Every image the chart runs with these values, as the values name them (for review and for the
+    supply-chain tests: each comes through the account's registry or is a listed exception)."""
 
 
 KubernetesStep = ManifestSet | HelmRelease | ReadinessGate

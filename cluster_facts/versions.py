@@ -33,6 +33,9 @@ __all__ = [
     "VOLCANO_CHART_REPOSITORY",
     "VOLCANO_CHART_VERSION",
     "VOLCANO_CRD_SCHEMAS",
+    "VOLCANO_IMAGE_NAMES",
+    "VOLCANO_IMAGE_REGISTRY",
+    "VOLCANO_IMAGE_TAG",
     "VPC_CNI",
     "VPC_CNI_EFA_ONLY_MINIMUM",
     "version_key",
@@ -80,6 +83,15 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
 
 VOLCANO_CHART_REPOSITORY = "https://volcano-sh.github.io/helm-charts"
 VOLCANO_CHART_VERSION = "1.15.1"
+# The images the chart runs with admission, controller and scheduler on (its defaults), all from
+# ``basic.image_registry`` (docker.io) and tagged ``basic.image_tag_version`` (values.yaml of v1.15.1).
+VOLCANO_IMAGE_REGISTRY = "docker.io"
+VOLCANO_IMAGE_NAMES = (
+    "volcanosh/vc-webhook-manager",
+    "volcanosh/vc-controller-manager",
+    "volcanosh/vc-scheduler",
+)
+VOLCANO_IMAGE_TAG = f"v{VOLCANO_CHART_VERSION}"
 # Relative to the repository root; the CRD files of exactly this chart release (Job, Queue, PodGroup).
 VOLCANO_CRD_SCHEMAS = f"tests/schemas/volcano-{VOLCANO_CHART_VERSION}"
 

@@ -14,12 +14,14 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
+from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
+from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import DATA_MOUNT, dataset_variable
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE
 
 if TYPE_CHECKING:
-    from config.model import StackConfig, TrainiumNodeGroupSettings
+    from config.model import EcrSettings, StackConfig, TrainiumNodeGroupSettings
     from config.workloads import DatasetSettings, RunSettings, TeamSettings
 
 __all__ = [
@@ -376,3 +378,50 @@ def _dashboard_has_metrics(versions: dict[str, str], dashboard: bool) -> Iterato
                 f"(observability.dashboard); use v{minimum} or later, or set observability.dashboard: false"
             ),
         )
+
+
+@_reads("account", "region", "ecr.upstream_credentials")
+def _credentials_in_the_registry_account(
+    account: str, region: str, credentials: dict[str, str]
+) -> Iterator[Problem]:
+    # ECR reads a pull-through credential from Secrets Manager in the registry's own account and region.
+    for host, arn in credentials.items():
+        secret_region, secret_account = arn.split(":")[3:5]
+        if (secret_account, secret_region) != (account, region):
+            yield (
+                f"ecr.upstream_credentials.{host}",
+                (
+                    f"the secret is in account {secret_account}, {secret_region}; ECR reads it only in the "
+                    f"registry's account and region ({account}, {region})"
+                ),
+            )
+
+
+@_reads("account", "ecr", "runs")
+def _run_images_come_through_the_cache(
+    account: str, ecr: EcrSettings, runs: list[RunSettings | None]
+) -> Iterator[Problem]:
+    """With the cache on, a run's image must come from a registry it serves or from this account's ECR."""
+    cached = ecr.cached_registries
+    if not ecr.pull_through_cache:
+        return
+    for index, run in enumerate(runs):
+        if run is None:
+            continue
+        host = split_image(run.image)[0]
+        if host in cached or (is_ecr_private_registry(host) and host.startswith(f"{account}.")):
+            continue
+        registry = UPSTREAM_REGISTRIES.get(host)
+        if registry is not None:
+            message = (
+                f"{run.image!r} is on {host}, which ECR's pull-through cache serves only with a credential: "
+                f"set ecr.upstream_credentials.{host} to a Secrets Manager secret (ecr-pullthroughcache/...), "
+                "push the image to the stack's repository, or set ecr.pull_through_cache: false"
+            )
+        else:
+            message = (
+                f"{run.image!r} is on {host}, which ECR's pull-through cache does not serve; allowed: "
+                f"{', '.join(sorted(cached))} or this account's ECR ({account}.dkr.ecr.<region>...): push "
+                "the image to the stack's repository, or set ecr.pull_through_cache: false"
+            )
+        yield f"runs[{index}].image", message

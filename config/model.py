@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
 )
 
+from cluster_facts.image_sources import UPSTREAM_REGISTRIES
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
 from cluster_facts.versions import ADDON_NAMES, KUBECTL_LAYERS, VPC_CNI, VPC_CNI_EFA_ONLY_MINIMUM, version_key
 from config.fields import (
@@ -390,6 +391,17 @@ class FsxSettings(_Section):
         return throughput
 
 
+# AWS::ECR::PullThroughCacheRule CredentialArn: a Secrets Manager secret whose name starts with
+# ecr-pullthroughcache/ (ECR reads only those).
+PullThroughCredentialArn = Annotated[
+    str,
+    _matching(
+        r"arn:aws(-cn|-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:ecr-pullthroughcache/[A-Za-z0-9/_+=.@-]+",
+        "a Secrets Manager secret ARN whose name starts with ecr-pullthroughcache/",
+    ),
+]
+
+
 class EcrSettings(_Section):
     repository_name: (
         Annotated[str, _matching(r"[a-z0-9]+([._/-][a-z0-9]+)*", "an ECR repository name")] | None
@@ -397,6 +409,26 @@ class EcrSettings(_Section):
     """Defaults to <name>/training."""
     removal_policy: RemovalPolicy = "retain"
     keep_images: int = Field(default=30, ge=1, le=1000)
+    pull_through_cache: bool = True
+    """Pull every third-party image through the account's ECR (docs/supply-chain.md); false: from upstream."""
+    pull_through_cache_rules: Literal["create", "existing"] = "create"
+    """``existing``: the rules (prefix upstream/<registry>) already exist in this account and region, for
+    example made by another cluster's stack; this stack then creates none and relies on them."""
+    upstream_credentials: dict[Literal["docker.io", "ghcr.io"], PullThroughCredentialArn] = Field(
+        default_factory=dict
+    )
+    """Registry -> Secrets Manager secret ECR signs in with; a rule for Docker Hub or ghcr.io needs one."""
+
+    @property
+    def cached_registries(self) -> frozenset[str]:
+        """The upstream registries whose images come through the cache (none when it is off)."""
+        if not self.pull_through_cache:
+            return frozenset()
+        return frozenset(
+            host
+            for host, registry in UPSTREAM_REGISTRIES.items()
+            if not registry.needs_credential or host in self.upstream_credentials
+        )
 
 
 # CloudWatch PutDashboard: "A dashboard name can contain only alphanumerics, dash (-), and underscore (_)".

@@ -130,11 +130,21 @@ class WaveSettings(_Section):
         return environments
 
 
+# IAM CreatePolicy PolicyName: 1-128 of letters, digits and +=,.@_-.
+PolicyName = Annotated[
+    str, _matching(r"[A-Za-z0-9+=,.@_-]{1,128}", "an IAM policy name (letters, digits and +=,.@_-)")
+]
+
+
 class PipelineSettings(_Section):
     name: Name
     """The CodePipeline's name, and the prefix of the deployment-check role in the tooling account."""
     tooling: ToolingSettings
     source: SourceSettings
+    permissions_boundary: PolicyName
+    """The customer managed policy that bounds every role the pipeline and its stacks create, and the
+    bootstrap's CloudFormation execution role (cdk bootstrap --custom-permissions-boundary): it must
+    exist under this name in the tooling account and every target account (docs/supply-chain.md)."""
     waves: list[WaveSettings]
 
     @field_validator("waves")

@@ -41,17 +41,23 @@ class AutoscalerValues:
     region: str
     image_tag: str
     """The autoscaler release matching the cluster's Kubernetes minor version."""
+    image_repository: str = CLUSTER_AUTOSCALER_IMAGE_REPOSITORY
+    """Upstream's repository, or its pull-through cache in the account's registry."""
     scale_down_unneeded_minutes: int
     scale_down_delay_after_add_minutes: int
     max_node_provision_minutes: int
     expander: str
 
     def __post_init__(self) -> None:
-        problem = pinned_image_problem(f"{CLUSTER_AUTOSCALER_IMAGE_REPOSITORY}:{self.image_tag}")
+        problem = pinned_image_problem(self.image)
         if problem is not None:
             raise ValueError(problem)
         if self.scale_down_unneeded_minutes < 1 or self.max_node_provision_minutes < 1:
             raise ValueError("the autoscaler's scale-down and provision times must be at least a minute")
+
+    @property
+    def image(self) -> str:
+        return f"{self.image_repository}:{self.image_tag}"
 
 
 def _minutes(minutes: int) -> str:
@@ -69,7 +75,7 @@ def cluster_autoscaler_values(values: AutoscalerValues) -> dict[str, Any]:
         },
         "fullnameOverride": AUTOSCALER_NAME,
         "image": {
-            "repository": CLUSTER_AUTOSCALER_IMAGE_REPOSITORY,
+            "repository": values.image_repository,
             "tag": values.image_tag,
             "pullPolicy": "IfNotPresent",
         },

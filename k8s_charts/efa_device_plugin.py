@@ -20,6 +20,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.instance_catalog import CATALOG
+from k8s_charts.policy_exceptions import digest_exceptions
 from k8s_charts.resources import container_resources
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
@@ -141,7 +142,7 @@ class EfaDevicePluginChart(cdk8s.Chart):
             namespace=NAMESPACE,
             labels=_LABELS,
             pod_spec=_pod_spec(instance_types, image),
-            exceptions=_EXCEPTIONS,
+            exceptions={**_EXCEPTIONS, **digest_exceptions(image)},
         )
 
 

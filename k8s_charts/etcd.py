@@ -26,6 +26,7 @@ from cluster_facts.kubernetes_names import (
     ETCD_SERVICE_NAME,
     VOLCANO_JOB_NAME_LABEL,
 )
+from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ETCD_LABELS", "EtcdChart"]
@@ -60,7 +61,12 @@ class EtcdChart(cdk8s.Chart):
         k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(name=ETCD_SERVICE_NAME, namespace=namespace, labels=ETCD_LABELS),
+            metadata=k8s.ObjectMeta(
+                name=ETCD_SERVICE_NAME,
+                namespace=namespace,
+                labels=ETCD_LABELS,
+                annotations=policy_exceptions(digest_exceptions(image)),
+            ),
             spec=k8s.DeploymentSpec(
                 replicas=1,
                 strategy=k8s.DeploymentStrategy(type="Recreate"),

@@ -20,7 +20,7 @@ from constructs import Construct
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_DIR, TEAMS_DIR
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
-from k8s_charts.platform_jobs import platform_job
+from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
 
 __all__ = ["LAYOUT_SCRIPT", "FsxLayoutChart", "layout_job_name"]
 
@@ -35,6 +35,7 @@ def _layout(
     claim_name: str,
     teams: Mapping[str, int],
     root_zones: Sequence[str],
+    image: str,
 ) -> None:
     platform_job(
         scope,
@@ -54,15 +55,27 @@ def _layout(
             "CHOWN": "hands each team's directory to the team's uid and gid under root squash; no DAC "
             "override or FOWNER: it changes only what root owns"
         },
+        image=image,
     )
 
 
 def layout_job_name(
-    *, namespace: str, claim_name: str, teams: Mapping[str, int], root_zones: Sequence[str]
+    *,
+    namespace: str,
+    claim_name: str,
+    teams: Mapping[str, int],
+    root_zones: Sequence[str],
+    image: str = DEFAULT_IMAGE,
 ) -> str:
     return "fsx-layout-" + spec_hash(
         lambda scope, name: _layout(
-            scope, name=name, namespace=namespace, claim_name=claim_name, teams=teams, root_zones=root_zones
+            scope,
+            name=name,
+            namespace=namespace,
+            claim_name=claim_name,
+            teams=teams,
+            root_zones=root_zones,
+            image=image,
         ),
         kind="Job",
     )
@@ -80,10 +93,11 @@ class FsxLayoutChart(cdk8s.Chart):
         claim_name: str,
         teams: Mapping[str, int],
         root_zones: Sequence[str],
+        image: str = DEFAULT_IMAGE,
     ) -> None:
         super().__init__(scope, id)
         self.job_name = layout_job_name(
-            namespace=namespace, claim_name=claim_name, teams=teams, root_zones=root_zones
+            namespace=namespace, claim_name=claim_name, teams=teams, root_zones=root_zones, image=image
         )
         _layout(
             self,
@@ -92,4 +106,5 @@ class FsxLayoutChart(cdk8s.Chart):
             claim_name=claim_name,
             teams=teams,
             root_zones=root_zones,
+            image=image,
         )

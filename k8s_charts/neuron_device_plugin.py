@@ -22,6 +22,7 @@ from constructs import Construct
 
 from cluster_facts.instance_catalog import CATALOG
 from k8s_charts.isolation import deny_ingress
+from k8s_charts.policy_exceptions import digest_exceptions
 from k8s_charts.resources import container_resources
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
@@ -92,6 +93,7 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 **DEVICE_PLUGIN_EXCEPTIONS,
                 "CKV_K8S_38": "the plugin patches node status and annotates pods through the API server, "
                 "with the token of its own service account",
+                **digest_exceptions(image),
             },
         )
         # The plugin serves the kubelet over a unix socket and opens no port.

@@ -19,13 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 import cdk8s
 
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE
+from cluster_facts.image_sources import ImageSource
+from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import PLATFORM_NAMESPACE, datasets_claim, file_system_claim
 from cluster_facts.kubernetes_plan import (
     HelmRelease,
@@ -39,24 +41,29 @@ from cluster_facts.versions import (
     CLUSTER_AUTOSCALER_CHART_VERSION,
     VOLCANO_CHART_REPOSITORY,
     VOLCANO_CHART_VERSION,
+    VOLCANO_IMAGE_REGISTRY,
 )
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
 from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
+from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
 from k8s_charts.fsx_storage import FsxStorageChart
 from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controller
 from k8s_charts.namespaces import NamespaceChart
+from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
+from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
 from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
 from k8s_charts.volcano_queue import VolcanoQueueChart
-from k8s_charts.volcano_scheduler import volcano_values
+from k8s_charts.volcano_scheduler import volcano_images, volcano_values
 
 __all__ = [
     "CLUSTER_AUTOSCALER",
@@ -149,6 +156,9 @@ class KubernetesLayerValues:
     """The cluster autoscaler of the Trainium node groups; None: the plan installs none."""
     fabric_checks: tuple[FabricCheckValues, ...] = ()
     """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/fabric_check.py)."""
+    images: ImageSource = field(default_factory=ImageSource)
+    """Where every upstream image is pulled from (the account's pull-through cache, or upstream).
+    A run's image comes resolved already (``TrainingRun.image``)."""
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
@@ -167,7 +177,8 @@ def render(build: ChartBuilder, name: str = "chart") -> tuple[Mapping[str, Any],
     return tuple(build(cdk8s.App(), name).to_json())
 
 
-def _volcano() -> HelmRelease:
+def _volcano(images: ImageSource) -> HelmRelease:
+    values = volcano_values(image_registry=images.registry(VOLCANO_IMAGE_REGISTRY))
     return HelmRelease(
         name=VOLCANO,
         chart="volcano",
@@ -179,13 +190,19 @@ def _volcano() -> HelmRelease:
         after=(VOLCANO_NAMESPACE_STEP,),
         # The scheduler configuration without enqueue (k8s_charts/volcano_scheduler.py): queued gangs
         # get their pods, which the cluster autoscaler sees.
-        values=volcano_values(),
+        values=values,
         wait=True,
         timeout_minutes=15,
+        images=volcano_images(values),
     )
 
 
-def _cluster_autoscaler(values: AutoscalerValues) -> HelmRelease:
+def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRelease:
+    host, path, tag, digest = split_image(images.resolve(values.image))
+    if digest is not None or tag is None:
+        # The chart composes repository:tag; a digest would need a chart that takes one.
+        raise ValueError(f"the cluster-autoscaler chart takes repository and tag only, not {values.image!r}")
+    values = replace(values, image_repository=f"{host}/{path}", image_tag=tag)
     return HelmRelease(
         name=CLUSTER_AUTOSCALER,
         chart="cluster-autoscaler",
@@ -197,6 +214,7 @@ def _cluster_autoscaler(values: AutoscalerValues) -> HelmRelease:
         # Waits for the autoscaler's pod on the system nodes, never for a Trainium node.
         wait=True,
         timeout_minutes=10,
+        images=(values.image,),
     )
 
 
@@ -223,14 +241,21 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             name=name, manifests=render(build, name), after=after, applied=applied, identity=identity
         )
 
-    volcano = _volcano()
+    images = values.images
+    platform_image = images.resolve(PLATFORM_JOB_IMAGE)
+    volcano = _volcano(images)
     steps: list[KubernetesStep] = [
         # The API server confines the plugin's service account to its own node before the plugin
         # runs (k8s_charts/device_plugin_admission.py).
         chart(DEVICE_PLUGIN_ADMISSION, DevicePluginAdmissionChart),
-        chart("neuron-device-plugin", NeuronDevicePluginChart, after=(DEVICE_PLUGIN_ADMISSION,)),
+        chart(
+            "neuron-device-plugin",
+            partial(NeuronDevicePluginChart, image=images.resolve(NEURON_DEVICE_PLUGIN_IMAGE)),
+            after=(DEVICE_PLUGIN_ADMISSION,),
+        ),
+        # EKS's regional registry: not cached (cluster_facts.image_sources.DIRECT_PULLS).
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
-        *([_cluster_autoscaler(values.autoscaler)] if values.autoscaler is not None else []),
+        *([_cluster_autoscaler(values.autoscaler, images)] if values.autoscaler is not None else []),
         chart(
             VOLCANO_NAMESPACE_STEP,
             partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
@@ -311,7 +336,10 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             manifests=tuple(
                 manifest
                 for team in values.teams
-                for manifest in render(partial(EtcdChart, namespace=team.name), f"etcd-{team.name}")
+                for manifest in render(
+                    partial(EtcdChart, namespace=team.name, image=images.resolve(ETCD_IMAGE)),
+                    f"etcd-{team.name}",
+                )
             ),
             after=(TEAMS_STEP,),
         ),
@@ -337,6 +365,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 claim_name=file_system.claim_name,
                 teams=owners,
                 root_zones=file_system.root_zones,
+                image=platform_image,
             ),
             after=("fsx-storage",),
             identity=layout_job_name(
@@ -344,6 +373,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 claim_name=file_system.claim_name,
                 teams=owners,
                 root_zones=file_system.root_zones,
+                image=platform_image,
             ).removeprefix("fsx-layout-"),
         ),
         *(
@@ -356,6 +386,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     claim_name=file_system.claim_name,
                     root_zones=file_system.root_zones,
                     vpc_cidr=values.vpc_cidr,
+                    image=platform_image,
                 ),
                 after=("fsx-layout",),
                 identity=staging_job_name(
@@ -363,6 +394,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     namespace=PLATFORM_NAMESPACE,
                     claim_name=file_system.claim_name,
                     root_zones=file_system.root_zones,
+                    image=platform_image,
                 ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets
@@ -391,6 +423,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             "tensorboard",
             partial(
                 TensorBoardChart,
+                image=images.resolve(TENSORBOARD_IMAGE),
                 namespace=PLATFORM_NAMESPACE,
                 claim_name=file_system.claim_name,
                 memory_gib=values.tensorboard.memory_gib,

@@ -19,7 +19,7 @@ from constructs import Construct
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT
 from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ZONE_LABEL", "platform_job"]
@@ -99,6 +99,7 @@ def platform_job(
                         if added
                         else {}
                     ),
+                    **digest_exceptions(image),
                 }
             ),
         ),

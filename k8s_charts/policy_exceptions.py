@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["policy_exceptions"]
+from cluster_facts.image_sources import digest_exception_reason
+
+__all__ = ["digest_exceptions", "policy_exceptions"]
+
+DIGEST_CHECK = "CKV_K8S_43"
+"""checkov: an image should be pinned by digest."""
+
+
+def digest_exceptions(*images: str) -> dict[str, str]:
+    """The digest check's exception (check id to reason) when an image of the object has no digest:
+    the reason comes from cluster_facts.image_sources (why upstream publishes no digest)."""
+    reasons = sorted({reason for image in images if (reason := digest_exception_reason(image))})
+    return {DIGEST_CHECK: "; ".join(reasons)} if reasons else {}
 
 
 def policy_exceptions(reasons: Mapping[str, str]) -> dict[str, str]:

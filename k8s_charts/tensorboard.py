@@ -36,6 +36,7 @@ from constructs import Construct
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT, TEAMS_DIR
 from k8s_charts.isolation import deny_ingress
+from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
 
 __all__ = [
@@ -156,7 +157,12 @@ class TensorBoardChart(cdk8s.Chart):
         k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=metadata,
+            metadata=k8s.ObjectMeta(
+                name=TENSORBOARD_NAME,
+                namespace=namespace,
+                labels=TENSORBOARD_LABELS,
+                annotations=policy_exceptions(digest_exceptions(image)),
+            ),
             spec=k8s.DeploymentSpec(
                 replicas=1,
                 selector=k8s.LabelSelector(match_labels=TENSORBOARD_LABELS),

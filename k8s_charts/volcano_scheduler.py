@@ -27,7 +27,15 @@ from typing import Any
 
 import yaml
 
-__all__ = ["SCHEDULER_ACTIONS", "VOLCANO_SCHEDULER_CONFIG", "scheduler_configuration", "volcano_values"]
+from cluster_facts.versions import VOLCANO_IMAGE_NAMES, VOLCANO_IMAGE_REGISTRY, VOLCANO_IMAGE_TAG
+
+__all__ = [
+    "SCHEDULER_ACTIONS",
+    "VOLCANO_SCHEDULER_CONFIG",
+    "scheduler_configuration",
+    "volcano_images",
+    "volcano_values",
+]
 
 SCHEDULER_ACTIONS = ("allocate", "backfill")
 """No ``enqueue``: a gang that does not fit yet still gets its pods, so the autoscaler sees them."""
@@ -61,6 +69,21 @@ VOLCANO_SCHEDULER_CONFIG = yaml.safe_dump(scheduler_configuration(), sort_keys=F
 """The scheduler's configuration file (``volcano-scheduler.conf``) as the chart's override takes it."""
 
 
-def volcano_values() -> dict[str, Any]:
-    """The Volcano Helm release's values: the chart's defaults but for the scheduler configuration."""
-    return {"custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG}}
+def volcano_values(
+    *, image_registry: str = VOLCANO_IMAGE_REGISTRY, image_tag: str = VOLCANO_IMAGE_TAG
+) -> dict[str, Any]:
+    """The Volcano Helm release's values: the chart's defaults but for the scheduler configuration
+    and the images, which come from ``image_registry`` (the account's pull-through cache of Docker
+    Hub, or Docker Hub) with the tag written here rather than left to the chart's default."""
+    return {
+        "basic": {"image_registry": image_registry, "image_tag_version": image_tag},
+        "custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG},
+    }
+
+
+def volcano_images(values: dict[str, Any]) -> tuple[str, ...]:
+    """The images the chart runs with ``values`` (templates: ``<image_registry>/<name>:<tag>``)."""
+    basic = values["basic"]
+    return tuple(
+        f"{basic['image_registry']}/{name}:{basic['image_tag_version']}" for name in VOLCANO_IMAGE_NAMES
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from cluster_facts.image_sources import ImageSource
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
@@ -38,6 +39,7 @@ __all__ = [
     "fabric_checks",
     "file_system_generation",
     "file_system_values",
+    "image_source",
     "kubernetes_plan",
     "kubernetes_values",
     "placeholder_file_system",
@@ -130,6 +132,12 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
     return found
 
 
+def image_source(config: StackConfig) -> ImageSource:
+    """Where the cluster pulls upstream images from: the account's pull-through cache, for every
+    registry it has a rule for (none when ``ecr.pull_through_cache`` is off)."""
+    return ImageSource(account=config.account, region=config.region, cached=config.ecr.cached_registries)
+
+
 def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
     """What the team's node groups hold at max_size: the queue lets a run use any of it, and never
     less than the autoscaler can bring (a capped task would idle the nodes added for it)."""
@@ -172,7 +180,7 @@ def training_run(
         instance=group.instance,
         node_group=group.name,
         nodes=run.nodes,
-        image=run.image,
+        image=image_source(config).resolve(run.image),
         namespace=team.name,
         queue=team.queue_name,
         claim_name=file_system.claim_name,
@@ -223,6 +231,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
         ),
         autoscaler=autoscaler_values(config),
         fabric_checks=fabric_checks(config),
+        images=image_source(config),
     )
 
 
@@ -234,8 +243,9 @@ def fabric_checks(config: StackConfig) -> tuple[FabricCheckValues, ...]:
             node_group=group.name,
             instance=group.instance,
             nodes=group.max_size,
-            # The training image: it ships nccom-test, Open MPI and sshd (docs/fabric-check.md).
-            image=DEFAULT_TRAINING_IMAGE,
+            # The training image: it ships nccom-test, Open MPI and sshd (docs/fabric-check.md); pulled
+            # like every other image (through the account's cache when it is on).
+            image=image_source(config).resolve(DEFAULT_TRAINING_IMAGE),
             queue=next(
                 (team.queue_name for team in config.teams if group in config.team_node_groups(team)), None
             ),

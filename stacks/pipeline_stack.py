@@ -97,9 +97,16 @@ class TrainiumStage(cdk.Stage):
         *,
         config: StackConfig,
         deployment_check: DeploymentCheckTrust | None = None,
+        permissions_boundary: str | None = None,
     ) -> None:
         super().__init__(
-            scope, construct_id, env=cdk.Environment(account=config.account, region=config.region)
+            scope,
+            construct_id,
+            env=cdk.Environment(account=config.account, region=config.region),
+            # Every role of the stack carries the boundary its account's bootstrap role requires.
+            permissions_boundary=(
+                cdk.PermissionsBoundary.from_name(permissions_boundary) if permissions_boundary else None
+            ),
         )
         self.config = config
         # First child of the stage: add_trainium_stack seeds the stage's zone context (no lookup).
@@ -129,6 +136,9 @@ class TrainiumPipeline(cdk.Stack):
             construct_id,
             env=cdk.Environment(account=settings.tooling.account, region=settings.tooling.region),
             description=f"CDK Pipeline {settings.name}: promotes TrainiumStack through {len(settings.waves)} waves",
+            # The pipeline deploys itself from the branch before any approval (self-mutation): the
+            # boundary caps what a change merged to that branch can make its roles do.
+            permissions_boundary=cdk.PermissionsBoundary.from_name(settings.permissions_boundary),
         )
         self.settings = settings
         # The checks' VPC names its one zone; seeding the stack's zone lookup keeps the synth offline.
@@ -198,7 +208,11 @@ class TrainiumPipeline(cdk.Stack):
             for environment in wave_settings.environments:
                 config = pipeline.environments[environment.name]
                 stage = TrainiumStage(
-                    scope, construct_id_of(environment.name), config=config, deployment_check=trust
+                    scope,
+                    construct_id_of(environment.name),
+                    config=config,
+                    deployment_check=trust,
+                    permissions_boundary=settings.permissions_boundary,
                 )
                 self.stages[environment.name] = stage
                 self._add_stage(wave, wave_settings, environment, stage)

@@ -9,6 +9,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cluster_facts.image_sources import pull_through_repository_arn
 from cluster_facts.kubernetes_names import (
     DEPLOYMENT_CHECK_GROUP,
     PLATFORM_NAMESPACE,
@@ -32,6 +33,7 @@ from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
+from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
@@ -42,13 +44,9 @@ from k8s_charts.plan import render
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs
 from stacks.kubernetes_values import file_system_values, kubernetes_plan, root_zones
 
-__all__ = ["PULL_THROUGH_CACHE_PREFIX", "TrainiumStack", "add_trainium_stack", "availability_zones_context"]
+__all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
 STACK_ID = "TrainiumStack"
-# INTEGRATOR: the repository prefix of the stack's ECR pull-through cache rules (issue 15, supply
-# chain), once they exist. The node roles may then pull (and import on a first pull) from
-# repository/<prefix>/* of the stack's account; None grants nothing there.
-PULL_THROUGH_CACHE_PREFIX: str | None = None
 # The groups the amazon-cloudwatch-observability add-on (Container Insights, enhanced) writes to.
 CONTAINER_INSIGHTS_LOG_GROUPS = ("application", "dataplane", "host", "performance")
 
@@ -168,15 +166,30 @@ class TrainiumStack(Stack):
             keep_images=config.ecr.keep_images,
             removal_policy=_REMOVAL_POLICIES[config.ecr.removal_policy],
         )
+        # Third-party images come through the account's registry (docs/supply-chain.md).
+        ecr_settings = config.ecr
+        self.pull_through_cache = (
+            PullThroughCache(
+                self,
+                "PullThroughCache",
+                account=config.account,
+                region=config.region,
+                registries=sorted(ecr_settings.cached_registries),
+                credentials={str(host): arn for host, arn in ecr_settings.upstream_credentials.items()},
+                keep_images=ecr_settings.keep_images,
+            )
+            if ecr_settings.cached_registries and ecr_settings.pull_through_cache_rules == "create"
+            else None
+        )
         # One role per kind of node. The system nodes keep the construct id of the role all nodes once
         # shared: a node group's role cannot change without replacing the group, and replacing the
         # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
         pull_repositories = self._image_repository_arns()
+        # With the cache in use (rules of this stack or of another in the account), the nodes pull
+        # from its repositories and may trigger a first import there.
         pull_through = (
-            [
-                f"arn:{Aws.PARTITION}:ecr:{config.region}:{config.account}:repository/{PULL_THROUGH_CACHE_PREFIX}/*"
-            ]
-            if PULL_THROUGH_CACHE_PREFIX
+            [pull_through_repository_arn(account=config.account, region=config.region)]
+            if ecr_settings.cached_registries
             else []
         )
         self.node_role = node_role(
@@ -286,7 +299,13 @@ class TrainiumStack(Stack):
             # Pod Identity association. Never the Trainium node groups: nothing here needs a Trainium
             # node (the device plugins are DaemonSets that start when nodes come), and a group that
             # cannot get capacity must not hold up, or roll back, the deployment.
-            wait_for=[self.addons, self.system_nodes, self.autoscaler.association],
+            # And the pull-through cache rules: a pod's first pull through a missing rule fails.
+            wait_for=[
+                self.addons,
+                self.system_nodes,
+                self.autoscaler.association,
+                *([self.pull_through_cache] if self.pull_through_cache is not None else []),
+            ],
         )
 
         self.dashboard = (

@@ -630,7 +630,7 @@ def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
         ),
         (
             "env.yaml: ecr.keep_image: unknown key; did you mean 'keep_images'? allowed here: repository_name, "
-            "removal_policy, keep_images"
+            "removal_policy, keep_images, pull_through_cache, pull_through_cache_rules, upstream_credentials"
         ),
         (
             "env.yaml: trainium.availability_zone: 'us-west-2b' must be one of vpc.availability_zones "

@@ -62,12 +62,12 @@ def test_synth_installs_python_and_the_cli_but_not_checkov(tmp_path: Path) -> No
     setup = make("-n", "setup", *missing)
     assert synth.returncode == 0 and setup.returncode == 0, synth.stderr + setup.stderr
     for plan in (synth.stdout, setup.stdout):
-        assert "pip install --quiet -r requirements-dev.txt" in plan
+        assert "pip install --quiet --require-hashes -r requirements-dev.lock" in plan
         assert "npm ci" in plan
-    assert "requirements-checkov.txt" in setup.stdout
-    assert "requirements-checkov.txt" not in synth.stdout
-    assert "requirements-torchx.txt" in setup.stdout
-    assert "requirements-torchx.txt" not in synth.stdout
+    assert "--require-hashes -r requirements-checkov.lock" in setup.stdout
+    assert "requirements-checkov" not in synth.stdout
+    assert "--require-hashes -r requirements-torchx.lock" in setup.stdout
+    assert "requirements-torchx" not in synth.stdout
 
 
 @pytest.mark.parametrize("target", ["diff", "deploy", "destroy"])

@@ -142,6 +142,19 @@ BAD_PIPELINES = [
         id="bad-branch",
     ),
     pytest.param("source", ..., f"{SOURCE}: source: required key is missing", id="missing-source"),
+    pytest.param(
+        "permissions_boundary",
+        ...,
+        f"{SOURCE}: permissions_boundary: required key is missing",
+        id="missing-permissions-boundary",
+    ),
+    pytest.param(
+        "permissions_boundary",
+        "arn:aws:iam::111111111111:policy/boundary",
+        f"{SOURCE}: permissions_boundary: 'arn:aws:iam::111111111111:policy/boundary' is not an IAM policy name "
+        "(letters, digits and +=,.@_-)",
+        id="boundary-arn-not-name",
+    ),
     pytest.param("waves", [], f"{SOURCE}: waves: the pipeline needs at least one wave", id="no-waves"),
     pytest.param(
         "waves.1.environments",

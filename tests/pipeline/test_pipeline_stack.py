@@ -643,3 +643,29 @@ def test_a_stage_with_the_fabric_check_gives_its_check_the_jobs_the_rights_and_t
         and "fabric-check-trn1-32xl" in json.dumps(resource)
     ]
     assert access in rbac.get("DependsOn", [])
+
+
+def test_every_role_of_the_pipeline_and_its_stages_carries_the_permissions_boundary(
+    synth: PipelineSynth,
+) -> None:
+    """The pipeline updates itself from the branch before any approval: the boundary that every
+    account's bootstrap requires (cdk bootstrap --custom-permissions-boundary) is on every role."""
+    boundary = synth.pipeline.settings.permissions_boundary
+    templates = ["TrainiumPipeline"] + [
+        f"assembly-{construct_id_of(environment.name)}/{construct_id_of(environment.name)}TrainiumStack"
+        for _, environment, _ in synth.pipeline.stages()
+    ]
+    checked = 0
+    for name in templates:
+        path = synth.outdir / f"{name}.template.json"
+        if not path.exists():  # the nested assembly names its template after the stack's artifact id
+            [path] = (synth.outdir / name.split("/")[0]).glob("*TrainiumStack*.template.json")
+        for logical_id, resource in json.loads(path.read_text())["Resources"].items():
+            if resource["Type"] != "AWS::IAM::Role":
+                continue
+            checked += 1
+            assert boundary in json.dumps(resource["Properties"].get("PermissionsBoundary")), (
+                name,
+                logical_id,
+            )
+    assert checked > 20
