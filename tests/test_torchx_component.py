@@ -315,6 +315,11 @@ def test_the_docs_show_exactly_the_tested_commands() -> None:
     )
 
 
+def test_the_readmes_torchx_command_is_a_tested_one() -> None:
+    [line] = docs_commands(REPO_ROOT / "README.md")
+    assert line.replace("torchx run ", "torchx run --dryrun ", 1) in [case.command for case in CASES]
+
+
 def test_the_torchx_environment_holds_no_aws_cdk_cdk8s_or_pydantic() -> None:
     """Every dry run above loads the component in .venv-torchx: where only torchx is installed."""
     python = REPO_ROOT / ".venv-torchx" / "bin" / "python"

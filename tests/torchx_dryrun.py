@@ -168,10 +168,10 @@ def dryrun_job(case: Case) -> dict[str, Any]:
     return job
 
 
-def docs_commands() -> list[str]:
-    """Every line of docs/torchx.md's ``sh`` blocks that runs torchx, joined across ``\\`` ends."""
+def docs_commands(doc: Path = DOC) -> list[str]:
+    """Every line of ``doc``'s ``sh`` blocks that runs torchx, joined across ``\\`` ends."""
     lines: list[str] = []
-    for block in re.findall(r"```sh\n(.*?)```", DOC.read_text(), re.DOTALL):
+    for block in re.findall(r"```sh\n(.*?)```", doc.read_text(), re.DOTALL):
         text = re.sub(r"\\\n\s*", "", block)
         lines.extend(line.strip() for line in text.splitlines() if line.strip().startswith("torchx "))
     return lines
