@@ -50,7 +50,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint test snapshot bench crds clean runtime-env lock
+.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint check test snapshot bench crds clean runtime-env lock
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -143,7 +143,13 @@ lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scri
 	$(BIN)/mypy
 	$(BIN)/shellcheck --severity=style $(SCRIPTS)
 
-test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 3 minutes)
+check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no synth of a whole stack, no external tool)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 5 minutes)
 	$(BIN)/python -m pytest
 
 snapshot: setup ## rewrite tests/snapshots/ after an intended template change (review the diff)

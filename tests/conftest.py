@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from dataclasses import dataclass
@@ -21,6 +22,42 @@ from config import load_config  # noqa: E402
 from config.model import StackConfig  # noqa: E402
 from constructs_trn.nag import add_aws_solutions_checks  # noqa: E402
 from stacks.trainium_stack import TrainiumStack, add_trainium_stack  # noqa: E402
+
+# The slow tier (`make check` leaves it out, `make test` runs it): real processes and tools (torchrun
+# and etcd, the cdk CLI, cfn-lint, checkov, TorchX's CLI, the pipeline's assets), and whatever needs
+# a whole stack synthesized (about 15 s per configuration, once per session).
+_SLOW_PATHS = (
+    "tests/runtime/",
+    "tests/guardrails/",
+    "tests/pipeline/test_pipeline_stack.py",
+    "tests/test_cli.py",
+    "tests/test_torchx_component.py",
+    "tests/test_makefile.py",
+)
+_SLOW_FIXTURES = {"default_stack", "example_stack"}
+
+
+def _synthesizes_a_stack(item: pytest.Item) -> bool:
+    """Asks for a whole stack: by fixture, by name through ``request``, or by synthesizing one."""
+    if _SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and _SLOW_FIXTURES & {str(value) for value in callspec.params.values()}:
+        return True
+    function = getattr(item, "function", None)
+    try:
+        source = inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        return False
+    return "synthesize(" in source or "add_trainium_stack(" in source
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath)).relative_to(REPO_ROOT).as_posix()
+        if path.startswith(_SLOW_PATHS) or _synthesizes_a_stack(item):
+            item.add_marker(pytest.mark.slow)
+
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
 EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
