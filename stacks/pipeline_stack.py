@@ -26,6 +26,7 @@ from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import pipelines
 from constructs import Construct, IConstruct
@@ -40,6 +41,7 @@ from config.pipeline import (
     construct_id_of,
 )
 from constructs_trn.deployment_check_role import DeploymentCheckTrust, deployment_check_role_name
+from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.nag import acknowledge, aws_managed_policy
 from stacks.deployment_check import (
     CHECK_OUTPUTS,
@@ -155,6 +157,16 @@ class TrainiumPipeline(cdk.Stack):
             settings.source.branch,
             connection_arn=settings.source.connection_arn,
         )
+        # Every CodeBuild project of the pipeline (synth, self-mutation, assets, checks) writes to one
+        # group encrypted with the pipeline's own logs key, not to CodeBuild's default groups.
+        self.log_encryption = LogEncryption(self, "LogEncryption", name=settings.name)
+        self.build_logs = logs.LogGroup(
+            self,
+            "BuildLogs",
+            encryption_key=self.log_encryption.key,
+            retention=logs.RetentionDays.ONE_YEAR,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
         self.synth_step = pipelines.CodeBuildStep(
             "Synth",
             input=source,
@@ -179,6 +191,9 @@ class TrainiumPipeline(cdk.Stack):
                 ),
                 partial_build_spec=codebuild.BuildSpec.from_object(
                     {"version": "0.2", "phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
+                ),
+                logging=codebuild.LoggingOptions(
+                    cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.build_logs)
                 ),
             ),
             # make test runs ruff, mypy and pytest (several synths of TrainiumStack) before the synth.
@@ -230,7 +245,9 @@ class TrainiumPipeline(cdk.Stack):
 
         self.pipeline.build_pipeline()
         self._pin_security_check_cli()
+        self._log_the_security_check_to_the_build_logs()
         self._acknowledge_pipeline_findings()
+        self.log_encryption.encrypt_template_log_groups(self)
 
     def _check_egress(self, region: str) -> None:
         """A fixed public address for the deployment checks, so no API server admits CodeBuild's ranges.
@@ -362,6 +379,23 @@ class TrainiumPipeline(cdk.Stack):
             # CodeBuild runs commands with /bin/sh unless told otherwise; the check is a bash script.
             partial_build_spec=codebuild.BuildSpec.from_object({"version": "0.2", "env": {"shell": "bash"}}),
         )
+
+    def _log_the_security_check_to_the_build_logs(self) -> None:
+        """ConfirmPermissionsBroadening makes its CodeBuild project without ``code_build_defaults``:
+        point it at the encrypted build log group too, and let its role write there."""
+        security_check = self.pipeline.node.try_find_child("PipelinesSecurityCheck")
+        if security_check is None:
+            return
+        project = security_check.node.find_child("CDKSecurityCheck")
+        assert isinstance(project, codebuild.Project)
+        cfn_project = project.node.default_child
+        assert isinstance(cfn_project, codebuild.CfnProject)
+        cfn_project.logs_config = codebuild.CfnProject.LogsConfigProperty(
+            cloud_watch_logs=codebuild.CfnProject.CloudWatchLogsConfigProperty(
+                status="ENABLED", group_name=self.build_logs.log_group_name
+            )
+        )
+        self.build_logs.grant_write(project)
 
     def _pin_security_check_cli(self) -> None:
         """ConfirmPermissionsBroadening installs ``aws-cdk`` unpinned: pin it to our CLI.

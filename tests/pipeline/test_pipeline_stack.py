@@ -669,3 +669,26 @@ def test_every_role_of_the_pipeline_and_its_stages_carries_the_permissions_bound
                 logical_id,
             )
     assert checked > 20
+
+
+def test_every_build_of_the_pipeline_logs_to_the_group_under_its_logs_key(synth: PipelineSynth) -> None:
+    """Synth, self-mutation, assets and the deployment checks: one log group, encrypted with the
+    pipeline's own key (whose policy admits only CloudWatch Logs of this account and region)."""
+    [(key_id, key)] = [
+        (logical_id, resource)
+        for logical_id, resource in synth.resources("AWS::KMS::Key").items()
+        if logical_id.startswith("LogEncryption")
+    ]
+    groups = synth.resources("AWS::Logs::LogGroup")
+    [(group_id, group)] = [(i, g) for i, g in groups.items() if i.startswith("BuildLogs")]
+    for logical_id, other in groups.items():  # the auto-approve function's, the check VPC's flow logs
+        assert other["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}, logical_id
+    assert group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert group["DeletionPolicy"] == "Retain"
+    projects = synth.resources("AWS::CodeBuild::Project")
+    assert len(projects) >= 4
+    for logical_id, project in projects.items():
+        cloud_watch = project["Properties"]["LogsConfig"]["CloudWatchLogs"]
+        assert (cloud_watch["Status"], cloud_watch["GroupName"]) == ("ENABLED", {"Ref": group_id}), logical_id
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    assert any("kms:EncryptionContext:aws:logs:arn" in json.dumps(s.get("Condition", {})) for s in statements)
