@@ -147,7 +147,7 @@ check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no synth of
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 5 minutes)
 	$(BIN)/python -m pytest
