@@ -494,8 +494,14 @@ class LocalJob:
         for line in moved.get("REQUIRED_MARKERS", "").splitlines():
             # "MARKER VERSION": the staging job writes the version as the marker's first line.
             marker, version = line.split(" ", 1)
-            Path(marker).parent.mkdir(parents=True, exist_ok=True)
-            Path(marker).write_text(f"{version}\n")
+            path = Path(marker)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Each agent's setup runs while the earlier agents already read the marker: write it
+            # whole and rename it into place (as the staging job does), never truncate it in place.
+            if not path.exists() or path.read_text() != f"{version}\n":
+                partial = path.with_name(f".{path.name}.{pod_dir.name}")
+                partial.write_text(f"{version}\n")
+                partial.replace(path)
         return {
             **moved,
             "PYTHON_TARGET": str(pod_dir / "python"),
