@@ -424,6 +424,21 @@ def pod_for(run: TrainingRun, tmp_path: Path) -> Pod:
 
 
 @needs_tools
+def test_a_run_without_a_precompile_phase_goes_straight_to_training(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """A plain torchrun script (precompile: none): packages, then the launcher, no neuron_parallel_compile."""
+    pod = pod_for(dataclasses.replace(matching_run, precompile_args=None), tmp_path)
+    result, calls = pod.run()
+    assert result.returncode == 0, result.stderr
+    assert [call["tool"] for call in calls] == ["python3", "python3"]
+    pip, train = calls
+    assert pip["argv"][:2] == ["-m", "pip"]
+    assert train["argv"][:2] == ["-m", "torch.distributed.run"]
+    assert train["argv"][train["argv"].index("--rdzv_id") + 1] == "llm-job-uid-1234-v2"
+
+
+@needs_tools
 def test_a_first_attempt_installs_precompiles_then_trains(matching_run: TrainingRun, tmp_path: Path) -> None:
     pod = pod_for(matching_run, tmp_path)
     result, calls = pod.run()
