@@ -32,10 +32,11 @@ import cdk8s
 from constructs import Construct
 
 from cluster_facts.kubernetes_names import NEURON_RESOURCE
+from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
 from k8s_charts.neuron_device_plugin import NAME as PLUGIN_NAME
 from k8s_charts.neuron_device_plugin import NAMESPACE as PLUGIN_NAMESPACE
 
-__all__ = ["NODE_NAME_EXTRA", "POLICY_NAME", "DevicePluginAdmissionChart", "service_account_username"]
+__all__ = ["NODE_NAME_EXTRA", "POLICY_NAME", "DevicePluginAdmissionChart"]
 
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 """The user-info extra in which the API server names the node of a pod-bound token."""
@@ -48,20 +49,8 @@ _SERVER_METADATA = ("managedFields", "resourceVersion")
 _RESOURCE_LISTS = ("capacity", "allocatable")
 
 
-def service_account_username(namespace: str, name: str) -> str:
-    """The username Kubernetes gives a service account's tokens."""
-    return f"system:serviceaccount:{namespace}:{name}"
-
-
-def _cel_string(value: str) -> str:
-    # Names and prefixes are embedded in CEL string literals: refuse anything that could end one.
-    if not value or any(char in value for char in "'\"\\\n"):
-        raise ValueError(f"{value!r} cannot be written as a CEL string literal here")
-    return f"'{value}'"
-
-
 def _cel_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(_cel_string(value) for value in values) + "]"
+    return "[" + ", ".join(cel_string(value) for value in values) + "]"
 
 
 def _same_except(new: str, old: str, ignored: Sequence[str]) -> str:
@@ -79,7 +68,7 @@ def _same_except(new: str, old: str, ignored: Sequence[str]) -> str:
 
 def _same_except_prefix(new: str, old: str, prefix: str) -> str:
     """CEL: the maps agree on every key that does not start with ``prefix``."""
-    start = _cel_string(prefix)
+    start = cel_string(prefix)
     return (
         f"{new}.all(r, r.startsWith({start}) || (r in {old} && {new}[r] == {old}[r])) && "
         f"{old}.all(r, r.startsWith({start}) || r in {new})"
@@ -89,7 +78,7 @@ def _same_except_prefix(new: str, old: str, prefix: str) -> str:
 def _variables(resource_prefix: str) -> list[dict[str, str]]:
     """Named expressions, in order. Each guards itself, so none can fail on any request: a failing
     expression would deny (failurePolicy Fail), and a refused allocation fails the training pod."""
-    extra = f"request.userInfo.extra[{_cel_string(NODE_NAME_EXTRA)}]"
+    extra = f"request.userInfo.extra[{cel_string(NODE_NAME_EXTRA)}]"
     only_neuron_resources = " && ".join(
         [
             "variables.isNodeStatusUpdate",
@@ -119,7 +108,7 @@ def _variables(resource_prefix: str) -> list[dict[str, str]]:
         {
             # The node the token is bound to, or '' when the token names none.
             "name": "nodeName",
-            "expression": f"has(request.userInfo.extra) && {_cel_string(NODE_NAME_EXTRA)} in request.userInfo.extra"
+            "expression": f"has(request.userInfo.extra) && {cel_string(NODE_NAME_EXTRA)} in request.userInfo.extra"
             f" && size({extra}) == 1 ? {extra}[0] : ''",
         },
         {
@@ -230,51 +219,34 @@ class DevicePluginAdmissionChart(cdk8s.Chart):
                 f"(not Deny with Warn), got {list(validation_actions)}"
             )
         username = service_account_username(namespace, service_account)
-        policy = cdk8s.ApiObject(
+        admission_policy(
             self,
-            "Policy",
-            api_version="admissionregistration.k8s.io/v1",
-            kind="ValidatingAdmissionPolicy",
-            metadata=cdk8s.ApiObjectMetadata(name=name, labels=_LABELS),
-        )
-        # cdk8s-plus-27 knows only the v1alpha1 types: the spec goes in as a JSON patch.
-        policy.add_json_patch(
-            cdk8s.JsonPatch.add(
-                "/spec",
-                {
-                    # An error in an expression refuses the request rather than letting it through.
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {
-                        "resourceRules": [
-                            {
-                                "apiGroups": [""],
-                                "apiVersions": ["v1"],
-                                # CONNECT (exec, attach, port-forward) is left to RBAC, which grants none.
-                                "operations": ["CREATE", "UPDATE", "DELETE"],
-                                "resources": ["pods", "pods/*", "nodes", "nodes/*"],
-                            }
-                        ]
-                    },
-                    "matchConditions": [
+            name=name,
+            labels=_LABELS,
+            spec={
+                # An error in an expression refuses the request rather than letting it through.
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
                         {
-                            # Only the service account's own requests are judged; nobody else's is touched.
-                            "name": "this-service-account-only",
-                            "expression": "has(request.userInfo.username)"
-                            f" && request.userInfo.username == {_cel_string(username)}",
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            # CONNECT (exec, attach, port-forward) is left to RBAC, which grants none.
+                            "operations": ["CREATE", "UPDATE", "DELETE"],
+                            "resources": ["pods", "pods/*", "nodes", "nodes/*"],
                         }
-                    ],
-                    "variables": _variables(resource_prefix),
-                    "validations": _validations(resource_prefix),
+                    ]
                 },
-            )
-        )
-        binding = cdk8s.ApiObject(
-            self,
-            "Binding",
-            api_version="admissionregistration.k8s.io/v1",
-            kind="ValidatingAdmissionPolicyBinding",
-            metadata=cdk8s.ApiObjectMetadata(name=name, labels=_LABELS),
-        )
-        binding.add_json_patch(
-            cdk8s.JsonPatch.add("/spec", {"policyName": name, "validationActions": actions})
+                "matchConditions": [
+                    {
+                        # Only the service account's own requests are judged; nobody else's is touched.
+                        "name": "this-service-account-only",
+                        "expression": "has(request.userInfo.username)"
+                        f" && request.userInfo.username == {cel_string(username)}",
+                    }
+                ],
+                "variables": _variables(resource_prefix),
+                "validations": _validations(resource_prefix),
+            },
+            binding_spec={"validationActions": actions},
         )

@@ -52,6 +52,7 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
+from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
 from k8s_charts.policy_exceptions import policy_exceptions
 from k8s_charts.tenant_network import dns_egress_rule, tcp_port
 
@@ -403,16 +404,9 @@ class FabricCheckChart(cdk8s.Chart):
         )
 
 
-def _cel(value: str) -> str:
-    # Names are embedded in CEL string literals: refuse anything that could end one.
-    if not value or any(char in value for char in "'\"\\\n"):
-        raise ValueError(f"{value!r} cannot be written as a CEL string literal")
-    return f"'{value}'"
-
-
 def _same_except(new: str, old: str, ignored: list[str]) -> str:
     """CEL: the maps ``new`` and ``old`` agree on every key but those in ``ignored``."""
-    keys = "[" + ", ".join(_cel(key) for key in ignored) + "]"
+    keys = "[" + ", ".join(cel_string(key) for key in ignored) + "]"
     return (
         f"{new}.all(k, k in {keys} || (k in {old} && {new}[k] == {old}[k])) && "
         f"{old}.all(k, k in {keys} || k in {new})"
@@ -422,8 +416,8 @@ def _same_except(new: str, old: str, ignored: list[str]) -> str:
 def _is_the_taint(variable: str) -> str:
     taint = FABRIC_CHECK_TAINT
     return (
-        f"{variable}.key == {_cel(taint['key'])} && has({variable}.value) && {variable}.value == "
-        f"{_cel(taint['value'])} && {variable}.effect == {_cel(taint['effect'])}"
+        f"{variable}.key == {cel_string(taint['key'])} && has({variable}.value) && {variable}.value == "
+        f"{cel_string(taint['value'])} && {variable}.effect == {cel_string(taint['effect'])}"
     )
 
 
@@ -434,7 +428,7 @@ def _taint_policy(*, node_group: str, username: str) -> dict[str, Any]:
     itself (failurePolicy Fail: an error refuses the request).
     """
     taints = "{age}.spec.taints"
-    group_label = f"oldObject.metadata.labels[{_cel(NODE_GROUP_LABEL)}]"
+    group_label = f"oldObject.metadata.labels[{cel_string(NODE_GROUP_LABEL)}]"
     variables = [
         {
             "name": "isNodeUpdate",
@@ -462,7 +456,7 @@ def _taint_policy(*, node_group: str, username: str) -> dict[str, Any]:
         {
             "name": "inGroup",
             "expression": "variables.isNodeUpdate && has(oldObject.metadata.labels)"
-            f" && {_cel(NODE_GROUP_LABEL)} in oldObject.metadata.labels && {group_label} == {_cel(node_group)}",
+            f" && {cel_string(NODE_GROUP_LABEL)} in oldObject.metadata.labels && {group_label} == {cel_string(node_group)}",
         },
         {
             # Nothing but spec.taints and the server's own metadata changes.
@@ -513,7 +507,7 @@ def _taint_policy(*, node_group: str, username: str) -> dict[str, Any]:
         "matchConditions": [
             {
                 "name": "this-service-account-only",
-                "expression": f"has(request.userInfo.username) && request.userInfo.username == {_cel(username)}",
+                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
             }
         ],
         "variables": variables,
@@ -624,26 +618,13 @@ class FabricCheckAccessChart(cdk8s.Chart):
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=name),
             subjects=[subject],
         )
-        policy = cdk8s.ApiObject(
+        admission_policy(
             self,
-            "Policy",
-            api_version="admissionregistration.k8s.io/v1",
-            kind="ValidatingAdmissionPolicy",
-            metadata=cdk8s.ApiObjectMetadata(name=name, labels=labels),
-        )
-        username = f"system:serviceaccount:{namespace}:{name}"
-        policy.add_json_patch(
-            cdk8s.JsonPatch.add("/spec", _taint_policy(node_group=node_group, username=username))
-        )
-        binding = cdk8s.ApiObject(
-            self,
-            "PolicyBinding",
-            api_version="admissionregistration.k8s.io/v1",
-            kind="ValidatingAdmissionPolicyBinding",
-            metadata=cdk8s.ApiObjectMetadata(name=name, labels=labels),
-        )
-        binding.add_json_patch(
-            cdk8s.JsonPatch.add("/spec", {"policyName": name, "validationActions": ["Deny"]})
+            name=name,
+            labels=labels,
+            spec=_taint_policy(node_group=node_group, username=service_account_username(namespace, name)),
+            binding_spec={"validationActions": ["Deny"]},
+            binding_id="PolicyBinding",
         )
 
 

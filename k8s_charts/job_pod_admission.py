@@ -30,7 +30,7 @@ from cluster_facts.kubernetes_names import (
     VOLCANO_JOB_NAME_LABEL,
     VOLCANO_JOB_NAMESPACE_LABEL,
 )
-from k8s_charts.device_plugin_admission import service_account_username
+from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
 
 __all__ = [
     "GUARDED_LABELS",
@@ -52,27 +52,21 @@ def volcano_controller(*, namespace: str, release: str) -> str:
     return service_account_username(namespace, f"{release}-controllers")
 
 
-def _cel_string(value: str) -> str:
-    if not value or any(char in value for char in "'\"\\\n"):
-        raise ValueError(f"{value!r} cannot be written as a CEL string literal here")
-    return f"'{value}'"
-
-
 def _labels_of(obj: str) -> str:
     return f"{obj} != null && has({obj}.metadata.labels) ? {obj}.metadata.labels : {{}}"
 
 
 def _variables(controller: str, guarded: Sequence[str]) -> list[dict[str, str]]:
-    keys = "[" + ", ".join(_cel_string(key) for key in guarded) + "]"
+    keys = "[" + ", ".join(cel_string(key) for key in guarded) + "]"
     job_name, job_namespace = (
-        _cel_string(key) for key in (VOLCANO_JOB_NAME_LABEL, VOLCANO_JOB_NAMESPACE_LABEL)
+        cel_string(key) for key in (VOLCANO_JOB_NAME_LABEL, VOLCANO_JOB_NAMESPACE_LABEL)
     )
     return [
         {"name": "newLabels", "expression": _labels_of("object")},
         {"name": "oldLabels", "expression": _labels_of("oldObject")},
         {
             "name": "byController",
-            "expression": f"has(request.userInfo.username) && request.userInfo.username == {_cel_string(controller)}",
+            "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(controller)}",
         },
         {
             # Each guarded label is absent on both sides or present on both with the same value.
@@ -86,7 +80,7 @@ def _variables(controller: str, guarded: Sequence[str]) -> list[dict[str, str]]:
             "expression": f"{job_name} in variables.newLabels && {job_namespace} in variables.newLabels"
             f" && has(request.namespace) && variables.newLabels[{job_namespace}] == request.namespace"
             " && has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,"
-            f" r.apiVersion == {_cel_string(VOLCANO_JOB_API_VERSION)} && r.kind == 'Job'"
+            f" r.apiVersion == {cel_string(VOLCANO_JOB_API_VERSION)} && r.kind == 'Job'"
             f" && has(r.controller) && r.controller == true && r.name == variables.newLabels[{job_name}])",
         },
     ]
@@ -112,85 +106,65 @@ class JobPodAdmissionChart(cdk8s.Chart):
             raise ValueError(
                 "JobPodAdmissionChart: controller_username, namespace_label and guarded_labels are required"
             )
-        keys = "[" + ", ".join(_cel_string(key) for key in guarded) + "]"
+        keys = "[" + ", ".join(cel_string(key) for key in guarded) + "]"
         listed = " and ".join(guarded)
-        policy = cdk8s.ApiObject(
+        admission_policy(
             self,
-            "Policy",
-            api_version="admissionregistration.k8s.io/v1",
-            kind="ValidatingAdmissionPolicy",
-            metadata=cdk8s.ApiObjectMetadata(name=name, labels=_LABELS),
-        )
-        policy.add_json_patch(
-            cdk8s.JsonPatch.add(
-                "/spec",
-                {
-                    # An error in an expression refuses the request rather than letting it through.
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {
-                        "resourceRules": [
-                            {
-                                "apiGroups": [""],
-                                "apiVersions": ["v1"],
-                                "operations": ["CREATE", "UPDATE"],
-                                # Every way to write a pod object's labels.
-                                "resources": ["pods", "pods/status", "pods/ephemeralcontainers"],
-                            }
-                        ]
-                    },
-                    "matchConditions": [
+            name=name,
+            labels=_LABELS,
+            spec={
+                # An error in an expression refuses the request rather than letting it through.
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
                         {
-                            # Pods that carry (or carried) none of the labels are not judged.
-                            "name": "carries-a-volcano-job-label",
-                            "expression": " || ".join(
-                                f"({obj} != null && has({obj}.metadata.labels)"
-                                f" && {keys}.exists(k, k in {obj}.metadata.labels))"
-                                for obj in ("object", "oldObject")
-                            ),
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            # Every way to write a pod object's labels.
+                            "resources": ["pods", "pods/status", "pods/ephemeralcontainers"],
                         }
-                    ],
-                    "variables": _variables(controller_username, guarded),
-                    "validations": [
-                        {
-                            "expression": "request.operation != 'CREATE' || variables.byController",
-                            "message": f"in a team namespace only Volcano's job controller may create pods "
-                            f"labelled {listed}",
-                            "reason": "Forbidden",
-                        },
-                        {
-                            "expression": "request.operation != 'CREATE' || variables.ownedByItsJob",
-                            "message": "a pod labelled as a Volcano job's must be controlled by that Job "
-                            f"({VOLCANO_JOB_API_VERSION}) in its own namespace",
-                            "reason": "Forbidden",
-                        },
-                        {
-                            "expression": "request.operation != 'UPDATE' || variables.byController"
-                            " || variables.guardedUnchanged",
-                            "message": f"only Volcano's job controller may add, change or remove {listed} on a pod",
-                            "reason": "Forbidden",
-                        },
-                    ],
+                    ]
                 },
-            )
-        )
-        binding = cdk8s.ApiObject(
-            self,
-            "Binding",
-            api_version="admissionregistration.k8s.io/v1",
-            kind="ValidatingAdmissionPolicyBinding",
-            metadata=cdk8s.ApiObjectMetadata(name=name, labels=_LABELS),
-        )
-        binding.add_json_patch(
-            cdk8s.JsonPatch.add(
-                "/spec",
-                {
-                    "policyName": name,
-                    "validationActions": ["Deny"],
-                    "matchResources": {
-                        "namespaceSelector": {
-                            "matchExpressions": [{"key": namespace_label, "operator": "Exists"}]
-                        }
+                "matchConditions": [
+                    {
+                        # Pods that carry (or carried) none of the labels are not judged.
+                        "name": "carries-a-volcano-job-label",
+                        "expression": " || ".join(
+                            f"({obj} != null && has({obj}.metadata.labels)"
+                            f" && {keys}.exists(k, k in {obj}.metadata.labels))"
+                            for obj in ("object", "oldObject")
+                        ),
+                    }
+                ],
+                "variables": _variables(controller_username, guarded),
+                "validations": [
+                    {
+                        "expression": "request.operation != 'CREATE' || variables.byController",
+                        "message": f"in a team namespace only Volcano's job controller may create pods "
+                        f"labelled {listed}",
+                        "reason": "Forbidden",
                     },
+                    {
+                        "expression": "request.operation != 'CREATE' || variables.ownedByItsJob",
+                        "message": "a pod labelled as a Volcano job's must be controlled by that Job "
+                        f"({VOLCANO_JOB_API_VERSION}) in its own namespace",
+                        "reason": "Forbidden",
+                    },
+                    {
+                        "expression": "request.operation != 'UPDATE' || variables.byController"
+                        " || variables.guardedUnchanged",
+                        "message": f"only Volcano's job controller may add, change or remove {listed} on a pod",
+                        "reason": "Forbidden",
+                    },
+                ],
+            },
+            binding_spec={
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {
+                        "matchExpressions": [{"key": namespace_label, "operator": "Exists"}]
+                    }
                 },
-            )
+            },
         )

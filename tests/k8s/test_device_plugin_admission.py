@@ -13,12 +13,8 @@ import pytest
 
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import load_config
-from k8s_charts.device_plugin_admission import (
-    NODE_NAME_EXTRA,
-    POLICY_NAME,
-    DevicePluginAdmissionChart,
-    service_account_username,
-)
+from k8s_charts.admission_policy import service_account_username
+from k8s_charts.device_plugin_admission import NODE_NAME_EXTRA, POLICY_NAME, DevicePluginAdmissionChart
 from k8s_charts.neuron_device_plugin import NAME, NAMESPACE
 from stacks.kubernetes_values import review_plan
 from tests.admission import CelError, Decision, admit, evaluate
