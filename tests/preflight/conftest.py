@@ -10,6 +10,7 @@ answers in the order ``gather_facts`` asks.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -76,7 +77,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 def config_from(path: Path, edit: Callable[[dict[str, Any]], None] | None = None) -> StackConfig:
     """A configuration file, optionally edited as data first (then validated like a file)."""
-    data = yaml.safe_load(path.read_text())
+    data = copy.deepcopy(_file_data(path))
     if edit is not None:
         edit(data)
     return parse_config(data, source=str(path))
@@ -94,10 +95,18 @@ def resize(group: dict[str, Any], *, min_size: int | None = None, max_size: int 
         group["desired_size"] = min(max(group["desired_size"], group["min_size"]), group["max_size"])
 
 
+@functools.cache
+def _file_data(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+# Loaded once per process: configurations are frozen models.
+@functools.cache
 def example_config() -> StackConfig:
     return load_config(EXAMPLE_CONFIG)
 
 
+@functools.cache
 def default_config() -> StackConfig:
     return load_config(DEFAULT_CONFIG)
 
@@ -261,7 +270,11 @@ class Stubbed:
             stubber.assert_no_pending_responses()
 
 
+@functools.cache
 def fake_session() -> boto3.session.Session:
+    """One session for every test: it caches the service models it loads, so a test's five clients
+    take milliseconds instead of about a second. Its credentials are explicit (never the
+    environment's), and each test still gets new clients, stubbers and event handlers."""
     return boto3.session.Session(aws_access_key_id="AKIAIOSFODNN7EXAMPLE", aws_secret_access_key="fake")
 
 
