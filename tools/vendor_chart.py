@@ -90,7 +90,9 @@ def vendor(chart: VendoredChart, git_dir: Path, *, root: Path = ROOT) -> dict[st
     entries = _entries(git_dir, commit, chart.path)
     unused = set(chart.dropped) - {key for entry in entries if (key := _dropped(entry.path, chart.dropped))}
     if unused:
-        raise RuntimeError(f"{chart.name}: dropped paths not in {chart.path} at {chart.tag}: {sorted(unused)}")
+        raise RuntimeError(
+            f"{chart.name}: dropped paths not in {chart.path} at {chart.tag}: {sorted(unused)}"
+        )
     kept = [entry for entry in entries if _dropped(entry.path, chart.dropped) is None]
     refused = [entry.path for entry in kept if entry.kind != "blob" or entry.mode not in _REGULAR_FILES]
     if refused:
@@ -141,7 +143,9 @@ def _remove_other_versions(chart: VendoredChart, root: Path) -> None:
             continue
         if record_path == root / chart.provenance:
             continue
-        shutil.rmtree(record_path.with_name(record_path.name.removesuffix(".provenance.json")), ignore_errors=True)
+        shutil.rmtree(
+            record_path.with_name(record_path.name.removesuffix(".provenance.json")), ignore_errors=True
+        )
         record_path.unlink()
 
 
@@ -166,8 +170,12 @@ def _clone(chart: VendoredChart, into: Path) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     names = [chart.name for chart in VENDORED_CHARTS]
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("charts", nargs="*", metavar="CHART", help=f"one of {', '.join(names)} (default: all)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "charts", nargs="*", metavar="CHART", help=f"one of {', '.join(names)} (default: all)"
+    )
     parser.add_argument("--git-dir", type=Path, help="a local git directory with the tag (one chart only)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.charts) - set(names))
