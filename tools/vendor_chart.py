@@ -66,6 +66,27 @@ def file_digests(directory: Path) -> dict[str, str]:
     }
 
 
+def provenance_problems(chart: VendoredChart, *, root: Path = ROOT) -> list[str]:
+    """How the files of ``chart`` under ``root`` differ from its provenance record (none: they match)."""
+    record_path = root / chart.provenance
+    if not record_path.is_file():
+        return [f"{chart.provenance} is missing: run `make vendor-charts`"]
+    record = json.loads(record_path.read_text())
+    recorded = {path: entry["sha256"] for path, entry in record["files"].items()}
+    found = file_digests(root / chart.directory)
+    problems = [
+        f"{chart.directory}/{path}: not in the provenance record"
+        for path in sorted(found.keys() - recorded.keys())
+    ]
+    problems += [f"{chart.directory}/{path}: missing" for path in sorted(recorded.keys() - found.keys())]
+    problems += [
+        f"{chart.directory}/{path}: sha256 {found[path]}, recorded {recorded[path]}"
+        for path in sorted(found.keys() & recorded.keys())
+        if found[path] != recorded[path]
+    ]
+    return problems
+
+
 def _entries(git_dir: Path, commit: str, path: str) -> list[_Entry]:
     listing = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", commit, "--", f"{path}/")
     entries = []
