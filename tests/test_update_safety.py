@@ -171,8 +171,10 @@ def test_the_vendored_charts_upgrade_the_releases_installed_from_the_repositorie
     }
     # Values, namespaces and order are the same either way; only the source differs.
     for old, new in zip(downloaded, vendored, strict=True):
-        if isinstance(new, HelmRelease):
-            assert replace(old, repository=None, chart_directory=new.chart_directory) == new
+        if isinstance(old, HelmRelease):
+            assert replace(old, repository=None, chart_directory=new.chart_directory) == new  # type: ignore[union-attr]
+        else:
+            assert old == new
 
 
 def test_a_release_under_a_new_id_or_name_is_caught() -> None:
