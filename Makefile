@@ -50,7 +50,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint check test snapshot bench crds clean runtime-env lock
+.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint check test snapshot bench crds vendor-charts clean runtime-env lock
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -163,6 +163,12 @@ bench: $(CDK_DEPS) ## time cdk synth of this app against an empty CDK app [CONFI
 crds: $(NODE_STAMP) ## regenerate the typed Volcano classes (k8s_charts/imports/) from the kept CRD schemas
 	$(BIN)/python -m tools.import_crds --cdk8s node_modules/.bin/cdk8s
 	$(COMPILE_IMPORTS)
+
+# The Helm charts the cluster installs, copied from their upstream release tags into charts/ with a
+# provenance record each (cluster_facts/vendored_charts.py names the sources; the versions are in
+# cluster_facts/versions.py). Needs git and the network (GitHub); review the diff, then commit.
+vendor-charts: $(PY_STAMP) ## re-copy charts/ from the upstream tags and rewrite the provenance records
+	$(BIN)/python -m tools.vendor_chart
 
 # The hashed locks, compiled by uv (pinned in requirements-dev.txt) for the project's target:
 # CPython 3.11.7 on Linux x86_64 (this machine; CodeBuild's standard:8.0 runs a later 3.11). Each

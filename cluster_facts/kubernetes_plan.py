@@ -54,11 +54,13 @@ class ReadinessGate:
 
 @dataclass(frozen=True, kw_only=True)
 class HelmRelease:
-    """A chart from a Helm repository, installed (and upgraded) as one release."""
+    """A chart, installed (and upgraded) as one release, from exactly one of ``chart_directory`` (a
+    chart kept in this repository, shipped with the stack's assets) and ``repository`` (a Helm
+    repository the kubectl handler downloads from at deploy time)."""
 
     name: str
     chart: str
-    repository: str
+    """The chart's name; ``chart`` and ``version`` are what Chart.yaml of ``chart_directory`` says."""
     version: str
     release: str
     namespace: str
@@ -71,6 +73,21 @@ class HelmRelease:
     images: tuple[str, ...] = ()
     """Every image the chart runs with these values, as the values name them (for review and for the
     supply-chain tests: each comes through the account's registry or is a listed exception)."""
+    chart_directory: str | None = None
+    """The chart's directory, relative to the repository root (cluster_facts.vendored_charts)."""
+    repository: str | None = None
+    """A Helm repository's URL: the chart is fetched at deploy time, with no check of its content."""
+
+    def __post_init__(self) -> None:
+        if (self.chart_directory is None) == (self.repository is None):
+            raise ValueError(
+                f"Helm release {self.name!r}: give exactly one of chart_directory and repository"
+            )
+
+    @property
+    def source(self) -> str:
+        """Where the chart comes from, for review."""
+        return f"{self.chart_directory}/" if self.chart_directory is not None else f"{self.repository}"
 
 
 KubernetesStep = ManifestSet | HelmRelease | ReadinessGate

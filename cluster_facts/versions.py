@@ -7,7 +7,9 @@
 - EKS add-ons: the names of the managed add-ons the cluster runs (version pins are configuration).
 - Cluster Autoscaler: the Helm chart release and, per Kubernetes minor version, the image (the
   autoscaler's minor version must match the cluster's).
-- Volcano: the Helm chart release the cluster installs. Its CRD schemas live in
+- Volcano: the Helm chart release the cluster installs. Both charts are kept in the repository,
+  ``charts/<name>-<version>/`` (cluster_facts.vendored_charts; ``make vendor-charts`` copies a new
+  version from its tag). Its CRD schemas live in
   ``VOLCANO_CRD_SCHEMAS`` (``tests/schemas/volcano-<VOLCANO_CHART_VERSION>``): the tests validate
   Queues and Jobs against them and ``make crds`` generates the typed classes in
   ``k8s_charts/imports/`` from them, so bumping the chart without adding its schemas fails both.
@@ -21,7 +23,6 @@ __all__ = [
     "ADDON_NAMES",
     "AMAZON_CLOUDWATCH_OBSERVABILITY",
     "AWS_FSX_CSI_DRIVER",
-    "CLUSTER_AUTOSCALER_CHART_REPOSITORY",
     "CLUSTER_AUTOSCALER_CHART_VERSION",
     "CLUSTER_AUTOSCALER_IMAGE_REPOSITORY",
     "CLUSTER_AUTOSCALER_IMAGE_TAGS",
@@ -30,7 +31,6 @@ __all__ = [
     "EKS_POD_IDENTITY_AGENT",
     "KUBECTL_LAYERS",
     "KUBE_PROXY",
-    "VOLCANO_CHART_REPOSITORY",
     "VOLCANO_CHART_VERSION",
     "VOLCANO_CRD_SCHEMAS",
     "VOLCANO_IMAGE_NAMES",
@@ -68,11 +68,11 @@ ADDON_NAMES = (
 # The first VPC CNI that attaches efa-only interfaces (no IP address on EFA cards 1..N-1).
 VPC_CNI_EFA_ONLY_MINIMUM = "1.18.5"
 
-# The Kubernetes Cluster Autoscaler's chart (kubernetes/autoscaler, tag cluster-autoscaler-chart-9.59.0)
+# The Kubernetes Cluster Autoscaler's chart (kubernetes/autoscaler, tag cluster-autoscaler-chart-9.59.0,
+# vendored in charts/cluster-autoscaler-9.59.0)
 # and the newest patch release of the autoscaler for each supported minor version (git tags
 # cluster-autoscaler-1.33.6, -1.34.5, -1.35.2, July 2026). A new entry in KUBECTL_LAYERS needs one here
 # (tests/test_versions.py).
-CLUSTER_AUTOSCALER_CHART_REPOSITORY = "https://kubernetes.github.io/autoscaler"
 CLUSTER_AUTOSCALER_CHART_VERSION = "9.59.0"
 CLUSTER_AUTOSCALER_IMAGE_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
 CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
@@ -81,7 +81,6 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
     "1.35": "v1.35.2",
 }
 
-VOLCANO_CHART_REPOSITORY = "https://volcano-sh.github.io/helm-charts"
 VOLCANO_CHART_VERSION = "1.15.1"
 # The images the chart runs with admission, controller and scheduler on (its defaults), all from
 # ``basic.image_registry`` (docker.io) and tagged ``basic.image_tag_version`` (values.yaml of v1.15.1).

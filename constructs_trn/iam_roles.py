@@ -7,13 +7,12 @@ creates them while the control plane is still coming up.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from constructs_trn.nag import acknowledge, aws_managed_policy
+from constructs_trn.nag import acknowledge, aws_managed_policy, nag_rendering
 
 __all__ = ["IMAGE_PULL_ACTIONS", "PULL_THROUGH_ACTIONS", "node_role", "pod_identity_role"]
 
@@ -82,28 +81,12 @@ def node_role(
         if arn.endswith("/*"):
             acknowledge(
                 role,
-                f"IAM5[Resource::{_nag_rendering(Stack.of(role), arn)}]",
+                f"IAM5[Resource::{nag_rendering(Stack.of(role), arn)}]",
                 reason="pull-only access to one registry's repositories under one prefix (the EKS image "
                 "registry of the region, whose add-on repositories EKS names, or the account's pull-through "
                 "cache); no push and no other repository",
             )
     return role
-
-
-def _nag_rendering(stack: Stack, value: str) -> str:
-    """``value`` as cdk-nag prints it in a finding: tokens resolved, references as ``<Name>``."""
-
-    def render(node: Any) -> str:
-        if isinstance(node, str):
-            return node
-        if isinstance(node, dict) and "Ref" in node:
-            return f"<{node['Ref']}>"
-        if isinstance(node, dict) and "Fn::Join" in node:
-            separator, parts = node["Fn::Join"]
-            return str(separator).join(render(part) for part in parts)
-        raise ValueError(f"cannot render {node!r} as a cdk-nag finding")
-
-    return render(stack.resolve(value))
 
 
 def pod_identity_role(

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct, IDependable
 
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ReadinessGate
+from cluster_facts.vendored_charts import repository_path
+from constructs_trn.nag import acknowledge, nag_rendering
 
 __all__ = ["KubernetesLayer"]
 
@@ -41,16 +44,23 @@ class KubernetesLayer(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.applied: dict[str, Construct] = {}
+        chart_assets: list[s3_assets.Asset] = []
         for step in plan.applied():
             construct: Construct
             if isinstance(step, HelmRelease):
+                release_id = "".join(part.capitalize() for part in step.name.split("-"))
+                chart_asset = _chart_asset(self, f"{release_id}Chart", step)
+                if chart_asset is not None:
+                    chart_assets.append(chart_asset)
                 construct = eks.HelmChart(
                     self,
-                    "".join(part.capitalize() for part in step.name.split("-")),
+                    release_id,
                     cluster=cluster,
-                    chart=step.chart,
+                    chart_asset=chart_asset,
+                    # None for a kept chart: the handler takes its name and version from Chart.yaml.
+                    chart=step.chart if step.repository is not None else None,
                     repository=step.repository,
-                    version=step.version,
+                    version=step.version if step.repository is not None else None,
                     release=step.release,
                     namespace=step.namespace,
                     create_namespace=True,
@@ -82,6 +92,41 @@ class KubernetesLayer(Construct):
             for prerequisite in step.after:
                 construct.node.add_dependency(self.applied[prerequisite])
             self.applied[step.name] = construct
+        if chart_assets:
+            _acknowledge_chart_reads(cluster, chart_assets[0])
+
+
+def _chart_asset(scope: Construct, asset_id: str, step: HelmRelease) -> s3_assets.Asset | None:
+    """A kept chart directory as an S3 asset (None for a chart from a Helm repository).
+
+    The kubectl handler copies the asset's zip from S3, unzips it and runs ``helm upgrade --install``
+    on the directory; it refuses Chart, Repository or Version beside ChartAssetURL (aws-cdk-lib
+    2.273, custom-resource-handlers aws-eks-v2 kubectl-handler/helm), so the chart's name and
+    version come from its Chart.yaml. Only the source changes: the release keeps the construct id it
+    had when its chart came from a repository (a new id would uninstall it), and the asset sits
+    beside it. The asset's hash is its content's, so an unchanged chart is neither uploaded again
+    nor an update of the release.
+    """
+    if step.chart_directory is None:
+        return None
+    return s3_assets.Asset(scope, asset_id, path=str(repository_path(step.chart_directory)))
+
+
+def _acknowledge_chart_reads(cluster: eks.ICluster, asset: s3_assets.Asset) -> None:
+    """``eks.HelmChart`` with a chart asset grants the kubectl handler ``bucket.grantRead`` on the
+    assets bucket; the grant is aws-cdk-lib's and there is no narrower one to give instead."""
+    role = cluster.kubectl_provider.role if cluster.kubectl_provider is not None else None
+    if role is None:
+        raise ValueError("a chart asset needs the cluster's kubectl provider, whose handler reads it")
+    reason = (
+        "aws-eks-v2's HelmChart lets the kubectl handler read the CDK assets bucket so that it can copy "
+        "a chart asset (charts/, vendored and checked); the bucket holds this app's assets, and the "
+        "handler, which is cluster admin already, gets no write"
+    )
+    for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*"):
+        acknowledge(role, f"IAM5[Action::{action}]", reason=reason)
+    objects = nag_rendering(Stack.of(asset), asset.bucket.arn_for_objects("*"))
+    acknowledge(role, f"IAM5[Resource::{objects}]", reason=reason)
 
 
 def _construct_id(name: str, identity: str | None) -> str:

@@ -9,6 +9,8 @@ whose id changes fails the synth again, so ``tests/guardrails`` catch both direc
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Acknowledgment, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
@@ -20,6 +22,7 @@ __all__ = [
     "acknowledge_custom_resource_function",
     "add_aws_solutions_checks",
     "aws_managed_policy",
+    "nag_rendering",
 ]
 
 # The id CDK's validation report prints after "Acknowledge with": plugin name, then the rule.
@@ -61,3 +64,19 @@ def acknowledge_custom_resource_function(stack: Stack) -> None:
         reason="aws-cdk-lib's AwsCustomResource function writes only its own CloudWatch logs with this AWS "
         "managed policy; its API calls are granted per resource by each caller's own policy",
     )
+
+
+def nag_rendering(stack: Stack, value: str) -> str:
+    """``value`` as cdk-nag prints it in a finding: tokens resolved, references as ``<Name>``."""
+
+    def render(node: Any) -> str:
+        if isinstance(node, str):
+            return node
+        if isinstance(node, dict) and "Ref" in node:
+            return f"<{node['Ref']}>"
+        if isinstance(node, dict) and "Fn::Join" in node:
+            separator, parts = node["Fn::Join"]
+            return str(separator).join(render(part) for part in parts)
+        raise ValueError(f"cannot render {node!r} as a cdk-nag finding")
+
+    return render(stack.resolve(value))

@@ -1,7 +1,7 @@
 """The Kubernetes Cluster Autoscaler's Helm values: scale the Trainium node groups from zero for queued
 gangs, never take a node from under a training pod, let idle nodes go after a few minutes.
 
-The chart (``cluster-autoscaler`` from kubernetes.github.io/autoscaler, CLUSTER_AUTOSCALER_CHART_VERSION)
+The chart (``cluster-autoscaler`` CLUSTER_AUTOSCALER_CHART_VERSION, vendored in charts/)
 renders ``extraArgs`` as ``--<key>=<value>`` flags of the autoscaler (templates/deployment.yaml). What
 each flag does is from the autoscaler's FAQ and ``config/flags/flags.go`` at the pinned release:
 

@@ -36,13 +36,8 @@ from cluster_facts.kubernetes_plan import (
     ManifestSet,
     ReadinessGate,
 )
-from cluster_facts.versions import (
-    CLUSTER_AUTOSCALER_CHART_REPOSITORY,
-    CLUSTER_AUTOSCALER_CHART_VERSION,
-    VOLCANO_CHART_REPOSITORY,
-    VOLCANO_CHART_VERSION,
-    VOLCANO_IMAGE_REGISTRY,
-)
+from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHART
+from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
 from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
@@ -181,9 +176,10 @@ def _volcano(images: ImageSource) -> HelmRelease:
     values = volcano_values(image_registry=images.registry(VOLCANO_IMAGE_REGISTRY))
     return HelmRelease(
         name=VOLCANO,
-        chart="volcano",
-        repository=VOLCANO_CHART_REPOSITORY,
-        version=VOLCANO_CHART_VERSION,
+        chart=VOLCANO_CHART.name,
+        version=VOLCANO_CHART.version,
+        # Kept in the repository and shipped as an asset of the stack (cluster_facts/vendored_charts.py).
+        chart_directory=VOLCANO_CHART.directory,
         release="volcano",
         namespace=VOLCANO_NAMESPACE,
         # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none).
@@ -205,9 +201,9 @@ def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRe
     values = replace(values, image_repository=f"{host}/{path}", image_tag=tag)
     return HelmRelease(
         name=CLUSTER_AUTOSCALER,
-        chart="cluster-autoscaler",
-        repository=CLUSTER_AUTOSCALER_CHART_REPOSITORY,
-        version=CLUSTER_AUTOSCALER_CHART_VERSION,
+        chart=CLUSTER_AUTOSCALER_CHART.name,
+        version=CLUSTER_AUTOSCALER_CHART.version,
+        chart_directory=CLUSTER_AUTOSCALER_CHART.directory,
         release=AUTOSCALER_NAME,
         namespace=AUTOSCALER_NAMESPACE,
         values=cluster_autoscaler_values(values),

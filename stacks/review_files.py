@@ -140,7 +140,7 @@ def summary(config: StackConfig, *, stack_name: str, template: Mapping[str, Any]
     lines += ["", "## Kubernetes layer, in deploy order", ""]
     for step in plan:
         if isinstance(step, HelmRelease):
-            what = f"Helm chart {step.chart} {step.version} from {step.repository} into {step.namespace}"
+            what = f"Helm chart {step.chart} {step.version} from {step.source} into {step.namespace}"
         elif isinstance(step, ReadinessGate):
             what = f"waits for {step.object_type}/{step.object_name} {{{step.json_path}}}"
         else:

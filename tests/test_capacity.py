@@ -48,7 +48,7 @@ def helm_values(synthesized: Synthesized, chart: str) -> dict[str, Any]:
     [values] = [
         json.loads(resource["Properties"]["Values"])
         for resource in synthesized.resources("Custom::AWSCDK-EKS-HelmChart").values()
-        if resource["Properties"]["Chart"] == chart
+        if resource["Properties"]["Release"] == chart
     ]
     return dict(values)
 

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 import yaml
+from aws_cdk import aws_s3_assets as s3_assets
 
+from cluster_facts.autoscaling import AUTOSCALER_NAME
 from cluster_facts.images import is_pinned_image
 from cluster_facts.kubernetes_plan import ManifestSet
+from cluster_facts.vendored_charts import VENDORED_CHARTS, VOLCANO_CHART, VendoredChart, repository_path
 from k8s_charts.plan import VOLCANO
 from stacks.kubernetes_values import review_plan
 from stacks.review_files import write_kubernetes_yaml
 from tests.conftest import Synthesized
 from tests.k8s.manifests import containers
 from tests.k8s_validation import assert_valid
+from tools.vendor_chart import file_digests
 
 LAMBDA_PAYLOAD_LIMIT = 262_144
 
@@ -132,23 +138,78 @@ def helm_release(synthesized: Synthesized, chart: str) -> dict[str, Any]:
     [properties] = [
         resource["Properties"]
         for resource in synthesized.resources("Custom::AWSCDK-EKS-HelmChart").values()
-        if resource["Properties"]["Chart"] == chart
+        if resource["Properties"]["Release"] == chart
     ]
     return dict(properties)
 
 
-def test_volcano_comes_from_its_pinned_helm_chart(default_stack: Synthesized) -> None:
-    properties = helm_release(default_stack, "volcano")
-    assert (properties["Chart"], properties["Version"], properties["Repository"]) == (
-        "volcano",
-        "1.15.1",
-        "https://volcano-sh.github.io/helm-charts",
-    )
+# The logical ids the releases were deployed under when their charts came from Helm repositories:
+# a new one would make CloudFormation create a second resource and delete this one (helm uninstall).
+DEPLOYED_RELEASE_IDS = {
+    "volcano": "KubernetesVolcano22147BC2",
+    "cluster-autoscaler": "KubernetesClusterAutoscaler0770F736",
+}
+
+
+def chart_asset(synthesized: Synthesized, release: str) -> tuple[str, Path]:
+    """The release's ChartAssetURL and the directory the cloud assembly stages for it."""
+    url = helm_release(synthesized, release)["ChartAssetURL"]
+    manifest = json.loads((synthesized.assembly_dir / "TrainiumStack.assets.json").read_text())
+    [asset] = [
+        asset
+        for asset in manifest["files"].values()
+        if any(url.endswith(f"/{destination['objectKey']}") for destination in asset["destinations"].values())
+    ]
+    assert asset["source"]["packaging"] == "zip"
+    return url, synthesized.assembly_dir / asset["source"]["path"]
+
+
+@pytest.mark.parametrize("chart", VENDORED_CHARTS, ids=lambda chart: chart.name)
+def test_the_charts_come_from_the_stacks_assets_under_their_deployed_ids(
+    default_stack: Synthesized, chart: VendoredChart
+) -> None:
+    releases = {
+        resource["Properties"]["Release"]: logical_id
+        for logical_id, resource in default_stack.resources("Custom::AWSCDK-EKS-HelmChart").items()
+    }
+    release = {"volcano": VOLCANO, "cluster-autoscaler": AUTOSCALER_NAME}[chart.name]
+    assert releases[release] == DEPLOYED_RELEASE_IDS[chart.name]
+    properties = helm_release(default_stack, release)
+    # The kubectl handler refuses Chart, Repository or Version beside ChartAssetURL.
+    assert not {"Chart", "Repository", "Version"} & set(properties)
+    url, staged = chart_asset(default_stack, release)
+    assert re.fullmatch(r"s3://cdk-hnb659fds-assets-111122223333-us-west-2/[0-9a-f]{64}\.zip", url)
+    # What is uploaded is the vendored directory, every file of it, with Chart.yaml at the zip's root.
+    assert file_digests(staged) == file_digests(repository_path(chart.directory))
+    assert (staged / "Chart.yaml").is_file()
+
+
+def test_volcano_installs_into_its_namespace_and_waits(default_stack: Synthesized) -> None:
+    properties = helm_release(default_stack, VOLCANO)
     assert (properties["Namespace"], properties["CreateNamespace"], properties["Wait"]) == (
         "volcano-system",
         True,
         True,
     )
+
+
+def asset_hash(directory: Path) -> str:
+    stack = cdk.Stack(cdk.App(), "Charts")
+    return s3_assets.Asset(stack, "Chart", path=str(directory)).asset_hash
+
+
+def test_a_chart_assets_hash_is_its_content_and_nothing_else(
+    default_stack: Synthesized, tmp_path: Path
+) -> None:
+    directory = repository_path(VOLCANO_CHART.directory)
+    deployed_hash = chart_asset(default_stack, VOLCANO)[0].rsplit("/", 1)[1].removesuffix(".zip")
+    # Two synths, and a copy with new timestamps elsewhere (another checkout): the same hash, so an
+    # unchanged chart is no update of the release.
+    copy = shutil.copytree(directory, tmp_path / "elsewhere", copy_function=shutil.copy)
+    assert asset_hash(directory) == asset_hash(directory) == asset_hash(copy) == deployed_hash
+    values = copy / "values.yaml"
+    values.write_bytes(values.read_bytes() + b"\n")
+    assert asset_hash(copy) != deployed_hash
 
 
 def manifest_resources(synthesized: Synthesized) -> dict[str, dict[str, Any]]:

@@ -152,7 +152,7 @@ def test_every_image_comes_through_the_accounts_registry_or_is_a_listed_exceptio
 
 def test_the_helm_values_name_exactly_the_images_the_release_lists(stack: Synthesized) -> None:
     charts = {
-        resource["Properties"]["Chart"]: json.loads(resource["Properties"]["Values"])
+        resource["Properties"]["Release"]: json.loads(resource["Properties"]["Values"])
         for resource in stack.resources("Custom::AWSCDK-EKS-HelmChart").values()
     }
     plan = stack.stack.kubernetes_plan

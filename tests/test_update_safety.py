@@ -8,17 +8,18 @@ API's own rules. The file system's id follows its generation, as CloudFormation'
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
 from config import parse_config
 from stacks.kubernetes_values import file_system_generation, file_system_values, kubernetes_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
-from tests.update_rules import refused_update, update_problems
+from tests.update_rules import helm_release_updates, refused_update, update_problems
 from tests.yaml_edits import with_change
 
 
@@ -132,6 +133,63 @@ def test_a_replaced_file_system_gets_a_new_volume_and_claim_and_its_runs_follow(
         m["metadata"]["name"] for m in new_storage.manifests
     )
     assert old.step("run-bert-large").identity != new.step("run-bert-large").identity  # type: ignore[union-attr]
+
+
+# Where the charts came from before they were kept in charts/: a stack deployed then holds these.
+REPOSITORY_CHARTS = {
+    "volcano": "https://volcano-sh.github.io/helm-charts",
+    "cluster-autoscaler": "https://kubernetes.github.io/autoscaler",
+}
+
+
+def with_repository_charts(plan: KubernetesLayerPlan) -> KubernetesLayerPlan:
+    """``plan`` as the stack applied it when the kubectl handler downloaded the charts."""
+    return KubernetesLayerPlan.of(
+        [
+            replace(step, chart_directory=None, repository=REPOSITORY_CHARTS[step.chart])
+            if isinstance(step, HelmRelease)
+            else step
+            for step in plan
+        ]
+    )
+
+
+@pytest.mark.parametrize("config_data", [DEFAULT_ON, EXAMPLE], ids=["default", "example"])
+def test_the_vendored_charts_upgrade_the_releases_installed_from_the_repositories(
+    config_data: dict[str, Any],
+) -> None:
+    vendored = deployed_plan(config_data)
+    downloaded = with_repository_charts(vendored)
+    assert update_problems(downloaded, vendored) == []
+    # Same construct ids, so CloudFormation updates both custom resources in place: the handler
+    # upgrades each release from the chart asset, and deletes nothing.
+    assert helm_release_updates(downloaded, vendored) == {
+        "ClusterAutoscaler": "helm upgrade --install cluster-autoscaler from charts/cluster-autoscaler-9.59.0/ "
+        "(was https://kubernetes.github.io/autoscaler)",
+        "Volcano": "helm upgrade --install volcano from charts/volcano-1.15.1/ "
+        "(was https://volcano-sh.github.io/helm-charts)",
+    }
+    # Values, namespaces and order are the same either way; only the source differs.
+    for old, new in zip(downloaded, vendored, strict=True):
+        if isinstance(old, HelmRelease):
+            assert replace(old, repository=None, chart_directory=new.chart_directory) == new  # type: ignore[union-attr]
+        else:
+            assert old == new
+
+
+def test_a_release_under_a_new_id_or_name_is_caught() -> None:
+    volcano = replace(deployed_plan(DEFAULT_ON).step("volcano"), after=())
+    assert isinstance(volcano, HelmRelease)
+    before = KubernetesLayerPlan.of([volcano])
+    [uninstalled] = update_problems(
+        before, KubernetesLayerPlan.of([replace(volcano, name="volcano-vendored")])
+    )
+    assert uninstalled == (
+        "Volcano: deleting the old resource uninstalls release volcano-system/volcano, which "
+        "VolcanoVendored has just upgraded"
+    )
+    [left] = update_problems(before, KubernetesLayerPlan.of([replace(volcano, release="volcano-vendored")]))
+    assert left == "Volcano: installs volcano-system/volcano-vendored; volcano-system/volcano is left behind"
 
 
 # --- The rules themselves, shown refusing what the previous design did --------------------------

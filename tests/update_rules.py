@@ -27,6 +27,13 @@ and every object that would be left behind or deleted by mistake. The rules are 
   volumeAttributesClassName (ValidatePersistentVolumeClaimUpdate);
 - Deployment, DaemonSet, StatefulSet: spec.selector is immutable (apps validation);
 - Service: spec.clusterIP(s) once set; RoleBinding and ClusterRoleBinding: roleRef.
+
+A Helm release is one custom resource too, keyed by its construct id (the step name in CamelCase).
+An update runs ``helm upgrade --install <release> <chart>`` with the new chart source (repository
+or chart asset) and values, whatever the source was; a deleted resource runs ``helm uninstall``.
+So a release must keep its id, release name and namespace: a new id uninstalls the release the
+new resource has just upgraded, and a new name or namespace installs a second release beside the
+old one, which stays (``helm_release_problems``).
 """
 
 from __future__ import annotations
@@ -36,9 +43,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
 
-__all__ = ["PRUNABLE_KINDS", "ObjectKey", "refused_update", "update_problems"]
+__all__ = [
+    "PRUNABLE_KINDS",
+    "ObjectKey",
+    "helm_release_problems",
+    "helm_release_updates",
+    "refused_update",
+    "update_problems",
+]
 
 Manifest = Mapping[str, Any]
 Spec = Mapping[str, Any]
@@ -177,10 +191,52 @@ def refused_update(old: Manifest, new: Manifest) -> list[str]:
     return rule(old.get("spec", {}), new.get("spec", {})) if rule else []
 
 
+def _releases(plan: KubernetesLayerPlan) -> dict[str, HelmRelease]:
+    """Applied Helm releases by construct id (constructs_trn/kubernetes_layer.py)."""
+    return {
+        "".join(part.capitalize() for part in step.name.split("-")): step
+        for step in plan.applied()
+        if isinstance(step, HelmRelease)
+    }
+
+
+def helm_release_updates(before: KubernetesLayerPlan, after: KubernetesLayerPlan) -> dict[str, str]:
+    """Construct id -> what the kubectl handler does to a release that both deployments hold."""
+    old, new = _releases(before), _releases(after)
+    return {
+        construct_id: f"helm upgrade --install {new[construct_id].release} from {new[construct_id].source} "
+        f"(was {old[construct_id].source})"
+        for construct_id in sorted(old.keys() & new.keys())
+    }
+
+
+def helm_release_problems(before: KubernetesLayerPlan, after: KubernetesLayerPlan) -> list[str]:
+    """Releases that the second deployment would uninstall, or leave behind beside a new one."""
+    old, new = _releases(before), _releases(after)
+    problems: list[str] = []
+    installed = {(release.namespace, release.release): construct_id for construct_id, release in new.items()}
+    for construct_id in sorted(old.keys() - new.keys()):
+        release = old[construct_id]
+        successor = installed.get((release.namespace, release.release))
+        if successor is not None:
+            problems.append(
+                f"{construct_id}: deleting the old resource uninstalls release {release.namespace}/"
+                f"{release.release}, which {successor} has just upgraded"
+            )
+    for construct_id in sorted(old.keys() & new.keys()):
+        was, now = old[construct_id], new[construct_id]
+        if (was.namespace, was.release) != (now.namespace, now.release):
+            problems.append(
+                f"{construct_id}: installs {now.namespace}/{now.release}; {was.namespace}/{was.release} "
+                "is left behind"
+            )
+    return problems
+
+
 def update_problems(before: KubernetesLayerPlan, after: KubernetesLayerPlan) -> list[str]:
     """Everything the second deployment (``before`` deployed, ``after`` deploying) would get wrong."""
     old, new = _resources(before), _resources(after)
-    problems: list[str] = []
+    problems: list[str] = helm_release_problems(before, after)
     live = {key: manifest for objects in old.values() for key, manifest in objects.items()}
     held = {key for objects in new.values() for key in objects}
     # A namespace no resource holds any more is pruned or deleted, and whatever lives in it with it.
