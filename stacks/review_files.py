@@ -95,9 +95,18 @@ def write_kubernetes_yaml(plan: KubernetesLayerPlan, directory: Path) -> list[Pa
     return written
 
 
-def summary(config: StackConfig, *, stack_name: str, template: Mapping[str, Any]) -> str:
-    """A page a reviewer reads instead of the template: what this environment runs and creates."""
-    plan = review_plan(config)
+def summary(
+    config: StackConfig,
+    *,
+    stack_name: str,
+    template: Mapping[str, Any],
+    plan: KubernetesLayerPlan | None = None,
+) -> str:
+    """A page a reviewer reads instead of the template: what this environment runs and creates.
+
+    ``plan``: the configuration's review plan when the caller has rendered it already.
+    """
+    plan = plan if plan is not None else review_plan(config)
     lines = [
         f"# {stack_name}: {config.name} in {config.account} {config.region}",
         "",
@@ -160,11 +169,16 @@ def summary(config: StackConfig, *, stack_name: str, template: Mapping[str, Any]
 
 
 def write_summary(
-    config: StackConfig, *, stack_name: str, template: Mapping[str, Any], directory: Path
+    config: StackConfig,
+    *,
+    stack_name: str,
+    template: Mapping[str, Any],
+    directory: Path,
+    plan: KubernetesLayerPlan | None = None,
 ) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{stack_name}.md"
-    path.write_text(summary(config, stack_name=stack_name, template=template))
+    path.write_text(summary(config, stack_name=stack_name, template=template, plan=plan))
     return path
 
 
@@ -178,6 +192,8 @@ def write_review_files(
     """After ``app.synth()``: a summary per TrainiumStack and, unless told not to, the review YAML."""
     for stack in stacks:
         artifact = assembly.get_stack_artifact(stack.artifact_id)
+        # Rendered once for both files (a rendering is most of this function's time).
+        plan = review_plan(stack.config)
         write_summary(
             stack.config,
             # The deployed stack's name: TrainiumStack, or Dev-TrainiumStack in a pipeline stage
@@ -185,10 +201,10 @@ def write_review_files(
             stack_name=artifact.stack_name,
             template=artifact.template,
             directory=outdir / SUMMARY_DIR,
+            plan=plan,
         )
-    if kubernetes:
-        for stack in stacks:
-            write_kubernetes_yaml(review_plan(stack.config), outdir / KUBERNETES_DIR)
+        if kubernetes:
+            write_kubernetes_yaml(plan, outdir / KUBERNETES_DIR)
 
 
 def fabric_check_job_file(stage_id: str, node_group: str) -> str:

@@ -35,10 +35,13 @@ _SLOW_PATHS = (
     "tests/test_makefile.py",
 )
 _SLOW_FIXTURES = {"default_stack", "example_stack"}
+# Calls that synthesize a whole stack or run an external tool from a test anywhere in the suite.
+_SLOW_CALLS = ("synthesize(", "add_trainium_stack(", "checkov(")
 
 
-def _synthesizes_a_stack(item: pytest.Item) -> bool:
-    """Asks for a whole stack: by fixture, by name through ``request``, or by synthesizing one."""
+def _is_slow(item: pytest.Item) -> bool:
+    """Asks for a whole stack (by fixture, by name through ``request``, or by synthesizing one), or
+    runs one of the slow tools itself."""
     if _SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
         return True
     callspec = getattr(item, "callspec", None)
@@ -49,13 +52,13 @@ def _synthesizes_a_stack(item: pytest.Item) -> bool:
         source = inspect.getsource(function) if function is not None else ""
     except (OSError, TypeError):
         return False
-    return "synthesize(" in source or "add_trainium_stack(" in source
+    return any(call in source for call in _SLOW_CALLS)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath)).relative_to(REPO_ROOT).as_posix()
-        if path.startswith(_SLOW_PATHS) or _synthesizes_a_stack(item):
+        if path.startswith(_SLOW_PATHS) or _is_slow(item):
             item.add_marker(pytest.mark.slow)
 
 

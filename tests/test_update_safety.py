@@ -8,6 +8,8 @@ API's own rules. The file system's id follows its generation, as CloudFormation'
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,21 @@ def data(path: Path) -> dict[str, Any]:
 
 
 def deployed_plan(config_data: dict[str, Any]) -> KubernetesLayerPlan:
-    """The plan as the stack applies it; the file system's id changes only when it is replaced."""
+    """The plan as the stack applies it; the file system's id changes only when it is replaced.
+
+    Rendered once per configuration and process: a change and its reverse, and the many changes of
+    the same base, render the same configurations (the plan is frozen data).
+    """
+    return _deployed_plan(json.dumps(config_data, sort_keys=True))
+
+
+@functools.cache
+def _deployed_plan(config_json: str) -> KubernetesLayerPlan:
+    return render_plan(json.loads(config_json))
+
+
+def render_plan(config_data: dict[str, Any]) -> KubernetesLayerPlan:
+    """Render now, from scratch (the determinism test must not see a cached plan)."""
     config = parse_config(config_data)
     generation = file_system_generation(config)
     return kubernetes_plan(
@@ -111,9 +127,9 @@ def test_and_so_does_changing_it_back(change: str) -> None:
 
 
 def test_an_unchanged_configuration_changes_nothing() -> None:
-    plan = deployed_plan(EXAMPLE)
-    assert update_problems(plan, deployed_plan(copy.deepcopy(EXAMPLE))) == []
-    assert [step.name for step in plan] == [step.name for step in deployed_plan(EXAMPLE)]
+    plan = render_plan(EXAMPLE)
+    assert update_problems(plan, render_plan(copy.deepcopy(EXAMPLE))) == []
+    assert [step.name for step in plan] == [step.name for step in render_plan(EXAMPLE)]
 
 
 def test_a_changed_run_is_a_new_resource_and_a_new_job() -> None:
