@@ -68,6 +68,7 @@ _MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # PodGroup phases in which the gang has not started (volcano scheduling/v1beta1 types.go).
 _WAITING_PHASES = frozenset({"", "Pending", "Inqueue"})
 _SIGNATURE_REASON = "Schedulable"
+_CORDON_TAINT = "node.kubernetes.io/unschedulable"
 
 Obj = Mapping[str, Any]
 
@@ -256,11 +257,13 @@ def _tolerates(tolerations: Iterable[Obj], taint: Obj) -> bool:
 
 
 def _pod_tolerates_node(pod: Obj, node: Obj) -> bool:
+    """The pod tolerates the node's taints, the cordon's own aside (the node lifecycle controller
+    adds it to every cordoned node; whether the node is cordoned is judged on its own)."""
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     return all(
         _tolerates(tolerations, taint)
         for taint in (node.get("spec") or {}).get("taints") or []
-        if taint.get("effect") in ("NoSchedule", "NoExecute")
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and taint.get("key") != _CORDON_TAINT
     )
 
 
