@@ -477,15 +477,37 @@ def test_a_node_younger_than_the_threshold_is_left_alone(
     assert "node n1: left alone for gang training/bert: joined 5m ago" in output
 
 
-def test_a_node_running_a_training_pod_is_never_cordoned(
-    api: tuple[FakeApi, str], environment: dict[str, str]
+def small_pod(name: str, node_name: str) -> dict[str, Any]:
+    """A pod of a ReplicaSet that takes little of the node (the node would still hold a gang pod)."""
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "kube-system",
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "coredns-5d7f", "controller": True}],
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.mark.parametrize(
+    "resident",
+    [
+        pytest.param(training_pod("other-worker-0", gang="other", node_name="n1"), id="training-pod"),
+        pytest.param(small_pod("coredns-5d7f-x2x9z", "n1"), id="small-replicaset-pod"),
+    ],
+)
+def test_a_node_running_a_pod_other_than_a_daemonsets_is_never_cordoned(
+    api: tuple[FakeApi, str], environment: dict[str, str], resident: dict[str, Any]
 ) -> None:
     state, _ = api
     gang = stalled_gang()
-    other = training_pod("other-worker-0", gang="other", node_name="n1")
     state.load(
         nodes=[node("n1"), node("n2")],
-        pods=[*gang["pods"], other, daemon_pod("aws-node", "n2")],
+        pods=[*gang["pods"], resident, daemon_pod("aws-node", "n2")],
         podgroups=[*gang["podgroups"], podgroup("other", phase="Running", unschedulable_minutes=None)],
     )
     status, output = run_once(environment)
