@@ -54,11 +54,11 @@ THRESHOLD_MINUTES = 15
 WATCHDOG = f"system:serviceaccount:{PLATFORM}:{NAME}"
 TOKEN = "watchdog-token"
 NEURON_TAINT = {"key": NEURON_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
-NOW = datetime.now(UTC)
 
 
 def ago(minutes: float) -> str:
-    return (NOW - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A timestamp ``minutes`` before now (the program reads its own clock a moment later)."""
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 VALUES = GangWatchdogValues(namespaces=TEAMS, node_groups=GROUPS, threshold_minutes=THRESHOLD_MINUTES)
