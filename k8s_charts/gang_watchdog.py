@@ -39,7 +39,7 @@ from cluster_facts.script_files import script_text
 from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
 from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
-from k8s_charts.tenant_network import dns_egress_rule, tcp_port
+from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
 __all__ = [
     "ADMISSION_STEP",
@@ -70,7 +70,6 @@ PROGRAM = script_text("k8s_charts", "gang_watchdog.py")
 _PROGRAM_FILE = "gang_watchdog.py"
 _PROGRAM_DIR = "/opt/gang-watchdog"
 _UID = 65532  # any non-root uid: the program writes nothing
-_HTTPS = 443
 # The watchdog's writes are node updates; the server's own metadata changes with every write.
 _SERVER_METADATA = ("managedFields", "resourceVersion")
 
@@ -348,17 +347,10 @@ class GangWatchdogChart(cdk8s.Chart):
             metadata=metadata(namespace=namespace),
             spec=k8s.NetworkPolicySpec(
                 pod_selector=selector,
-                # Ingress selected with no rule: no pod may connect. Egress: DNS, and the API server,
-                # whose endpoints are the control plane's interfaces in the VPC (as for the fabric
-                # check's launcher, k8s_charts/fabric_check.py).
+                # Ingress selected with no rule: no pod may connect. Egress: DNS, and the API server
+                # at its Service address and its endpoints, on 443.
                 policy_types=["Ingress", "Egress"],
-                egress=[
-                    dns_egress_rule(),
-                    k8s.NetworkPolicyEgressRule(
-                        to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=vpc_cidr))],
-                        ports=[tcp_port(_HTTPS)],
-                    ),
-                ],
+                egress=[dns_egress_rule(), *api_server_egress_rules(vpc_cidr)],
             ),
         )
 

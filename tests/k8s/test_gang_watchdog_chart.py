@@ -287,8 +287,12 @@ def test_it_reaches_only_dns_and_the_api_server_and_no_pod_reaches_it() -> None:
     platform = Pod(PLATFORM_NAMESPACE, {"app.kubernetes.io/name": "tensorboard"}, "10.0.1.31", "tensorboard")
     cluster = Cluster(objects, [watchdog, dns, etcd, worker, platform])
     assert cluster.may_connect(watchdog, dns, 53, "UDP") and cluster.may_connect(watchdog, dns, 53, "TCP")
-    # The API server's endpoints: the control plane's interfaces in the VPC, on 443 only.
-    assert cluster.may_connect_to_ip(watchdog, "10.0.3.4", 443)
+    # The API server: the kubernetes Service's ClusterIP (what KUBERNETES_SERVICE_HOST names, judged
+    # before translation by the VPC CNI), and its endpoints in the VPC, on 443 only.
+    for api_server in ("172.20.0.1", "10.100.0.1", "10.0.3.4"):
+        assert cluster.may_connect_to_ip(watchdog, api_server, 443), api_server
+        assert not cluster.may_connect_to_ip(watchdog, api_server, 80), api_server
+    assert not cluster.may_connect_to_ip(watchdog, "172.20.0.10", 443)  # another Service
     assert not cluster.may_connect_to_ip(watchdog, "10.0.3.4", 10250)  # a kubelet
     assert not cluster.may_connect_to_ip(watchdog, "203.0.113.10", 443)  # the internet
     assert not cluster.may_connect_to_ip(watchdog, "169.254.169.254", 80)  # instance metadata
