@@ -632,6 +632,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ssl.SSLError) as error:
             print(f"error: cannot reach the API server ({error}); retrying next pass", flush=True)
             ok = False
+        except (ValueError, KeyError, TypeError) as error:
+            # An object this program cannot read: nothing is changed on its account.
+            print(f"error: unreadable object in the API's answer ({error!r}); retrying next pass", flush=True)
+            ok = False
         if arguments.once:
             return 0 if ok else 1
         time.sleep(arguments.interval_seconds)

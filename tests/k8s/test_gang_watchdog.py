@@ -818,3 +818,18 @@ def test_a_node_without_room_for_the_pod_is_left_alone(
     state.load(nodes=[small], pods=gang["pods"], podgroups=gang["podgroups"])
     status, output = run_once(environment)
     assert (status, state.patches) == (0, []), output
+
+
+def test_an_object_it_cannot_read_fails_the_pass_without_a_change(
+    api: tuple[FakeApi, str], environment: dict[str, str]
+) -> None:
+    state, _ = api
+    gang = stalled_gang()
+    odd = node("n1")
+    odd["status"]["allocatable"]["cpu"] = "many"
+    state.load(nodes=[odd], pods=gang["pods"], podgroups=gang["podgroups"])
+    status, output = run_once(environment)
+    assert (status, state.patches) == (1, []), output
+    assert output.startswith(
+        "error: unreadable object in the API's answer (ValueError(\"'many' is not a resource quantity\""
+    )
