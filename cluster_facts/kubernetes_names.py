@@ -22,6 +22,7 @@ __all__ = [
     "ETCD_SERVICE_NAME",
     "FABRIC_CHECK_TAINT",
     "FABRIC_CHECK_TAINT_KEY",
+    "GANG_WATCHDOG_ANNOTATION",
     "INSTANCE_FAMILY_LABEL",
     "INSTANCE_TYPE_LABEL",
     "KUBE_DNS_LABELS",
@@ -71,6 +72,12 @@ FABRIC_CHECK_TAINT: dict[str, str] = {
     "value": "failed",
     "effect": "NoSchedule",
 }
+
+# What the gang watchdog (k8s_charts/gang_watchdog.py) writes on a Trainium node it cordons: the
+# gang (``<namespace>/<podgroup>``) it cordoned the node for. A cordoned node without it was cordoned
+# by someone else, and the watchdog never touches it; `kubectl uncordon` leaves it, and the
+# watchdog then removes it.
+GANG_WATCHDOG_ANNOTATION = "trainium/gang-watchdog-cordoned-for"
 
 # The well-known label the kubelet sets from the EC2 instance type.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

@@ -522,6 +522,9 @@ class AutoscalerSettings(_Section):
     the group's desired size and backs off (a partial scale-up is bounded by this)."""
     expander: Literal["least-waste", "most-pods", "random"] = "least-waste"
     """Which group grows when several could host the pending pods."""
+    gang_watchdog: bool = True
+    """Cordon the idle Trainium nodes that keep a partly placeable gang from scaling up, after
+    ``max_node_provision_minutes`` (docs/capacity.md, "A gang that only partly fits")."""
 
 
 class StackConfig(_Section):

@@ -47,6 +47,7 @@ from k8s_charts.etcd import EtcdChart
 from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
 from k8s_charts.fsx_storage import FsxStorageChart
+from k8s_charts.gang_watchdog import GangWatchdogValues, gang_watchdog_steps
 from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controller
 from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
@@ -149,6 +150,8 @@ class KubernetesLayerValues:
     tensorboard: TensorBoardValues = field(default_factory=TensorBoardValues)
     autoscaler: AutoscalerValues | None = None
     """The cluster autoscaler of the Trainium node groups; None: the plan installs none."""
+    gang_watchdog: GangWatchdogValues | None = None
+    """The watchdog that ends Volcano's partial-gang stall (k8s_charts/gang_watchdog.py); None: none."""
     fabric_checks: tuple[FabricCheckValues, ...] = ()
     """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/fabric_check.py)."""
     images: ImageSource = field(default_factory=ImageSource)
@@ -396,6 +399,18 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             for dataset in values.datasets
         ),
     ]
+    if values.gang_watchdog is not None:
+        # Its Roles go into the team namespaces; it runs on the system nodes (no Trainium node waited on).
+        watchdog = replace(values.gang_watchdog, image=images.resolve(values.gang_watchdog.image))
+        steps.extend(
+            gang_watchdog_steps(
+                watchdog,
+                namespace=PLATFORM_NAMESPACE,
+                vpc_cidr=values.vpc_cidr,
+                after=(PLATFORM_STEP, TEAMS_STEP),
+                render=render,
+            )
+        )
     queue_gates = {queue.name: f"queue-{queue.name}-open" for queue in queues}
     for planned in values.runs:
         run = planned.run

@@ -45,11 +45,13 @@ from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT, KUBE_DNS_LABELS, VO
 from k8s_charts.etcd import ETCD_LABELS
 
 __all__ = [
+    "API_SERVER_SERVICE_IPS",
     "DEFAULT_DENY",
     "JOB_PODS_POLICY",
     "NOT_OUTSIDE",
     "NamespaceIsolationChart",
     "TeamNetworkChart",
+    "api_server_egress_rules",
     "dns_egress_rule",
     "https_egress",
     "outside_cluster",
@@ -67,6 +69,9 @@ NOT_OUTSIDE: tuple[str, ...] = (
 )
 """IPv4 ranges that are never "outside the cluster" for a pod's egress."""
 _HTTPS = 443
+API_SERVER_SERVICE_IPS: tuple[str, ...] = ("10.100.0.1", "172.20.0.1")
+"""The ``kubernetes`` Service's ClusterIP: the first address of the service range, which EKS takes
+from 10.100.0.0/16 or 172.20.0.0/16 when the cluster names none (the stack names none)."""
 _DNS_PORT = 53
 _KUBE_SYSTEM = "kube-system"
 
@@ -174,3 +179,27 @@ def https_egress(
             egress=[dns_egress_rule(), _https_rule(vpc_cidr)],
         ),
     )
+
+
+def api_server_egress_rules(vpc_cidr: str) -> list[k8s.NetworkPolicyEgressRule]:
+    """HTTPS to the API server: its in-cluster address and its endpoints.
+
+    A pod reaches the API server at the ``kubernetes`` Service's ClusterIP (KUBERNETES_SERVICE_HOST).
+    The VPC CNI's policy agent judges a pod's egress before the Service address is translated (its
+    probes sit on the pod's interface; amazon-network-policy-controller-k8s, resolvers/endpoints.go,
+    ``getMatchingServiceClusterIPs``), and it adds a ClusterIP to a rule only for a Service with a
+    selector, which ``kubernetes`` has not: so the ClusterIP itself is allowed, on 443 only. The
+    endpoints (the control plane's interfaces in the VPC, 443) are allowed too, for evaluators that
+    judge the translated address and for clients that dial the private endpoint by name.
+    """
+    return [
+        k8s.NetworkPolicyEgressRule(
+            to=[
+                k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=f"{ip}/32")) for ip in API_SERVER_SERVICE_IPS
+            ],
+            ports=[tcp_port(_HTTPS)],
+        ),
+        k8s.NetworkPolicyEgressRule(
+            to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=vpc_cidr))], ports=[tcp_port(_HTTPS)]
+        ),
+    ]

@@ -21,6 +21,7 @@ from config.workloads import DEFAULT_TRAINING_IMAGE, RunSettings, TeamSettings
 from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.fabric_check import FabricCheckValues
+from k8s_charts.gang_watchdog import GangWatchdogValues
 from k8s_charts.plan import (
     FileSystemValues,
     KubernetesLayerValues,
@@ -39,6 +40,7 @@ __all__ = [
     "fabric_checks",
     "file_system_generation",
     "file_system_values",
+    "gang_watchdog_values",
     "image_source",
     "kubernetes_plan",
     "kubernetes_values",
@@ -230,8 +232,21 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             memory_gib=config.observability.tensorboard_memory_gib,
         ),
         autoscaler=autoscaler_values(config),
+        gang_watchdog=gang_watchdog_values(config),
         fabric_checks=fabric_checks(config),
         images=image_source(config),
+    )
+
+
+def gang_watchdog_values(config: StackConfig) -> GangWatchdogValues | None:
+    """With the autoscaler (``autoscaler.gang_watchdog``): every team's gangs, every Trainium group."""
+    if not config.autoscaler.gang_watchdog:
+        return None
+    return GangWatchdogValues(
+        namespaces=tuple(team.name for team in config.teams),
+        node_groups=tuple(group.name for group in config.trainium.node_groups),
+        # A scale-up still under way is given as long as the autoscaler gives it.
+        threshold_minutes=config.autoscaler.max_node_provision_minutes,
     )
 
 

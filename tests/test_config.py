@@ -269,6 +269,12 @@ BAD_CONFIGURATIONS = [
         id="tensorboard-memory",
     ),
     pytest.param(
+        "autoscaler.gang_watchdog",
+        "maybe",
+        "env.yaml: autoscaler.gang_watchdog: Input should be a valid boolean, unable to interpret input",
+        id="gang-watchdog-switch",
+    ),
+    pytest.param(
         "fabric_check.threshold",
         0,
         "env.yaml: fabric_check.threshold: 0.0 is not a fraction in (0, 1]; the default is 0.25",

@@ -176,7 +176,7 @@ def test_the_stacks_runs_pass_restricted_and_torchx_pods_miss_it_where_the_reaso
         assert field in TEAM_POD_SECURITY.reason
 
 
-@pytest.mark.parametrize("name", ["etcd-server", "tensorboard"])
+@pytest.mark.parametrize("name", ["etcd-server", "tensorboard", "gang-watchdog"])
 def test_the_services_pods_pass_restricted(name: str) -> None:
     [deployment] = [
         m for m in objects("default") if m["kind"] == "Deployment" and m["metadata"]["name"] == name

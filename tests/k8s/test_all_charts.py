@@ -129,6 +129,21 @@ EXPECTED_NAMES = {
         ("NetworkPolicy", "trainium-system", "tensorboard"),
         ("Service", "trainium-system", "tensorboard"),
     ],
+    # The gang watchdog's leash (applied first), then the watchdog: a Role in each team namespace.
+    "gang-watchdog-admission": [
+        ("ValidatingAdmissionPolicy", None, "gang-watchdog"),
+        ("ValidatingAdmissionPolicyBinding", None, "gang-watchdog"),
+    ],
+    "gang-watchdog": [
+        ("ClusterRole", None, "gang-watchdog"),
+        ("ClusterRoleBinding", None, "gang-watchdog"),
+        ("ConfigMap", "trainium-system", "gang-watchdog"),
+        ("Deployment", "trainium-system", "gang-watchdog"),
+        ("NetworkPolicy", "trainium-system", "gang-watchdog"),
+        ("Role", "training", "gang-watchdog"),
+        ("RoleBinding", "training", "gang-watchdog"),
+        ("ServiceAccount", "trainium-system", "gang-watchdog"),
+    ],
     # The fabric check's access (applied) and its job (rendered for kubectl, a fixed name: a new run
     # deletes the last one first).
     "fabric-checks": [
