@@ -54,7 +54,7 @@ from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
 from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
 from k8s_charts.policy_exceptions import policy_exceptions
-from k8s_charts.tenant_network import dns_egress_rule, tcp_port
+from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
 __all__ = [
     "ACCESS_STEP",
@@ -543,8 +543,8 @@ class FabricCheckAccessChart(cdk8s.Chart):
         peers = [k8s.NetworkPolicyPeer(pod_selector=selector)]
         # The platform namespace denies all traffic by default (k8s_charts/tenant_network.py): the
         # check's pods reach each other on any port (SSH, mpirun, the runtime's bootstrap), resolve
-        # the workers' names, and (only when it taints) the launcher reaches the API server, whose
-        # endpoints are the control plane's interfaces in the VPC. Image pulls and the EFA traffic
+        # the workers' names, and (only when it taints) the launcher reaches the API server (its
+        # Service address and its endpoints in the VPC). Image pulls and the EFA traffic
         # itself do not cross the pod network.
         k8s.KubeNetworkPolicy(
             self,
@@ -565,15 +565,12 @@ class FabricCheckAccessChart(cdk8s.Chart):
             "LauncherToApiServer",
             metadata=k8s.ObjectMeta(name=f"{name}-{LAUNCHER_TASK}", namespace=namespace, labels=labels),
             spec=k8s.NetworkPolicySpec(
-                # The launcher taints nodes: the API server's endpoints are the control plane's
-                # interfaces in the VPC. The workers hold no token and get no such rule.
+                # The launcher taints nodes: HTTPS to the API server at its Service address (what
+                # the policy agent judges) and its endpoints in the VPC. The workers hold no token
+                # and get no such rule.
                 pod_selector=k8s.LabelSelector(match_labels=launcher),
                 policy_types=["Egress"],
-                egress=[
-                    k8s.NetworkPolicyEgressRule(
-                        to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=vpc_cidr))], ports=[tcp_port(443)]
-                    )
-                ],
+                egress=api_server_egress_rules(vpc_cidr),
             ),
         )
         k8s.KubeServiceAccount(

@@ -18,6 +18,7 @@ from cluster_facts.kubernetes_names import (
     VOLCANO_JOB_NAMESPACE_LABEL,
 )
 from config import load_config
+from k8s_charts.tenant_network import API_SERVER_SERVICE_IPS
 from stacks.kubernetes_values import review_plan
 from tests.conftest import EXAMPLE_CONFIG
 from tests.netpol import NAMESPACE_NAME_LABEL, Cluster, NetworkPolicyError, Pod
@@ -606,7 +607,7 @@ def test_no_pod_may_connect_to_the_device_plugin(cluster_now: Cluster, project: 
 # --- The fabric check in the platform namespace -------------------------------------------------
 
 
-def test_the_fabric_checks_pods_reach_each_other_dns_and_only_the_vpc_on_443() -> None:
+def test_the_fabric_checks_pods_reach_each_other_dns_and_only_the_api_server_on_443() -> None:
     """trainium-system denies everything by default: the check's own policy must let its launcher
     and workers talk (SSH, mpirun, the runtime's bootstrap), resolve names, and let the launcher
     reach the API server to taint nodes. Nothing else gets in or out."""
@@ -634,7 +635,11 @@ def test_the_fabric_checks_pods_reach_each_other_dns_and_only_the_vpc_on_443() -
     assert cluster.may_connect(worker, launcher, 41000)  # the runtime's bootstrap: a dynamic port
     assert cluster.may_connect(worker, dns, 53, "UDP")
     assert cluster.may_connect_to_ip(launcher, "10.20.0.10", 443)  # an API server endpoint in the VPC
+    # The kubernetes Service's address, which the VPC CNI's policy agent judges (before translation).
+    assert all(cluster.may_connect_to_ip(launcher, ip, 443) for ip in API_SERVER_SERVICE_IPS)
+    assert not cluster.may_connect_to_ip(launcher, API_SERVER_SERVICE_IPS[0], 80)
     assert not cluster.may_connect_to_ip(worker, "10.20.0.10", 443)  # only the launcher taints
+    assert not any(cluster.may_connect_to_ip(worker, ip, 443) for ip in API_SERVER_SERVICE_IPS)
     assert not cluster.may_connect_to_ip(launcher, "169.254.169.254", 80)
     assert not cluster.may_connect_to_ip(worker, "203.0.113.7", 443)
     assert not cluster.may_connect(tensorboard, worker, 22)
