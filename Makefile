@@ -143,11 +143,12 @@ lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scri
 	$(BIN)/mypy
 	$(BIN)/shellcheck --severity=style $(SCRIPTS)
 
-check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no synth of a whole stack, no external tool)
+check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole stack, no process, no external tool)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	# --dist loadscope: a module's tests stay on one worker, so what it renders once it renders once.
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
 
 test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 5 minutes)
 	$(BIN)/python -m pytest

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +27,10 @@ from constructs_trn.nag import add_aws_solutions_checks  # noqa: E402
 from stacks.trainium_stack import TrainiumStack, add_trainium_stack  # noqa: E402
 
 # The slow tier (`make check` leaves it out, `make test` runs it): real processes and tools (torchrun
-# and etcd, the cdk CLI, cfn-lint, checkov, TorchX's CLI, the pipeline's assets), and whatever needs
-# a whole stack synthesized (about 15 s per configuration, once per session).
+# and etcd, the cdk CLI, cfn-lint, checkov, TorchX's CLI, the pipeline's assets, and every test
+# marked `process`: a pod or build script under bash, pip, git, a program against a stand-in API),
+# and whatever needs a whole stack synthesized (about 15 s per configuration, once per session).
+# A test outside the slow tier that starts a process fails and says to mark it (`_no_process`).
 _SLOW_PATHS = (
     "tests/runtime/",
     "tests/guardrails/",
@@ -47,19 +52,44 @@ def _is_slow(item: pytest.Item) -> bool:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and _SLOW_FIXTURES & {str(value) for value in callspec.params.values()}:
         return True
-    function = getattr(item, "function", None)
+    functions = [getattr(item, "function", None)]
+    # The fixtures it uses (a module's own fixture that synthesizes a stack of its making).
+    fixture_info = getattr(item, "_fixtureinfo", None)
+    if fixture_info is not None:
+        functions += [d.func for defs in fixture_info.name2fixturedefs.values() for d in defs]
+    return any(call in _source(function) for function in functions for call in _SLOW_CALLS)
+
+
+@functools.cache
+def _source(function: Callable[..., object] | None) -> str:
     try:
-        source = inspect.getsource(function) if function is not None else ""
+        return inspect.getsource(function) if function is not None else ""
     except (OSError, TypeError):
-        return False
-    return any(call in source for call in _SLOW_CALLS)
+        return ""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath)).relative_to(REPO_ROOT).as_posix()
-        if path.startswith(_SLOW_PATHS) or _is_slow(item):
+        if path.startswith(_SLOW_PATHS) or item.get_closest_marker("process") or _is_slow(item):
             item.add_marker(pytest.mark.slow)
+
+
+_start_process = subprocess.Popen.__init__
+
+
+@pytest.fixture(autouse=True)
+def _no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeps the fast tier free of processes: a test that starts one must say so (``process``)."""
+    if request.node.get_closest_marker("slow"):
+        return
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process: mark it @pytest.mark.process (the slow tier)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"

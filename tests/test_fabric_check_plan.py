@@ -14,10 +14,10 @@ from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NODE_GROUP_LABEL, P
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import parse_config
 from stacks.fabric_check_commands import main as fabric_check_main
-from stacks.kubernetes_values import review_plan
 from stacks.review_files import write_kubernetes_yaml
 from tests.conftest import REPO_ROOT
 from tests.k8s_validation import assert_valid
+from tests.plans import shared_review_plan
 from tests.test_config import default_data, with_change
 from tests.yaml_edits import with_change as change_key
 
@@ -31,7 +31,7 @@ def two_groups() -> dict[str, Any]:
 
 
 def step(data: dict[str, Any], name: str) -> ManifestSet:
-    found = review_plan(parse_config(data)).step(name)
+    found = shared_review_plan(parse_config(data)).step(name)
     assert isinstance(found, ManifestSet)
     return found
 
@@ -89,7 +89,7 @@ def test_a_group_below_two_nodes_renders_no_job_and_says_why(tmp_path: Path) -> 
         "node group trn1-single has max_size 1; a fabric check needs at least 2 nodes "
         "(EFA carries traffic between nodes)"
     )
-    written = write_kubernetes_yaml(review_plan(parse_config(two_groups())), tmp_path)
+    written = write_kubernetes_yaml(shared_review_plan(parse_config(two_groups())), tmp_path)
     text = (tmp_path / "fabric-check-trn1-single.yaml").read_text()
     assert f"# No fabric check: {reason}." in text
     assert list(yaml.safe_load_all(text)) == []
@@ -109,7 +109,7 @@ def test_a_group_no_team_may_use_is_not_checked() -> None:
 
 
 def test_the_review_file_says_how_to_run_it_again(tmp_path: Path) -> None:
-    write_kubernetes_yaml(review_plan(parse_config(default_data())), tmp_path)
+    write_kubernetes_yaml(shared_review_plan(parse_config(default_data())), tmp_path)
     header = (tmp_path / "fabric-check-trn1-32xl.yaml").read_text().split("apiVersion:")[0]
     assert "NOT applied by this configuration" in header
     assert (
@@ -158,6 +158,7 @@ def test_make_fabric_check_asks_for_a_synth_first(tmp_path: Path, capsys: pytest
     assert f"make synth CONFIG={path} OUT={tmp_path / 'none'}" in capsys.readouterr().out.splitlines()
 
 
+@pytest.mark.process
 def test_make_fabric_check_on_a_group_too_small_says_so_and_fails(tmp_path: Path) -> None:
     result = subprocess.run(
         [

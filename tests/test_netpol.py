@@ -19,9 +19,9 @@ from cluster_facts.kubernetes_names import (
 )
 from config import load_config
 from k8s_charts.tenant_network import API_SERVER_SERVICE_IPS
-from stacks.kubernetes_values import review_plan
 from tests.conftest import EXAMPLE_CONFIG
 from tests.netpol import NAMESPACE_NAME_LABEL, Cluster, NetworkPolicyError, Pod
+from tests.plans import shared_review_plan
 
 IMDS = "169.254.169.254"
 EXTERNAL = "203.0.113.10"  # TEST-NET-3: an address outside the cluster
@@ -386,7 +386,7 @@ API_ENDPOINT_ENI = "10.20.64.10"  # the API server's private endpoint: an ENI in
 
 @cache
 def rendered() -> tuple[dict[str, Any], ...]:
-    plan = review_plan(load_config(EXAMPLE_CONFIG))
+    plan = shared_review_plan(load_config(EXAMPLE_CONFIG))
     return tuple(dict(manifest) for step in plan.manifest_sets() for manifest in step.manifests)
 
 
@@ -613,7 +613,9 @@ def test_the_fabric_checks_pods_reach_each_other_dns_and_only_the_api_server_on_
     reach the API server to taint nodes. Nothing else gets in or out."""
     config = load_config(EXAMPLE_CONFIG)
     objects = [
-        dict(manifest) for step in review_plan(config).steps for manifest in getattr(step, "manifests", ())
+        dict(manifest)
+        for step in shared_review_plan(config).steps
+        for manifest in getattr(step, "manifests", ())
     ]
     cluster = Cluster(objects)
     [job] = [

@@ -15,8 +15,8 @@ from cluster_facts.kubernetes_names import PLATFORM_NAMESPACE
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan
 from config import load_config
 from k8s_charts.pod_security import POD_SECURITY_VERSION, TEAM_POD_SECURITY
-from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
+from tests.plans import shared_review_plan
 from tests.pod_security import violations
 from tests.torchx_dryrun import CASES, dryrun_job, torchx_available
 
@@ -31,7 +31,7 @@ _PREFIX = "pod-security.kubernetes.io"
 
 @cache
 def plan(config: str) -> KubernetesLayerPlan:
-    return review_plan(load_config(CONFIGS[config]))
+    return shared_review_plan(load_config(CONFIGS[config]))
 
 
 def objects(config: str) -> list[Mapping[str, Any]]:
@@ -148,6 +148,7 @@ def test_every_rendered_pod_passes_its_namespaces_enforced_level(config: str) ->
     assert checked >= 4  # etcd, a run, a staging Job, the layout Job, TensorBoard
 
 
+@pytest.mark.process
 def test_the_stacks_runs_pass_restricted_and_torchx_pods_miss_it_where_the_reason_says() -> None:
     """The reason in k8s_charts/pod_security.py is the truth: the stack's runs would pass restricted;
     the team namespace enforces baseline for the pods TorchX renders."""

@@ -135,9 +135,9 @@ def direct_pull_reason(image: str) -> str | None:
     )
 
 
-@pytest.fixture(params=["default", "example"])
+@pytest.fixture(params=["default_stack", "example_stack"], ids=["default", "example"])
 def stack(request: pytest.FixtureRequest) -> Synthesized:
-    return request.getfixturevalue(f"{request.param}_stack")  # type: ignore[no-any-return]
+    return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
 
 
 def test_every_image_comes_through_the_accounts_registry_or_is_a_listed_exception(stack: Synthesized) -> None:

@@ -369,7 +369,7 @@ def test_the_documented_submission_creates_the_job_in_the_teams_namespace(tmp_pa
     [submit] = [line for line in docs_commands() if "--dryrun" not in line]
     case = CASES[0]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingApiServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         kubeconfig = tmp_path / "kubeconfig"
@@ -446,7 +446,7 @@ def etcd_without_runs() -> Iterator[str]:
             del format, args
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}"

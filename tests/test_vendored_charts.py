@@ -187,6 +187,7 @@ def upstream(tmp_path: Path, *, link: bool) -> Path:
 DEMO = VendoredChart(name="demo", version="1.2.3", repository="unused", tag="demo-1.2.3", path="deploy/demo")
 
 
+@pytest.mark.process
 def test_the_tool_copies_the_tag_byte_for_byte_and_replaces_an_older_version(tmp_path: Path) -> None:
     git_dir = upstream(tmp_path, link=False)
     root = tmp_path / "project"
@@ -206,6 +207,7 @@ def test_the_tool_copies_the_tag_byte_for_byte_and_replaces_an_older_version(tmp
     ]
 
 
+@pytest.mark.process
 def test_the_tool_refuses_a_link_unless_it_is_dropped_with_a_reason(tmp_path: Path) -> None:
     git_dir = upstream(tmp_path, link=True)
     root = tmp_path / "project"

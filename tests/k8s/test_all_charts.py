@@ -14,6 +14,7 @@ from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
 from tests.k8s.manifests import Manifest, containers
 from tests.k8s_validation import assert_valid
+from tests.plans import shared_review_plan
 
 CONFIGS = {"default": DEFAULT_CONFIG, "example": EXAMPLE_CONFIG}
 
@@ -21,7 +22,7 @@ CONFIGS = {"default": DEFAULT_CONFIG, "example": EXAMPLE_CONFIG}
 @cache
 def plan_steps(config: str) -> dict[str, ManifestSet]:
     """Every manifest set the stack would apply (or render) for one shipped configuration."""
-    return {step.name: step for step in review_plan(load_config(CONFIGS[config])).manifest_sets()}
+    return {step.name: step for step in shared_review_plan(load_config(CONFIGS[config])).manifest_sets()}
 
 
 CHARTS = [(config, name) for config in sorted(CONFIGS) for name in plan_steps(config)]

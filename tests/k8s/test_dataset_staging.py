@@ -266,6 +266,7 @@ needs_tools = pytest.mark.skipif(
 )
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_first_run_stages_everything_and_marks_it_last(tmp_path: Path) -> None:
     stage = Staging(tmp_path)
@@ -277,6 +278,7 @@ def test_a_first_run_stages_everything_and_marks_it_last(tmp_path: Path) -> None
     assert sorted(path.name for path in stage.directory.iterdir()) == ["seqlen128", "train.py"]
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_second_run_downloads_nothing(tmp_path: Path) -> None:
     stage = Staging(tmp_path)
@@ -287,6 +289,7 @@ def test_a_second_run_downloads_nothing(tmp_path: Path) -> None:
     assert "already staged" in result.stdout
 
 
+@pytest.mark.process
 @needs_tools
 def test_an_unfinished_attempt_is_redone_from_an_empty_directory(tmp_path: Path) -> None:
     stage = Staging(tmp_path)
@@ -296,6 +299,7 @@ def test_an_unfinished_attempt_is_redone_from_an_empty_directory(tmp_path: Path)
     assert sorted(path.name for path in stage.directory.iterdir()) == ["seqlen128", "train.py"]
 
 
+@pytest.mark.process
 @needs_tools
 def test_the_archive_is_verified_while_it_streams(tmp_path: Path) -> None:
     archive = tarball({"part-0.hdf5": b"hdf5"})
@@ -310,6 +314,7 @@ def test_the_archive_is_verified_while_it_streams(tmp_path: Path) -> None:
     assert "checksum mismatch for https://example.com/data/corpus.tar" in failure
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_file_with_the_wrong_checksum_fails_the_attempt_and_says_why(tmp_path: Path) -> None:
     stage = Staging(tmp_path)
@@ -319,6 +324,7 @@ def test_a_file_with_the_wrong_checksum_fails_the_attempt_and_says_why(tmp_path:
     assert "checksum mismatch for https://example.com/code/train.py" in stage.failures()[0]
 
 
+@pytest.mark.process
 @needs_tools
 def test_each_failed_attempt_is_recorded_for_the_pods_that_wait(tmp_path: Path) -> None:
     stage = Staging(tmp_path)
@@ -332,6 +338,7 @@ def test_each_failed_attempt_is_recorded_for_the_pods_that_wait(tmp_path: Path) 
     assert stage.run().returncode == 0 and stage.failures() == []
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_terminated_attempt_is_recorded_too(tmp_path: Path) -> None:
     stage = Staging(tmp_path)
@@ -358,6 +365,7 @@ def test_a_terminated_attempt_is_recorded_too(tmp_path: Path) -> None:
     assert Path(f"{stage.marker}.heartbeat").exists()
 
 
+@pytest.mark.process
 @needs_tools
 def test_the_marker_records_the_version_the_pods_require(tmp_path: Path) -> None:
     archive = tarball({"part-0.hdf5": b"hdf5"})
@@ -369,6 +377,7 @@ def test_the_marker_records_the_version_the_pods_require(tmp_path: Path) -> None
     assert streamed == f"archive-sha256-streamed={checked.archive_sha256}"
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_marker_without_the_version_is_restaged(tmp_path: Path) -> None:
     stage = Staging(tmp_path)
@@ -380,6 +389,7 @@ def test_a_marker_without_the_version_is_restaged(tmp_path: Path) -> None:
     assert stage.marker.read_text().splitlines()[0] == stage.env["STAGED_VERSION"]
 
 
+@pytest.mark.process
 @needs_tools
 def test_staged_files_are_readable_by_every_team_and_writable_by_none(tmp_path: Path) -> None:
     """Training pods run as their team's uid: an archive's private modes would lock them out."""

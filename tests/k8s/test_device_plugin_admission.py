@@ -16,12 +16,12 @@ from config import load_config
 from k8s_charts.admission_policy import service_account_username
 from k8s_charts.device_plugin_admission import NODE_NAME_EXTRA, POLICY_NAME, DevicePluginAdmissionChart
 from k8s_charts.neuron_device_plugin import NAME, NAMESPACE
-from stacks.kubernetes_values import review_plan
 from tests.admission import CelError, Decision, admit, evaluate
 from tests.admission import admission_request as request_of
 from tests.conftest import DEFAULT_CONFIG
 from tests.k8s.manifests import only, synth
 from tests.k8s_validation import assert_valid
+from tests.plans import shared_review_plan
 
 PLUGIN = service_account_username(NAMESPACE, NAME)
 OWN_NODE = "ip-10-0-1-10.ec2.internal"
@@ -514,7 +514,7 @@ def test_invalid_validation_actions_are_refused(actions: tuple[str, ...]) -> Non
 def test_the_plan_applies_the_policy_before_the_plugin_and_it_lets_the_plugin_work() -> None:
     """Wired into the deployment: its own step, applied, before the plugin's DaemonSet; and the
     rendered objects of the plan (not only the chart's) allow the plugin's own requests."""
-    plan = review_plan(load_config(DEFAULT_CONFIG))
+    plan = shared_review_plan(load_config(DEFAULT_CONFIG))
     admission, plugin = plan.step("neuron-device-plugin-admission"), plan.step("neuron-device-plugin")
     assert isinstance(admission, ManifestSet) and isinstance(plugin, ManifestSet)
     assert admission.applied and plugin.applied

@@ -256,6 +256,7 @@ def run_program(*arguments: str, stdin: str = "") -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.process
 def test_the_program_prints_the_table_then_the_verdict_as_its_last_line(tmp_path: Path) -> None:
     termination = tmp_path / "termination-log"
     result = run_program(
@@ -278,6 +279,7 @@ def test_the_program_prints_the_table_then_the_verdict_as_its_last_line(tmp_path
     assert termination.read_text() == lines[-1] + "\n"
 
 
+@pytest.mark.process
 def test_the_program_refuses_a_bad_threshold_with_exit_status_2() -> None:
     result = run_program("--network-gbps", "800", "--threshold", "1.5", "--validate-only")
     assert result.returncode == 2
@@ -426,6 +428,7 @@ needs_bash = pytest.mark.skipif(
 )
 
 
+@pytest.mark.process
 @needs_bash
 def test_the_launcher_runs_nccom_test_across_the_workers_and_passes_on_healthy_efa(
     tmp_path: Path, workers_listening: int
@@ -458,6 +461,7 @@ def test_the_launcher_runs_nccom_test_across_the_workers_and_passes_on_healthy_e
         ("missing_rank", 1, "FABRIC CHECK FAIL: nccom-test did not complete (exit status 1)"),
     ],
 )
+@pytest.mark.process
 def test_the_launcher_fails_on_each_broken_fabric(
     tmp_path: Path, workers_listening: int, name: str, status: int, reason: str
 ) -> None:
@@ -471,6 +475,7 @@ def test_the_launcher_fails_on_each_broken_fabric(
     assert called is not None
 
 
+@pytest.mark.process
 @needs_bash
 def test_the_launcher_refuses_one_node_before_waiting(tmp_path: Path) -> None:
     result, called, termination = run_launcher(
@@ -486,6 +491,7 @@ def test_the_launcher_refuses_one_node_before_waiting(tmp_path: Path) -> None:
     assert termination.read_text().startswith("FABRIC CHECK FAIL: a fabric check needs at least 2 nodes")
 
 
+@pytest.mark.process
 @needs_bash
 def test_the_launcher_refuses_a_threshold_above_one(tmp_path: Path) -> None:
     result, called, _ = run_launcher(tmp_path, output="", ssh_port=1, environ={"THRESHOLD": "1.5"})
@@ -493,6 +499,7 @@ def test_the_launcher_refuses_a_threshold_above_one(tmp_path: Path) -> None:
     assert result.stdout == "FABRIC CHECK FAIL: threshold must be a fraction in (0, 1], got 1.5\n"
 
 
+@pytest.mark.process
 @needs_bash
 def test_the_launcher_gives_up_on_a_worker_that_never_answers(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as probe:
@@ -507,6 +514,7 @@ def test_the_launcher_gives_up_on_a_worker_that_never_answers(tmp_path: Path) ->
     )
 
 
+@pytest.mark.process
 @needs_bash
 def test_the_launcher_fails_when_volcano_lists_too_few_workers(
     tmp_path: Path, workers_listening: int
@@ -521,6 +529,7 @@ def test_the_launcher_fails_when_volcano_lists_too_few_workers(
     assert "expected 2 worker hosts" in result.stdout.splitlines()[-1]
 
 
+@pytest.mark.process
 @needs_bash
 def test_a_hanging_nccom_test_is_stopped_and_fails_the_check(tmp_path: Path, workers_listening: int) -> None:
     result, called, _ = run_launcher(
@@ -543,6 +552,7 @@ with open(os.environ["RECORD_DIR"] + "/" + os.path.basename(sys.argv[0]), "w") a
 """
 
 
+@pytest.mark.process
 @needs_bash
 def test_the_worker_serves_ssh_and_hands_the_fabric_environment_to_sessions(tmp_path: Path) -> None:
     manifests = chart()

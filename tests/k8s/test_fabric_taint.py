@@ -226,7 +226,7 @@ def api() -> Iterator[tuple[FakeApi, str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield state, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -320,6 +320,7 @@ def test_a_node_of_another_group_is_refused_by_the_policy_and_reported(
 # --- The launcher, end to end ----------------------------------------------------------------------
 
 
+@pytest.mark.process
 @needs_bash
 def test_the_launcher_taints_the_nodes_of_a_tcp_fallback_and_says_so_last(
     tmp_path: Path, api: tuple[FakeApi, str], token_dir: Path, workers_listening: int
@@ -342,6 +343,7 @@ def test_the_launcher_taints_the_nodes_of_a_tcp_fallback_and_says_so_last(
     assert all(FABRIC_CHECK_TAINT in state.nodes[name]["spec"]["taints"] for name in ("node-a", "node-b"))
 
 
+@pytest.mark.process
 @needs_bash
 def test_a_passing_launcher_touches_no_node(
     tmp_path: Path, api: tuple[FakeApi, str], token_dir: Path, workers_listening: int

@@ -83,6 +83,7 @@ def run_layout(data: Path, teams: dict[str, int] = TEAMS) -> subprocess.Complete
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="handing a directory to another uid needs root")
 
 
+@pytest.mark.process
 @needs_root
 def test_each_team_directory_belongs_to_the_team(tmp_path: Path) -> None:
     result = run_layout(tmp_path)
@@ -98,6 +99,7 @@ def test_each_team_directory_belongs_to_the_team(tmp_path: Path) -> None:
     assert (datasets.st_uid, stat.S_IMODE(datasets.st_mode)) == (0, 0o755)
 
 
+@pytest.mark.process
 @needs_root
 def test_a_directory_root_filled_before_is_handed_over_whole_once(tmp_path: Path) -> None:
     old = tmp_path / "teams" / "training" / "runs" / "bert-1234"

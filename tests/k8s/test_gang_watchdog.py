@@ -369,7 +369,7 @@ def api() -> Iterator[tuple[FakeApi, str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield state, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -425,6 +425,7 @@ def cordoned_for(state: FakeApi, name: str) -> str | None:
         pytest.param([mirror_pod("kube-proxy", "n1")], id="mirror-pod"),
     ],
 )
+@pytest.mark.process
 def test_a_stalled_gangs_idle_node_is_cordoned_with_the_mark(
     api: tuple[FakeApi, str], environment: dict[str, str], residents: list[dict[str, Any]]
 ) -> None:
@@ -443,6 +444,7 @@ def test_a_stalled_gangs_idle_node_is_cordoned_with_the_mark(
     assert cordoned_for(state, "n1") == "training/bert"
 
 
+@pytest.mark.process
 def test_a_gang_stalled_for_less_than_the_threshold_is_left_alone(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -454,6 +456,7 @@ def test_a_gang_stalled_for_less_than_the_threshold_is_left_alone(
     assert "gang training/bert: 1 of 2 pods placeable but not the gang, for 10m; waiting until 15m" in output
 
 
+@pytest.mark.process
 def test_the_podgroups_recent_change_counts_not_only_the_pods_age(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -466,6 +469,7 @@ def test_the_podgroups_recent_change_counts_not_only_the_pods_age(
     assert (status, state.patches) == (0, []), output
 
 
+@pytest.mark.process
 def test_a_node_younger_than_the_threshold_is_left_alone(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -500,6 +504,7 @@ def small_pod(name: str, node_name: str) -> dict[str, Any]:
         pytest.param(small_pod("coredns-5d7f-x2x9z", "n1"), id="small-replicaset-pod"),
     ],
 )
+@pytest.mark.process
 def test_a_node_running_a_pod_other_than_a_daemonsets_is_never_cordoned(
     api: tuple[FakeApi, str], environment: dict[str, str], resident: dict[str, Any]
 ) -> None:
@@ -516,6 +521,7 @@ def test_a_node_running_a_pod_other_than_a_daemonsets_is_never_cordoned(
     assert cordoned_for(state, "n1") is None and cordoned_for(state, "n2") == "training/bert"
 
 
+@pytest.mark.process
 def test_a_node_someone_cordoned_is_never_touched(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -528,6 +534,7 @@ def test_a_node_someone_cordoned_is_never_touched(
     assert "no idle node of its groups to cordon" in output
 
 
+@pytest.mark.process
 def test_a_node_that_is_not_ready_is_left_alone(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -545,6 +552,7 @@ def test_a_node_that_is_not_ready_is_left_alone(
         pytest.param({INSTANCE_TYPE_LABEL: "trn1n.32xlarge"}, id="another-instance-type"),
     ],
 )
+@pytest.mark.process
 def test_a_node_the_gang_cannot_use_is_left_alone(
     api: tuple[FakeApi, str], environment: dict[str, str], selector: dict[str, str]
 ) -> None:
@@ -555,6 +563,7 @@ def test_a_node_the_gang_cannot_use_is_left_alone(
     assert (status, state.patches) == (0, []), output
 
 
+@pytest.mark.process
 def test_the_instance_type_selector_of_the_nodes_own_type_cordons_it(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -566,6 +575,7 @@ def test_the_instance_type_selector_of_the_nodes_own_type_cordons_it(
     assert cordoned_for(state, "n1") == "training/bert"
 
 
+@pytest.mark.process
 def test_a_node_of_a_group_not_watched_is_never_listed_or_touched(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -580,6 +590,7 @@ def test_a_node_of_a_group_not_watched_is_never_listed_or_touched(
     assert (status, state.patches) == (0, []), output
 
 
+@pytest.mark.process
 def test_a_gang_with_enough_idle_nodes_is_not_a_missing_node_stall(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -610,6 +621,7 @@ def test_a_gang_with_enough_idle_nodes_is_not_a_missing_node_stall(
         ),
     ],
 )
+@pytest.mark.process
 def test_a_gang_without_the_signature_cordons_nothing(
     api: tuple[FakeApi, str], environment: dict[str, str], gang: dict[str, Any]
 ) -> None:
@@ -622,6 +634,7 @@ def test_a_gang_without_the_signature_cordons_nothing(
 # --- Lifting the cordon ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_the_cordon_stays_while_the_gang_still_waits(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -652,6 +665,7 @@ def test_the_cordon_stays_while_the_gang_still_waits(
         ),
     ],
 )
+@pytest.mark.process
 def test_the_cordon_is_lifted_once_no_waiting_gang_can_use_the_node(
     api: tuple[FakeApi, str], environment: dict[str, str], podgroups: list[Any], pods: list[Any]
 ) -> None:
@@ -673,6 +687,7 @@ def test_the_cordon_is_lifted_once_no_waiting_gang_can_use_the_node(
     )
 
 
+@pytest.mark.process
 def test_the_cordon_is_lifted_when_the_new_nodes_and_the_cordoned_ones_hold_the_gang(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -693,6 +708,7 @@ def test_the_cordon_is_lifted_when_the_new_nodes_and_the_cordoned_ones_hold_the_
     assert "node n1: uncordoned: gang training/bert (2 pods) now has 2 idle nodes" in output
 
 
+@pytest.mark.process
 def test_a_mark_left_on_a_node_someone_uncordoned_is_removed(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -703,6 +719,7 @@ def test_a_mark_left_on_a_node_someone_uncordoned_is_removed(
     assert GANG_WATCHDOG_ANNOTATION not in (state.nodes["n1"]["metadata"].get("annotations") or {})
 
 
+@pytest.mark.process
 def test_a_cordon_kept_for_another_waiting_gang_names_that_gang(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -723,6 +740,7 @@ def test_a_cordon_kept_for_another_waiting_gang_names_that_gang(
 # --- Failures --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_an_api_error_is_logged_and_the_pass_fails_without_a_change(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -736,6 +754,7 @@ def test_an_api_error_is_logged_and_the_pass_fails_without_a_change(
     assert "HTTP 500" in output and output.rstrip().endswith("retrying next pass")
 
 
+@pytest.mark.process
 def test_a_node_changed_in_between_is_not_patched_over(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -752,6 +771,7 @@ def test_a_node_changed_in_between_is_not_patched_over(
     assert status == 0 and cordoned_for(state, "n1") == "training/bert", output
 
 
+@pytest.mark.process
 def test_the_loop_retries_after_an_error_and_then_acts(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -783,6 +803,7 @@ def test_the_loop_retries_after_an_error_and_then_acts(
     assert "HTTP 500" in lines[1]
 
 
+@pytest.mark.process
 def test_a_missing_token_fails_the_pass(api: tuple[FakeApi, str], environment: dict[str, str]) -> None:
     status, output = run_once({**environment, "GANG_WATCHDOG_TOKEN_FILE": "/nonexistent/token"})
     assert status == 1
@@ -808,6 +829,7 @@ def test_quantities_are_read_as_kubernetes_writes_them(monkeypatch: pytest.Monke
         parse("12 apples")
 
 
+@pytest.mark.process
 def test_a_node_without_room_for_the_pod_is_left_alone(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:
@@ -820,6 +842,7 @@ def test_a_node_without_room_for_the_pod_is_left_alone(
     assert (status, state.patches) == (0, []), output
 
 
+@pytest.mark.process
 def test_an_object_it_cannot_read_fails_the_pass_without_a_change(
     api: tuple[FakeApi, str], environment: dict[str, str]
 ) -> None:

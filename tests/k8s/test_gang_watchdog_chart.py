@@ -36,12 +36,12 @@ from k8s_charts.gang_watchdog import (
     GangWatchdogValues,
 )
 from k8s_charts.plan import TEAMS_STEP
-from stacks.kubernetes_values import review_plan
 from tests.admission import Decision, admission_request, admit
 from tests.conftest import DEFAULT_CONFIG
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
 from tests.netpol import Cluster, Pod
+from tests.plans import shared_review_plan
 from tests.pod_security import violations
 from tests.yaml_edits import with_change
 
@@ -51,7 +51,7 @@ WATCHDOG = f"system:serviceaccount:{PLATFORM_NAMESPACE}:{NAME}"
 
 @cache
 def default_plan_steps() -> dict[str, ManifestSet]:
-    return {step.name: step for step in review_plan(load_config(DEFAULT_CONFIG)).manifest_sets()}
+    return {step.name: step for step in shared_review_plan(load_config(DEFAULT_CONFIG)).manifest_sets()}
 
 
 def manifests() -> list[Manifest]:
@@ -364,11 +364,11 @@ def test_the_plan_applies_the_policy_before_the_watchdog_and_the_watchdog_after_
 def test_the_threshold_is_the_autoscalers_provision_time_and_the_switch_turns_it_off() -> None:
     data = read_yaml(DEFAULT_CONFIG)
     config = parse_config(with_change(data, "autoscaler.max_node_provision_minutes", 25))
-    step = review_plan(config).step(STEP)
+    step = shared_review_plan(config).step(STEP)
     assert isinstance(step, ManifestSet)
     [container] = pod_spec(only([dict(m) for m in step.manifests], "Deployment"))["containers"]
     assert "--threshold-minutes=25" in container["args"]
-    off = review_plan(parse_config(with_change(data, "autoscaler.gang_watchdog", False)))
+    off = shared_review_plan(parse_config(with_change(data, "autoscaler.gang_watchdog", False)))
     assert not {ADMISSION_STEP, STEP} & {step.name for step in off}
 
 

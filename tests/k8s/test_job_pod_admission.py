@@ -14,11 +14,11 @@ from cluster_facts.kubernetes_names import TEAM_NAMESPACE_LABEL
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import load_config
 from k8s_charts.job_pod_admission import POLICY_NAME, JobPodAdmissionChart, volcano_controller
-from stacks.kubernetes_values import review_plan
 from tests.admission import Decision, admission_request, admit
 from tests.conftest import DEFAULT_CONFIG
 from tests.k8s.manifests import Manifest, synth
 from tests.k8s_validation import assert_valid
+from tests.plans import shared_review_plan
 
 CONTROLLER = volcano_controller(namespace="volcano-system", release="volcano")
 TEAM = {TEAM_NAMESPACE_LABEL: "training"}
@@ -228,7 +228,7 @@ def test_deletes_and_reads_are_not_judged() -> None:
 
 
 def test_the_plan_binds_it_to_every_team_namespace_before_any_run() -> None:
-    plan = review_plan(load_config(DEFAULT_CONFIG))
+    plan = shared_review_plan(load_config(DEFAULT_CONFIG))
     step = plan.step("volcano-job-pod-admission")
     assert isinstance(step, ManifestSet) and step.applied
     assert [dict(m) for m in step.manifests] == MANIFESTS

