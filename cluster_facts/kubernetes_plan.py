@@ -10,7 +10,7 @@ plan is plain data (rendered objects may hold CDK token strings), so neither sid
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = ["HelmRelease", "KubernetesLayerPlan", "KubernetesStep", "ManifestSet", "ReadinessGate"]
@@ -133,3 +133,31 @@ class KubernetesLayerPlan:
     @staticmethod
     def of(steps: Sequence[KubernetesStep]) -> KubernetesLayerPlan:
         return KubernetesLayerPlan(tuple(steps))
+
+    def with_strings_replaced(self, replacements: Mapping[str, str]) -> KubernetesLayerPlan:
+        """The same plan with every occurrence of each key, in every string of every manifest and
+        Helm value, replaced by its value: the review plan's ``${StackOutput}`` placeholders become
+        the stack's deploy-time tokens without rendering the charts a second time."""
+        steps: list[KubernetesStep] = []
+        for step in self.steps:
+            if isinstance(step, ManifestSet):
+                steps.append(
+                    replace(step, manifests=tuple(_replaced(m, replacements) for m in step.manifests))
+                )
+            elif isinstance(step, HelmRelease):
+                steps.append(replace(step, values=_replaced(step.values, replacements)))
+            else:
+                steps.append(step)
+        return KubernetesLayerPlan(tuple(steps))
+
+
+def _replaced(value: Any, replacements: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        for old, new in replacements.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, Mapping):
+        return {key: _replaced(item, replacements) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replaced(item, replacements) for item in value]
+    return value

@@ -35,6 +35,7 @@ from k8s_charts.training_run import TrainingRun
 from k8s_charts.volcano_queue import trainium_capability
 
 __all__ = [
+    "applied_plan",
     "autoscaler_values",
     "datasets",
     "fabric_checks",
@@ -292,3 +293,18 @@ def kubernetes_plan(config: StackConfig, *, file_system: FileSystemValues) -> Ku
 def review_plan(config: StackConfig) -> KubernetesLayerPlan:
     """The plan as ``make synth`` writes it for review, with placeholders for deploy-time values."""
     return kubernetes_plan(config, file_system=placeholder_file_system(config))
+
+
+def applied_plan(
+    review: KubernetesLayerPlan, *, file_system_id: str, dns_name: str, mount_name: str
+) -> KubernetesLayerPlan:
+    """The review plan with the file system's placeholders replaced by its deploy-time values (the
+    stack's tokens): what ``kubernetes_plan`` renders with those values, without a second rendering.
+    The charts only embed these values (a renamed or hashed one would differ; tests compare both)."""
+    return review.with_strings_replaced(
+        {
+            StackOutput.FSX_FILE_SYSTEM_ID.placeholder: file_system_id,
+            StackOutput.FSX_DNS_NAME.placeholder: dns_name,
+            StackOutput.FSX_MOUNT_NAME.placeholder: mount_name,
+        }
+    )

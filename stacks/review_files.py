@@ -192,8 +192,8 @@ def write_review_files(
     """After ``app.synth()``: a summary per TrainiumStack and, unless told not to, the review YAML."""
     for stack in stacks:
         artifact = assembly.get_stack_artifact(stack.artifact_id)
-        # Rendered once for both files (a rendering is most of this function's time).
-        plan = review_plan(stack.config)
+        # The stack's own review plan: the charts are not rendered again for these files.
+        plan = stack.review_plan
         write_summary(
             stack.config,
             # The deployed stack's name: TrainiumStack, or Dev-TrainiumStack in a pipeline stage

@@ -42,7 +42,7 @@ from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.plan import render
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs
-from stacks.kubernetes_values import file_system_values, kubernetes_plan, root_zones
+from stacks.kubernetes_values import applied_plan, review_plan, root_zones
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -281,14 +281,14 @@ class TrainiumStack(Stack):
         # cluster security group; they mount the file system too.
         self.storage.allow_clients(eks_cluster.cluster_security_group)
 
-        self.kubernetes_plan = kubernetes_plan(
-            config,
-            file_system=file_system_values(
-                config,
-                file_system_id=self.storage.file_system_id,
-                dns_name=self.storage.dns_name,
-                mount_name=self.storage.mount_name,
-            ),
+        # Rendered once: the review files (stacks/review_files.py) are written from review_plan, and
+        # the applied plan is the same with the file system's deploy-time values filled in.
+        self.review_plan = review_plan(config)
+        self.kubernetes_plan = applied_plan(
+            self.review_plan,
+            file_system_id=self.storage.file_system_id,
+            dns_name=self.storage.dns_name,
+            mount_name=self.storage.mount_name,
         )
         self.kubernetes = KubernetesLayer(
             self,

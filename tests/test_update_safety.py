@@ -19,7 +19,13 @@ import yaml
 
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
 from config import parse_config
-from stacks.kubernetes_values import file_system_generation, file_system_values, kubernetes_plan
+from stacks.kubernetes_values import (
+    applied_plan,
+    file_system_generation,
+    file_system_values,
+    kubernetes_plan,
+    review_plan,
+)
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
 from tests.update_rules import helm_release_updates, refused_update, update_problems
 from tests.yaml_edits import with_change
@@ -300,3 +306,19 @@ def test_objects_left_behind_or_deleted_by_a_replaced_resource_are_caught() -> N
     # Moved to a new resource while the old one is deleted: the deletion removes it.
     moved = KubernetesLayerPlan.of([ManifestSet(name="s", identity="2", manifests=(job,))])
     assert any("deletes Job n/j" in problem for problem in update_problems(before, moved))
+
+
+@pytest.mark.parametrize("config_data", [DEFAULT_ON, EXAMPLE], ids=["default", "example"])
+def test_the_stacks_plan_is_the_review_plan_with_the_file_systems_values_filled_in(
+    config_data: dict[str, Any],
+) -> None:
+    """The stack renders the charts once (for review) and fills in the file system's deploy-time
+    values; that must be exactly what rendering with those values gives."""
+    config = parse_config(config_data)
+    values = {"file_system_id": "fs-0abc", "dns_name": "fs-0abc.fsx.example", "mount_name": "m0abc"}
+    filled = applied_plan(review_plan(config), **values)
+    rendered = kubernetes_plan(config, file_system=file_system_values(config, **values))
+    assert json.dumps(filled, default=vars, sort_keys=True) == json.dumps(
+        rendered, default=vars, sort_keys=True
+    )
+    assert "fs-0abc" in json.dumps(filled, default=vars)
