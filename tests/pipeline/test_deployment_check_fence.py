@@ -18,11 +18,11 @@ from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, PLATFORM_NAME
 from config import StackConfig, parse_config
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, fabric_check_job, job_fence_name
 from stacks.fabric_check_commands import pipeline_fabric_check_manifests
-from stacks.kubernetes_values import review_plan
 from tests.admission import Decision, admission_request, admit
 from tests.conftest import REPO_ROOT
 from tests.k8s.manifests import synth
 from tests.k8s_validation import assert_valid
+from tests.plans import shared_review_plan
 
 Manifest = dict[str, Any]
 CHECK_USER = "arn:aws:sts::111111111111:assumed-role/trainium-dev-us-west-2-deploy-check/check"
@@ -38,7 +38,7 @@ def fabric_config(*, taint: bool) -> StackConfig:
 def rendered(taint: bool) -> tuple[list[Manifest], Manifest]:
     """The chart as the stack builds it from the plan, and the one Job the pipeline creates."""
     config = fabric_config(taint=taint)
-    [job] = pipeline_fabric_check_manifests(config, review_plan(config))
+    [job] = pipeline_fabric_check_manifests(config, shared_review_plan(config))
     manifests = synth(
         lambda app: DeploymentCheckRbacChart(
             app,
