@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from cluster_facts.kubernetes_names import PLATFORM_NAMESPACE
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from config import ConfigError, StackConfig, load_config
 from k8s_charts.fabric_check import (
     ACTIVE_DEADLINE_SECONDS,
@@ -34,6 +36,7 @@ __all__ = [
     "commands",
     "main",
     "pipeline_fabric_check_jobs",
+    "pipeline_fabric_check_manifests",
     "pipeline_fabric_checks",
     "wait_seconds",
 ]
@@ -61,6 +64,20 @@ def pipeline_fabric_checks(config: StackConfig) -> tuple[FabricCheckValues, ...]
 def pipeline_fabric_check_jobs(config: StackConfig) -> list[str]:
     """The names of the Volcano Jobs the pipeline creates (its RBAC names them)."""
     return [job_name(check.node_group) for check in pipeline_fabric_checks(config)]
+
+
+def pipeline_fabric_check_manifests(
+    config: StackConfig, plan: KubernetesLayerPlan
+) -> list[Mapping[str, Any]]:
+    """The Volcano Jobs the pipeline creates, as ``plan`` rendered them: the files the synth writes
+    and what the check's admission policy admits (k8s_charts/deployment_check_rbac.py)."""
+    jobs = []
+    for check in pipeline_fabric_checks(config):
+        step = plan.step(job_name(check.node_group))
+        assert isinstance(step, ManifestSet)
+        [job] = step.manifests
+        jobs.append(job)
+    return jobs
 
 
 def commands(config: StackConfig, check: FabricCheckValues, *, out: str, config_path: str) -> list[str]:

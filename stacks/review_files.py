@@ -24,7 +24,7 @@ import yaml
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
 from config.model import StackConfig
 from k8s_charts.fabric_check import job_name
-from stacks.fabric_check_commands import pipeline_fabric_checks
+from stacks.fabric_check_commands import pipeline_fabric_check_manifests, pipeline_fabric_checks
 from stacks.kubernetes_values import review_plan
 
 if TYPE_CHECKING:
@@ -214,12 +214,9 @@ def fabric_check_job_file(stage_id: str, node_group: str) -> str:
 
 def write_fabric_check_jobs(config: StackConfig, *, stage_id: str, outdir: Path) -> list[Path]:
     """The Jobs the stage's deployment check runs (none unless fabric_check.pipeline is on)."""
-    plan = review_plan(config)
     written = []
-    for check in pipeline_fabric_checks(config):
-        step = plan.step(job_name(check.node_group))
-        assert isinstance(step, ManifestSet)
-        [job] = step.manifests
+    jobs = pipeline_fabric_check_manifests(config, review_plan(config))
+    for check, job in zip(pipeline_fabric_checks(config), jobs, strict=True):
         path = outdir / fabric_check_job_file(stage_id, check.node_group)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(job, indent=1) + "\n")

@@ -37,11 +37,11 @@ from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
+from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, fabric_check_job
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.plan import render
-from stacks.fabric_check_commands import pipeline_fabric_check_jobs
+from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
 from stacks.kubernetes_values import applied_plan, review_plan, root_zones
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
@@ -336,7 +336,11 @@ class TrainiumStack(Stack):
                         app,
                         name,
                         group=DEPLOYMENT_CHECK_GROUP,
-                        fabric_check_jobs=pipeline_fabric_check_jobs(config),
+                        # Read from the rendered Jobs: the admission policy admits exactly those.
+                        fabric_check_jobs=[
+                            fabric_check_job(job)
+                            for job in pipeline_fabric_check_manifests(config, self.kubernetes_plan)
+                        ],
                         fabric_check_namespace=PLATFORM_NAMESPACE,
                     )
                 ),

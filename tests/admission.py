@@ -162,11 +162,16 @@ def admission_request(
     sub_resource: str = "",
     extra: Mapping[str, list[str]] | None = None,
     kind: str = "Pod",
+    group: str = "",
+    version: str = "v1",
+    groups: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """An AdmissionRequest as CEL sees it: omitempty fields are absent when empty."""
-    gvr = {"group": "", "version": "v1", "resource": resource}
-    gvk = {"group": "", "version": "v1", "kind": kind}
-    user_info: dict[str, Any] = {"username": user, "groups": ["system:authenticated"]}
+    """An AdmissionRequest as CEL sees it: omitempty fields are absent when empty. ``group`` and
+    ``version`` are the resource's API group and version; ``groups`` the user's, beside
+    ``system:authenticated``."""
+    gvr = {"group": group, "version": version, "resource": resource}
+    gvk = {"group": group, "version": version, "kind": kind}
+    user_info: dict[str, Any] = {"username": user, "groups": [*groups, "system:authenticated"]}
     if extra:
         user_info["extra"] = {key: list(values) for key, values in extra.items()}
     request: dict[str, Any] = {

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from config import StackConfig, load_config, parse_config
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart
+from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, FabricCheckJob
 from stacks.deployment_check import (
     deployment_check_env,
     deployment_check_script,
@@ -463,13 +463,18 @@ def test_the_fabric_check_is_off_by_default_and_needs_a_reachable_api_server() -
     )
 
 
+IMAGE = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx@sha256:" + "0" * 64
+
+
 def test_the_checks_rbac_runs_only_the_named_fabric_checks() -> None:
     manifests = synth(
         lambda app: DeploymentCheckRbacChart(
             app,
             "rbac",
             group="trainium-deployment-check",
-            fabric_check_jobs=["fabric-check-trn1-32xl"],
+            fabric_check_jobs=[
+                FabricCheckJob(name="fabric-check-trn1-32xl", namespace="trainium-system", images=(IMAGE,))
+            ],
             fabric_check_namespace="trainium-system",
         )
     )
@@ -491,5 +496,23 @@ def test_the_checks_rbac_runs_only_the_named_fabric_checks() -> None:
             "verbs": ["get"],
         },
     ]
+    # Its create is fenced by the admission policy (tests/pipeline/test_deployment_check_fence.py).
+    assert [m["kind"] for m in manifests if m["kind"].startswith("ValidatingAdmissionPolicy")] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
     without = synth(lambda app: DeploymentCheckRbacChart(app, "rbac", group="trainium-deployment-check"))
     assert not any(m["metadata"].get("namespace") == "trainium-system" for m in without)
+    assert not any(m["kind"].startswith("ValidatingAdmissionPolicy") for m in without)
+    with pytest.raises(ValueError, match="fabric check jobs fabric-check-x are not in trainium-system"):
+        synth(
+            lambda app: DeploymentCheckRbacChart(
+                app,
+                "rbac",
+                group="trainium-deployment-check",
+                fabric_check_jobs=[
+                    FabricCheckJob(name="fabric-check-x", namespace="team-a", images=(IMAGE,))
+                ],
+                fabric_check_namespace="trainium-system",
+            )
+        )
