@@ -631,15 +631,19 @@ def test_a_stage_with_the_fabric_check_gives_its_check_the_jobs_the_rights_and_t
     # The stage's check may run exactly that job, once the fabric-checks step has made its namespace ready.
     [template_file] = (outdir / "assembly-Dev").glob("DevTrainiumStack*.template.json")
     resources = json.loads(template_file.read_text())["Resources"]
-    [rbac] = [
-        resource
-        for resource in resources.values()
+    [(rbac_id, rbac)] = [
+        (logical_id, resource)
+        for logical_id, resource in resources.items()
         if "fabric-check-trn1-32xl-launcher-0" in json.dumps(resource) and "pods/log" in json.dumps(resource)
     ]
+    # The check's RBAC carries its own fence (the policy on the Jobs it may create); the fabric
+    # check's access (its taint policy) is another step, which the RBAC waits for.
+    assert "trainium-deployment-check-volcano-jobs" in json.dumps(rbac)
     [access] = [
         logical_id
         for logical_id, resource in resources.items()
-        if "ValidatingAdmissionPolicy" in json.dumps(resource)
+        if logical_id != rbac_id
+        and "ValidatingAdmissionPolicy" in json.dumps(resource)
         and "fabric-check-trn1-32xl" in json.dumps(resource)
     ]
     assert access in rbac.get("DependsOn", [])
