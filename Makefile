@@ -151,7 +151,11 @@ check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole st
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
 
 test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 5 minutes)
-	$(BIN)/python -m pytest
+	# Everything but the runtime tests on both cores (a module's tests on one worker, so a stack it
+	# synthesizes is synthesized once there); then the runtime tests alone, which time real etcd
+	# and torchrun agents and must not share the cores with other tests.
+	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime
+	$(BIN)/python -m pytest tests/runtime
 
 snapshot: setup ## rewrite tests/snapshots/ after an intended template change (review the diff)
 	UPDATE_SNAPSHOTS=1 $(BIN)/python -m pytest tests/test_snapshot.py
