@@ -7,13 +7,21 @@ code: ``cel_string`` refuses any value that could end one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cdk8s
 from constructs import Construct
 
-__all__ = ["admission_policy", "cel_string", "service_account_username"]
+__all__ = [
+    "admission_policy",
+    "cel_list",
+    "cel_string",
+    "refuse",
+    "same_except",
+    "service_account_policy_spec",
+    "service_account_username",
+]
 
 _API_VERSION = "admissionregistration.k8s.io/v1"
 
@@ -28,6 +36,63 @@ def cel_string(value: str) -> str:
     if not value or any(char in value for char in "'\"\\\n"):
         raise ValueError(f"{value!r} cannot be written as a CEL string literal here")
     return f"'{value}'"
+
+
+def cel_list(values: Sequence[str]) -> str:
+    """``values`` as a CEL list of string literals."""
+    return "[" + ", ".join(cel_string(value) for value in values) + "]"
+
+
+def same_except(new: str, old: str, ignored: Sequence[str]) -> str:
+    """CEL: the maps ``new`` and ``old`` have the same keys and values, keys in ``ignored`` aside.
+
+    CEL cannot delete a key from a map, so both directions are checked key by key; ``object`` and
+    ``oldObject`` are plain maps at admission (the API server converts them to unstructured).
+    """
+    keys = cel_list(ignored)
+    return (
+        f"{new}.all(k, k in {keys} || (k in {old} && {new}[k] == {old}[k])) && "
+        f"{old}.all(k, k in {keys} || k in {new})"
+    )
+
+
+def refuse(expression: str, message: str) -> dict[str, str]:
+    """A validation: the request is refused (403 Forbidden, ``message``) unless ``expression`` holds."""
+    return {"expression": expression, "message": message, "reason": "Forbidden"}
+
+
+def service_account_policy_spec(
+    *,
+    username: str,
+    resources: Sequence[str],
+    variables: Sequence[Mapping[str, str]],
+    validations: Sequence[Mapping[str, str]],
+) -> dict[str, Any]:
+    """A policy's spec that judges only ``username``'s CREATE, UPDATE and DELETE of the core
+    ``resources`` (CONNECT, for exec, attach and port-forward, is left to RBAC, which grants none),
+    and refuses the request when an expression fails (failurePolicy Fail)."""
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "resources": list(resources),
+                }
+            ]
+        },
+        "matchConditions": [
+            {
+                # Only this account's own requests are judged; nobody else's is touched.
+                "name": "this-service-account-only",
+                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
+            }
+        ],
+        "variables": list(variables),
+        "validations": list(validations),
+    }
 
 
 def admission_policy(

@@ -34,7 +34,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE, AUTOSCALER_STATUS_CONFIGMAP
-from k8s_charts.admission_policy import admission_policy, cel_string
+from k8s_charts.admission_policy import admission_policy, cel_list, cel_string
 
 __all__ = ["DeploymentCheckRbacChart", "FabricCheckJob", "fabric_check_job", "job_fence_name"]
 
@@ -94,15 +94,11 @@ def job_fence_name(group: str) -> str:
     return f"{group}-volcano-jobs"
 
 
-def _cel_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(cel_string(value) for value in values) + "]"
-
-
 def _cel_map(entries: Mapping[str, Sequence[str]]) -> str:
     """A CEL map from names to lists of strings (no empty list: Kubernetes' CEL types literals)."""
     return (
         "{"
-        + ", ".join(f"{cel_string(key)}: {_cel_list(values)}" for key, values in entries.items() if values)
+        + ", ".join(f"{cel_string(key)}: {cel_list(values)}" for key, values in entries.items() if values)
         + "}"
     )
 
@@ -168,7 +164,7 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
         f"!has(c.securityContext) || (!{_field_is(security, 'privileged', 'true')}"
         f" && !{_field_is(security, 'procMount', cel_string('Unmasked'))}"
         f" && (!has({security}.capabilities) || !has({security}.capabilities.add)"
-        f" || {security}.capabilities.add.all(x, x in {_cel_list(capabilities)})))"
+        f" || {security}.capabilities.add.all(x, x in {cel_list(capabilities)})))"
     )
     no_secrets = (
         "(!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef)))"
@@ -181,9 +177,9 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
         f" : {_field_is('p', 'automountServiceAccountToken', 'false')})"
     )
     validations = [
-        refuse(f"variables.name in {_cel_list(names)}", f"a Volcano Job named {', '.join(names)}"),
+        refuse(f"variables.name in {cel_list(names)}", f"a Volcano Job named {', '.join(names)}"),
         refuse(
-            f"has(request.namespace) && request.namespace in {_cel_list(namespaces)}",
+            f"has(request.namespace) && request.namespace in {cel_list(namespaces)}",
             f"in namespace {', '.join(namespaces)}",
         ),
         refuse(

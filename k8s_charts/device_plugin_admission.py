@@ -32,7 +32,14 @@ import cdk8s
 from constructs import Construct
 
 from cluster_facts.kubernetes_names import NEURON_RESOURCE
-from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
+from k8s_charts.admission_policy import (
+    admission_policy,
+    cel_string,
+    refuse,
+    same_except,
+    service_account_policy_spec,
+    service_account_username,
+)
 from k8s_charts.neuron_device_plugin import NAME as PLUGIN_NAME
 from k8s_charts.neuron_device_plugin import NAMESPACE as PLUGIN_NAMESPACE
 
@@ -47,23 +54,6 @@ _LABELS = {"app.kubernetes.io/name": PLUGIN_NAME}
 _SERVER_METADATA = ("managedFields", "resourceVersion")
 # The node status maps of extended resources the plugin publishes.
 _RESOURCE_LISTS = ("capacity", "allocatable")
-
-
-def _cel_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(cel_string(value) for value in values) + "]"
-
-
-def _same_except(new: str, old: str, ignored: Sequence[str]) -> str:
-    """CEL: the maps ``new`` and ``old`` have the same keys and values, keys in ``ignored`` aside.
-
-    CEL cannot delete a key from a map, so both directions are checked key by key; ``object`` and
-    ``oldObject`` are plain maps at admission (the API server converts them to unstructured).
-    """
-    keys = _cel_list(ignored)
-    return (
-        f"{new}.all(k, k in {keys} || (k in {old} && {new}[k] == {old}[k])) && "
-        f"{old}.all(k, k in {keys} || k in {new})"
-    )
 
 
 def _same_except_prefix(new: str, old: str, prefix: str) -> str:
@@ -83,9 +73,9 @@ def _variables(resource_prefix: str) -> list[dict[str, str]]:
         [
             "variables.isNodeStatusUpdate",
             "has(object.status) && has(oldObject.status)",
-            _same_except("object", "oldObject", ["metadata", "status"]),
-            _same_except("object.metadata", "oldObject.metadata", _SERVER_METADATA),
-            _same_except("object.status", "oldObject.status", _RESOURCE_LISTS),
+            same_except("object", "oldObject", ["metadata", "status"]),
+            same_except("object.metadata", "oldObject.metadata", _SERVER_METADATA),
+            same_except("object.status", "oldObject.status", _RESOURCE_LISTS),
             *(
                 _same_except_prefix(
                     f"variables.new{field.title()}", f"variables.old{field.title()}", resource_prefix
@@ -139,8 +129,8 @@ def _variables(resource_prefix: str) -> list[dict[str, str]]:
             "expression": " && ".join(
                 [
                     "variables.isPodUpdate",
-                    _same_except("object", "oldObject", ["metadata"]),
-                    _same_except("object.metadata", "oldObject.metadata", ["annotations", *_SERVER_METADATA]),
+                    same_except("object", "oldObject", ["metadata"]),
+                    same_except("object.metadata", "oldObject.metadata", ["annotations", *_SERVER_METADATA]),
                 ]
             ),
         },
@@ -154,9 +144,6 @@ def _variables(resource_prefix: str) -> list[dict[str, str]]:
 
 
 def _validations(resource_prefix: str) -> list[dict[str, str]]:
-    def refuse(expression: str, message: str) -> dict[str, str]:
-        return {"expression": expression, "message": message, "reason": "Forbidden"}
-
     return [
         refuse(
             "variables.nodeName != ''",
@@ -223,30 +210,11 @@ class DevicePluginAdmissionChart(cdk8s.Chart):
             self,
             name=name,
             labels=_LABELS,
-            spec={
-                # An error in an expression refuses the request rather than letting it through.
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            # CONNECT (exec, attach, port-forward) is left to RBAC, which grants none.
-                            "operations": ["CREATE", "UPDATE", "DELETE"],
-                            "resources": ["pods", "pods/*", "nodes", "nodes/*"],
-                        }
-                    ]
-                },
-                "matchConditions": [
-                    {
-                        # Only the service account's own requests are judged; nobody else's is touched.
-                        "name": "this-service-account-only",
-                        "expression": "has(request.userInfo.username)"
-                        f" && request.userInfo.username == {cel_string(username)}",
-                    }
-                ],
-                "variables": _variables(resource_prefix),
-                "validations": _validations(resource_prefix),
-            },
+            spec=service_account_policy_spec(
+                username=username,
+                resources=["pods", "pods/*", "nodes", "nodes/*"],
+                variables=_variables(resource_prefix),
+                validations=_validations(resource_prefix),
+            ),
             binding_spec={"validationActions": actions},
         )

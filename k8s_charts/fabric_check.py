@@ -52,7 +52,14 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
-from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
+from k8s_charts.admission_policy import (
+    admission_policy,
+    cel_string,
+    refuse,
+    same_except,
+    service_account_policy_spec,
+    service_account_username,
+)
 from k8s_charts.policy_exceptions import policy_exceptions
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
@@ -404,15 +411,6 @@ class FabricCheckChart(cdk8s.Chart):
         )
 
 
-def _same_except(new: str, old: str, ignored: list[str]) -> str:
-    """CEL: the maps ``new`` and ``old`` agree on every key but those in ``ignored``."""
-    keys = "[" + ", ".join(cel_string(key) for key in ignored) + "]"
-    return (
-        f"{new}.all(k, k in {keys} || (k in {old} && {new}[k] == {old}[k])) && "
-        f"{old}.all(k, k in {keys} || k in {new})"
-    )
-
-
 def _is_the_taint(variable: str) -> str:
     taint = FABRIC_CHECK_TAINT
     return (
@@ -464,11 +462,11 @@ def _taint_policy(*, node_group: str, username: str) -> dict[str, Any]:
             "expression": " && ".join(
                 [
                     "variables.isNodeUpdate",
-                    _same_except("object", "oldObject", ["metadata", "spec"]),
-                    _same_except(
+                    same_except("object", "oldObject", ["metadata", "spec"]),
+                    same_except(
                         "object.metadata", "oldObject.metadata", ["managedFields", "resourceVersion"]
                     ),
-                    _same_except("variables.newSpec", "variables.oldSpec", ["taints"]),
+                    same_except("variables.newSpec", "variables.oldSpec", ["taints"]),
                 ]
             ),
         },
@@ -480,9 +478,6 @@ def _taint_policy(*, node_group: str, username: str) -> dict[str, Any]:
         },
     ]
 
-    def refuse(expression: str, message: str) -> dict[str, str]:
-        return {"expression": expression, "message": message, "reason": "Forbidden"}
-
     who = f"the fabric check of node group {node_group}"
     validations = [
         refuse("variables.isNodeUpdate", f"{who} may only update nodes"),
@@ -492,27 +487,9 @@ def _taint_policy(*, node_group: str, username: str) -> dict[str, Any]:
             f"{who} may only add the taint {taint_text()} to a node",
         ),
     ]
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [
-                {
-                    "apiGroups": [""],
-                    "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE", "DELETE"],
-                    "resources": ["nodes", "nodes/*"],
-                }
-            ]
-        },
-        "matchConditions": [
-            {
-                "name": "this-service-account-only",
-                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
-            }
-        ],
-        "variables": variables,
-        "validations": validations,
-    }
+    return service_account_policy_spec(
+        username=username, resources=["nodes", "nodes/*"], variables=variables, validations=validations
+    )
 
 
 class FabricCheckAccessChart(cdk8s.Chart):

@@ -36,7 +36,15 @@ from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION, NODE_GROUP_LABEL
 from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_text
-from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
+from k8s_charts.admission_policy import (
+    admission_policy,
+    cel_list,
+    cel_string,
+    refuse,
+    same_except,
+    service_account_policy_spec,
+    service_account_username,
+)
 from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
@@ -113,19 +121,6 @@ class GangWatchdogValues:
             raise ValueError(problem)
 
 
-def _cel_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(cel_string(value) for value in values) + "]"
-
-
-def _same_except(new: str, old: str, ignored: Sequence[str]) -> str:
-    """CEL: the maps ``new`` and ``old`` agree on every key but those in ``ignored``."""
-    keys = _cel_list(ignored)
-    return (
-        f"{new}.all(k, k in {keys} || (k in {old} && {new}[k] == {old}[k])) && "
-        f"{old}.all(k, k in {keys} || k in {new})"
-    )
-
-
 def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
     """The admission policy's spec: ``username`` may only cordon or uncordon Trainium nodes, with its mark.
 
@@ -158,7 +153,7 @@ def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
             # The node's group as stored before the change: a request cannot relabel its way in.
             "name": "isTrainiumNode",
             "expression": f"{update} && has(oldObject.metadata.labels) && {label} in oldObject.metadata.labels"
-            f" && oldObject.metadata.labels[{label}] in {_cel_list(node_groups)}",
+            f" && oldObject.metadata.labels[{label}] in {cel_list(node_groups)}",
         },
         {
             # Nothing but spec.unschedulable, the watchdog's annotation and the server's own metadata.
@@ -166,12 +161,12 @@ def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
             "expression": " && ".join(
                 [
                     update,
-                    _same_except("object", "oldObject", ["metadata", "spec"]),
-                    _same_except("object.metadata", "oldObject.metadata", [*_SERVER_METADATA, "annotations"]),
-                    _same_except(
+                    same_except("object", "oldObject", ["metadata", "spec"]),
+                    same_except("object.metadata", "oldObject.metadata", [*_SERVER_METADATA, "annotations"]),
+                    same_except(
                         "variables.newAnnotations", "variables.oldAnnotations", [GANG_WATCHDOG_ANNOTATION]
                     ),
-                    _same_except("variables.newSpec", "variables.oldSpec", ["unschedulable"]),
+                    same_except("variables.newSpec", "variables.oldSpec", ["unschedulable"]),
                 ]
             ),
         },
@@ -180,9 +175,6 @@ def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
         {"name": "newMarked", "expression": f"{update} && {mark} in variables.newAnnotations"},
         {"name": "oldMarked", "expression": f"{update} && {mark} in variables.oldAnnotations"},
     ]
-
-    def refuse(expression: str, message: str) -> dict[str, str]:
-        return {"expression": expression, "message": message, "reason": "Forbidden"}
 
     who = "the gang watchdog"
     validations = [
@@ -204,27 +196,9 @@ def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
             f"{who} may not change a node that someone else cordoned",
         ),
     ]
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [
-                {
-                    "apiGroups": [""],
-                    "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE", "DELETE"],
-                    "resources": ["nodes", "nodes/*"],
-                }
-            ]
-        },
-        "matchConditions": [
-            {
-                "name": "this-service-account-only",
-                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
-            }
-        ],
-        "variables": variables,
-        "validations": validations,
-    }
+    return service_account_policy_spec(
+        username=username, resources=["nodes", "nodes/*"], variables=variables, validations=validations
+    )
 
 
 class GangWatchdogAdmissionChart(cdk8s.Chart):
