@@ -15,11 +15,8 @@ import copy
 import functools
 import importlib.util
 import io
-import json
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -43,6 +40,7 @@ from tests.k8s.test_fabric_check import (
     verdict,
 )
 from tests.k8s_validation import assert_valid
+from tests.stand_in_api import json_api
 
 # The two workers' sshd on loopback, as the launcher's tests use it (a fixture of that module).
 workers_listening = fabric_check_tests.workers_listening
@@ -205,33 +203,14 @@ class FakeApi:
 def api() -> Iterator[tuple[FakeApi, str]]:
     state = FakeApi(policy=access())
 
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            assert self.headers["Authorization"] == "Bearer launcher-token"
-            if body is not None:
-                assert self.headers["Content-Type"] == "application/json-patch+json"
-            status, answer = state.handle(self.command, self.path, body)
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(method: str, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
+        assert headers["Authorization"] == "Bearer launcher-token"
+        if body is not None:
+            assert headers["Content-Type"] == "application/json-patch+json"
+        return state.handle(method, path, body)
 
-        do_GET = do_PATCH = _serve
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with json_api(answer) as url:
+        yield state, url
 
 
 @pytest.fixture

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +43,7 @@ from tests.admission import Decision, admission_request, admit
 from tests.conftest import REPO_ROOT
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
+from tests.stand_in_api import json_api
 
 PROGRAM = REPO_ROOT / "k8s_charts" / "scripts" / "gang_watchdog.py"
 PLATFORM = "trainium-system"
@@ -346,35 +345,15 @@ class FakeApi:
 def api() -> Iterator[tuple[FakeApi, str]]:
     state = FakeApi()
 
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            if self.headers["Authorization"] != f"Bearer {TOKEN}":
-                status, answer = 401, {"kind": "Status", "code": 401}
-            else:
-                if body is not None:
-                    assert self.headers["Content-Type"] == "application/merge-patch+json"
-                status, answer = state.handle(self.command, self.path, body)
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(method: str, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
+        if headers["Authorization"] != f"Bearer {TOKEN}":
+            return 401, {"kind": "Status", "code": 401}
+        if body is not None:
+            assert headers["Content-Type"] == "application/merge-patch+json"
+        return state.handle(method, path, body)
 
-        do_GET = do_PATCH = _serve
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with json_api(answer) as url:
+        yield state, url
 
 
 @pytest.fixture
