@@ -93,6 +93,14 @@ CHANGES = {
             "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.2-ubuntu24.04",
         ),
     ),
+    "the gang watchdog switched off": (
+        DEFAULT_ON,
+        with_change(DEFAULT_ON, "autoscaler.gang_watchdog", False),
+    ),
+    "a longer provision time (the watchdog's threshold)": (
+        DEFAULT_ON,
+        with_change(DEFAULT_ON, "autoscaler.max_node_provision_minutes", 30),
+    ),
     "more nodes": (run_change(EXAMPLE, "nodes", 2), EXAMPLE),
     "fewer nodes": (EXAMPLE, run_change(EXAMPLE, "nodes", 2)),
     "a larger file system": (DEFAULT_ON, with_change(DEFAULT_ON, "fsx.storage_capacity_gib", 2400)),
