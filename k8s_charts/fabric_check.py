@@ -60,6 +60,7 @@ from k8s_charts.admission_policy import (
     service_account_policy_spec,
     service_account_username,
 )
+from k8s_charts.pod_programs import API_CLIENT
 from k8s_charts.policy_exceptions import policy_exceptions
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
@@ -326,8 +327,8 @@ class FabricCheckChart(cdk8s.Chart):
         launcher = {
             "name": "launcher",
             "image": image,
-            # k8s_charts/scripts/fabric_check_launcher.sh with fabric_verdict.py as "$1" and
-            # fabric_taint.py as "$2".
+            # k8s_charts/scripts/fabric_check_launcher.sh with fabric_verdict.py as "$1",
+            # fabric_taint.py as "$2" and the API client it imports as "$3".
             "command": [
                 "/bin/bash",
                 "-c",
@@ -335,6 +336,7 @@ class FabricCheckChart(cdk8s.Chart):
                 "fabric-check-launcher",
                 VERDICT_PROGRAM,
                 TAINT_PROGRAM,
+                API_CLIENT,
             ],
             "env": [
                 *_environment(launcher_environment),

@@ -22,7 +22,6 @@ Two steps of the plan:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -35,7 +34,6 @@ from constructs import Construct
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION, NODE_GROUP_LABEL
 from cluster_facts.kubernetes_plan import ManifestSet
-from cluster_facts.script_files import script_text
 from k8s_charts.admission_policy import (
     admission_policy,
     cel_list,
@@ -45,6 +43,7 @@ from k8s_charts.admission_policy import (
     service_account_policy_spec,
     service_account_username,
 )
+from k8s_charts.pod_programs import program_digest, program_files
 from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
@@ -74,8 +73,10 @@ GANG_WATCHDOG_LABELS: dict[str, str] = {
     "app.kubernetes.io/name": NAME,
     "app.kubernetes.io/component": "capacity",
 }
-PROGRAM = script_text("k8s_charts", "gang_watchdog.py")
 _PROGRAM_FILE = "gang_watchdog.py"
+# The program and the API client it imports, side by side in the ConfigMap.
+PROGRAM_FILES = program_files(_PROGRAM_FILE)
+PROGRAM = PROGRAM_FILES[_PROGRAM_FILE]
 _PROGRAM_DIR = "/opt/gang-watchdog"
 _UID = 65532  # any non-root uid: the program writes nothing
 # The watchdog's writes are node updates; the server's own metadata changes with every write.
@@ -289,9 +290,7 @@ class GangWatchdogChart(cdk8s.Chart):
                 role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=NAME),
                 subjects=[subject],
             )
-        k8s.KubeConfigMap(
-            self, "Program", metadata=metadata(namespace=namespace), data={_PROGRAM_FILE: PROGRAM}
-        )
+        k8s.KubeConfigMap(self, "Program", metadata=metadata(namespace=namespace), data=PROGRAM_FILES)
         k8s.KubeDeployment(
             self,
             "Deployment",
@@ -308,7 +307,7 @@ class GangWatchdogChart(cdk8s.Chart):
                     metadata=k8s.ObjectMeta(
                         labels=labels,
                         # A new program is a new pod: the ConfigMap alone would not restart it.
-                        annotations={"trainium/program-sha256": hashlib.sha256(PROGRAM.encode()).hexdigest()},
+                        annotations={"trainium/program-sha256": program_digest(PROGRAM_FILES)},
                     ),
                     spec=_pod_spec(values),
                 ),

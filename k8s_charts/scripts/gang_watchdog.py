@@ -35,32 +35,26 @@ Every write is a merge patch carrying the node's resourceVersion (a concurrent c
 the next pass reads again). One line per decision on stdout. An API error ends the pass, is logged,
 and the next pass retries; ``--once`` runs one pass and exits 0, or 1 when the pass met an error.
 
-The API server: ``KUBERNETES_SERVICE_HOST``/``_PORT`` in the pod; ``GANG_WATCHDOG_API_URL``,
-``GANG_WATCHDOG_TOKEN_FILE`` and ``GANG_WATCHDOG_CA_FILE`` override the address, the
-service-account token and CA (tests point them at a stand-in on loopback).
+The API server is reached through ``kube_api`` (k8s_charts/scripts/kube_api.py, in the same
+ConfigMap): the pod's service account, or the ``KUBE_API_*`` overrides tests point at loopback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import ssl
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kube_api import Api, ApiError, in_cluster
+
 __all__ = ["main", "parse_quantity", "run_pass"]
 
-_SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-_TIMEOUT_SECONDS = 30
 # Volcano's job controller names a pod's PodGroup in this annotation (volcano v1.15.1
 # staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/labels.go, KubeGroupNameAnnotationKey).
 _GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -71,50 +65,6 @@ _SIGNATURE_REASON = "Schedulable"
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
 
 Obj = Mapping[str, Any]
-
-
-class ApiError(Exception):
-    """A request to the API server failed."""
-
-
-# --- The API --------------------------------------------------------------------------------------
-
-
-class Api:
-    def __init__(self, *, server: str, token: str, ca_file: str | None) -> None:
-        self.server = server.rstrip("/")
-        self.token = token
-        self.context = (
-            ssl.create_default_context(cafile=ca_file) if self.server.startswith("https:") else None
-        )
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.server + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self.context) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            detail = error.read(300).decode("utf-8", "replace").strip()
-            raise ApiError(f"{method} {path}: HTTP {error.code} {detail}") from None
-        except (OSError, ValueError) as error:
-            raise ApiError(f"{method} {path}: {error}") from None
-
-    def items(self, path: str, **query: str) -> list[dict[str, Any]]:
-        """Every item of a list, following ``continue`` tokens."""
-        found: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            parameters = {**query, "limit": "500", **({"continue": token} if token else {})}
-            answer = self.call("GET", f"{path}?{urllib.parse.urlencode(parameters)}")
-            found.extend(answer.get("items") or [])
-            token = (answer.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return found
 
 
 # --- Reading objects ------------------------------------------------------------------------------
@@ -591,17 +541,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _server() -> str:
-    override = os.environ.get("GANG_WATCHDOG_API_URL")
-    if override:
-        return override
-    host = os.environ.get("KUBERNETES_SERVICE_HOST")
-    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    if not host:
-        return "https://kubernetes.default.svc"
-    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     if not arguments.namespaces or not arguments.node_groups or arguments.threshold_minutes <= 0:
@@ -614,8 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         annotation=arguments.annotation,
         threshold_seconds=arguments.threshold_minutes * 60,
     )
-    token_file = os.environ.get("GANG_WATCHDOG_TOKEN_FILE", f"{_SERVICE_ACCOUNT}/token")
-    ca_file = os.environ.get("GANG_WATCHDOG_CA_FILE", f"{_SERVICE_ACCOUNT}/ca.crt")
+    api = in_cluster()
     if not arguments.once:
         print(
             f"gang watchdog: namespaces {','.join(settings.namespaces)}, node groups {','.join(settings.node_groups)}, "
@@ -624,14 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     while True:
         try:
-            # Read every pass: the kubelet rotates the projected token.
-            with open(token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
-            api = Api(server=_server(), token=token, ca_file=ca_file)
             ok = run_pass(api, settings, now=datetime.now(UTC), log=lambda line: print(line, flush=True))
-        except (OSError, ssl.SSLError) as error:
-            print(f"error: cannot reach the API server ({error}); retrying next pass", flush=True)
-            ok = False
         except (ValueError, KeyError, TypeError) as error:
             # An object this program cannot read: nothing is changed on its account.
             print(f"error: unreadable object in the API's answer ({error!r}); retrying next pass", flush=True)

@@ -3,7 +3,6 @@ with a stand-in nccom-test, and the Volcano Job and NetworkPolicy its chart rend
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -15,7 +14,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -36,6 +34,7 @@ from tests.conftest import REPO_ROOT
 from tests.guardrails.test_k8s_policy import checkov, failures
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
+from tests.pod_programs import program
 
 SAMPLES = Path(__file__).parent / "fabric_samples"
 VERDICT_FILE = REPO_ROOT / "k8s_charts" / "scripts" / "fabric_verdict.py"
@@ -44,17 +43,7 @@ TRN1 = CATALOG["trn1.32xlarge"]
 GIB = 1024**3
 
 
-def load_verdict() -> ModuleType:
-    """k8s_charts/scripts/fabric_verdict.py as a module: it is a pod script, not a package module."""
-    spec = importlib.util.spec_from_file_location("fabric_verdict", VERDICT_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-verdict = load_verdict()
+verdict = program("fabric_verdict")
 
 
 def sample(name: str) -> str:

@@ -11,7 +11,6 @@ program really sends.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from tests.admission import Decision, admission_request, admit
 from tests.conftest import REPO_ROOT
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
+from tests.pod_programs import program
 from tests.stand_in_api import json_api
 
 PROGRAM = REPO_ROOT / "k8s_charts" / "scripts" / "gang_watchdog.py"
@@ -362,9 +362,9 @@ def environment(api: tuple[FakeApi, str], tmp_path: Path) -> dict[str, str]:
     token.write_text(f"{TOKEN}\n")
     return {
         "PATH": os.environ.get("PATH", ""),
-        "GANG_WATCHDOG_API_URL": api[1],
-        "GANG_WATCHDOG_TOKEN_FILE": str(token),
-        "GANG_WATCHDOG_CA_FILE": str(tmp_path / "no-ca.crt"),
+        "KUBE_API_URL": api[1],
+        "KUBE_API_TOKEN_FILE": str(token),
+        "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
     }
 
 
@@ -784,21 +784,16 @@ def test_the_loop_retries_after_an_error_and_then_acts(
 
 @pytest.mark.process
 def test_a_missing_token_fails_the_pass(api: tuple[FakeApi, str], environment: dict[str, str]) -> None:
-    status, output = run_once({**environment, "GANG_WATCHDOG_TOKEN_FILE": "/nonexistent/token"})
+    status, output = run_once({**environment, "KUBE_API_TOKEN_FILE": "/nonexistent/token"})
     assert status == 1
-    assert output.startswith("error: cannot reach the API server")
+    assert output.startswith("error: no service-account token")
 
 
 # --- The program's reading of quantities (the pods' requests against the nodes' allocatable) ----------------------
 
 
-def test_quantities_are_read_as_kubernetes_writes_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = importlib.util.spec_from_file_location("gang_watchdog", PROGRAM)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "gang_watchdog", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    parse = module.parse_quantity
+def test_quantities_are_read_as_kubernetes_writes_them() -> None:
+    parse = program("gang_watchdog").parse_quantity
     assert parse("100m") == pytest.approx(0.1)
     assert parse("448Gi") == 448 * 2**30
     assert parse("16") == 16

@@ -7,7 +7,6 @@ the whole default plan through tests/netpol.py, the pod through tests/pod_securi
 from __future__ import annotations
 
 import copy
-import hashlib
 from functools import cache
 from typing import Any
 
@@ -31,13 +30,15 @@ from k8s_charts.gang_watchdog import (
     GANG_WATCHDOG_LABELS,
     NAME,
     PROGRAM,
+    PROGRAM_FILES,
     STEP,
     GangWatchdogAdmissionChart,
     GangWatchdogValues,
 )
 from k8s_charts.plan import TEAMS_STEP
+from k8s_charts.pod_programs import program_digest
 from tests.admission import Decision, admission_request, admit
-from tests.conftest import DEFAULT_CONFIG
+from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
 from tests.netpol import Cluster, Pod
@@ -321,7 +322,11 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
     ]["limits"]
     # No toleration for the Trainium taint: the system nodes.
     assert "tolerations" not in spec and "nodeSelector" not in spec
-    assert only(objects, "ConfigMap")["data"] == {"gang_watchdog.py": PROGRAM}
+    # The program beside the one API client the platform's programs share.
+    assert only(objects, "ConfigMap")["data"] == {
+        "gang_watchdog.py": PROGRAM,
+        "kube_api.py": (REPO_ROOT / "k8s_charts" / "scripts" / "kube_api.py").read_text(),
+    }
     assert container["command"] == ["python", "/opt/gang-watchdog/gang_watchdog.py"]
     assert container["args"] == [
         "--namespaces=training",
@@ -333,12 +338,13 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
     ]
 
 
-def test_a_new_program_rolls_the_deployment() -> None:
+def test_a_new_program_or_api_client_rolls_the_deployment() -> None:
     template = only(manifests(), "Deployment")["spec"]["template"]
-    assert (
-        template["metadata"]["annotations"]["trainium/program-sha256"]
-        == hashlib.sha256(PROGRAM.encode()).hexdigest()
-    )
+    digest = template["metadata"]["annotations"]["trainium/program-sha256"]
+    assert digest == program_digest(PROGRAM_FILES)
+    for name in PROGRAM_FILES:
+        changed = {**PROGRAM_FILES, name: PROGRAM_FILES[name] + "# changed\n"}
+        assert program_digest(changed) != digest, name
 
 
 def test_the_image_is_the_pinned_python_through_the_accounts_cache() -> None:
