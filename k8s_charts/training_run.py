@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cdk8s
@@ -45,6 +45,7 @@ from cluster_facts.kubernetes_names import (
     NODE_GROUP_LABEL,
     RUNS_ROOT,
     SAFE_TO_EVICT_ANNOTATION,
+    STUCK_MINUTES_ANNOTATION,
     dataset_variable,
 )
 from cluster_facts.script_files import script_body
@@ -119,6 +120,10 @@ class TrainingRun:
     pod_labels: Mapping[str, str]
     run_as: int
     """The team's uid (and gid): owner of its directory, never root (root is squashed on Trainium nodes)."""
+    stuck_minutes: int | None = None
+    """The run's own limit for holding Trainium nodes without progress (the Job's annotation read by
+    the gang watchdog); None: the cluster's. Not hashed into the run's id: a Job's annotations may
+    change in place, so a new limit does not restart the run."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -280,6 +285,9 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
 
 def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
     labels = {"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": run_id_value}
+    job_annotations = dict(_POLICY_EXCEPTIONS)
+    if run.stuck_minutes is not None:
+        job_annotations[STUCK_MINUTES_ANNOTATION] = str(run.stuck_minutes)
     restart_on = [
         vc.JobSpecTasksPolicies(event=event, action="RestartJob")
         for event in (vc.JobSpecTasksPoliciesEvent.POD_EVICTED, vc.JobSpecTasksPoliciesEvent.POD_FAILED)
@@ -289,7 +297,7 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
         scope,
         "Job",
         metadata=cdk8s.ApiObjectMetadata(
-            name=run_id_value, namespace=run.namespace, labels=labels, annotations=_POLICY_EXCEPTIONS
+            name=run_id_value, namespace=run.namespace, labels=labels, annotations=job_annotations
         ),
         spec=vc.JobSpec(
             scheduler_name="volcano",
@@ -385,7 +393,8 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
 def run_id(run: TrainingRun) -> str:
     """``<name>-<hash>``: eight hex digits of a hash of everything the Job would hold."""
     try:
-        digest = spec_hash(lambda scope, name: _job(scope, run, name), kind="Job")
+        unlimited = replace(run, stuck_minutes=None)
+        digest = spec_hash(lambda scope, name: _job(scope, unlimited, name), kind="Job")
     except ValueError:
         raise ValueError(
             f"run {run.name!r} holds a deploy-time token; its identity must be known at synth"
