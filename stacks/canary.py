@@ -90,12 +90,14 @@ class Canary:
         return [e for e in events if (e.get("involvedObject") or {}).get("name", "").startswith(run_id)]
 
     def _log(self, pod: Obj) -> str:
+        # The raw answer: the client's own decoding of a text body returns the repr of its bytes.
         try:
-            text: str = self.core.read_namespaced_pod_log(
-                pod["metadata"]["name"], self.run.namespace, container="trainer"
+            answer = self.core.read_namespaced_pod_log(
+                pod["metadata"]["name"], self.run.namespace, container="trainer", _preload_content=False
             )
         except Exception:  # noqa: BLE001 (no log yet: the container has not started)
             return ""
+        text: str = answer.data.decode("utf-8", "replace")
         return text
 
     def _delete(self, obj: Obj) -> None:
@@ -138,6 +140,12 @@ class Canary:
             self._scale_down(used, begun)
         for stage, why in NOT_MEASURED.items():
             self.report.skipped(stage, why)
+        if self.report.failure is None:
+            missing = self.report.next_pending
+            if missing is not None:
+                self.report.failed(
+                    missing, self.clock() - begun, "the run ended without this stage being seen"
+                )
         self._say()
         self.out(self.report.lines()[-1])
         return 0 if self.report.failure is None else 1
@@ -322,6 +330,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout-minutes", type=float, help="how long the run may take (default: provision time + 30)"
     )
+    parser.add_argument(
+        "--scale-down-minutes",
+        type=float,
+        help="how long the nodes may stay after the run (default: the autoscaler's unneeded time + 5)",
+    )
     parser.add_argument("--poll-seconds", type=float, default=10.0)
     parser.add_argument(
         "--tensorboard-url",
@@ -351,7 +364,8 @@ def canary_for(config: StackConfig, arguments: argparse.Namespace, core: Any, cu
         run=run,
         timeout_seconds=timeout * 60,
         # The autoscaler's unneeded time, its pass and a node's termination.
-        scale_down_seconds=(config.autoscaler.scale_down_unneeded_minutes + 5) * 60,
+        scale_down_seconds=(arguments.scale_down_minutes or config.autoscaler.scale_down_unneeded_minutes + 5)
+        * 60,
         poll_seconds=arguments.poll_seconds,
         tensorboard_runs=_tensorboard_reader(arguments.tensorboard_url)
         if arguments.tensorboard_url
