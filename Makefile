@@ -50,7 +50,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint check test snapshot bench crds vendor-charts clean runtime-env lock
+.PHONY: help setup synth diff deploy destroy preflight runs fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -181,6 +181,9 @@ vendor-charts: $(PY_STAMP) ## re-copy charts/ from the upstream tags and rewrite
 # the diff, then commit the locks.
 UV_COMPILE := $(BIN)/uv pip compile --no-config --quiet --generate-hashes --python-version 3.11.7 \
 	--python-platform x86_64-unknown-linux-gnu --custom-compile-command "make lock"
+
+canary: $(PY_STAMP) ## run the canary on the deployed cluster of CONFIG: every stage of a run, pass or fail (docs/health.md)
+	$(BIN)/python -m stacks.canary --config $(or $(CONFIG),config/default.yaml) $(CANARY_ARGS)
 
 lock: $(PY_STAMP) ## recompile the hashed locks (*.lock) after a change to requirements*.txt or constraints.txt
 	$(UV_COMPILE) requirements.txt -c constraints.txt -o requirements.lock

@@ -38,6 +38,7 @@ __all__ = [
     "ROOT_SQUASH_ID",
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
+    "STUCK_MINUTES_ANNOTATION",
     "TEAMS_DIR",
     "TEAM_NAMESPACE_LABEL",
     "TORCHX_POD_LABELS",
@@ -78,6 +79,10 @@ FABRIC_CHECK_TAINT: dict[str, str] = {
 # by someone else, and the watchdog never touches it; `kubectl uncordon` leaves it, and the
 # watchdog then removes it.
 GANG_WATCHDOG_ANNOTATION = "trainium/gang-watchdog-cordoned-for"
+
+# A run's own limit, in minutes, on its Volcano Job: how long its pods may hold Trainium nodes
+# without progressing before the gang watchdog ends it (k8s_charts/scripts/stuck_runs.py).
+STUCK_MINUTES_ANNOTATION = "trainium/stuck-minutes"
 
 # The well-known label the kubelet sets from the EC2 instance type.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

@@ -43,11 +43,13 @@ from config.fields import (
     _Section,
 )
 from config.workloads import (
+    DEFAULT_STUCK_RUN_MINUTES,
     DEFAULT_TEAMS,
     DatasetSettings,
     MovedSection,
     RunSettings,
     TeamSettings,
+    stuck_minutes_in_range,
 )
 
 __all__ = [
@@ -525,6 +527,12 @@ class AutoscalerSettings(_Section):
     gang_watchdog: bool = True
     """Cordon the idle Trainium nodes that keep a partly placeable gang from scaling up, after
     ``max_node_provision_minutes`` (docs/capacity.md, "A gang that only partly fits")."""
+    stuck_run_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = (
+        DEFAULT_STUCK_RUN_MINUTES
+    )
+    """The gang watchdog ends a run whose pods hold Trainium nodes without progressing (a container
+    waiting, or no log output) for this long (docs/capacity.md, "A run that does not progress");
+    ``runs[].stuck_minutes`` overrides it per run; null: never (also off with ``gang_watchdog: false``)."""
 
 
 class StackConfig(_Section):

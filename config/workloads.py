@@ -180,6 +180,24 @@ class BertParameters(_Section):
 _PRESET_OWNS = ("script", "args", "datasets", "python_packages", "resume")
 
 
+# How long a run may hold Trainium nodes without progressing (k8s_charts/scripts/stuck_runs.py). At
+# least 10 minutes: longer than an image pull of the Neuron training image and than the run's own
+# quietest wait (the compile-cache lock, 5 minutes; tests/k8s/test_stuck_runs.py holds the two
+# together); at most a day.
+STUCK_MINUTES_RANGE = (10, 1440)
+DEFAULT_STUCK_RUN_MINUTES = 10
+
+
+def stuck_minutes_in_range(value: int) -> int:
+    low, high = STUCK_MINUTES_RANGE
+    if not low <= value <= high:
+        raise _problem(
+            f"{value} minutes is out of range; allowed: {low} (longer than an image pull and the run's "
+            f"own quiet waits) to {high}"
+        )
+    return value
+
+
 class RunSettings(_Section):
     name: RunName
     apply: bool = False
@@ -209,6 +227,10 @@ class RunSettings(_Section):
     team never share one."""
     retries: int = Field(default=3, ge=0, le=10)
     """Whole-gang restarts after a failed or evicted pod (each resumes from the newest checkpoint)."""
+    stuck_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = None
+    """How long this run's pods may hold Trainium nodes without progressing (a waiting container, no
+    log output) before the gang watchdog ends it; None: ``autoscaler.stuck_run_minutes``. Not part of
+    the run's identity: changing it does not restart the run."""
 
     @model_validator(mode="before")
     @classmethod

@@ -32,7 +32,11 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.images import pinned_image_problem
-from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION, NODE_GROUP_LABEL
+from cluster_facts.kubernetes_names import (
+    GANG_WATCHDOG_ANNOTATION,
+    NODE_GROUP_LABEL,
+    STUCK_MINUTES_ANNOTATION,
+)
 from cluster_facts.kubernetes_plan import ManifestSet
 from k8s_charts.admission_policy import (
     admission_policy,
@@ -74,8 +78,8 @@ GANG_WATCHDOG_LABELS: dict[str, str] = {
     "app.kubernetes.io/component": "capacity",
 }
 _PROGRAM_FILE = "gang_watchdog.py"
-# The program and the API client it imports, side by side in the ConfigMap.
-PROGRAM_FILES = program_files(_PROGRAM_FILE)
+# The program, the stuck-run guard it imports and the API client, side by side in the ConfigMap.
+PROGRAM_FILES = program_files(_PROGRAM_FILE, "stuck_runs.py")
 PROGRAM = PROGRAM_FILES[_PROGRAM_FILE]
 _PROGRAM_DIR = "/opt/gang-watchdog"
 _UID = 65532  # any non-root uid: the program writes nothing
@@ -109,6 +113,9 @@ class GangWatchdogValues:
     ``max_node_provision_minutes`` (a scale-up still under way is given that long)."""
     interval_seconds: int = DEFAULT_INTERVAL_SECONDS
     image: str = DEFAULT_IMAGE
+    stuck_run_minutes: int | None = None
+    """End the runs whose pods hold Trainium nodes without progress for this long
+    (``autoscaler.stuck_run_minutes``; a run's Job annotation overrides it); None: never."""
 
     def __post_init__(self) -> None:
         if not self.namespaces or not self.node_groups:
@@ -117,6 +124,8 @@ class GangWatchdogValues:
             )
         if self.threshold_minutes < 1 or self.interval_seconds < 1:
             raise ValueError("the gang watchdog's threshold and interval must be positive")
+        if self.stuck_run_minutes is not None and self.stuck_run_minutes < 1:
+            raise ValueError("the gang watchdog's stuck-run limit must be positive")
         problem = pinned_image_problem(self.image)
         if problem is not None:
             raise ValueError(problem)
@@ -202,16 +211,97 @@ def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
     )
 
 
+# Volcano's job controller kills the job's pods on this action and leaves the job Terminated.
+RUN_END_ACTION = "TerminateJob"
+RUN_POLICY_NAME = f"{NAME}-runs"
+_JOB_STATE_FIELDS = ("reason", "message")
+
+
+def _run_policy(*, username: str) -> dict[str, Any]:
+    """The second policy's spec: ``username`` may create only TerminateJob commands aimed at a
+    Volcano Job, and change nothing of a Job's status but ``status.state.reason`` and ``message``."""
+    who = "the gang watchdog"
+    command = "request.resource.resource == 'commands'"
+    status = (
+        "request.resource.resource == 'jobs' && has(request.subResource) && request.subResource == 'status'"
+    )
+    old_state = "has(oldObject.status) && has(oldObject.status.state) ? oldObject.status.state : {}"
+    new_state = "has(object.status) && has(object.status.state) ? object.status.state : {}"
+    validations = [
+        refuse(f"{command} || {status}", f"{who} may only create Volcano commands and update Job status"),
+        refuse(
+            f"!({command}) || (request.operation == 'CREATE' && has(object.action)"
+            f" && object.action == {cel_string(RUN_END_ACTION)} && has(object.target)"
+            " && has(object.target.kind) && object.target.kind == 'Job'"
+            " && has(object.target.apiVersion) && object.target.apiVersion == 'batch.volcano.sh/v1alpha1')",
+            f"{who} may only create {RUN_END_ACTION} commands aimed at a Volcano Job",
+        ),
+        refuse(
+            f"!({status}) || (request.operation == 'UPDATE'"
+            " && "
+            + same_except("object", "oldObject", ["metadata", "status"])
+            + " && "
+            + same_except("object.metadata", "oldObject.metadata", list(_SERVER_METADATA))
+            + " && "
+            + same_except(
+                "(has(object.status) ? object.status : {})",
+                "(has(oldObject.status) ? oldObject.status : {})",
+                ["state"],
+            )
+            + " && "
+            + same_except(f"({new_state})", f"({old_state})", list(_JOB_STATE_FIELDS))
+            + ")",
+            f"{who} may only change a Job's status.state.reason and status.state.message",
+        ),
+    ]
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": ["bus.volcano.sh"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "resources": ["commands", "commands/*"],
+                },
+                {
+                    "apiGroups": ["batch.volcano.sh"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "resources": ["jobs", "jobs/*"],
+                },
+            ]
+        },
+        "matchConditions": [
+            {
+                "name": "this-service-account-only",
+                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
+            }
+        ],
+        "validations": validations,
+    }
+
+
 class GangWatchdogAdmissionChart(cdk8s.Chart):
-    """The ValidatingAdmissionPolicy ``gang-watchdog`` and its binding (see the module's docstring)."""
+    """The ValidatingAdmissionPolicies ``gang-watchdog`` (nodes) and ``gang-watchdog-runs`` (the
+    stuck-run guard's Volcano writes), and their bindings (see the module's docstring)."""
 
     def __init__(self, scope: Construct, id: str, *, namespace: str, node_groups: Sequence[str]) -> None:
         super().__init__(scope, id)
+        username = service_account_username(namespace, NAME)
         admission_policy(
             self,
             name=NAME,
             labels=GANG_WATCHDOG_LABELS,
-            spec=_policy(node_groups=node_groups, username=service_account_username(namespace, NAME)),
+            spec=_policy(node_groups=node_groups, username=username),
+            binding_spec={"validationActions": ["Deny"]},
+        )
+        runs = Construct(self, "Runs")
+        admission_policy(
+            runs,
+            name=RUN_POLICY_NAME,
+            labels=GANG_WATCHDOG_LABELS,
+            spec=_run_policy(username=username),
             binding_spec={"validationActions": ["Deny"]},
         )
 
@@ -224,6 +314,11 @@ def _arguments(values: GangWatchdogValues) -> list[str]:
         f"--annotation={GANG_WATCHDOG_ANNOTATION}",
         f"--threshold-minutes={values.threshold_minutes}",
         f"--interval-seconds={values.interval_seconds}",
+        *(
+            [f"--stuck-minutes={values.stuck_run_minutes}", f"--stuck-annotation={STUCK_MINUTES_ANNOTATION}"]
+            if values.stuck_run_minutes is not None
+            else []
+        ),
     ]
 
 
@@ -271,7 +366,17 @@ class GangWatchdogChart(cdk8s.Chart):
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
             subjects=[subject],
         )
-        # PodGroups only in the team namespaces it watches.
+        # PodGroups only in the team namespaces it watches; with the stuck-run guard, also what
+        # judging and ending a run takes there: its Jobs, its pods' logs (the newest line: is it
+        # progressing?), TerminateJob commands and the Job's status reason (the admission policy
+        # gang-watchdog-runs narrows both), and an Event on the Job.
+        guard_rules = [
+            k8s.PolicyRule(api_groups=["batch.volcano.sh"], resources=["jobs"], verbs=["get", "list"]),
+            k8s.PolicyRule(api_groups=["batch.volcano.sh"], resources=["jobs/status"], verbs=["patch"]),
+            k8s.PolicyRule(api_groups=["bus.volcano.sh"], resources=["commands"], verbs=["create"]),
+            k8s.PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+            k8s.PolicyRule(api_groups=[""], resources=["events"], verbs=["create"]),
+        ]
         for team in values.namespaces:
             k8s.KubeRole(
                 self,
@@ -280,7 +385,8 @@ class GangWatchdogChart(cdk8s.Chart):
                 rules=[
                     k8s.PolicyRule(
                         api_groups=["scheduling.volcano.sh"], resources=["podgroups"], verbs=["get", "list"]
-                    )
+                    ),
+                    *(guard_rules if values.stuck_run_minutes is not None else []),
                 ],
             )
             k8s.KubeRoleBinding(

@@ -18,9 +18,14 @@ API_CLIENT_FILE = "kube_api.py"
 API_CLIENT = script_text("k8s_charts", API_CLIENT_FILE)
 
 
-def program_files(program_file: str) -> dict[str, str]:
-    """File name -> text: the program ``k8s_charts/scripts/<program_file>`` and the API client."""
-    return {program_file: script_text("k8s_charts", program_file), API_CLIENT_FILE: API_CLIENT}
+def program_files(program_file: str, *modules: str) -> dict[str, str]:
+    """File name -> text: the program ``k8s_charts/scripts/<program_file>``, the modules of that
+    folder it imports, and the API client."""
+    return {
+        program_file: script_text("k8s_charts", program_file),
+        **{module: script_text("k8s_charts", module) for module in modules},
+        API_CLIENT_FILE: API_CLIENT,
+    }
 
 
 def program_digest(files: Mapping[str, str]) -> str:

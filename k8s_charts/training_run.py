@@ -24,9 +24,10 @@ Lifecycle (docs/day2.md):
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cdk8s
@@ -45,6 +46,7 @@ from cluster_facts.kubernetes_names import (
     NODE_GROUP_LABEL,
     RUNS_ROOT,
     SAFE_TO_EVICT_ANNOTATION,
+    STUCK_MINUTES_ANNOTATION,
     dataset_variable,
 )
 from cluster_facts.script_files import script_body
@@ -54,11 +56,13 @@ from k8s_charts.imports import volcano_batch as vc
 from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
+    "PROGRAM_DIR",
     "RUN_ID_MAX_LENGTH",
     "WORKER_SCRIPT",
     "TrainingRun",
     "TrainingRunChart",
     "launcher_arguments",
+    "program_config_map",
     "run_id",
 ]
 
@@ -70,6 +74,7 @@ _TASK = "worker"
 RUN_ID_MAX_LENGTH = 48
 _RUN_NAME = re.compile(r"[a-z]([a-z0-9-]*[a-z0-9])?")
 _PYTHON_TARGET = "/opt/run/python"
+PROGRAM_DIR = "/opt/run/program"
 # A staging heartbeat older than this (with a failed attempt on record) means the staging pod
 # died without recording it; longer than the Job's largest retry backoff (6 minutes).
 HEARTBEAT_STALE_SECONDS = 15 * 60
@@ -119,6 +124,14 @@ class TrainingRun:
     pod_labels: Mapping[str, str]
     run_as: int
     """The team's uid (and gid): owner of its directory, never root (root is squashed on Trainium nodes)."""
+    program_files: Mapping[str, str] = field(default_factory=dict)
+    """File name -> text of a program shipped with the run (the canary's), mounted read-only at
+    ``PROGRAM_DIR`` from the ConfigMap ``<run id>-program``; every file is checked by its SHA-256
+    like the run's other code. Empty: none."""
+    stuck_minutes: int | None = None
+    """The run's own limit for holding Trainium nodes without progress (the Job's annotation read by
+    the gang watchdog); None: the cluster's. Not hashed into the run's id: a Job's annotations may
+    change in place, so a new limit does not restart the run."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -230,7 +243,11 @@ def _verified_files(run: TrainingRun) -> dict[str, str]:
     """Path -> SHA-256 of what every worker checks before it runs: the run's data sets' single
     files (its code, when staged) and the files the run lists itself."""
     files = {dataset.path(remote.name): remote.sha256 for dataset in run.datasets for remote in dataset.files}
-    return {**files, **run.verify_files}
+    shipped = {
+        f"{PROGRAM_DIR}/{name}": hashlib.sha256(text.encode()).hexdigest()
+        for name, text in run.program_files.items()
+    }
+    return {**files, **shipped, **run.verify_files}
 
 
 def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSpecContainers:
@@ -262,6 +279,15 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
             ),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="dshm", mount_path="/dev/shm"),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="python", mount_path=_PYTHON_TARGET),
+            *(
+                [
+                    vc.JobSpecTasksTemplateSpecContainersVolumeMounts(
+                        name="program", mount_path=PROGRAM_DIR, read_only=True
+                    )
+                ]
+                if run.program_files
+                else []
+            ),
         ],
         # Root (see _AS_ROOT), without raw sockets: nothing of a run crafts packets, and NET_RAW is
         # what ARP and DNS spoofing of the node's other pods would need. The rest of the runtime's
@@ -280,6 +306,9 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
 
 def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
     labels = {"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": run_id_value}
+    job_annotations = dict(_POLICY_EXCEPTIONS)
+    if run.stuck_minutes is not None:
+        job_annotations[STUCK_MINUTES_ANNOTATION] = str(run.stuck_minutes)
     restart_on = [
         vc.JobSpecTasksPolicies(event=event, action="RestartJob")
         for event in (vc.JobSpecTasksPoliciesEvent.POD_EVICTED, vc.JobSpecTasksPoliciesEvent.POD_FAILED)
@@ -289,7 +318,7 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
         scope,
         "Job",
         metadata=cdk8s.ApiObjectMetadata(
-            name=run_id_value, namespace=run.namespace, labels=labels, annotations=_POLICY_EXCEPTIONS
+            name=run_id_value, namespace=run.namespace, labels=labels, annotations=job_annotations
         ),
         spec=vc.JobSpec(
             scheduler_name="volcano",
@@ -373,6 +402,18 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                         )
                                     ),
                                 ),
+                                *(
+                                    [
+                                        volume(
+                                            name="program",
+                                            config_map=vc.JobSpecTasksTemplateSpecVolumesConfigMap(
+                                                name=program_config_map(run_id_value), default_mode=0o444
+                                            ),
+                                        )
+                                    ]
+                                    if run.program_files
+                                    else []
+                                ),
                             ],
                         ),
                     ),
@@ -385,7 +426,8 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
 def run_id(run: TrainingRun) -> str:
     """``<name>-<hash>``: eight hex digits of a hash of everything the Job would hold."""
     try:
-        digest = spec_hash(lambda scope, name: _job(scope, run, name), kind="Job")
+        unlimited = replace(run, stuck_minutes=None)
+        digest = spec_hash(lambda scope, name: _job(scope, unlimited, name), kind="Job")
     except ValueError:
         raise ValueError(
             f"run {run.name!r} holds a deploy-time token; its identity must be known at synth"
@@ -409,12 +451,29 @@ _POLICY_EXCEPTIONS = policy_exceptions(
 )
 
 
+def program_config_map(run_id_value: str) -> str:
+    """The ConfigMap that carries a run's shipped program."""
+    return f"{run_id_value}-program"
+
+
 class TrainingRunChart(cdk8s.Chart):
-    """The Volcano Job ``<run>-<hash>`` of ``run``."""
+    """The Volcano Job ``<run>-<hash>`` of ``run`` (and the ConfigMap of its shipped program, if any)."""
 
     def __init__(self, scope: Construct, id: str, *, run: TrainingRun) -> None:
         super().__init__(scope, id)
         self.run_id = run_id(run)
+        if run.program_files:
+            cdk8s.ApiObject(
+                self,
+                "Program",
+                api_version="v1",
+                kind="ConfigMap",
+                metadata=cdk8s.ApiObjectMetadata(
+                    name=program_config_map(self.run_id),
+                    namespace=run.namespace,
+                    labels={"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id},
+                ),
+            ).add_json_patch(cdk8s.JsonPatch.add("/data", dict(run.program_files)))
         _job(self, run, self.run_id)
 
 

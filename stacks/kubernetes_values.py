@@ -201,6 +201,7 @@ def training_run(
         rendezvous_endpoint=f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}",
         pod_labels=TRAINING_POD_LABELS,
         run_as=team.owner_id,
+        stuck_minutes=run.stuck_minutes,
     )
 
 
@@ -248,6 +249,7 @@ def gang_watchdog_values(config: StackConfig) -> GangWatchdogValues | None:
         node_groups=tuple(group.name for group in config.trainium.node_groups),
         # A scale-up still under way is given as long as the autoscaler gives it.
         threshold_minutes=config.autoscaler.max_node_provision_minutes,
+        stuck_run_minutes=config.autoscaler.stuck_run_minutes,
     )
 
 

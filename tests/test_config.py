@@ -103,6 +103,20 @@ BAD_CONFIGURATIONS = [
         id="provision-timeout-out-of-range",
     ),
     pytest.param(
+        "autoscaler.stuck_run_minutes",
+        5,
+        "env.yaml: autoscaler.stuck_run_minutes: 5 minutes is out of range; allowed: 10 (longer than an "
+        "image pull and the run's own quiet waits) to 1440",
+        id="stuck-run-limit-too-short",
+    ),
+    pytest.param(
+        "runs.0.stuck_minutes",
+        2000,
+        "env.yaml: runs[0].stuck_minutes: 2000 minutes is out of range; allowed: 10 (longer than an "
+        "image pull and the run's own quiet waits) to 1440",
+        id="a-runs-stuck-limit-too-long",
+    ),
+    pytest.param(
         "system_nodes.max_size",
         1,
         "env.yaml: system_nodes.max_size: max_size (1) must be at least desired_size (2)",

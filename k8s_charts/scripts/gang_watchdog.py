@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kube_api import Api, ApiError, in_cluster
+from stuck_runs import GuardSettings, guard_pass
 
 __all__ = ["main", "parse_quantity", "run_pass"]
 
@@ -480,8 +481,16 @@ class _Pass:
             )
 
 
-def run_pass(api: Api, settings: Settings, *, now: datetime, log: Callable[[str], object] = print) -> bool:
-    """One pass; False when an API call failed (logged; the next pass starts afresh)."""
+def run_pass(
+    api: Api,
+    settings: Settings,
+    *,
+    now: datetime,
+    log: Callable[[str], object] = print,
+    guard: GuardSettings | None = None,
+) -> bool:
+    """One pass; False when an API call failed (logged; the next pass starts afresh). With ``guard``,
+    the runs that hold Trainium nodes without progressing are judged next (stuck_runs.py)."""
     try:
         selector = f"{settings.node_group_label} in ({','.join(settings.node_groups)})"
         node_objects = api.items("/api/v1/nodes", labelSelector=selector)
@@ -513,6 +522,9 @@ def run_pass(api: Api, settings: Settings, *, now: datetime, log: Callable[[str]
     for gang in work.waiting:
         if gang.stalled_since is not None:
             work.cordon_for(gang, gang.stalled_since)
+    if guard is not None:
+        guarded = guard_pass(api, guard, pods=pods, trainium_nodes=[n.name for n in nodes], now=now, log=log)
+        work.ok = work.ok and guarded
     return work.ok
 
 
@@ -537,6 +549,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--threshold-minutes", required=True, type=float)
     parser.add_argument("--interval-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--stuck-minutes",
+        type=float,
+        help="end the runs on Trainium nodes that have not progressed for this long (stuck_runs.py)",
+    )
+    parser.add_argument(
+        "--stuck-annotation", default="", help="the Job annotation that sets a run's own limit, in minutes"
+    )
     parser.add_argument("--once", action="store_true", help="one pass; exit 1 if it met an API error")
     return parser
 
@@ -553,16 +573,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         annotation=arguments.annotation,
         threshold_seconds=arguments.threshold_minutes * 60,
     )
+    guard = None
+    if arguments.stuck_minutes is not None:
+        if arguments.stuck_minutes <= 0 or not arguments.stuck_annotation:
+            print("error: --stuck-minutes must be positive and come with --stuck-annotation")
+            return 2
+        guard = GuardSettings(
+            namespaces=settings.namespaces,
+            threshold_seconds=arguments.stuck_minutes * 60,
+            annotation=arguments.stuck_annotation,
+            component="gang-watchdog",
+        )
     api = in_cluster()
     if not arguments.once:
         print(
             f"gang watchdog: namespaces {','.join(settings.namespaces)}, node groups {','.join(settings.node_groups)}, "
-            f"threshold {arguments.threshold_minutes:g}m, a pass every {arguments.interval_seconds:g}s",
+            f"threshold {arguments.threshold_minutes:g}m, a pass every {arguments.interval_seconds:g}s, "
+            + (
+                f"runs that make no progress for {arguments.stuck_minutes:g}m are ended"
+                if guard is not None
+                else "stuck runs not judged"
+            ),
             flush=True,
         )
     while True:
         try:
-            ok = run_pass(api, settings, now=datetime.now(UTC), log=lambda line: print(line, flush=True))
+            ok = run_pass(
+                api, settings, now=datetime.now(UTC), log=lambda line: print(line, flush=True), guard=guard
+            )
         except (ValueError, KeyError, TypeError) as error:
             # An object this program cannot read: nothing is changed on its account.
             print(f"error: unreadable object in the API's answer ({error!r}); retrying next pass", flush=True)

@@ -65,17 +65,28 @@ class Api:
 
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         """One request; the decoded JSON answer. Any failure is an ``ApiError``."""
+        try:
+            return json.loads(self._request(method, path, body, content_type, "application/json"))
+        except ValueError as error:
+            raise ApiError(f"{method} {path}: {error}") from None
+
+    def text(self, path: str) -> str:
+        """A GET whose answer is plain text (a pod's log)."""
+        return self._request("GET", path, None, "", "text/plain").decode("utf-8", "replace")
+
+    def _request(self, method: str, path: str, body: Any, content_type: str, accept: str) -> bytes:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.server + path, data=data, method=method)
         request.add_header("Authorization", f"Bearer {self._token()}")
-        request.add_header("Accept", "application/json")
+        request.add_header("Accept", accept)
         if data is not None:
             request.add_header("Content-Type", content_type)
         try:
             with urllib.request.urlopen(
                 request, timeout=TIMEOUT_SECONDS, context=self._ssl_context()
             ) as response:
-                return json.load(response)
+                answer: bytes = response.read()
+                return answer
         except urllib.error.HTTPError as error:
             detail = error.read(300).decode("utf-8", "replace").strip()
             raise ApiError(f"{method} {path}: HTTP {error.code} {detail}", error.code) from None

@@ -29,6 +29,9 @@
 #   CANNOT_PROCEED_EXIT_CODE      exit code for "nothing a retry can fix"; the Job's policy ends
 #                          the job on it instead of restarting it
 #   TERMINATION_LOG        unset in pods (the kubelet's /dev/termination-log); tests point it elsewhere
+#   HEARTBEAT_SECONDS      (optional, 60) how often a line says that the Neuron compiler is at work
+#                          during precompile: the gang watchdog ends a run whose log stays silent
+#                          (k8s_charts/scripts/stuck_runs.py), and a long compile prints little
 set -euo pipefail
 : "${VC_TASK_INDEX:?not set: is the Volcano env plugin enabled?}"
 
@@ -136,8 +139,11 @@ fi
 cache_dir="$NEURON_CACHE_ROOT/${CACHESET}_${VC_TASK_INDEX}"
 mkdir -p "$cache_dir" "$OUTPUT_DIR"
 exec {cache_lock}>"$cache_dir.lock"
-if ! flock --wait "$CACHE_LOCK_TIMEOUT_SECONDS" "$cache_lock"; then
-  cannot_proceed "another run holds the compile cache $cache_dir"
+if ! flock --nonblock "$cache_lock"; then
+  echo "waiting up to ${CACHE_LOCK_TIMEOUT_SECONDS}s for another run to release the compile cache $cache_dir"
+  if ! flock --wait "$CACHE_LOCK_TIMEOUT_SECONDS" "$cache_lock"; then
+    cannot_proceed "another run holds the compile cache $cache_dir"
+  fi
 fi
 export NEURON_CC_FLAGS="--cache_dir=$cache_dir"
 
@@ -157,7 +163,20 @@ if [ -n "$PRECOMPILE_ARGS" ]; then
       previous=$argument
     done
     read -r -a extra <<<"$PRECOMPILE_ARGS"
-    neuron_parallel_compile "${precompile[@]}" "${extra[@]}"
+    # A line a minute while the compiler works (a compile can be quiet for longer than the
+    # watchdog's limit); nothing while no compiler runs, so a hung trial run still shows as silent.
+    (
+      while sleep "${HEARTBEAT_SECONDS:-60}"; do
+        # The bracket keeps the pattern from matching this script's own command line.
+        compilers=$(pgrep -c -f '[n]euronx-cc' || true)
+        if [ "${compilers:-0}" -gt 0 ]; then echo "precompile: $compilers Neuron compiler processes at work"; fi
+      done
+    ) &
+    heartbeat=$!
+    status=0
+    neuron_parallel_compile "${precompile[@]}" "${extra[@]}" || status=$?
+    kill "$heartbeat" 2>/dev/null || true
+    if [ "$status" -ne 0 ]; then exit "$status"; fi
     touch "$markers/replica-$VC_TASK_INDEX"
   else
     echo "every replica of $RUN_ID has precompiled: skipping neuron_parallel_compile"

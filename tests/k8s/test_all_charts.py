@@ -133,7 +133,9 @@ EXPECTED_NAMES = {
     # The gang watchdog's leash (applied first), then the watchdog: a Role in each team namespace.
     "gang-watchdog-admission": [
         ("ValidatingAdmissionPolicy", None, "gang-watchdog"),
+        ("ValidatingAdmissionPolicy", None, "gang-watchdog-runs"),
         ("ValidatingAdmissionPolicyBinding", None, "gang-watchdog"),
+        ("ValidatingAdmissionPolicyBinding", None, "gang-watchdog-runs"),
     ],
     "gang-watchdog": [
         ("ClusterRole", None, "gang-watchdog"),

@@ -18,6 +18,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
     PLATFORM_NAMESPACE,
+    STUCK_MINUTES_ANNOTATION,
     VOLCANO_JOB_NAME_LABEL,
 )
 from cluster_facts.kubernetes_plan import ManifestSet
@@ -67,13 +68,16 @@ def policy() -> list[Manifest]:
         )
     )
     assert_valid(rendered)
-    return rendered
+    # The node policy; the chart's second one (gang-watchdog-runs) judges only Volcano objects.
+    return [m for m in rendered if m["metadata"]["name"] == NAME]
 
 
 # --- RBAC ----------------------------------------------------------------------------------------------------
 
 
-def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_nothing_more() -> None:
+def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_and_end_team_runs_nothing_more() -> (
+    None
+):
     objects = manifests()
     assert_valid(objects)
     rules = {
@@ -89,7 +93,15 @@ def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_nothing_
             (("",), ("pods",), ("get", "list"), None),
             (("",), ("nodes",), ("get", "list", "patch"), None),
         ],
-        ("Role", "training"): [(("scheduling.volcano.sh",), ("podgroups",), ("get", "list"), None)],
+        ("Role", "training"): [
+            (("scheduling.volcano.sh",), ("podgroups",), ("get", "list"), None),
+            # The stuck-run guard (k8s_charts/scripts/stuck_runs.py): judge a team's runs, end one.
+            (("batch.volcano.sh",), ("jobs",), ("get", "list"), None),
+            (("batch.volcano.sh",), ("jobs/status",), ("patch",), None),
+            (("bus.volcano.sh",), ("commands",), ("create",), None),
+            (("",), ("pods/log",), ("get",), None),
+            (("",), ("events",), ("create",), None),
+        ],
     }
     subjects = [s for m in objects if m["kind"].endswith("Binding") for s in m["subjects"]]
     assert subjects == [{"kind": "ServiceAccount", "name": NAME, "namespace": PLATFORM_NAMESPACE}] * 2
@@ -322,9 +334,10 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
     ]["limits"]
     # No toleration for the Trainium taint: the system nodes.
     assert "tolerations" not in spec and "nodeSelector" not in spec
-    # The program beside the one API client the platform's programs share.
+    # The program and the stuck-run guard it imports, beside the one API client the platform's programs share.
     assert only(objects, "ConfigMap")["data"] == {
         "gang_watchdog.py": PROGRAM,
+        "stuck_runs.py": (REPO_ROOT / "k8s_charts" / "scripts" / "stuck_runs.py").read_text(),
         "kube_api.py": (REPO_ROOT / "k8s_charts" / "scripts" / "kube_api.py").read_text(),
     }
     assert container["command"] == ["python", "/opt/gang-watchdog/gang_watchdog.py"]
@@ -335,6 +348,8 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
         f"--annotation={GANG_WATCHDOG_ANNOTATION}",
         "--threshold-minutes=15",
         "--interval-seconds=60",
+        "--stuck-minutes=10",
+        f"--stuck-annotation={STUCK_MINUTES_ANNOTATION}",
     ]
 
 
@@ -376,6 +391,17 @@ def test_the_threshold_is_the_autoscalers_provision_time_and_the_switch_turns_it
     assert "--threshold-minutes=25" in container["args"]
     off = shared_review_plan(parse_config(with_change(data, "autoscaler.gang_watchdog", False)))
     assert not {ADMISSION_STEP, STEP} & {step.name for step in off}
+
+
+def test_without_a_stuck_run_limit_it_neither_judges_runs_nor_holds_the_rights_to_end_them() -> None:
+    config = parse_config(with_change(read_yaml(DEFAULT_CONFIG), "autoscaler.stuck_run_minutes", None))
+    step = shared_review_plan(config).step(STEP)
+    assert isinstance(step, ManifestSet)
+    objects = [dict(m) for m in step.manifests]
+    [container] = pod_spec(only(objects, "Deployment"))["containers"]
+    assert not any(argument.startswith("--stuck") for argument in container["args"])
+    role = only(objects, "Role")
+    assert [rule["resources"] for rule in role["rules"]] == [["podgroups"]]
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
     SAFE_TO_EVICT_ANNOTATION,
+    STUCK_MINUTES_ANNOTATION,
     TRAINING_POD_LABELS,
 )
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, Dataset, RemoteFile
@@ -131,6 +132,15 @@ def test_every_change_of_the_run_is_a_new_job(change: dict[str, Any]) -> None:
 
 def test_the_same_run_keeps_its_name() -> None:
     assert run_id(dataclasses.replace(RUN)) == run_id(RUN)
+
+
+def test_a_runs_stuck_limit_is_an_annotation_that_does_not_change_its_identity() -> None:
+    """Volcano admits annotation changes on a live Job: a new limit applies in place, no restart."""
+    limited = dataclasses.replace(RUN, stuck_minutes=45)
+    assert run_id(limited) == run_id(RUN)
+    annotations = job(limited)["metadata"]["annotations"]
+    assert annotations[STUCK_MINUTES_ANNOTATION] == "45"
+    assert STUCK_MINUTES_ANNOTATION not in job(RUN)["metadata"]["annotations"]
 
 
 def test_a_run_whose_identity_holds_a_deploy_time_token_is_refused() -> None:
@@ -568,6 +578,40 @@ def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: Trainin
     assert result.returncode == CANNOT_PROCEED_EXIT_CODE
     assert "another run holds the compile cache" in result.stderr
     assert [call["tool"] for call in calls] == ["python3"]
+    # The wait is announced: the gang watchdog reads a silent log as a run that does not progress.
+    assert "waiting up to 0s for another run to release the compile cache" in result.stdout
+
+
+@pytest.mark.process
+@needs_tools
+def test_precompile_says_so_while_the_neuron_compiler_works(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """The heartbeat the gang watchdog's stuck-run guard reads as progress (k8s_charts/scripts/stuck_runs.py)."""
+    pod = pod_for(matching_run, tmp_path)
+    compiling = pod.bin / "neuron_parallel_compile"
+    # A compiler process for a second (its argv[0] is what pgrep -f sees), then the recorded call.
+    compiling.write_text(
+        compiling.read_text().replace("#!/bin/bash\n", "#!/bin/bash\n(exec -a neuronx-cc /bin/sleep 1)\n", 1)
+    )
+    result, calls = pod.run(HEARTBEAT_SECONDS="0")
+    assert result.returncode == 0, result.stderr
+    assert "precompile: 1 Neuron compiler processes at work" in result.stdout
+    assert [call["tool"] for call in calls] == ["python3", "neuron_parallel_compile", "python3"]
+
+
+@pytest.mark.process
+@needs_tools
+def test_precompile_without_a_compiler_at_work_prints_no_heartbeat(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """A hung trial run (no compiler process) stays silent, so the guard can end it."""
+    pod = pod_for(matching_run, tmp_path)
+    stalled = pod.bin / "neuron_parallel_compile"
+    stalled.write_text(stalled.read_text().replace("#!/bin/bash\n", "#!/bin/bash\n/bin/sleep 1\n", 1))
+    result, _ = pod.run(HEARTBEAT_SECONDS="0")
+    assert result.returncode == 0, result.stderr
+    assert "Neuron compiler processes at work" not in result.stdout
 
 
 @pytest.mark.process
