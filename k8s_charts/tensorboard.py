@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_IMAGE",
     "PORT",
     "REQUIREMENTS",
+    "SERVICE_PROXY_NAME",
     "TENSORBOARD_LABELS",
     "TENSORBOARD_NAME",
     "TensorBoardChart",
@@ -75,6 +76,9 @@ TENSORBOARD_LABELS: dict[str, str] = {
     "app.kubernetes.io/component": "run-viewer",
 }
 PORT = 6006  # TensorBoard's default
+# How the API server's service proxy names the Service's port, and what RBAC's resourceNames must
+# name for ``get`` on ``services/proxy`` (/api/v1/namespaces/<ns>/services/<this>/proxy/...).
+SERVICE_PROXY_NAME = f"{TENSORBOARD_NAME}:{PORT}"
 
 # TensorBoard 2.21.0 and its full dependency closure for CPython 3.12 on Linux (pip download
 # --only-binary=:all: --python-version 3.12 for manylinux x86_64 and aarch64), every wheel of each

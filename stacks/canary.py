@@ -28,7 +28,7 @@ from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NODE_G
 from config.loader import ConfigError, load_config
 from config.model import StackConfig
 from k8s_charts.tensorboard import PORT as TENSORBOARD_PORT
-from k8s_charts.tensorboard import TENSORBOARD_NAME
+from k8s_charts.tensorboard import SERVICE_PROXY_NAME, TENSORBOARD_NAME
 from k8s_charts.training_run import TrainingRun
 from stacks.canary_report import (
     NOT_MEASURED,
@@ -41,7 +41,7 @@ from stacks.canary_report import (
     ready,
     trainium_nodes,
 )
-from stacks.canary_run import canary_manifests, canary_run
+from stacks.canary_run import canary_manifests, canary_run, canary_scale_down_minutes, canary_timeout_minutes
 
 __all__ = ["TENSORBOARD_PROXY", "Canary", "TensorBoardUnreachable", "main"]
 
@@ -52,7 +52,7 @@ _STARTUP_TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/"
 # TensorBoard's run list through the API server's service proxy:
 # GET /api/v1/namespaces/<platform>/services/<name>:<port>/proxy/data/runs. The service's name and
 # port are what RBAC names (services/proxy, resourceNames), so the check's Role reads the same value.
-TENSORBOARD_PROXY = f"{TENSORBOARD_NAME}:{TENSORBOARD_PORT}"
+TENSORBOARD_PROXY = SERVICE_PROXY_NAME
 _RUNS_PATH = "data/runs"
 
 
@@ -422,15 +422,13 @@ def _client(server: str | None) -> tuple[Any, Any]:
 
 def canary_for(config: StackConfig, arguments: argparse.Namespace, core: Any, custom: Any) -> Canary:
     run = canary_run(config, node_group=arguments.node_group)
-    timeout = arguments.timeout_minutes or config.autoscaler.max_node_provision_minutes + 30
+    timeout = arguments.timeout_minutes or canary_timeout_minutes(config)
     return Canary(
         core=core,
         custom=custom,
         run=run,
         timeout_seconds=timeout * 60,
-        # The autoscaler's unneeded time, its pass and a node's termination.
-        scale_down_seconds=(arguments.scale_down_minutes or config.autoscaler.scale_down_unneeded_minutes + 5)
-        * 60,
+        scale_down_seconds=(arguments.scale_down_minutes or canary_scale_down_minutes(config)) * 60,
         poll_seconds=arguments.poll_seconds,
         tensorboard_runs=_tensorboard_reader(arguments.tensorboard_url)
         if arguments.tensorboard_url
