@@ -559,3 +559,127 @@ def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() ->
     built = canary_for(CONFIG, arguments, core=None, custom=None)
     assert built.scale_down_seconds == (CONFIG.autoscaler.scale_down_unneeded_minutes + 5) * 60
     assert built.timeout_seconds == (CONFIG.autoscaler.max_node_provision_minutes + 30) * 60
+
+
+# --- The canary against Pod Security and every admission policy of the plan ------------------------------------
+
+
+def _policies(manifests: list[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each ValidatingAdmissionPolicy of ``manifests`` with its binding, by name."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for manifest in manifests:
+        if manifest["kind"] == "ValidatingAdmissionPolicy":
+            found.setdefault(manifest["metadata"]["name"], []).append(dict(manifest))
+        elif manifest["kind"] == "ValidatingAdmissionPolicyBinding":
+            found.setdefault(manifest["spec"]["policyName"], []).append(dict(manifest))
+    return found
+
+
+def test_the_canary_passes_restricted_and_every_admission_policy_it_meets() -> None:
+    """Beyond baseline (the team namespace's level), as the stack's runs are held to: the canary's
+    pods pass restricted; its Job and ConfigMap, created by a team member (make canary) or by the
+    pipeline's check (with the check's fences), pass every policy of the plan; its pods, as
+    Volcano's controller creates them, pass every policy too."""
+    from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, team_rbac_group  # noqa: PLC0415
+    from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access  # noqa: PLC0415
+    from k8s_charts.job_pod_admission import volcano_controller  # noqa: PLC0415
+    from k8s_charts.tensorboard import SERVICE_PROXY_NAME  # noqa: PLC0415
+    from tests.admission import admission_request, admit  # noqa: PLC0415
+    from tests.k8s.manifests import synth  # noqa: PLC0415
+    from tests.plans import shared_review_plan  # noqa: PLC0415
+
+    configmap, job = copy.deepcopy(OBJECTS[0]), copy.deepcopy(OBJECTS[1])
+    [task] = job["spec"]["tasks"]
+    assert violations(task["template"]["spec"], "restricted") == []
+
+    plan = [dict(m) for step in shared_review_plan(CONFIG).manifest_sets() for m in step.manifests]
+    fences = synth(
+        lambda app: DeploymentCheckRbacChart(
+            app,
+            "rbac",
+            group=DEPLOYMENT_CHECK_GROUP,
+            canary=canary_access(
+                OBJECTS, tensorboard_namespace=PLATFORM_NAMESPACE, tensorboard_proxy=SERVICE_PROXY_NAME
+            ),
+        )
+    )
+    policies = _policies([*plan, *fences])
+    assert len(policies) >= 4, sorted(policies)
+    labels = {
+        m["metadata"]["name"]: dict(m["metadata"].get("labels") or {})
+        for m in plan
+        if m["kind"] == "Namespace"
+    }
+    namespace = RUN.namespace
+    team = CONFIG.teams[0]
+    callers = [
+        ("arn:aws:sts::111122223333:assumed-role/MlTeam/alice", (team_rbac_group(team.name),)),
+        ("arn:aws:sts::111122223333:assumed-role/check/codebuild", (DEPLOYMENT_CHECK_GROUP,)),
+    ]
+    judged: set[str] = set()
+
+    def all_admit(obj: Mapping[str, Any], request: dict[str, Any]) -> None:
+        for name, pair in policies.items():
+            decision = admit(pair, request, obj=obj, old=None, namespace_labels=labels.get(namespace, {}))
+            assert decision.allowed, (name, decision.messages)
+            if decision.matched:
+                judged.add(name)
+
+    for obj, resource, group, version in (
+        (job, "jobs", "batch.volcano.sh", "v1alpha1"),
+        (configmap, "configmaps", "", "v1"),
+    ):
+        for user, groups in callers:
+            request = admission_request(
+                user=user,
+                operation="CREATE",
+                resource=resource,
+                name=obj["metadata"]["name"],
+                namespace=namespace,
+                kind=obj["kind"],
+                group=group,
+                version=version,
+                groups=groups,
+            )
+            all_admit(obj, request)
+    # Its pods, as Volcano's job controller creates them from the template (createJobPod).
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{RUN_ID}-worker-0",
+            "namespace": namespace,
+            "labels": {
+                **task["template"]["metadata"]["labels"],
+                "volcano.sh/job-name": RUN_ID,
+                "volcano.sh/job-namespace": namespace,
+                "volcano.sh/task-spec": "worker",
+            },
+            "annotations": task["template"]["metadata"].get("annotations", {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "name": RUN_ID,
+                    "uid": "6f1c0000-0000-4000-8000-000000000001",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": task["template"]["spec"],
+    }
+    controller = volcano_controller(namespace="volcano-system", release="volcano")
+    request = admission_request(
+        user=controller,
+        operation="CREATE",
+        resource="pods",
+        name=pod["metadata"]["name"],
+        namespace=namespace,
+    )
+    all_admit(pod, request)
+    # The check's two fences judged what the check creates; the plan's pod policy judged the pods.
+    assert {"trainium-deployment-check-volcano-jobs", "trainium-deployment-check-config-maps"} <= judged, (
+        judged
+    )
+    assert len(judged) >= 3, judged
