@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cdk8s
+from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.images import pinned_image_problem
@@ -463,17 +464,16 @@ class TrainingRunChart(cdk8s.Chart):
         super().__init__(scope, id)
         self.run_id = run_id(run)
         if run.program_files:
-            cdk8s.ApiObject(
+            k8s.KubeConfigMap(
                 self,
                 "Program",
-                api_version="v1",
-                kind="ConfigMap",
-                metadata=cdk8s.ApiObjectMetadata(
+                metadata=k8s.ObjectMeta(
                     name=program_config_map(self.run_id),
                     namespace=run.namespace,
                     labels={"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id},
                 ),
-            ).add_json_patch(cdk8s.JsonPatch.add("/data", dict(run.program_files)))
+                data=dict(run.program_files),
+            )
         _job(self, run, self.run_id)
 
 
