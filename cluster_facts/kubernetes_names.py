@@ -129,15 +129,20 @@ def datasets_claim(generation: str) -> str:
 #   /datasets/<name>/<identity>      staged once by the platform, mounted read-only by every team
 #   /teams/<team>/runs/<run id>      a team's run outputs (its pods see /teams/<team> as /data)
 #   /teams/<team>/neuron_cache       a team's compile caches
+# No volume is mounted inside another that lives on the file system: the container runtime creates
+# each mount point as the node's root, which Lustre squashes to nobody on the Trainium nodes, and a
+# team's directory (mode 2750, the team's uid) lets nobody neither search nor create in it. A data
+# sets mount at /data/datasets left every run in CreateContainerError (tests/test_mount_layout.py).
 DATA_MOUNT = "/data"
 TEAMS_DIR = "teams"
 """Each team's directory on the file system: ``/<TEAMS_DIR>/<team>``."""
 NEURON_CACHE_DIR = "neuron_cache"
 """A team's Neuron compile caches, ``/data/neuron_cache/<cacheset>_<replica>`` in its pods."""
 DATASETS_DIR = "datasets"
-DATASETS_ROOT = f"{DATA_MOUNT}/{DATASETS_DIR}"
-"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``, the same path in
-the platform's pods (the whole file system) and in a team's (its read-only view of /datasets)."""
+DATASETS_ROOT = f"/{DATASETS_DIR}"
+"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``. Beside /data, never
+inside it: the same path in the staging pods (the file system's /datasets, mounted by sub-path) and
+in a team's (its read-only claim of /datasets)."""
 RUNS_ROOT = f"{DATA_MOUNT}/runs"
 """A team's runs, ``/data/runs/<run id>`` in its pods."""
 

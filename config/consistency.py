@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
 from cluster_facts.images import split_image
-from cluster_facts.kubernetes_names import DATA_MOUNT, dataset_variable
+from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, dataset_variable
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE
 
@@ -339,6 +339,14 @@ def _scripts_are_checked(
                         f"SHA-256 before they run: list it under its files with its sha256"
                     ),
                 )
+        elif script.startswith(DATASETS_ROOT + "/"):
+            yield (
+                where,
+                (
+                    f"{script!r} is a data set's file by path, which no checksum covers: name it "
+                    "$(DATASET_<NAME>)/<file> and list the file under the data set's files with its sha256"
+                ),
+            )
         elif script.startswith(("$(", DATA_MOUNT + "/")) or script == DATA_MOUNT:
             yield (
                 where,

@@ -97,7 +97,7 @@ class TrainingRun:
     claim_name: str
     """The team's claim: its own directory of the file system, mounted at /data."""
     datasets_claim_name: str
-    """The staged data sets, read-only, at /data/datasets."""
+    """The staged data sets, read-only, at /datasets (beside /data: never a mount inside the team's directory)."""
     script: str
     """What the launcher runs on every worker (a path in the image or on /data)."""
     script_args: tuple[str, ...] = ()

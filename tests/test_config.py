@@ -922,6 +922,12 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="script-on-the-teams-volume",
         ),
         pytest.param(
+            with_runs({**GENERIC_RUN, "script": "/datasets/d/1234abcd/t.py"}),
+            "runs[0].script: '/datasets/d/1234abcd/t.py' is a data set's file by path, which no checksum "
+            "covers: name it $(DATASET_<NAME>)/<file> and list the file under the data set's files with its sha256",
+            id="script-of-a-data-set-by-path",
+        ),
+        pytest.param(
             with_runs(
                 {**GENERIC_RUN, "script": "$(DATASET_D)/other.py", "datasets": ["d"]},
                 datasets=[
