@@ -133,6 +133,9 @@ def datasets_claim(generation: str) -> str:
 # each mount point as the node's root, which Lustre squashes to nobody on the Trainium nodes, and a
 # team's directory (mode 2750, the team's uid) lets nobody neither search nor create in it. A data
 # sets mount at /data/datasets left every run in CreateContainerError (tests/test_mount_layout.py).
+# Sources: runc libcontainer/rootfs_linux.go (setupRootfs -> mountToRootfs per mount, in order,
+# creating a missing destination under the rootfs before the bind mount, as the runtime's root);
+# the same failure on NFS with root squash: containers/podman#17129.
 DATA_MOUNT = "/data"
 TEAMS_DIR = "teams"
 """Each team's directory on the file system: ``/<TEAMS_DIR>/<team>``."""
