@@ -79,10 +79,17 @@ BAD_CONFIGURATIONS = [
     ),
     pytest.param(
         "trainium.node_groups.0.desired_size",
-        2,
-        "env.yaml: trainium.node_groups[0].desired_size: the cluster autoscaler sets the node count now; "
-        "remove desired_size (min_size keeps warm nodes, max_size caps the group)",
-        id="desired-size-is-the-autoscalers",
+        3,
+        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: min_size to max_size",
+        id="desired-size-above-max",
+    ),
+    pytest.param(
+        "trainium.node_groups.0.min_size",
+        1,
+        "env.yaml: trainium.node_groups[0].desired_size: 0 is below min_size (1); allowed: min_size to max_size "
+        "(the count EKS creates the group with: set it with warm nodes, then leave it; changing it resizes "
+        "the group)",
+        id="warm-nodes-without-desired-size",
     ),
     pytest.param(
         "autoscaler.scale_down_unneeded_minutes",

@@ -198,8 +198,9 @@ def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_s
     assert group["Taints"] == [{"Key": "aws.amazon.com/neuron", "Value": "present", "Effect": "NO_SCHEDULE"}]
     # The instance type is in the launch template; on the node group aws-eks-v2 would reject it.
     assert "InstanceTypes" not in group
-    # No DesiredSize: the autoscaler owns it, and CloudFormation leaves it alone when the template does.
-    assert group["ScalingConfig"] == {"MinSize": 0, "MaxSize": 2}
+    # All three (the EKS API takes all or none at creation); DesiredSize is the fixed count the group
+    # starts at, which changing the bounds never touches (tests/test_update_safety.py).
+    assert group["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 2}
 
 
 def test_trainium_labels_come_from_the_catalog(example_stack: Synthesized) -> None:
