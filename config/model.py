@@ -214,6 +214,14 @@ class TrainiumNodeGroupSettings(_Section):
     placement_group: bool | None = Field(default=None, validate_default=True)
     """A cluster placement group; defaults to on, and to off (the only choice) when a reservation is targeted."""
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
+    ami_release: (
+        Annotated[
+            str, _matching(r"\d+\.\d+\.\d+-\d{8}", "an EKS AMI release version such as 1.34.7-20260505")
+        ]
+        | None
+    ) = None
+    """The EKS Neuron AMI release the group boots (its Neuron driver); default: the Neuron table's for
+    the cluster's Kubernetes version (cluster_facts/neuron_stack.py). Changing it replaces the nodes."""
     # After capacity_type: the checks of min_size read it. validate_default: a default min_size is
     # checked against a configured max_size.
     min_size: int = Field(default=0, ge=0, validate_default=True)

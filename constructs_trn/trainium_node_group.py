@@ -66,6 +66,7 @@ class TrainiumNodeGroup(Construct):
         placement_group: bool,
         root_volume_gib: int,
         update_strategy: Literal["DEFAULT", "MINIMAL"],
+        ami_release: str,
     ) -> None:
         super().__init__(scope, construct_id)
         if not 0 <= min_size <= desired_size <= max_size:
@@ -94,6 +95,11 @@ class TrainiumNodeGroup(Construct):
             cluster=cluster,
             nodegroup_name=name,
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_NEURON,
+            # The AMI release (and so its Neuron driver) the group boots, pinned: without it EKS takes
+            # the newest at creation and a scale-up months later still boots that one, while a new
+            # group boots another (AWS::EKS::Nodegroup ReleaseVersion; cluster_facts/neuron_stack.py).
+            # A launch template without an AMI id may name it. A change rolls the nodes.
+            release_version=ami_release,
             capacity_type=_CAPACITY_TYPES[capacity_type],
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.launch_template_id, version=self.launch_template.latest_version

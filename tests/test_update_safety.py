@@ -90,7 +90,7 @@ CHANGES = {
         run_change(
             DEFAULT_ON,
             "image",
-            "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.2-ubuntu24.04",
+            "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04",
         ),
     ),
     "the gang watchdog switched off": (

@@ -29,6 +29,7 @@ from cluster_facts.kubernetes_names import (
     datasets_claim,
     file_system_claim,
 )
+from cluster_facts.neuron_stack import TRAINING_IMAGE
 from cluster_facts.script_files import script_body
 
 __all__ = [
@@ -41,9 +42,9 @@ __all__ = [
     "trainium_job",
 ]
 
-# The cluster's default training image (config.workloads.DEFAULT_TRAINING_IMAGE; a test keeps the two
-# equal: this package may not import the configuration).
-DEFAULT_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+# The cluster's training image, from its one home (the Neuron table, which the configuration's
+# default and docker/Dockerfile follow).
+DEFAULT_IMAGE = TRAINING_IMAGE
 # The instance type of the default configuration's node group.
 DEFAULT_INSTANCE_TYPE = "trn1.32xlarge"
 # A short name resolves in the pod's own namespace: the job's team's etcd, which admits TorchX pods.
