@@ -183,8 +183,9 @@ def _pod_spec(
                     "--reload_interval=30",
                 ],
                 env=environment,
-                # Pinned by tag, and several GB: pulled once per node.
-                image_pull_policy="IfNotPresent",
+                # The tag is pinned; Always only re-checks its digest at start (the layers, several
+                # GB, are pulled once per node and then found in the node's cache).
+                image_pull_policy="Always",
                 ports=[k8s.ContainerPort(name="http", container_port=PORT, protocol="TCP")],
                 resources=container_resources(
                     requests={"cpu": "100m", "memory": memory}, limits={"cpu": "2", "memory": memory}
