@@ -276,7 +276,16 @@ def test_fsx_admits_lustre_ports_from_the_nodes_and_itself(default_stack: Synthe
         )
         for rule in rules(default_stack, "AWS::EC2::SecurityGroupEgress", fsx_group)
     }
-    assert ("tcp", 988, 988, efa_group) in egress and ("tcp", 1018, 1023, efa_group) in egress
+    # FSx for Lustre user guide, "File system access control with Amazon VPC": outbound 988 and
+    # 1018-1023 to the file system's own group (its servers) and to its clients' groups.
+    assert egress == {
+        ("tcp", 988, 988, efa_group),
+        ("tcp", 1018, 1023, efa_group),
+        ("tcp", 988, 988, cluster),
+        ("tcp", 1018, 1023, cluster),
+        ("tcp", 988, 988, fsx_group),
+        ("tcp", 1018, 1023, fsx_group),
+    }
     inline = default_stack.json["Resources"][fsx_group]["Properties"]
     assert "SecurityGroupIngress" not in inline
 
