@@ -47,6 +47,7 @@ from cluster_facts.kubernetes_names import (
     SAFE_TO_EVICT_ANNOTATION,
     dataset_variable,
 )
+from cluster_facts.metadata_proxy import proxy_environment
 from cluster_facts.script_files import script_body
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
 from k8s_charts.identity import spec_hash
@@ -75,12 +76,6 @@ _PYTHON_TARGET = "/opt/run/python"
 HEARTBEAT_STALE_SECONDS = 15 * 60
 # Another run's pods release a cache within their termination grace period.
 CACHE_LOCK_TIMEOUT_SECONDS = 300
-# The pinned BERT script (and others) call the instance metadata service over plain HTTP with no
-# timeout; with the nodes' IMDS hop limit of 1 the reply never reaches a pod and the call hangs.
-# Plain-HTTP requests that honour the proxy variables (requests, urllib) go to a closed local port
-# instead and fail at once; in-cluster names and addresses are exempt. HTTPS is untouched.
-_CLOSED_PROXY = "http://127.0.0.1:9"
-_NO_PROXY = "localhost,127.0.0.1,.svc,.cluster.local,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,10 +181,8 @@ def _environment(
         "XLA_TRANSFER_SEED_ASYNC": "1",
         # The image's root home is not the team's: tools that write under $HOME get a writable one.
         "HOME": "/tmp",
-        "http_proxy": _CLOSED_PROXY,
-        "HTTP_PROXY": _CLOSED_PROXY,
-        "no_proxy": _NO_PROXY,
-        "NO_PROXY": _NO_PROXY,
+        # Instance-metadata calls fail at once, nothing else is proxied (cluster_facts/metadata_proxy.py).
+        **proxy_environment(job=run_id_value),
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
         **run.environment,
         # What k8s_charts/scripts/run_worker.sh reads.
