@@ -35,6 +35,7 @@ __all__ = [
     "NEURON_TAINT_VALUE",
     "NODE_GROUP_LABEL",
     "PLATFORM_NAMESPACE",
+    "POD_USER_ENVIRONMENT",
     "ROOT_SQUASH_ID",
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
@@ -207,6 +208,13 @@ DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"
 # this code; the run's Volcano policy turns it into the end of the job instead of a restart.
 # 78 is EX_CONFIG in sysexits.h: nothing a retry can fix. Neither torchrun nor Python use it.
 CANNOT_PROCEED_EXIT_CODE = 78
+
+# A training pod runs as its team's uid, which has no passwd entry in the image: getpass.getuser()
+# (CPython: LOGNAME, USER, LNAME, USERNAME, then pwd.getpwuid, which raises KeyError, OSError from
+# 3.13) and the tools that call it (torch 2.9's compile cache names its directory after it:
+# torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir) find a name here first,
+# and HOME a writable directory (~ expands from HOME before the passwd database).
+POD_USER_ENVIRONMENT: dict[str, str] = {"HOME": "/tmp", "USER": "trainium", "LOGNAME": "trainium"}
 
 # The cluster autoscaler never removes a node that runs a pod with this annotation set to "false".
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"

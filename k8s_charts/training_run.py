@@ -43,6 +43,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
+    POD_USER_ENVIRONMENT,
     RUNS_ROOT,
     SAFE_TO_EVICT_ANNOTATION,
     dataset_variable,
@@ -179,8 +180,8 @@ def _environment(
         "FI_EFA_FORK_SAFE": "1",
         "NEURON_RT_RESET_CORES": "1",
         "XLA_TRANSFER_SEED_ASYNC": "1",
-        # The image's root home is not the team's: tools that write under $HOME get a writable one.
-        "HOME": "/tmp",
+        # The team's uid has no passwd entry: a name and a writable home for tools that ask.
+        **POD_USER_ENVIRONMENT,
         # Instance-metadata calls fail at once, nothing else is proxied (cluster_facts/metadata_proxy.py).
         **proxy_environment(job=run_id_value),
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},

@@ -1,4 +1,5 @@
-"""The closed proxy catches the instance-metadata call and nothing a training pod may reach.
+"""The closed proxy catches the instance-metadata call and nothing a training pod may reach; and a
+training pod's user, which has no passwd entry, still has a name and a home.
 
 Asked of the real proxy logic of the libraries a training script uses: requests'
 ``should_bypass_proxies`` (requests 2.34.2, as in .venv; the Neuron image installs its own release,
@@ -8,6 +9,9 @@ whose function is the same since 2.x) and the standard library's ``proxy_bypass_
 
 from __future__ import annotations
 
+import getpass
+import os
+import pwd
 import urllib.request
 from typing import Any
 
@@ -86,3 +90,27 @@ def test_what_a_pod_may_reach_over_plain_http_is_sent_directly(rendered: Any) ->
 def test_https_is_never_proxied(rendered: Any) -> None:
     _, env = rendered()
     assert not {"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"} & set(env)
+
+
+# --- No passwd entry for the team's uid ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("rendered", ENVIRONMENTS)
+def test_tools_that_ask_for_the_users_name_get_one_without_a_passwd_entry(
+    rendered: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The team's uid has no entry in the image's /etc/passwd: getpass.getuser() (which torch's
+    compile cache calls for its directory name) and ~ must not need one."""
+    _, env = rendered()
+
+    def no_entry(uid: int) -> Any:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("LOGNAME", "USER", "HOME"):
+        if name in env:
+            monkeypatch.setenv(name, env[name])
+    assert getpass.getuser() == "trainium"
+    assert os.path.expanduser("~") == "/tmp"

@@ -25,6 +25,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_CACHE_DIR,
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
+    POD_USER_ENVIRONMENT,
     RUNS_ROOT,
     datasets_claim,
     file_system_claim,
@@ -148,6 +149,8 @@ class TrainiumJob:
             **FABRIC_ENVIRONMENT,
             # Instance-metadata calls fail at once, nothing else is proxied (as in the cluster's runs).
             **proxy_environment(job=job_id),
+            # The team's uid (taken before the launcher starts) has no passwd entry in the image.
+            **POD_USER_ENVIRONMENT,
             "RUN_ID": job_id,
             "OUTPUT_DIR": f"{RUNS_ROOT}/{job_id}",
             # Never two running jobs on one cache directory: concurrent writers corrupt it.
