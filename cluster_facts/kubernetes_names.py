@@ -35,6 +35,7 @@ __all__ = [
     "NEURON_TAINT_VALUE",
     "NODE_GROUP_LABEL",
     "PLATFORM_NAMESPACE",
+    "POD_USER_ENVIRONMENT",
     "ROOT_SQUASH_ID",
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
@@ -134,15 +135,23 @@ def datasets_claim(generation: str) -> str:
 #   /datasets/<name>/<identity>      staged once by the platform, mounted read-only by every team
 #   /teams/<team>/runs/<run id>      a team's run outputs (its pods see /teams/<team> as /data)
 #   /teams/<team>/neuron_cache       a team's compile caches
+# No volume is mounted inside another that lives on the file system: the container runtime creates
+# each mount point as the node's root, which Lustre squashes to nobody on the Trainium nodes, and a
+# team's directory (mode 2750, the team's uid) lets nobody neither search nor create in it. A data
+# sets mount at /data/datasets left every run in CreateContainerError (tests/test_mount_layout.py).
+# Sources: runc libcontainer/rootfs_linux.go (setupRootfs -> mountToRootfs per mount, in order,
+# creating a missing destination under the rootfs before the bind mount, as the runtime's root);
+# the same failure on NFS with root squash: containers/podman#17129.
 DATA_MOUNT = "/data"
 TEAMS_DIR = "teams"
 """Each team's directory on the file system: ``/<TEAMS_DIR>/<team>``."""
 NEURON_CACHE_DIR = "neuron_cache"
 """A team's Neuron compile caches, ``/data/neuron_cache/<cacheset>_<replica>`` in its pods."""
 DATASETS_DIR = "datasets"
-DATASETS_ROOT = f"{DATA_MOUNT}/{DATASETS_DIR}"
-"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``, the same path in
-the platform's pods (the whole file system) and in a team's (its read-only view of /datasets)."""
+DATASETS_ROOT = f"/{DATASETS_DIR}"
+"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``. Beside /data, never
+inside it: the same path in the staging pods (the file system's /datasets, mounted by sub-path) and
+in a team's (its read-only claim of /datasets)."""
 RUNS_ROOT = f"{DATA_MOUNT}/runs"
 """A team's runs, ``/data/runs/<run id>`` in its pods."""
 
@@ -204,6 +213,13 @@ DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"
 # this code; the run's Volcano policy turns it into the end of the job instead of a restart.
 # 78 is EX_CONFIG in sysexits.h: nothing a retry can fix. Neither torchrun nor Python use it.
 CANNOT_PROCEED_EXIT_CODE = 78
+
+# A training pod runs as its team's uid, which has no passwd entry in the image: getpass.getuser()
+# (CPython: LOGNAME, USER, LNAME, USERNAME, then pwd.getpwuid, which raises KeyError, OSError from
+# 3.13) and the tools that call it (torch 2.9's compile cache names its directory after it:
+# torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir) find a name here first,
+# and HOME a writable directory (~ expands from HOME before the passwd database).
+POD_USER_ENVIRONMENT: dict[str, str] = {"HOME": "/tmp", "USER": "trainium", "LOGNAME": "trainium"}
 
 # The cluster autoscaler never removes a node that runs a pod with this annotation set to "false".
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"

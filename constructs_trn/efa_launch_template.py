@@ -1,7 +1,11 @@
 """The launch template of a Trainium node group: one EFA interface per network card.
 
 The rules (see the README): card 0 carries the node's IP (device index 0, type ``efa``); every other
-card gets an ``efa-only`` interface at device index 1, which uses no VPC address. Security groups
+card gets an ``efa-only`` interface at device index 0, which uses no VPC address. The EC2 user guide
+("Maximize network bandwidth on Amazon EC2 instances with multiple network cards"): "For each
+additional network interface, use the next unused network card index, device index 0, for EFA-only
+network interface, and/or device index 1 for ENA network interface". Device index 1 is an ENA
+interface's place on a further card (this project once put efa-only there). Security groups
 sit on each interface, because a launch template with network interfaces may not name top-level
 groups. No subnet and no instance profile: the EKS managed node group supplies both.
 """
@@ -26,7 +30,8 @@ def efa_network_interfaces(
     return [
         ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
             network_card_index=card,
-            device_index=0 if card == 0 else 1,
+            # Device index 0 on every card: the primary (efa) on card 0, efa-only on the others.
+            device_index=0,
             interface_type="efa" if card == 0 else "efa-only",
             groups=list(security_group_ids),
             delete_on_termination=True,

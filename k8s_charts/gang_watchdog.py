@@ -69,8 +69,7 @@ __all__ = [
 NAME = "gang-watchdog"
 STEP = NAME
 ADMISSION_STEP = f"{NAME}-admission"
-# Docker Official Image python:3.12.12-slim-trixie on ECR Public, TensorBoard's too: one image in
-# the pull-through cache for both.
+# Docker Official Image python:3.12.12-slim-trixie on ECR Public (through the pull-through cache).
 DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.12.12-slim-trixie"
 DEFAULT_INTERVAL_SECONDS = 60
 GANG_WATCHDOG_LABELS: dict[str, str] = {

@@ -1,4 +1,5 @@
-"""A batch/v1 Job of the platform: runs once on the system nodes with the whole file system at /data.
+"""A batch/v1 Job of the platform: runs once on the system nodes with the file system at /data (or
+one of its directories at a path of its own).
 
 Data set staging and the file system's layout are such Jobs. They share how they run: a pinned
 image, no service-account token, the runtime's seccomp profile, no capabilities, a read-only root
@@ -53,10 +54,13 @@ def platform_job(
     root_zones: Sequence[str],
     add_capabilities: Mapping[str, str] | None = None,
     image: str = DEFAULT_IMAGE,
+    mount_path: str = DATA_MOUNT,
+    sub_path: str | None = None,
 ) -> k8s.KubeJob:
     """The Job ``name`` running ``script`` under ``/bin/sh -c`` with ``arguments`` as "$@".
 
-    ``add_capabilities``: capability -> why the Job needs it (its policy exception says so)."""
+    ``add_capabilities``: capability -> why the Job needs it (its policy exception says so).
+    ``sub_path``: only this directory of the claim, at ``mount_path`` (the whole claim when None)."""
     added = dict(add_capabilities or {})
     problem = pinned_image_problem(image)
     if problem is not None:
@@ -81,7 +85,7 @@ def platform_job(
             capabilities=k8s.Capabilities(drop=["ALL"], add=sorted(added) or None),
             read_only_root_filesystem=True,
         ),
-        volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
+        volume_mounts=[k8s.VolumeMount(name="data", mount_path=mount_path, sub_path=sub_path)],
     )
     job = k8s.KubeJob(
         scope,

@@ -45,11 +45,13 @@ from cluster_facts.kubernetes_names import (
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
+    POD_USER_ENVIRONMENT,
     RUNS_ROOT,
     SAFE_TO_EVICT_ANNOTATION,
     STUCK_MINUTES_ANNOTATION,
     dataset_variable,
 )
+from cluster_facts.metadata_proxy import proxy_environment
 from cluster_facts.script_files import script_body
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
 from k8s_charts.identity import spec_hash
@@ -81,12 +83,6 @@ PROGRAM_DIR = "/opt/run/program"
 HEARTBEAT_STALE_SECONDS = 15 * 60
 # Another run's pods release a cache within their termination grace period.
 CACHE_LOCK_TIMEOUT_SECONDS = 300
-# The pinned BERT script (and others) call the instance metadata service over plain HTTP with no
-# timeout; with the nodes' IMDS hop limit of 1 the reply never reaches a pod and the call hangs.
-# Plain-HTTP requests that honour the proxy variables (requests, urllib) go to a closed local port
-# instead and fail at once; in-cluster names and addresses are exempt. HTTPS is untouched.
-_CLOSED_PROXY = "http://127.0.0.1:9"
-_NO_PROXY = "localhost,127.0.0.1,.svc,.cluster.local,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +99,7 @@ class TrainingRun:
     claim_name: str
     """The team's claim: its own directory of the file system, mounted at /data."""
     datasets_claim_name: str
-    """The staged data sets, read-only, at /data/datasets."""
+    """The staged data sets, read-only, at /datasets (beside /data: never a mount inside the team's directory)."""
     script: str
     """What the launcher runs on every worker (a path in the image or on /data)."""
     script_args: tuple[str, ...] = ()
@@ -198,12 +194,10 @@ def _environment(
         "FI_EFA_FORK_SAFE": "1",
         "NEURON_RT_RESET_CORES": "1",
         "XLA_TRANSFER_SEED_ASYNC": "1",
-        # The image's root home is not the team's: tools that write under $HOME get a writable one.
-        "HOME": "/tmp",
-        "http_proxy": _CLOSED_PROXY,
-        "HTTP_PROXY": _CLOSED_PROXY,
-        "no_proxy": _NO_PROXY,
-        "NO_PROXY": _NO_PROXY,
+        # The team's uid has no passwd entry: a name and a writable home for tools that ask.
+        **POD_USER_ENVIRONMENT,
+        # Instance-metadata calls fail at once, nothing else is proxied (cluster_facts/metadata_proxy.py).
+        **proxy_environment(job=run_id_value),
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
         **run.environment,
         # What k8s_charts/scripts/run_worker.sh reads.

@@ -16,6 +16,7 @@ from cluster_facts.kubernetes_names import (
     ROOT_SQUASH_ID,
     team_rbac_group,
 )
+from cluster_facts.neuron_stack import DEFAULT_AMI_RELEASES
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
@@ -259,12 +260,15 @@ class TrainiumStack(Stack):
                 security_group_ids=interface_groups,
                 node_role=self.trainium_node_role,
                 min_size=group.min_size,
+                desired_size=group.desired_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
                 placement_group=group.uses_placement_group,
                 root_volume_gib=group.root_volume_gib,
                 update_strategy=group.update_strategy,
+                # The Neuron driver a scale-up boots: pinned, checked against the runs' images at synth.
+                ami_release=group.ami_release or DEFAULT_AMI_RELEASES[config.cluster.kubernetes_version],
             )
             self.trainium_node_groups[group.name] = node_group
         for nodes in (self.system_nodes, *(group.nodegroup for group in self.trainium_node_groups.values())):

@@ -1,7 +1,7 @@
 """Capacity: Trainium nodes run only while work needs them, and capacity never breaks the deployment.
 
-What TrainiumStack builds for it: node groups the cluster autoscaler sizes (no DesiredSize in the
-template, node-template tags from the catalog on their Auto Scaling groups, updates that need no
+What TrainiumStack builds for it: node groups the cluster autoscaler sizes (a fixed DesiredSize in the
+template that changing the bounds never touches, node-template tags from the catalog on their Auto Scaling groups, updates that need no
 surge on reserved groups, node auto repair), the autoscaler's Helm release and least-privilege Pod
 Identity role, Volcano's scheduler configuration without ``enqueue``, and a dependency graph in which
 nothing waits for a Trainium node.
@@ -92,15 +92,18 @@ def every_instance_type_stack() -> Synthesized:
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
-def test_no_trainium_group_has_a_desired_size_in_the_template(
+def test_every_trainium_group_has_a_full_scaling_configuration_with_a_fixed_desired_size(
     fixture: str, request: pytest.FixtureRequest
 ) -> None:
+    """All or none at creation (EKS API); DesiredSize is desired_size, whatever the bounds."""
     synthesized: Synthesized = request.getfixturevalue(fixture)
     for name, (_, group) in trainium_groups(synthesized).items():
         configured = next(g for g in synthesized.config.trainium.node_groups if g.name == name)
-        assert group["ScalingConfig"] == {"MinSize": configured.min_size, "MaxSize": configured.max_size}, (
-            name
-        )
+        assert group["ScalingConfig"] == {
+            "MinSize": configured.min_size,
+            "DesiredSize": configured.desired_size,
+            "MaxSize": configured.max_size,
+        }, name
         assert group["NodeRepairConfig"] == {"Enabled": True}, name
 
 

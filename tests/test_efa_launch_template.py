@@ -49,8 +49,10 @@ def test_card_zero_carries_the_ip_the_others_are_efa_only(
 ) -> None:
     first, *others = one_template_per_instance_type[instance_type]["NetworkInterfaces"]
     assert (first["DeviceIndex"], first["InterfaceType"]) == (0, "efa")
+    # EC2 user guide, multiple network cards: "the next unused network card index, device index 0,
+    # for EFA-only network interface" (device index 1 is for an ENA interface there).
     assert {(interface["DeviceIndex"], interface["InterfaceType"]) for interface in others} == {
-        (1, "efa-only")
+        (0, "efa-only")
     }
 
 

@@ -243,7 +243,7 @@ def test_output_directory_and_script_arguments_reach_the_pod() -> None:
         # Kubernetes expands $(OUTPUT_DIR) in the command from the env above.
         assert container["command"][-4:] == [
             "--data",
-            "/data/datasets/wikitext",
+            "/datasets/wikitext",
             "--output_dir",
             "$(OUTPUT_DIR)",
         ]

@@ -198,8 +198,9 @@ def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_s
     assert group["Taints"] == [{"Key": "aws.amazon.com/neuron", "Value": "present", "Effect": "NO_SCHEDULE"}]
     # The instance type is in the launch template; on the node group aws-eks-v2 would reject it.
     assert "InstanceTypes" not in group
-    # No DesiredSize: the autoscaler owns it, and CloudFormation leaves it alone when the template does.
-    assert group["ScalingConfig"] == {"MinSize": 0, "MaxSize": 2}
+    # All three (the EKS API takes all or none at creation); DesiredSize is the fixed count the group
+    # starts at, which changing the bounds never touches (tests/test_update_safety.py).
+    assert group["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 2}
 
 
 def test_trainium_labels_come_from_the_catalog(example_stack: Synthesized) -> None:
@@ -275,7 +276,16 @@ def test_fsx_admits_lustre_ports_from_the_nodes_and_itself(default_stack: Synthe
         )
         for rule in rules(default_stack, "AWS::EC2::SecurityGroupEgress", fsx_group)
     }
-    assert ("tcp", 988, 988, efa_group) in egress and ("tcp", 1018, 1023, efa_group) in egress
+    # FSx for Lustre user guide, "File system access control with Amazon VPC": outbound 988 and
+    # 1018-1023 to the file system's own group (its servers) and to its clients' groups.
+    assert egress == {
+        ("tcp", 988, 988, efa_group),
+        ("tcp", 1018, 1023, efa_group),
+        ("tcp", 988, 988, cluster),
+        ("tcp", 1018, 1023, cluster),
+        ("tcp", 988, 988, fsx_group),
+        ("tcp", 1018, 1023, fsx_group),
+    }
     inline = default_stack.json["Resources"][fsx_group]["Properties"]
     assert "SecurityGroupIngress" not in inline
 

@@ -15,6 +15,9 @@
 set -eu
 umask 022
 mkdir -p "$DATA_MOUNT/$DATASETS_DIR" "$DATA_MOUNT/$TEAMS_DIR"
+# Every team's pods mount it read-only (as their own uid): readable and searchable by all, writable
+# by root alone (whatever made it first: this Job, or the kubelet for a staging pod's sub-path).
+chmod 0755 "$DATA_MOUNT/$DATASETS_DIR"
 echo "$DATA_MOUNT/$DATASETS_DIR: ready"
 for entry in "$@"; do
   team=${entry%%:*}

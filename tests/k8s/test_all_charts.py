@@ -125,7 +125,6 @@ EXPECTED_NAMES = {
     ],
     "run-bert-large": [("Job", "training", r"bert-large-[0-9a-f]{8}")],
     "tensorboard": [
-        ("ConfigMap", "trainium-system", "tensorboard"),
         ("Deployment", "trainium-system", "tensorboard"),
         ("NetworkPolicy", "trainium-system", "tensorboard"),
         ("Service", "trainium-system", "tensorboard"),

@@ -80,8 +80,19 @@ def test_a_data_set_version_is_one_job_named_after_its_identity() -> None:
     assert job["metadata"]["name"] == staging_job_name(
         DATASET, namespace="training", claim_name="fsx-abc123", root_zones=ROOT_ZONES
     )
-    assert DATASET.directory == f"/data/datasets/corpus/{DATASET.identity}"
+    assert DATASET.directory == f"/datasets/corpus/{DATASET.identity}"
     assert DATASET.marker == f"{DATASET.directory}.staged"
+
+
+def test_the_job_mounts_only_the_data_sets_at_the_path_runs_see_them() -> None:
+    """The file system's /datasets, by sub-path, at /datasets: what a team's pods mount read-only
+    there (k8s_charts/fsx_storage.py), and no team's directory."""
+    job = only(staging(), "Job")
+    assert container(job)["volumeMounts"] == [
+        {"mountPath": "/datasets", "name": "data", "subPath": "datasets"}
+    ]
+    [volume] = pod_spec(job)["volumes"]
+    assert volume == {"name": "data", "persistentVolumeClaim": {"claimName": "fsx-abc123"}}
 
 
 @pytest.mark.parametrize(
@@ -188,9 +199,10 @@ else:
 """
 
 
-def moved_path(value: str, data: Path) -> str:
-    """A /data path under ``data``; anything else (a URL, a checksum) as it is."""
-    return str(data) + value.removeprefix("/data") if value.startswith("/data/") else value
+def moved_path(value: str, data: Path, mount_path: str) -> str:
+    """A path under the pod's ``mount_path``, moved under ``data``; anything else (a URL, a checksum)
+    as it is."""
+    return str(data) + value.removeprefix(mount_path) if value.startswith(f"{mount_path}/") else value
 
 
 def tarball(files: dict[str, bytes], *, mode: int = 0o644) -> bytes:
@@ -220,13 +232,15 @@ class Staging:
         (self.server / "train.py").write_bytes(SCRIPT_TEXT)
         self.dataset = dataset
         job_container = container(only(staging(dataset), "Job"))
+        [mount] = job_container["volumeMounts"]
+        mount_path = mount["mountPath"]
         moved = {
             **job_container,
             "env": [
-                {**variable, "value": moved_path(variable["value"], self.data)}
+                {**variable, "value": moved_path(variable["value"], self.data, mount_path)}
                 for variable in job_container["env"]
             ],
-            "args": [moved_path(argument, self.data) for argument in job_container["args"]],
+            "args": [moved_path(argument, self.data, mount_path) for argument in job_container["args"]],
         }
         self.env = container_environment(moved) | {
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",

@@ -112,3 +112,14 @@ def test_a_directory_root_filled_before_is_handed_over_whole_once(tmp_path: Path
         assert (path.stat().st_uid, path.stat().st_gid) == (100001, 100001)
     again = run_layout(tmp_path)
     assert again.returncode == 0 and "handed from" not in again.stdout
+
+
+@pytest.mark.process
+@needs_root
+def test_the_data_sets_directory_is_readable_by_every_team_whoever_made_it(tmp_path: Path) -> None:
+    """A staging pod's sub-path mount may have made /datasets first (the kubelet, as root): the
+    layout opens it to every team's uid anyway, and to root alone for writing."""
+    (tmp_path / "datasets").mkdir(mode=0o700)
+    result = run_layout(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE((tmp_path / "datasets").stat().st_mode) == 0o755

@@ -218,7 +218,9 @@ def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() ->
     mounts = {mount["name"]: mount["mountPath"] for mount in container(job())["volumeMounts"]}
     assert mounts == {
         "data": "/data",
-        "datasets": "/data/datasets",
+        # Beside /data, never inside it: root squash keeps the runtime from making a mount point
+        # inside the team's directory (tests/test_mount_layout.py walks every pod).
+        "datasets": "/datasets",
         "dshm": "/dev/shm",
         "python": "/opt/run/python",
     }

@@ -85,14 +85,16 @@ def config_from(path: Path, edit: Callable[[dict[str, Any]], None] | None = None
 
 def resize(group: dict[str, Any], *, min_size: int | None = None, max_size: int | None = None) -> None:
     """Set a node group's min_size/max_size in file data. The checks never read desired_size (the
-    autoscaler owns it, and the key is leaving the files); where a file still has it, it is kept
-    between the two so that the file stays valid."""
+    count at creation; the autoscaler owns it after): it is kept between the two (default 0) so that
+    the file stays valid."""
     if min_size is not None:
         group["min_size"] = min_size
     if max_size is not None:
         group["max_size"] = max_size
-    if "desired_size" in group:
-        group["desired_size"] = min(max(group["desired_size"], group["min_size"]), group["max_size"])
+    desired = group.get("desired_size", 0)
+    clamped = min(max(desired, group.get("min_size", 0)), group["max_size"])
+    if clamped != desired or "desired_size" in group:
+        group["desired_size"] = clamped
 
 
 @functools.cache
