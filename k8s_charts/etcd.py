@@ -24,6 +24,7 @@ from constructs import Construct
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    PLATFORM_PRIORITY_CLASS,
     VOLCANO_JOB_NAME_LABEL,
 )
 from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
@@ -123,6 +124,7 @@ def _pod_spec(image: str) -> k8s.PodSpec:
     return k8s.PodSpec(
         # etcd never calls the Kubernetes API.
         automount_service_account_token=False,
+        priority_class_name=PLATFORM_PRIORITY_CLASS,
         enable_service_links=False,
         security_context=k8s.PodSecurityContext(
             run_as_non_root=True,

@@ -45,6 +45,8 @@ from cluster_facts.kubernetes_names import (
     NODE_GROUP_LABEL,
     RUNS_ROOT,
     SAFE_TO_EVICT_ANNOTATION,
+    TRAINING_PRIORITY_CLASS,
+    VOLCANO_SCHEDULER,
     dataset_variable,
 )
 from cluster_facts.script_files import script_body
@@ -292,8 +294,10 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
             name=run_id_value, namespace=run.namespace, labels=labels, annotations=_POLICY_EXCEPTIONS
         ),
         spec=vc.JobSpec(
-            scheduler_name="volcano",
+            scheduler_name=VOLCANO_SCHEDULER,
             queue=run.queue,
+            # The teams' class (k8s_charts/priority_classes.py); Volcano gives it to every pod.
+            priority_class_name=TRAINING_PRIORITY_CLASS,
             min_available=run.nodes,
             max_retry=run.retries,
             plugins={

@@ -7,8 +7,10 @@ import json
 
 from cluster_facts.image_sources import ImageSource
 from cluster_facts.kubernetes_names import (
+    EFA_RESOURCE,
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    NEURON_RESOURCE,
     TRAINING_POD_LABELS,
     team_rbac_group,
 )
@@ -30,6 +32,7 @@ from k8s_charts.plan import (
     TeamValues,
     plan_kubernetes_layer,
 )
+from k8s_charts.team_quota import PLATFORM_POD_ALLOWANCE, TeamQuota
 from k8s_charts.tensorboard import TensorBoardValues
 from k8s_charts.training_run import TrainingRun
 from k8s_charts.volcano_queue import trainium_capability
@@ -49,6 +52,7 @@ __all__ = [
     "review_plan",
     "root_zones",
     "team_capability",
+    "team_quota",
     "training_run",
 ]
 
@@ -147,6 +151,21 @@ def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
     return trainium_capability([(group.instance, group.max_size) for group in config.team_node_groups(team)])
 
 
+def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
+    """The team's ``quota``; what it leaves out, what the team's groups hold at max_size (the queue's
+    capability) plus what the platform's pods in the namespace (its etcd) request."""
+    capability = team_capability(config, team)
+    configured = team.quota
+    return TeamQuota(
+        pods=configured.pods,
+        cpu=configured.cpu or int(capability["cpu"]) + PLATFORM_POD_ALLOWANCE["cpu"],
+        memory_gib=configured.memory_gib
+        or int(capability["memory"].removesuffix("Gi")) + PLATFORM_POD_ALLOWANCE["memory_gib"],
+        neuron_devices=configured.neuron_devices or int(capability[NEURON_RESOURCE]),
+        efa_interfaces=int(capability[EFA_RESOURCE]),
+    )
+
+
 def training_run(
     config: StackConfig, run: RunSettings, *, file_system: FileSystemValues, staged: dict[str, Dataset]
 ) -> TrainingRun:
@@ -218,6 +237,8 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 ),
                 member_group=team_rbac_group(team.name),
                 uid=team.owner_id,
+                node_groups=tuple(group.name for group in config.team_node_groups(team)),
+                quota=team_quota(config, team),
             )
             for team in config.teams
         ),
