@@ -108,17 +108,33 @@ class GangWatchdogValues:
     ``max_node_provision_minutes`` (a scale-up still under way is given that long)."""
     interval_seconds: int = DEFAULT_INTERVAL_SECONDS
     image: str = DEFAULT_IMAGE
+    team_node_groups: Mapping[str, tuple[str, ...]] | None = None
+    """Namespace -> the node groups its gangs may use: the watchdog cordons a node only for a gang
+    whose team owns the node's group. None: every namespace may use every group."""
 
     def __post_init__(self) -> None:
         if not self.namespaces or not self.node_groups:
             raise ValueError(
                 "the gang watchdog needs at least one team namespace and one Trainium node group"
             )
+        owned = self.owners()
+        if set(owned) != set(self.namespaces) or not all(
+            groups and set(groups) <= set(self.node_groups) for groups in owned.values()
+        ):
+            raise ValueError(
+                "the gang watchdog's team_node_groups must give every namespace some of its node groups"
+            )
         if self.threshold_minutes < 1 or self.interval_seconds < 1:
             raise ValueError("the gang watchdog's threshold and interval must be positive")
         problem = pinned_image_problem(self.image)
         if problem is not None:
             raise ValueError(problem)
+
+    def owners(self) -> dict[str, tuple[str, ...]]:
+        """Namespace -> the node groups its gangs may use."""
+        if self.team_node_groups is None:
+            return {namespace: self.node_groups for namespace in self.namespaces}
+        return {namespace: tuple(groups) for namespace, groups in self.team_node_groups.items()}
 
 
 def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
@@ -219,6 +235,7 @@ def _arguments(values: GangWatchdogValues) -> list[str]:
     return [
         f"--namespaces={','.join(values.namespaces)}",
         f"--node-groups={','.join(values.node_groups)}",
+        *(f"--team={namespace}={','.join(groups)}" for namespace, groups in values.owners().items()),
         f"--node-group-label={NODE_GROUP_LABEL}",
         f"--annotation={GANG_WATCHDOG_ANNOTATION}",
         f"--threshold-minutes={values.threshold_minutes}",

@@ -267,6 +267,10 @@ def gang_watchdog_values(config: StackConfig) -> GangWatchdogValues | None:
     return GangWatchdogValues(
         namespaces=tuple(team.name for team in config.teams),
         node_groups=tuple(group.name for group in config.trainium.node_groups),
+        # A gang is cordoned for only on its own team's groups.
+        team_node_groups={
+            team.name: tuple(group.name for group in config.team_node_groups(team)) for team in config.teams
+        },
         # A scale-up still under way is given as long as the autoscaler gives it.
         threshold_minutes=config.autoscaler.max_node_provision_minutes,
     )
