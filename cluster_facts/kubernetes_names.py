@@ -36,6 +36,7 @@ __all__ = [
     "NODE_GROUP_LABEL",
     "PLATFORM_NAMESPACE",
     "PLATFORM_PRIORITY_CLASS",
+    "PLATFORM_UID",
     "ROOT_SQUASH_ID",
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
@@ -149,6 +150,10 @@ RUNS_ROOT = f"{DATA_MOUNT}/runs"
 
 # Root on a Trainium node is this user and group on the file system (root squash): nobody:nogroup.
 ROOT_SQUASH_ID = 65534
+# The platform's own uid and gid on the file system: owner of /datasets, which the staging Jobs write
+# as this uid (never as root). Below every team's id (teams[].uid is at least 10000, derived ids at
+# least _TEAM_ID_BASE) and no distribution's system or nobody id.
+PLATFORM_UID = 9999
 # A team's uid and gid on the file system, when the configuration names none: a hash of its name into
 # [_TEAM_ID_BASE, _TEAM_ID_BASE + _TEAM_ID_SPAN). Above the distributions' system and login ranges
 # (below 10000) and the nobody id; the configuration refuses two teams with one id.

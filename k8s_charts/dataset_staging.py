@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import cdk8s
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DATASETS_ROOT
+from cluster_facts.kubernetes_names import DATASETS_ROOT, PLATFORM_UID
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
 from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
@@ -166,6 +166,8 @@ def _staging_objects(
         deadline_seconds=STAGING_DEADLINE_SECONDS,
         root_zones=root_zones,
         image=image,
+        # Never root: the layout Job hands /datasets to the platform's uid.
+        run_as=PLATFORM_UID,
     )
 
 

@@ -2,11 +2,16 @@
 
 Data set staging and the file system's layout are such Jobs. They share how they run: a pinned
 image, no service-account token, the runtime's seccomp profile, no capabilities, a read-only root
-file system, nothing may connect to them, and a few retries within a deadline. They run as root only
-because the Lustre root directory is root-owned and they are its first writers.
+file system, nothing may connect to them, the platform's priority class, and a few retries within
+a deadline.
 
-Root squash (constructs_trn/lustre_storage.py) maps root to nobody on every client but the system
-nodes outside the Trainium zone: the Jobs run there (``root_zones``), the one place root is root.
+Only the layout runs as root: the Lustre root directory is root-owned, and the layout creates the
+team directories and hands each to its team (and ``/datasets`` to ``PLATFORM_UID``). Staging runs
+as ``PLATFORM_UID`` (``run_as``): an archive unpacked by it can hold no root-owned, setuid or device
+file, whatever it carries. Root squash (constructs_trn/lustre_storage.py) maps root to nobody on
+every client but the system nodes outside the Trainium zone: the Jobs run there (``root_zones``),
+the one place root is root, and a place no team's pod can be (an admission policy holds every team
+pod to its Trainium groups: k8s_charts/tenant_admission.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.images import pinned_image_problem
-from cluster_facts.kubernetes_names import DATA_MOUNT
+from cluster_facts.kubernetes_names import DATA_MOUNT, PLATFORM_PRIORITY_CLASS
 from k8s_charts.isolation import deny_ingress
 from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
 from k8s_charts.resources import container_resources
@@ -31,6 +36,10 @@ DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
 # The well-known label the cloud provider sets on every node: its availability zone.
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
+_PLATFORM_UID = (
+    "the platform's uid on the file system, below the 10000 every team's uid starts at, so that no "
+    "team can be given it"
+)
 _ROOT_WRITER = (
     "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
     "with no capabilities, no privilege escalation and a read-only root file system"
@@ -53,10 +62,12 @@ def platform_job(
     root_zones: Sequence[str],
     add_capabilities: Mapping[str, str] | None = None,
     image: str = DEFAULT_IMAGE,
+    run_as: int | None = None,
 ) -> k8s.KubeJob:
     """The Job ``name`` running ``script`` under ``/bin/sh -c`` with ``arguments`` as "$@".
 
-    ``add_capabilities``: capability -> why the Job needs it (its policy exception says so)."""
+    ``add_capabilities``: capability -> why the Job needs it (its policy exception says so).
+    ``run_as``: a uid (and gid) to run as; None: root, the first writer on the file system."""
     added = dict(add_capabilities or {})
     problem = pinned_image_problem(image)
     if problem is not None:
@@ -92,8 +103,9 @@ def platform_job(
             labels=dict(labels),
             annotations=policy_exceptions(
                 {
-                    "CKV_K8S_23": _ROOT_WRITER,
-                    "CKV_K8S_40": _ROOT_WRITER,
+                    **({"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER} if run_as is None else {}),
+                    # Below 10000 so that no team's uid (at least 10000) can be the platform's.
+                    **({"CKV_K8S_40": _PLATFORM_UID} if run_as is not None and run_as < 10000 else {}),
                     **(
                         {"CKV_K8S_25": "; ".join(f"{name}: {why}" for name, why in added.items())}
                         if added
@@ -115,7 +127,13 @@ def platform_job(
                     enable_service_links=False,
                     security_context=k8s.PodSecurityContext(
                         seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+                        **(
+                            {"run_as_non_root": True, "run_as_user": run_as, "run_as_group": run_as}
+                            if run_as is not None
+                            else {}
+                        ),
                     ),
+                    priority_class_name=PLATFORM_PRIORITY_CLASS,
                     # Squashed elsewhere, root would be nobody and could create nothing.
                     affinity=k8s.Affinity(
                         node_affinity=k8s.NodeAffinity(
