@@ -127,11 +127,9 @@ def platform_job(
                     enable_service_links=False,
                     security_context=k8s.PodSecurityContext(
                         seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
-                        **(
-                            {"run_as_non_root": True, "run_as_user": run_as, "run_as_group": run_as}
-                            if run_as is not None
-                            else {}
-                        ),
+                        run_as_non_root=True if run_as is not None else None,
+                        run_as_user=run_as,
+                        run_as_group=run_as,
                     ),
                     priority_class_name=PLATFORM_PRIORITY_CLASS,
                     # Squashed elsewhere, root would be nobody and could create nothing.
