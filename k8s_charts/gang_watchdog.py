@@ -45,7 +45,12 @@ from k8s_charts.admission_policy import (
     service_account_policy_spec,
     service_account_username,
 )
-from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
+from k8s_charts.policy_exceptions import (
+    PINNED_PULL_POLICY,
+    digest_exceptions,
+    policy_exceptions,
+    pull_policy_exceptions,
+)
 from k8s_charts.resources import container_resources
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
@@ -314,7 +319,9 @@ class GangWatchdogChart(cdk8s.Chart):
             "Deployment",
             metadata=metadata(
                 namespace=namespace,
-                annotations=policy_exceptions({**_POLICY_EXCEPTIONS, **digest_exceptions(values.image)}),
+                annotations=policy_exceptions(
+                    {**_POLICY_EXCEPTIONS, **digest_exceptions(values.image), **pull_policy_exceptions()}
+                ),
             ),
             spec=k8s.DeploymentSpec(
                 replicas=1,
@@ -369,8 +376,8 @@ def _pod_spec(values: GangWatchdogValues) -> k8s.PodSpec:
                     k8s.EnvVar(name="PYTHONDONTWRITEBYTECODE", value="1"),
                     k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
                 ],
-                # The tag is pinned; Always only re-checks it against the registry at start.
-                image_pull_policy="Always",
+                # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                image_pull_policy=PINNED_PULL_POLICY,
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "256Mi"}
                 ),

@@ -24,7 +24,12 @@ from constructs import Construct
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT, PLATFORM_PRIORITY_CLASS
 from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
+from k8s_charts.policy_exceptions import (
+    PINNED_PULL_POLICY,
+    digest_exceptions,
+    policy_exceptions,
+    pull_policy_exceptions,
+)
 from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ZONE_LABEL", "platform_job"]
@@ -77,8 +82,8 @@ def platform_job(
     container = k8s.Container(
         name="main",
         image=image,
-        # The tag is pinned; Always only re-checks it against the registry at start.
-        image_pull_policy="Always",
+        # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+        image_pull_policy=PINNED_PULL_POLICY,
         command=["/bin/sh", "-c", script, script_name],
         args=list(arguments),
         env=[k8s.EnvVar(name=key, value=value) for key, value in environment.items()],
@@ -112,6 +117,7 @@ def platform_job(
                         else {}
                     ),
                     **digest_exceptions(image),
+                    **pull_policy_exceptions(),
                 }
             ),
         ),

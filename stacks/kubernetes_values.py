@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from cluster_facts.image_sources import ImageSource
+from cluster_facts.image_sources import ImageSource, cached_repository_arn
 from cluster_facts.kubernetes_names import (
     EFA_RESOURCE,
     ETCD_CLIENT_PORT,
@@ -40,6 +40,7 @@ from k8s_charts.volcano_queue import trainium_capability
 __all__ = [
     "applied_plan",
     "autoscaler_values",
+    "cached_repository_arns",
     "datasets",
     "fabric_checks",
     "file_system_generation",
@@ -149,6 +150,15 @@ def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
     """What the team's node groups hold at max_size: the queue lets a run use any of it, and never
     less than the autoscaler can bring (a capped task would idle the nodes added for it)."""
     return trainium_capability([(group.instance, group.max_size) for group in config.team_node_groups(team)])
+
+
+def cached_repository_arns(config: StackConfig, plan: KubernetesLayerPlan) -> list[str]:
+    """The pull-through cache repositories of every image the stack names: the plan's (applied or
+    not: a rendered run may be applied by hand) and the training image the TorchX component submits
+    by default. The node roles may import into these and no others."""
+    images = [*plan.images(), image_source(config).resolve(DEFAULT_TRAINING_IMAGE)]
+    arns = {cached_repository_arn(image, account=config.account, region=config.region) for image in images}
+    return sorted(arn for arn in arns if arn is not None)
 
 
 def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
