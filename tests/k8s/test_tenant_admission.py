@@ -270,3 +270,106 @@ def test_without_platform_pods_every_pod_is_judged() -> None:
     ]
     assert pods["spec"]["matchConditions"][0]["expression"] == "!(false)"
     assert PlatformPod(labels={"a": "b"}).owner_kind == "ReplicaSet"
+
+
+# --- Done when: a member of one team, with the team's Role, cannot ... ---------------------------------
+
+
+def team_role_allows(verb: str, group: str, resource: str, namespace: str = "training") -> bool:
+    """Whether the team's Role (as the plan renders it) grants ``verb`` on ``group``/``resource``."""
+    [role] = [
+        m
+        for step in PLAN.manifest_sets()
+        for m in step.manifests
+        if m["kind"] == "Role" and m["metadata"] == {"name": "trainium-team-member", "namespace": namespace}
+    ]
+    return any(
+        group in rule.get("apiGroups", [])
+        and resource in rule.get("resources", [])
+        and verb in rule.get("verbs", [])
+        for rule in role["rules"]
+    )
+
+
+def refused(case_id: str, message: str) -> None:
+    [case] = [c for c in CASES if c.id == case_id]
+    decision = verdict(case)
+    assert decision.matched and not decision.allowed and message in decision.messages, (case_id, decision)
+
+
+def test_a_team_member_creates_pods_only_through_volcano_jobs() -> None:
+    """The Role's only writes: Volcano Jobs (create, delete) and port-forwards; so every pod of a team
+    comes from Volcano's job controller, judged by both policies."""
+    assert team_role_allows("create", "batch.volcano.sh", "jobs")
+    for resource in ("pods", "deployments", "replicasets", "statefulsets", "daemonsets", "jobs"):
+        for group in ("", "apps", "batch"):
+            assert not team_role_allows("create", group, resource), (group, resource)
+    assert not team_role_allows("update", "batch.volcano.sh", "jobs")
+    assert not team_role_allows("patch", "", "pods")
+
+
+def test_a_team_member_cannot_run_as_root_on_any_node() -> None:
+    for variant in ("run-as-root", "run-as-non-root-false", "no-security-context", "container-runs-as-root"):
+        refused(f"job-{variant}", Message.NON_ROOT)
+        refused(f"pod-{variant}", Message.NON_ROOT)
+
+
+def test_a_team_member_cannot_write_a_data_set() -> None:
+    for variant in ("data-set-claim-writable", "data-set-mount-writable"):
+        refused(f"job-{variant}", Message.READ_ONLY)
+        refused(f"pod-{variant}", Message.READ_ONLY)
+    refused("job-names-the-data-sets-claim-in-its-volumes", Message.READ_ONLY)
+    # Nor through root on an unsquashed node (refused above), nor by placing a pod there (below).
+
+
+def test_a_team_member_cannot_run_on_a_system_node_or_another_teams_group() -> None:
+    for variant in ("another-team-group", "system-node-by-zone", "no-node-selector"):
+        refused(f"job-{variant}", Message.NODE_GROUP)
+        refused(f"pod-{variant}", Message.NODE_GROUP)
+    for variant in ("node-name", "default-scheduler", "tolerates-everything", "tolerates-cordons"):
+        [case] = [c for c in CASES if c.id == f"job-{variant}"]
+        assert not verdict(case).allowed, variant
+
+
+def test_a_team_member_cannot_use_another_queue_or_the_default_queue() -> None:
+    refused("job-another-teams-queue", Message.JOB_QUEUE)
+    refused("job-volcanos-default-queue", Message.JOB_QUEUE)
+    refused("pod-another-teams-queue", Message.POD_QUEUE)
+    refused("pod-volcanos-default-queue", Message.POD_QUEUE)
+
+
+def test_a_team_member_cannot_set_a_critical_priority() -> None:
+    """Refused by the policy (any class but the team's), and by the namespace's quota on the critical
+    classes should the policy ever be missing (tests/k8s/test_team_quota.py)."""
+    for variant in ("critical-priority-on-the-template", "critical-priority-on-the-job", "no-priority"):
+        refused(f"job-{variant}", Message.PRIORITY)
+        refused(f"pod-{variant}", Message.PRIORITY)
+    [quota] = [
+        m
+        for step in PLAN.manifest_sets()
+        for m in step.manifests
+        if m["kind"] == "ResourceQuota"
+        and m["metadata"] == {"name": "no-critical-priority", "namespace": "training"}
+    ]
+    assert quota["spec"]["hard"] == {"pods": "0"}
+
+
+def test_a_team_member_cannot_delete_a_platform_policy() -> None:
+    """Not directly (the Role writes no NetworkPolicy, Service, ConfigMap, Secret, quota or RBAC), and
+    not through Volcano, which deletes the Service and NetworkPolicy named after a deleted Job."""
+    for group, resource in (
+        ("networking.k8s.io", "networkpolicies"),
+        ("", "services"),
+        ("", "configmaps"),
+        ("", "secrets"),
+        ("", "resourcequotas"),
+        ("", "limitranges"),
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+    ):
+        for verb in ("delete", "update", "patch", "create"):
+            assert not team_role_allows(verb, group, resource), (verb, group, resource)
+    reserved = Message.reserved(RESERVED)
+    for name in ("default-deny", "volcano-job-pods", "etcd-server"):
+        refused(f"job-named-{name}", reserved)
