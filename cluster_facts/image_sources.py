@@ -41,6 +41,7 @@ __all__ = [
     "ImageSource",
     "UpstreamRegistry",
     "cache_rule_prefix",
+    "cached_repository_arn",
     "digest_exception_reason",
     "ecr_registry",
     "is_ecr_private_registry",
@@ -140,6 +141,15 @@ def pull_through_repository_arn(*, account: str, region: str) -> str:
     """The ARN pattern of every repository the cache creates: what nodes need registry pull (and
     ``ecr:BatchImportUpstreamImage``, ``ecr:CreateRepository`` for a first pull) on."""
     return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{PULL_THROUGH_PREFIX}/*"
+
+
+def cached_repository_arn(image: str, *, account: str, region: str) -> str | None:
+    """The ARN of the pull-through cache repository ``image`` is pulled from (``image`` as the cache
+    serves it), or None for an image pulled from anywhere else."""
+    host, path, _, _ = split_image(image)
+    if host != ecr_registry(account=account, region=region) or not path.startswith(f"{PULL_THROUGH_PREFIX}/"):
+        return None
+    return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{path}"
 
 
 def upstream_repository(image: str) -> str:

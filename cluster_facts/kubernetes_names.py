@@ -35,6 +35,8 @@ __all__ = [
     "NEURON_TAINT_VALUE",
     "NODE_GROUP_LABEL",
     "PLATFORM_NAMESPACE",
+    "PLATFORM_PRIORITY_CLASS",
+    "PLATFORM_UID",
     "POD_USER_ENVIRONMENT",
     "ROOT_SQUASH_ID",
     "RUNS_ROOT",
@@ -45,8 +47,12 @@ __all__ = [
     "TORCHX_POD_LABELS",
     "TRAINING_NAMESPACE",
     "TRAINING_POD_LABELS",
+    "TRAINING_PRIORITY_CLASS",
+    "VOLCANO_DEFAULT_QUEUE",
     "VOLCANO_JOB_NAMESPACE_LABEL",
     "VOLCANO_JOB_NAME_LABEL",
+    "VOLCANO_QUEUE_LABEL",
+    "VOLCANO_SCHEDULER",
     "dataset_variable",
     "datasets_claim",
     "file_system_claim",
@@ -158,6 +164,10 @@ RUNS_ROOT = f"{DATA_MOUNT}/runs"
 
 # Root on a Trainium node is this user and group on the file system (root squash): nobody:nogroup.
 ROOT_SQUASH_ID = 65534
+# The platform's own uid and gid on the file system: owner of /datasets, which the staging Jobs write
+# as this uid (never as root). Below every team's id (teams[].uid is at least 10000, derived ids at
+# least _TEAM_ID_BASE) and no distribution's system or nobody id.
+PLATFORM_UID = 9999
 # A team's uid and gid on the file system, when the configuration names none: a hash of its name into
 # [_TEAM_ID_BASE, _TEAM_ID_BASE + _TEAM_ID_SPAN). Above the distributions' system and login ranges
 # (below 10000) and the nobody id; the configuration refuses two teams with one id.
@@ -201,6 +211,16 @@ TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pyt
 # they are what etcd's and the workers' NetworkPolicies trust.
 VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
 VOLCANO_JOB_NAMESPACE_LABEL = "volcano.sh/job-namespace"
+# Volcano's scheduler name (pods and Jobs name it in schedulerName); the queue Volcano's job webhook
+# puts a Job without one into (pkg/webhooks/admission/jobs/mutate, DefaultQueue: uncapped, shared by
+# everyone); the label the job controller writes on every pod with its Job's queue (createJobPod).
+VOLCANO_SCHEDULER = "volcano"
+VOLCANO_DEFAULT_QUEUE = "default"
+VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
+# The PriorityClasses of the cluster (k8s_charts/priority_classes.py): the platform's own pods, and
+# every team's training pods (an admission policy holds team pods to it: k8s_charts/tenant_admission.py).
+PLATFORM_PRIORITY_CLASS = "trainium-platform"
+TRAINING_PRIORITY_CLASS = "trainium-training"
 # Every team's namespace carries this label (value: the team); cluster-wide policies select on it.
 TEAM_NAMESPACE_LABEL = "trainium/team"
 # CoreDNS's pods in kube-system and the selector of the kube-dns Service (EKS's CoreDNS add-on).

@@ -198,6 +198,30 @@ def _teams_are_distinct_and_use_groups_that_exist(
                 )
 
 
+@_reads("teams", "trainium.node_groups")
+def _team_quotas_hold_a_training_pod(
+    all_teams: list[TeamSettings | None], groups: list[TrainiumNodeGroupSettings]
+) -> Iterator[Problem]:
+    """A quota of fewer Trainium chips than one node takes would refuse every run of the team: a
+    training pod takes every chip of its node (k8s_charts/training_run.py)."""
+    for index, team in enumerate(all_teams):
+        if team is None or team.quota.neuron_devices is None:
+            continue
+        mine = [group for group in groups if not team.node_groups or group.name in team.node_groups]
+        if not mine:
+            continue  # its groups are undefined: the check above says so
+        smallest = min(mine, key=lambda group: group.instance.chips)
+        if team.quota.neuron_devices < smallest.instance.chips:
+            yield (
+                f"teams[{index}].quota.neuron_devices",
+                (
+                    f"{team.quota.neuron_devices} chips hold no training pod: one takes every chip of its "
+                    f"node ({smallest.instance.chips} on node group {smallest.name!r}); allowed: "
+                    f"{smallest.instance.chips} or more"
+                ),
+            )
+
+
 @_reads("teams")
 def _team_owners_are_distinct(all_teams: list[TeamSettings | None]) -> Iterator[Problem]:
     """Each team's directory has an owner of its own: one id for two teams would share their files."""

@@ -45,6 +45,7 @@ class ClusterAddons(Construct):
         construct_id: str,
         *,
         cluster: eks.Cluster,
+        cluster_name: str,
         versions: Mapping[str, str],
         wait_for: Construct,
     ) -> None:
@@ -58,6 +59,9 @@ class ClusterAddons(Construct):
         self.vpc_cni_role = pod_identity_role(
             self,
             "VpcCniRole",
+            cluster_name=cluster_name,
+            namespace="kube-system",
+            service_account="aws-node",
             description="VPC CNI (aws-node): network interfaces and IP addresses of the nodes",
             managed_policy_names=["AmazonEKS_CNI_Policy"],
         )
@@ -91,6 +95,9 @@ class ClusterAddons(Construct):
         self.fsx_csi_role = pod_identity_role(
             self,
             "FsxCsiDriverRole",
+            cluster_name=cluster_name,
+            namespace="kube-system",
+            service_account="fsx-csi-controller-sa",
             description="FSx CSI driver controller: read-only, static provisioning",
             statements=[iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])],
         )
@@ -113,6 +120,9 @@ class ClusterAddons(Construct):
         self.cloudwatch_role = pod_identity_role(
             self,
             "CloudWatchAgentRole",
+            cluster_name=cluster_name,
+            namespace="amazon-cloudwatch",
+            service_account="cloudwatch-agent",
             description="CloudWatch agent: container, Neuron and EFA metrics and logs",
             managed_policy_names=["CloudWatchAgentServerPolicy"],
         )

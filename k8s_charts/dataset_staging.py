@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import cdk8s
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DATASETS_DIR, DATASETS_ROOT
+from cluster_facts.kubernetes_names import DATASETS_DIR, DATASETS_ROOT, PLATFORM_UID
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
 from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
@@ -171,6 +171,8 @@ def _staging_objects(
         # on these nodes; the layout Job makes it first anyway (k8s_charts/scripts/fsx_layout.sh).
         mount_path=DATASETS_ROOT,
         sub_path=DATASETS_DIR,
+        # Never root: the layout Job hands /datasets to the platform's uid.
+        run_as=PLATFORM_UID,
     )
 
 

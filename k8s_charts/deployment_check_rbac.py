@@ -18,7 +18,11 @@ manifest, earlier in it), fences that group's CREATE and UPDATE of Volcano Jobs 
 to the rendered fabric-check Jobs (``FabricCheckJob``, read from them): one of their names, in
 their namespace, every container one of their images, no volume (Job or pod), no host network,
 PID or IPC namespace, no privileged container or added capability, no Secret in the environment,
-and no service account but the one the rendered Job names (none: no token mounted). Volcano's
+no service account but the one the rendered Job names (none: no token mounted); and exactly the
+rendered queue, priority class (none), node selector and tolerations (no nodeName or affinity),
+labels of the Job and of each task's pods, tasks, replicas and minAvailable, with no runtime class
+or host aliases. What stays open: the containers' commands, arguments and non-Secret environment,
+and resources (docs/security.md). Volcano's
 mutating webhook defaults fields (task names, minAvailable, maxRetry, plugins) before validation,
 so the policy judges these fields, never the whole spec.
 """
@@ -26,7 +30,7 @@ so the policy judges these fields, never the whole spec.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import cdk8s
@@ -36,7 +40,13 @@ from constructs import Construct
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE, AUTOSCALER_STATUS_CONFIGMAP
 from k8s_charts.admission_policy import admission_policy, cel_list, cel_string
 
-__all__ = ["DeploymentCheckRbacChart", "FabricCheckJob", "fabric_check_job", "job_fence_name"]
+__all__ = [
+    "DeploymentCheckRbacChart",
+    "FabricCheckJob",
+    "FabricCheckTask",
+    "fabric_check_job",
+    "job_fence_name",
+]
 
 _VOLCANO_JOB = ("batch.volcano.sh", "v1alpha1", "Job")
 
@@ -51,6 +61,25 @@ class FabricCheckJob:
     images: tuple[str, ...]
     service_accounts: tuple[str, ...] = ()
     capabilities: tuple[str, ...] = ()
+    queue: str = ""
+    priority_class: str = ""
+    """The Job's priorityClassName ('' for none); its pod templates may name no other."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The Job's labels, exactly."""
+    min_available: int = 0
+    tasks: tuple[FabricCheckTask, ...] = ()
+
+
+@dataclass(frozen=True)
+class FabricCheckTask:
+    """One task of a rendered fabric-check Job: what the fence holds it to, exactly."""
+
+    name: str
+    replicas: int
+    labels: Mapping[str, str]
+    """The pod template's labels."""
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, str], ...]
 
 
 def _pod_specs(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -72,7 +101,38 @@ def fabric_check_job(manifest: Mapping[str, Any]) -> FabricCheckJob:
         for key in ("initContainers", "containers")
         for container in pod.get(key, [])
     ]
+    tasks = []
+    for task in manifest["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        if (
+            spec.get("affinity")
+            or spec.get("nodeName")
+            or spec.get("runtimeClassName")
+            or spec.get("hostAliases")
+        ):
+            raise ValueError(
+                f"fabric_check_job: the fence takes no affinity, nodeName, runtime class or host aliases ({task['name']})"
+            )
+        tolerations = tuple(dict(toleration) for toleration in spec.get("tolerations", []))
+        if any(not isinstance(value, str) for toleration in tolerations for value in toleration.values()):
+            raise ValueError(
+                f"fabric_check_job: the fence compares string-valued tolerations only ({task['name']})"
+            )
+        tasks.append(
+            FabricCheckTask(
+                name=task["name"],
+                replicas=task["replicas"],
+                labels=dict(task["template"].get("metadata", {}).get("labels", {})),
+                node_selector=dict(spec.get("nodeSelector", {})),
+                tolerations=tolerations,
+            )
+        )
     return FabricCheckJob(
+        queue=manifest["spec"].get("queue", ""),
+        priority_class=manifest["spec"].get("priorityClassName", ""),
+        labels=dict(manifest["metadata"].get("labels", {})),
+        min_available=manifest["spec"].get("minAvailable", 0),
+        tasks=tuple(tasks),
         name=manifest["metadata"]["name"],
         namespace=manifest["metadata"]["namespace"],
         images=tuple(dict.fromkeys(container["image"] for container in containers)),
@@ -101,6 +161,30 @@ def _cel_map(entries: Mapping[str, Sequence[str]]) -> str:
         + ", ".join(f"{cel_string(key)}: {cel_list(values)}" for key, values in entries.items() if values)
         + "}"
     )
+
+
+def _cel_value(value: object) -> str:
+    """A CEL literal of a string, an int, or a map or list of them (no empty ones: see _cel_map)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return cel_string(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{cel_string(k)}: {_cel_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_cel_value(item) for item in value) + "]"
+    raise ValueError(f"{value!r} has no CEL literal here")
+
+
+def _lookup(entries: Mapping[str, object], key: str, empty: str) -> str:
+    """CEL: ``entries[key]`` (a literal map; entries whose value is empty are left out) or ``empty``."""
+    kept = {k: v for k, v in entries.items() if v or isinstance(v, int)}
+    if not kept:
+        return empty
+    literal = _cel_value(kept)
+    return f"({key} in {literal} ? {literal}[{key}] : {empty})"
 
 
 def _field_is(obj: str, field: str, value: str) -> str:
@@ -176,6 +260,60 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
         " && (!has(p.serviceAccount) || p.serviceAccount in variables.serviceAccounts))"
         f" : {_field_is('p', 'automountServiceAccountToken', 'false')})"
     )
+    by_task = {f"{job.name}/{task.name}": task for job in jobs for task in job.tasks}
+    task_key = "variables.name + '/' + (has(t.name) ? t.name : '')"
+    variables += [
+        {"name": "queue", "expression": _lookup({j.name: j.queue for j in jobs}, "variables.name", "''")},
+        {"name": "priority", "expression": _lookup({j.name: j.priority_class for j in jobs}, "variables.name", "''")},
+        {"name": "labels", "expression": _lookup({j.name: j.labels for j in jobs}, "variables.name", "{}")},
+        {"name": "minAvailable", "expression": _lookup({j.name: j.min_available for j in jobs}, "variables.name", "0")},
+        {"name": "taskCount", "expression": _lookup({j.name: len(j.tasks) for j in jobs}, "variables.name", "0")},
+        {
+            "name": "tasks",
+            "expression": "has(object.spec) && has(object.spec.tasks) ? object.spec.tasks : []",
+        },
+    ]  # fmt: skip
+
+    def per_task(attribute: str, empty: str) -> str:
+        return _lookup({key: getattr(task, attribute) for key, task in by_task.items()}, task_key, empty)
+
+    def optional(obj: str, name: str, empty: str) -> str:
+        return f"(has({obj}.{name}) ? {obj}.{name} : {empty})"
+
+    fixed = [
+        refuse(
+            "has(object.spec.queue) && object.spec.queue == variables.queue",
+            "its own queue, the one rendered",
+        ),
+        refuse(
+            f"{optional('object.spec', 'priorityClassName', chr(39) * 2)} == variables.priority"
+            " && variables.pods.all(p, !has(p.priorityClassName) || p.priorityClassName == variables.priority)",
+            "the rendered priority class and no other",
+        ),
+        refuse(
+            "variables.pods.all(p, !has(p.nodeName) && !has(p.affinity))"
+            f" && variables.tasks.all(t, !has(t.template) || !has(t.template.spec)"
+            f" || ({optional('t.template.spec', 'nodeSelector', '{}')} == {per_task('node_selector', '{}')}"
+            f" && {optional('t.template.spec', 'tolerations', '[]')} == {per_task('tolerations', '[]')}))",
+            "the rendered node group: its node selector and tolerations, no nodeName or affinity",
+        ),
+        refuse(
+            "variables.pods.all(p, !has(p.runtimeClassName) && !has(p.hostAliases))",
+            "no runtime class or host aliases",
+        ),
+        refuse(
+            f"{optional('object.metadata', 'labels', '{}')} == variables.labels"
+            " && variables.tasks.all(t, (has(t.template) && has(t.template.metadata)"
+            f" && has(t.template.metadata.labels) ? t.template.metadata.labels : {{}}) == {per_task('labels', '{}')})",
+            "the rendered labels, no others",
+        ),
+        refuse(
+            "size(variables.tasks) == variables.taskCount"
+            f" && variables.tasks.all(t, has(t.replicas) && t.replicas == {per_task('replicas', '-1')})"
+            f" && {optional('object.spec', 'minAvailable', '0')} == variables.minAvailable",
+            "the rendered tasks and replicas",
+        ),
+    ]
     validations = [
         refuse(f"variables.name in {cel_list(names)}", f"a Volcano Job named {', '.join(names)}"),
         refuse(
@@ -206,6 +344,7 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
             identity,
             "no service account but the check's own (a pod without one mounts no token)",
         ),
+        *fixed,
     ]
     return {
         # An error in an expression refuses the request rather than letting it through.

@@ -23,7 +23,7 @@ from constructs import Construct
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.neuron_stack import DEVICE_PLUGIN_IMAGE
 from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import digest_exceptions
+from k8s_charts.policy_exceptions import PINNED_PULL_POLICY, digest_exceptions, pull_policy_exceptions
 from k8s_charts.resources import container_resources
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
@@ -104,6 +104,7 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 "CKV_K8S_38": "the plugin patches node status and annotates pods through the API server, "
                 "with the token of its own service account",
                 **digest_exceptions(image),
+                **pull_policy_exceptions(),
             },
         )
         # The plugin serves the kubelet over a unix socket and opens no port.
@@ -122,8 +123,8 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 k8s.Container(
                     name=NAME,
                     image=image,
-                    # The tag is pinned; Always only re-checks it against the registry at start.
-                    image_pull_policy="Always",
+                    # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                    image_pull_policy=PINNED_PULL_POLICY,
                     env=[
                         # As upstream sets it. /etc/kubernetes is not mounted, so the file is absent and
                         # the plugin uses its own service account (its logs, aws-neuron-sdk#794); never

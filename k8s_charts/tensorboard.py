@@ -38,7 +38,12 @@ from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT, TEAMS_DIR
 from cluster_facts.neuron_stack import TRAINING_IMAGE
 from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
+from k8s_charts.policy_exceptions import (
+    PINNED_PULL_POLICY,
+    digest_exceptions,
+    policy_exceptions,
+    pull_policy_exceptions,
+)
 from k8s_charts.resources import container_resources
 
 __all__ = [
@@ -112,7 +117,7 @@ class TensorBoardChart(cdk8s.Chart):
                 name=TENSORBOARD_NAME,
                 namespace=namespace,
                 labels=TENSORBOARD_LABELS,
-                annotations=policy_exceptions(digest_exceptions(image)),
+                annotations=policy_exceptions({**digest_exceptions(image), **pull_policy_exceptions()}),
             ),
             spec=k8s.DeploymentSpec(
                 replicas=1,
@@ -183,9 +188,8 @@ def _pod_spec(
                     "--reload_interval=30",
                 ],
                 env=environment,
-                # The tag is pinned; Always only re-checks its digest at start (the layers, several
-                # GB, are pulled once per node and then found in the node's cache).
-                image_pull_policy="Always",
+                # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                image_pull_policy=PINNED_PULL_POLICY,
                 ports=[k8s.ContainerPort(name="http", container_port=PORT, protocol="TCP")],
                 resources=container_resources(
                     requests={"cpu": "100m", "memory": memory}, limits={"cpu": "2", "memory": memory}

@@ -49,6 +49,8 @@ from cluster_facts.kubernetes_names import (
     RUNS_ROOT,
     SAFE_TO_EVICT_ANNOTATION,
     STUCK_MINUTES_ANNOTATION,
+    TRAINING_PRIORITY_CLASS,
+    VOLCANO_SCHEDULER,
     dataset_variable,
 )
 from cluster_facts.metadata_proxy import proxy_environment
@@ -316,8 +318,10 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
             name=run_id_value, namespace=run.namespace, labels=labels, annotations=job_annotations
         ),
         spec=vc.JobSpec(
-            scheduler_name="volcano",
+            scheduler_name=VOLCANO_SCHEDULER,
             queue=run.queue,
+            # The teams' class (k8s_charts/priority_classes.py); Volcano gives it to every pod.
+            priority_class_name=TRAINING_PRIORITY_CLASS,
             min_available=run.nodes,
             max_retry=run.retries,
             plugins={

@@ -43,7 +43,7 @@ from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.plan import render
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
-from stacks.kubernetes_values import applied_plan, review_plan, root_zones
+from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -186,6 +186,11 @@ class TrainiumStack(Stack):
         # shared: a node group's role cannot change without replacing the group, and replacing the
         # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
         pull_repositories = self._image_repository_arns()
+        # Rendered once, here: the node roles import into the cache only the images it names. The
+        # review files (stacks/review_files.py) are written from it, and the applied plan is the
+        # same with the file system's deploy-time values filled in (below).
+        self.review_plan = review_plan(config)
+        imports = cached_repository_arns(config, self.review_plan)
         # With the cache in use (rules of this stack or of another in the account), the nodes pull
         # from its repositories and may trigger a first import there.
         pull_through = (
@@ -199,6 +204,7 @@ class TrainiumStack(Stack):
             description=f"{config.name}: system nodes (join the cluster, pull the cluster's images)",
             pull_repository_arns=pull_repositories,
             pull_through_repository_arns=pull_through,
+            import_repository_arns=imports if pull_through else (),
         )
         self.trainium_node_role = node_role(
             self,
@@ -206,6 +212,7 @@ class TrainiumStack(Stack):
             description=f"{config.name}: Trainium nodes (join the cluster, pull the cluster's images)",
             pull_repository_arns=pull_repositories,
             pull_through_repository_arns=pull_through,
+            import_repository_arns=imports if pull_through else (),
         )
 
         self.cluster = TrainingCluster(
@@ -238,6 +245,7 @@ class TrainiumStack(Stack):
             self,
             "Addons",
             cluster=eks_cluster,
+            cluster_name=config.name,
             versions=config.cluster.addon_versions,
             wait_for=self.system_nodes,
         )
@@ -285,9 +293,6 @@ class TrainiumStack(Stack):
         # cluster security group; they mount the file system too.
         self.storage.allow_clients(eks_cluster.cluster_security_group)
 
-        # Rendered once: the review files (stacks/review_files.py) are written from review_plan, and
-        # the applied plan is the same with the file system's deploy-time values filled in.
-        self.review_plan = review_plan(config)
         self.kubernetes_plan = applied_plan(
             self.review_plan,
             file_system_id=self.storage.file_system_id,

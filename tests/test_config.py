@@ -963,6 +963,28 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="two-teams-one-owner",
         ),
         pytest.param(
+            with_runs(teams=[{"name": "a", "quota": {"neuron_devices": 8}}]),
+            "teams[0].quota.neuron_devices: 8 chips hold no training pod: one takes every chip of its node "
+            "(16 on node group 'trn1-32xl'); allowed: 16 or more",
+            id="quota-below-one-pod",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "quota": {"pods": 1}}]),
+            "teams[0].quota.pods: Input should be greater than or equal to 2",
+            id="quota-without-room-for-etcd-and-a-pod",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "quota": {"gpus": 1}}]),
+            "teams[0].quota.gpus: unknown key; allowed here: pods, neuron_devices, cpu, memory_gib",
+            id="quota-unknown-key",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "queue": "default"}]),
+            "teams[0].queue: 'default' is Volcano's own queue, where a Job without a queue lands (uncapped, "
+            "shared by everyone); pick another queue name",
+            id="volcanos-default-queue",
+        ),
+        pytest.param(
             with_runs(teams=[{"name": "a", "uid": 65534}]),
             "teams[0].uid: 65534 is the id root is squashed to on the file system; pick another",
             id="team-as-nobody",

@@ -16,7 +16,10 @@
 #   WAIT_TIMEOUT_SECONDS   the longest this pod waits for a data set at all
 #   VERIFY_FILES           "sha256  path" lines (sha256sum -c format) checked before anything runs
 #   RUN_SCRIPT             the script the launcher runs; its directory may hold no importable file
-#                          that VERIFY_FILES does not check (Python imports from there first)
+#                          that VERIFY_FILES does not check (Python imports from there first). When
+#                          VERIFY_FILES checks it, the launcher runs a copy on the pod's own disk
+#                          (LOCAL_CODE_DIR, default /tmp/run-code), checked there
+#   LOCAL_CODE_DIR         where that copy goes: the container's own file system, which no other pod writes
 #   PYTHON_REQUIREMENTS    pip requirement lines with --hash, installed under PYTHON_TARGET
 #   PYTHON_TARGET          a directory local to the pod; the packages go to <hash of the list>/site,
 #                          put first on PYTHONPATH, with a manifest of every installed file's SHA-256
@@ -129,6 +132,30 @@ if [ -n "${RUN_SCRIPT:-}" ] && [ -d "$(dirname "$RUN_SCRIPT")" ]; then
     fi
   done < <(find "$(dirname "$RUN_SCRIPT")" -mindepth 1 -maxdepth 1 \
              \( -name '*.py' -o -name '*.pyc' -o -name '*.so' -o -name '*.pth' -o -name __pycache__ \) -print0)
+fi
+# A checked script on the shared file system runs from a copy on this pod's own disk, checked again
+# there: the shared copy could change between the check above and its use (minutes apart with a
+# precompile phase). Its checked neighbours (modules it imports) are copied with it.
+if [ -n "${RUN_SCRIPT:-}" ] && cut -d ' ' -f 3- <<<"$VERIFY_FILES" | grep -qxF -- "$RUN_SCRIPT"; then
+  local_code=${LOCAL_CODE_DIR:-/tmp/run-code}
+  rm -rf "$local_code" && mkdir -p "$local_code"
+  copies=""
+  while read -r sum path; do
+    if [ -n "$path" ] && [ "$(dirname "$path")" = "$(dirname "$RUN_SCRIPT")" ]; then
+      cp -- "$path" "$local_code/"
+      copies+="$sum  $local_code/$(basename "$path")"$'\n'
+    fi
+  done <<<"$VERIFY_FILES"
+  if ! failed=$(sha256sum --check --strict --quiet <<<"$copies" 2>&1); then
+    cannot_proceed "checksum mismatch of the local copy: $(head -n 1 <<<"$failed")"
+  fi
+  launcher=()
+  for argument in "$@"; do
+    if [ "$argument" = "$RUN_SCRIPT" ]; then argument="$local_code/$(basename "$RUN_SCRIPT")"; fi
+    launcher+=("$argument")
+  done
+  set -- "${launcher[@]}"
+  echo "running the checked copy $local_code/$(basename "$RUN_SCRIPT") of $RUN_SCRIPT"
 fi
 if [ -n "$PYTHON_REQUIREMENTS" ]; then
   install_packages

@@ -398,6 +398,8 @@ class Pod:
             # Never the host's /dev/termination-log.
             "TERMINATION_LOG": str(self.tmp / "termination-log"),
             "PYTHON_TARGET": python_target,
+            # The container's own disk (the image's /tmp).
+            "LOCAL_CODE_DIR": str(self.tmp / "local-code"),
             **extra,
         }
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
@@ -782,6 +784,41 @@ def test_a_tampered_script_is_refused_with_its_reason(checked: CheckedPod, match
     result, calls = checked.run()
     assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
     assert checked.reason() == f"checksum mismatch: {script}: FAILED"
+
+
+@pytest.mark.process
+@needs_tools
+def test_the_launcher_runs_a_checked_copy_of_the_script_on_the_pods_own_disk(
+    checked: CheckedPod, matching_run: TrainingRun
+) -> None:
+    """Checked where it is used: the launcher gets the pod-local copy, not the shared file, so a
+    change to the shared file after the check (the precompile phase takes minutes) runs nowhere."""
+    shared = checked.pod.path(matching_run.datasets[0].path("train.py"))
+    result, calls = checked.run()
+    assert result.returncode == 0, result.stderr
+    local = checked.pod.tmp / "local-code" / "train.py"
+    for call in calls[1:]:  # precompile and training, after pip
+        assert str(local) in call["argv"] and str(shared) not in call["argv"], call["argv"]
+    assert local.read_bytes() == shared.read_bytes() == verified_script()
+    assert f"running the checked copy {local} of {shared}" in result.stdout
+
+
+@pytest.mark.process
+@needs_tools
+def test_a_script_that_changes_while_it_is_copied_is_refused(
+    checked: CheckedPod, matching_run: TrainingRun
+) -> None:
+    """The copy is checked again: a swap between the first check and the copy is caught."""
+    shared = checked.pod.path(matching_run.datasets[0].path("train.py"))
+    # A cp that copies other bytes than those checked: what a swap at that moment would give.
+    fake_cp = checked.pod.bin / "cp"
+    fake_cp.write_text('#!/bin/sh\nfor last; do :; done\nprintf "evil" > "$last/train.py"\n')
+    fake_cp.chmod(0o755)
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls[1:] == []
+    local = checked.pod.tmp / "local-code" / "train.py"
+    assert checked.reason() == f"checksum mismatch of the local copy: {local}: FAILED"
+    assert shared.read_bytes() == verified_script()
 
 
 @pytest.mark.process
