@@ -334,8 +334,9 @@ def test_staging_as_the_platforms_uid_waits_for_the_layout_then_owns_what_it_unp
     stage.log.chmod(0o666)
     # The test's own Python lives under root's home; the stand-in wget needs one this uid can run.
     (stage.log.parent / "bin" / "wget").write_text(FAKE_WGET.format(python=SYSTEM_PYTHON))
-    datasets = stage.data / "datasets"
-    datasets.mkdir(parents=True)  # root's, as before the layout hands it over
+    # The Job mounts the file system's /datasets itself (stage.data stands in for it): root's, as
+    # before the layout hands it over.
+    datasets = stage.data
     as_platform_uid(stage)
     result = stage.run(LAYOUT_WAIT_SECONDS="0")
     assert result.returncode != 0 and not stage.marker.exists()
