@@ -21,7 +21,7 @@ Answer = Callable[[str, str, Mapping[str, str], Any], tuple[int, Any]]
 
 @contextmanager
 def json_api(answer: Answer) -> Iterator[str]:
-    """Serve ``answer`` for GET and PATCH on 127.0.0.1; yields the base URL."""
+    """Serve ``answer`` for GET, PATCH and POST on 127.0.0.1; yields the base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:
@@ -35,7 +35,7 @@ def json_api(answer: Answer) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_PATCH = _serve
+        do_GET = do_PATCH = do_POST = _serve
 
         def log_message(self, *_: Any) -> None:
             pass
