@@ -32,7 +32,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS
+from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
@@ -353,7 +353,21 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                             tolerations=[
                                 vc.JobSpecTasksTemplateSpecTolerations(
                                     key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"
-                                )
+                                ),
+                                # A pod on a lost node goes a minute after the node is marked, not
+                                # the default five (cluster_facts/failure_recovery.py).
+                                *(
+                                    vc.JobSpecTasksTemplateSpecTolerations(
+                                        key=key,
+                                        operator="Exists",
+                                        effect="NoExecute",
+                                        toleration_seconds=NODE_LOST_TOLERATION_SECONDS,
+                                    )
+                                    for key in (
+                                        "node.kubernetes.io/not-ready",
+                                        "node.kubernetes.io/unreachable",
+                                    )
+                                ),
                             ],
                             containers=[_container(run, run_id_value)],
                             volumes=[

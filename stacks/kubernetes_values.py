@@ -163,6 +163,7 @@ def training_run(
                 batch_size=parameters.batch_size,
                 grad_accum_usteps=run.grad_accum_usteps,
                 bf16=parameters.bf16,
+                shards_per_ckpt=parameters.shards_per_ckpt,
             ),
         )
         # Set either way: the script turns stochastic rounding on for BF16 whenever it is absent.

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS
+from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import is_pinned_image
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import (
@@ -174,7 +174,22 @@ def test_a_pod_that_cannot_proceed_ends_the_job_and_any_other_failure_restarts_i
 def test_pods_select_their_node_group_and_tolerate_the_trainium_taint() -> None:
     spec = pod(job())
     assert spec["nodeSelector"] == {NODE_GROUP_LABEL: "trn1-32xl"}
-    assert spec["tolerations"] == [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["tolerations"][0] == {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_pod_on_a_lost_node_is_evicted_after_a_minute_not_five() -> None:
+    """Set here, DefaultTolerationSeconds adds nothing (it adds 300 s only when the pod has none)."""
+    lost = [toleration for toleration in pod(job())["tolerations"] if toleration["effect"] == "NoExecute"]
+    assert lost == [
+        {
+            "key": key,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": NODE_LOST_TOLERATION_SECONDS,
+        }
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
+    assert NODE_LOST_TOLERATION_SECONDS < 300
 
 
 def test_the_autoscaler_never_evicts_a_worker() -> None:
