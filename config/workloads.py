@@ -195,6 +195,9 @@ class BertParameters(_Section):
     grad_accum_usteps: int | None = Field(default=None, ge=1)
     """Defaults to the tutorial's 32 x 2 / nodes: a fixed global batch (strong scaling)."""
     bf16: bool = True
+    shards_per_ckpt: int = Field(default=1, ge=1, le=100)
+    """The script's --shards_per_ckpt: a checkpoint every this many data shards. A failure mid-run
+    loses at most the steps since the last one (docs/health.md, "A node lost mid-run")."""
     stochastic_rounding: bool = True
     """NEURON_RT_STOCHASTIC_ROUNDING_EN, set either way (the script turns it on when it is absent)."""
     dataset_archive_sha256: Sha256 | None = None

@@ -16,6 +16,7 @@ from constructs import Construct
 from cluster_facts.autoscaling import TEMPLATE_TAG_PREFIX, node_template_tags
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
+from cluster_facts.node_check import NODE_CHECK_TAINT
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
 from constructs_trn.nag import (
     AWS_CUSTOM_RESOURCE_FUNCTION_ID,
@@ -122,7 +123,14 @@ class TrainiumNodeGroup(Construct):
             taints=[
                 eks.TaintSpec(
                     key=NEURON_TAINT_KEY, value=NEURON_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE
-                )
+                ),
+                # Every node starts unproven: only a passing node check lifts this (k8s_charts/node_check.py).
+                # A startup taint to the cluster autoscaler, which scales up as if it were not there.
+                eks.TaintSpec(
+                    key=NODE_CHECK_TAINT["key"],
+                    value=NODE_CHECK_TAINT["value"],
+                    effect=eks.TaintEffect.NO_SCHEDULE,
+                ),
             ],
             # EKS node auto repair: nodes that report unhealthy (NotReady, or the node monitoring
             # agent's Neuron and EFA conditions) are replaced by the managed node group.

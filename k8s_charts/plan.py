@@ -52,6 +52,9 @@ from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controlle
 from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.node_check import ADMISSION_STEP as NODE_CHECK_ADMISSION
+from k8s_charts.node_check import STEP as NODE_CHECK
+from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
@@ -162,6 +165,8 @@ class KubernetesLayerValues:
     """The watchdog that ends Volcano's partial-gang stall (k8s_charts/gang_watchdog.py); None: none."""
     fabric_checks: tuple[FabricCheckValues, ...] = ()
     """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/fabric_check.py)."""
+    node_check: NodeCheckValues | None = None
+    """The check every new Trainium node passes before its startup taint goes (k8s_charts/node_check.py)."""
     images: ImageSource = field(default_factory=ImageSource)
     """Where every upstream image is pulled from (the account's pull-through cache, or upstream).
     A run's image comes resolved already (``TrainingRun.image``)."""
@@ -262,6 +267,22 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         ),
         # EKS's regional registry: not cached (cluster_facts.image_sources.DIRECT_PULLS).
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
+        # The node check's fence first, then the check (k8s_charts/node_check.py).
+        *(
+            [
+                chart(NODE_CHECK_ADMISSION, NodeCheckAdmissionChart),
+                chart(
+                    NODE_CHECK,
+                    partial(
+                        NodeCheckChart,
+                        values=replace(values.node_check, image=images.resolve(values.node_check.image)),
+                    ),
+                    after=(NODE_CHECK_ADMISSION,),
+                ),
+            ]
+            if values.node_check is not None
+            else []
+        ),
         *([_cluster_autoscaler(values.autoscaler, images)] if values.autoscaler is not None else []),
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),

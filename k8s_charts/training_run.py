@@ -15,9 +15,9 @@ Lifecycle (docs/day2.md):
   the downward API: torchrun closes a rendezvous whenever it exits, so a reused id fails at once.
 - **Resume.** A retry resumes from the newest checkpoint in the run's output directory.
 - **Fail fast.** A pod that cannot proceed (a data set failed to stage, a checksum is wrong, the
-  compile cache is held by another run) exits with ``CANNOT_PROCEED_EXIT_CODE``, which the Job's
-  first policy turns into TerminateJob; any other failure restarts the whole gang, up to
-  ``retries`` times.
+  compile cache is held by another run, Volcano's env plugin or annotations are missing) exits with ``CANNOT_PROCEED_EXIT_CODE``, which the Job's
+  first policy turns into TerminateJob; any other failure restarts the whole gang, exactly
+  ``retries`` times at most (``maxRetry`` is ``retries + 1``: cluster_facts/volcano_retries.py).
 - **Scale-down.** Pods carry the cluster autoscaler's safe-to-evict "false": a node running a
   worker is never taken away under it.
 """
@@ -34,6 +34,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
@@ -55,6 +56,7 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.metadata_proxy import proxy_environment
 from cluster_facts.script_files import script_body
+from cluster_facts.volcano_retries import volcano_max_retry
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
 from k8s_charts.identity import spec_hash
 from k8s_charts.imports import volcano_batch as vc
@@ -83,8 +85,12 @@ PROGRAM_DIR = "/opt/run/program"
 # A staging heartbeat older than this (with a failed attempt on record) means the staging pod
 # died without recording it; longer than the Job's largest retry backoff (6 minutes).
 HEARTBEAT_STALE_SECONDS = 15 * 60
-# Another run's pods release a cache within their termination grace period.
+# How long a pod waits for its replica's compile cache: another run's pods release it within their
+# termination grace period, and a pod lost with its node holds its Lustre flock until the file
+# system evicts that client (LUSTRE_DEAD_CLIENT_EVICTION_SECONDS). Past it, run_worker.sh ends the
+# job only when another run holds the cache; this run's own lost pod's lock is left behind.
 CACHE_LOCK_TIMEOUT_SECONDS = 300
+assert CACHE_LOCK_TIMEOUT_SECONDS > LUSTRE_DEAD_CLIENT_EVICTION_SECONDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,7 +329,10 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
             # The teams' class (k8s_charts/priority_classes.py); Volcano gives it to every pod.
             priority_class_name=TRAINING_PRIORITY_CLASS,
             min_available=run.nodes,
-            max_retry=run.retries,
+            # Volcano fails a Job when its retry count reaches maxRetry, so N restarts need N + 1
+            # (cluster_facts/volcano_retries.py cites the v1.15.1 source); never 0, which its
+            # webhook turns into 3.
+            max_retry=volcano_max_retry(run.retries),
             plugins={
                 # A headless Service per job; workers resolve peers before they are Ready. The plugin
                 # also creates the NetworkPolicy by which the job's pods admit each other, and only
@@ -336,7 +345,8 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                 vc.JobSpecTasks(
                     name=_TASK,
                     replicas=run.nodes,
-                    max_retry=run.retries,
+                    # Counts container restarts (none under restartPolicy Never); 0 would become 3.
+                    max_retry=volcano_max_retry(run.retries),
                     # First match wins (Volcano's applyPolicies): the exit code before the events, so a
                     # pod that cannot proceed ends the job instead of restarting it. Any other lost
                     # worker breaks the collective: restart the whole job.
@@ -371,7 +381,21 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                             tolerations=[
                                 vc.JobSpecTasksTemplateSpecTolerations(
                                     key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"
-                                )
+                                ),
+                                # A pod on a lost node goes a minute after the node is marked, not
+                                # the default five (cluster_facts/failure_recovery.py).
+                                *(
+                                    vc.JobSpecTasksTemplateSpecTolerations(
+                                        key=key,
+                                        operator="Exists",
+                                        effect="NoExecute",
+                                        toleration_seconds=NODE_LOST_TOLERATION_SECONDS,
+                                    )
+                                    for key in (
+                                        "node.kubernetes.io/not-ready",
+                                        "node.kubernetes.io/unreachable",
+                                    )
+                                ),
                             ],
                             containers=[_container(run, run_id_value)],
                             volumes=[

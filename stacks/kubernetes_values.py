@@ -24,6 +24,7 @@ from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.fabric_check import FabricCheckValues
 from k8s_charts.gang_watchdog import GangWatchdogValues
+from k8s_charts.node_check import NodeCheckValues
 from k8s_charts.plan import (
     FileSystemValues,
     KubernetesLayerValues,
@@ -191,6 +192,7 @@ def training_run(
                 batch_size=parameters.batch_size,
                 grad_accum_usteps=run.grad_accum_usteps,
                 bf16=parameters.bf16,
+                shards_per_ckpt=parameters.shards_per_ckpt,
             ),
         )
         # Set either way: the script turns stochastic rounding on for BF16 whenever it is absent.
@@ -267,6 +269,13 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
         autoscaler=autoscaler_values(config),
         gang_watchdog=gang_watchdog_values(config),
         fabric_checks=fabric_checks(config),
+        node_check=NodeCheckValues(
+            # The cluster's training image: it ships the Neuron and EFA tools and the AWS CLI, and its
+            # pull on a new node also serves that node's first training pod.
+            image=DEFAULT_TRAINING_IMAGE,
+            lustre_host=file_system.dns_name,
+            region=config.region,
+        ),
         images=image_source(config),
     )
 

@@ -34,6 +34,7 @@ from constructs_trn.kubernetes_layer import KubernetesLayer
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
+from constructs_trn.node_check_access import NodeCheckAccess
 from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
@@ -288,6 +289,10 @@ class TrainiumStack(Stack):
         self.autoscaler = ClusterAutoscalerAccess(
             self, "ClusterAutoscaler", cluster=self.cluster.interface, cluster_name=config.name
         )
+        # The node check's AWS identity: it replaces a Trainium node that failed it.
+        self.node_check = NodeCheckAccess(
+            self, "NodeCheck", cluster=self.cluster.interface, cluster_name=config.name
+        )
 
         # Cluster services (the data staging Job) run on the system nodes, which carry only the
         # cluster security group; they mount the file system too.
@@ -313,6 +318,8 @@ class TrainiumStack(Stack):
                 self.addons,
                 self.system_nodes,
                 self.autoscaler.association,
+                # The node check's too: a pod gets AWS credentials only if its association exists.
+                self.node_check.association,
                 *([self.pull_through_cache] if self.pull_through_cache is not None else []),
             ],
         )

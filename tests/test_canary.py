@@ -110,7 +110,9 @@ def test_the_canary_is_a_run_of_the_real_chart_with_its_program_checked() -> Non
     assert container["args"][-1] == "/opt/run/program/canary_worker.py"
     assert job["spec"]["minAvailable"] == RUN.nodes == 2
     assert task["template"]["spec"]["securityContext"]["runAsUser"] == RUN.run_as
-    assert job["spec"]["maxRetry"] == 1  # no restart: a failure ends the canary
+    # retries 0: no restart, a failure ends the canary (maxRetry is retries + 1: Volcano fails a Job
+    # when its retry count reaches maxRetry; cluster_facts/volcano_retries.py).
+    assert job["spec"]["maxRetry"] == 1
 
 
 def test_a_group_the_team_may_not_use_is_refused_with_one_line() -> None:

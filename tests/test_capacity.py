@@ -19,6 +19,7 @@ import yaml
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE, scale_from_zero_resources
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
+from cluster_facts.node_check import STARTUP_TAINT_PREFIX
 from cluster_facts.versions import (
     CLUSTER_AUTOSCALER_CHART_VERSION,
     CLUSTER_AUTOSCALER_IMAGE_TAGS,
@@ -139,11 +140,13 @@ def test_template_tags_carry_the_groups_labels_and_taint(example_stack: Synthesi
             if "/node-template/label/" in key
         }
         assert labels == group["Labels"], name  # what the nodes will carry, EKS puts them there
-        [taint] = group["Taints"]
+        # The startup taint is not a template taint: the autoscaler simulates a node without it.
+        [taint] = [taint for taint in group["Taints"] if not taint["Key"].startswith(STARTUP_TAINT_PREFIX)]
         assert (
             tags[f"k8s.io/cluster-autoscaler/node-template/taint/{taint['Key']}"]
             == f"{taint['Value']}:NoSchedule"
         )
+        assert not any(STARTUP_TAINT_PREFIX in key for key in tags), name
 
 
 def test_the_tagging_may_write_only_template_tags_on_this_clusters_group(default_stack: Synthesized) -> None:
@@ -258,7 +261,11 @@ def test_every_supported_kubernetes_version_has_its_autoscaler() -> None:
 
 
 def test_autoscaler_role_writes_only_to_this_clusters_trainium_groups(default_stack: Synthesized) -> None:
-    association_id, association = default_stack.only("AWS::EKS::PodIdentityAssociation")
+    [(association_id, association)] = [
+        (logical_id, resource)
+        for logical_id, resource in default_stack.resources("AWS::EKS::PodIdentityAssociation").items()
+        if resource["Properties"]["ServiceAccount"] == AUTOSCALER_NAME
+    ]
     assert (association["Properties"]["Namespace"], association["Properties"]["ServiceAccount"]) == (
         AUTOSCALER_NAMESPACE,
         AUTOSCALER_NAME,

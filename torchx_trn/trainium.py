@@ -33,6 +33,7 @@ from cluster_facts.kubernetes_names import (
 from cluster_facts.metadata_proxy import proxy_environment
 from cluster_facts.neuron_stack import TRAINING_IMAGE
 from cluster_facts.script_files import script_body
+from cluster_facts.volcano_retries import volcano_max_retry
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -93,7 +94,17 @@ class TrainiumJob:
     cacheset: str | None
     """None: the job's own (its app id); a name reuses that cache set's compiled graphs."""
     max_retries: int
+    """Whole-gang restarts after a pod fails or is evicted: exactly this many, 0 for none."""
     environment: Mapping[str, str]
+
+    @property
+    def volcano_max_retries(self) -> int:
+        """The TorchX role's ``max_retries``. TorchX writes it as the Job's and each task's ``maxRetry``
+        and, only when above 0, adds the RestartJob policies. Volcano fails a Job when its retry count
+        reaches ``maxRetry`` (cluster_facts/volcano_retries.py), so N restarts need N + 1; with 0 the
+        job has no restart policy at all and its ``maxRetry`` (which Volcano's webhook makes 3) is
+        never consulted."""
+        return volcano_max_retry(self.max_retries) if self.max_retries > 0 else 0
 
     @property
     def node_selector(self) -> dict[str, str]:

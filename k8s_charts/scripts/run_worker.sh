@@ -23,8 +23,14 @@
 #   PYTHON_REQUIREMENTS    pip requirement lines with --hash, installed under PYTHON_TARGET
 #   PYTHON_TARGET          a directory local to the pod; the packages go to <hash of the list>/site,
 #                          put first on PYTHONPATH, with a manifest of every installed file's SHA-256
+#   VC_JOB_GROUP, VC_JOB_VERSION  the job's identity and attempt, from Volcano's pod annotations
+#                          (downward API; empty when the annotation is missing)
+#   RDZV_ID                this attempt's rendezvous id (recorded as the cache's holder)
 #   NEURON_CACHE_ROOT, CACHESET   this replica's cache is $NEURON_CACHE_ROOT/${CACHESET}_$VC_TASK_INDEX
-#   CACHE_LOCK_TIMEOUT_SECONDS    how long to wait for another run to release that cache
+#   CACHE_LOCK_TIMEOUT_SECONDS    how long to wait for that cache's lock: longer than Lustre takes to
+#                          evict a dead client (and so release a lost node's lock). Past it, a lock
+#                          this run's own earlier attempt holds (a lost node) is left behind and
+#                          this attempt compiles into a cache of its own; another run's is refused
 #   PRECOMPILE_ARGS        empty: no precompile phase; else appended to the launcher, which runs
 #                          under neuron_parallel_compile until every replica has precompiled
 #   RESUME_GLOB, RESUME_ARGS      when $OUTPUT_DIR holds a file matching RESUME_GLOB, RESUME_ARGS
@@ -36,7 +42,6 @@
 #                          during precompile: the gang watchdog ends a run whose log stays silent
 #                          (k8s_charts/scripts/stuck_runs.py), and a long compile prints little
 set -euo pipefail
-: "${VC_TASK_INDEX:?not set: is the Volcano env plugin enabled?}"
 
 # cannot_proceed REASON: say why (also in the pod's termination message) and end the job.
 cannot_proceed() {
@@ -44,6 +49,18 @@ cannot_proceed() {
   echo "$1" > "${TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
   exit "$CANNOT_PROCEED_EXIT_CODE"
 }
+
+# Volcano's env plugin sets VC_TASK_INDEX; its controller writes the job's identity and attempt on
+# every pod. Without them every attempt would fail the same way: no retry can fix the Job.
+if [ -z "${VC_TASK_INDEX:-}" ]; then
+  cannot_proceed "VC_TASK_INDEX is not set: the Job needs Volcano's env plugin (spec.plugins.env)"
+fi
+if [ -z "${VC_JOB_GROUP:-}" ]; then
+  cannot_proceed "VC_JOB_GROUP is empty: the pod lacks Volcano's scheduling.k8s.io/group-name annotation"
+fi
+if [ -z "${VC_JOB_VERSION:-}" ]; then
+  cannot_proceed "VC_JOB_VERSION is empty: the pod lacks Volcano's volcano.sh/job-version annotation"
+fi
 
 # wait_for_dataset MARKER: until the data set is staged; give up at once when staging failed.
 wait_for_dataset() {
@@ -163,14 +180,29 @@ if [ -n "$PYTHON_REQUIREMENTS" ]; then
 fi
 
 # This replica's compile cache, held for the pod's whole life: two runs never write one cache.
+# The lock is a Lustre flock: a holder that dies with its node keeps it until the file system
+# evicts that client. The holder's record says whose it is.
 cache_dir="$NEURON_CACHE_ROOT/${CACHESET}_${VC_TASK_INDEX}"
 mkdir -p "$cache_dir" "$OUTPUT_DIR"
 exec {cache_lock}>"$cache_dir.lock"
-if ! flock --nonblock "$cache_lock"; then
-  echo "waiting up to ${CACHE_LOCK_TIMEOUT_SECONDS}s for another run to release the compile cache $cache_dir"
-  if ! flock --wait "$CACHE_LOCK_TIMEOUT_SECONDS" "$cache_lock"; then
-    cannot_proceed "another run holds the compile cache $cache_dir"
+# The wait is announced, so that the stuck-run guard (k8s_charts/scripts/stuck_runs.py) hears from
+# a pod that waits in silence.
+if flock --nonblock "$cache_lock" || {
+  echo "waiting up to ${CACHE_LOCK_TIMEOUT_SECONDS}s for another holder to release the compile cache $cache_dir"
+  flock --wait "$CACHE_LOCK_TIMEOUT_SECONDS" "$cache_lock"
+}; then
+  printf '%s %s %s\n' "$RUN_ID" "$RDZV_ID" "${HOSTNAME:-}" > "$cache_dir.holder"
+else
+  read -r holder_run holder_attempt holder_host < "$cache_dir.holder" 2>/dev/null || true
+  if [ "${holder_run:-}" != "$RUN_ID" ]; then
+    cannot_proceed "another run (${holder_run:-unknown}) holds the compile cache $cache_dir"
   fi
+  # This run's own earlier attempt: a lost node whose lock outlived it. Training goes on with a
+  # cache of this attempt's own (compiled again), never with two writers on one cache.
+  exec {cache_lock}>&-
+  echo "the compile cache $cache_dir is still locked by ${holder_attempt:-an earlier attempt} on ${holder_host:-a lost node} after ${CACHE_LOCK_TIMEOUT_SECONDS}s: compiling into a cache of this attempt's own" >&2
+  cache_dir="$cache_dir.unshared/$RDZV_ID"
+  mkdir -p "$cache_dir"
 fi
 export NEURON_CC_FLAGS="--cache_dir=$cache_dir"
 

@@ -83,6 +83,19 @@ EXPECTED_NAMES = {
         ("ServiceAccount", "kube-system", "neuron-device-plugin"),
     ],
     "efa-device-plugin": [("DaemonSet", "kube-system", "aws-efa-k8s-device-plugin")],
+    "node-check-admission": [
+        ("ValidatingAdmissionPolicy", None, "node-check"),
+        ("ValidatingAdmissionPolicyBinding", None, "node-check"),
+    ],
+    "node-check": [
+        ("ClusterRole", None, "node-check"),
+        ("ClusterRoleBinding", None, "node-check"),
+        ("ConfigMap", "kube-system", "node-check"),
+        ("DaemonSet", "kube-system", "node-check"),
+        ("Role", "kube-system", "node-check"),
+        ("RoleBinding", "kube-system", "node-check"),
+        ("ServiceAccount", "kube-system", "node-check"),
+    ],
     "volcano-namespace": [("Namespace", None, "volcano-system")],
     "volcano-job-pod-admission": [
         ("ValidatingAdmissionPolicy", None, "trainium-volcano-job-pods"),

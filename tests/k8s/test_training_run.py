@@ -8,20 +8,25 @@ neuron_parallel_compile, and /data moved under a temporary directory.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import is_pinned_image
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import (
@@ -37,6 +42,7 @@ from k8s_charts.training_run import TrainingRun, TrainingRunChart, launcher_argu
 from tests.k8s.expansion import container_environment, expand, expanded_command
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
+from tests.volcano_retries_model import admitted_max_retry, restarts_before_failure
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.27.1-1"
 SCRIPT_SHA = "a" * 64
@@ -71,10 +77,9 @@ RUN = TrainingRun(
     run_as=123456,
 )
 # What Volcano writes on the pods of attempt 2 of job llm-<hash> with uid 1234...
-ANNOTATIONS = {
-    "metadata.annotations['scheduling.k8s.io/group-name']": "llm-job-uid-1234",
-    "metadata.annotations['volcano.sh/job-version']": "2",
-}
+GROUP_ANNOTATION = "metadata.annotations['scheduling.k8s.io/group-name']"
+VERSION_ANNOTATION = "metadata.annotations['volcano.sh/job-version']"
+ANNOTATIONS = {GROUP_ANNOTATION: "llm-job-uid-1234", VERSION_ANNOTATION: "2"}
 
 
 def job(run: TrainingRun = RUN, **changes: Any) -> Manifest:
@@ -153,9 +158,18 @@ def test_the_job_is_the_torchx_shape_gang_scheduled_on_the_queue() -> None:
     assert spec["schedulerName"] == "volcano"
     assert spec["queue"] == "research"
     assert spec["minAvailable"] == 3
-    assert spec["maxRetry"] == 3
+    assert spec["maxRetry"] == 4  # retries: 3
     assert spec["plugins"] == {"svc": ["--publish-not-ready-addresses"], "env": []}
     assert task(job(nodes=3))["replicas"] == 3
+
+
+@pytest.mark.parametrize("retries", [0, 1, 2, 3, 10])
+def test_retries_n_restarts_the_gang_exactly_n_times(retries: int) -> None:
+    """Volcano fails a Job once its retry count reaches maxRetry, and turns 0 into 3
+    (tests/volcano_retries_model.py, from v1.15.1's source): retries: N renders N + 1."""
+    manifest = job(retries=retries)
+    assert admitted_max_retry(manifest) == manifest["spec"]["maxRetry"], "never the webhook's default"
+    assert restarts_before_failure(manifest) == retries
 
 
 def test_a_pod_that_cannot_proceed_ends_the_job_and_any_other_failure_restarts_it() -> None:
@@ -170,7 +184,22 @@ def test_a_pod_that_cannot_proceed_ends_the_job_and_any_other_failure_restarts_i
 def test_pods_select_their_node_group_and_tolerate_the_trainium_taint() -> None:
     spec = pod(job())
     assert spec["nodeSelector"] == {NODE_GROUP_LABEL: "trn1-32xl"}
-    assert spec["tolerations"] == [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["tolerations"][0] == {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_pod_on_a_lost_node_is_evicted_after_a_minute_not_five() -> None:
+    """Set here, DefaultTolerationSeconds adds nothing (it adds 300 s only when the pod has none)."""
+    lost = [toleration for toleration in pod(job())["tolerations"] if toleration["effect"] == "NoExecute"]
+    assert lost == [
+        {
+            "key": key,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": NODE_LOST_TOLERATION_SECONDS,
+        }
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
+    assert NODE_LOST_TOLERATION_SECONDS < 300
 
 
 def test_the_autoscaler_never_evicts_a_worker() -> None:
@@ -567,20 +596,52 @@ def test_packages_that_do_not_match_their_hashes_end_the_job(
     assert [call["tool"] for call in calls] == ["python3"]
 
 
+def _hold_lock(lock: Path, holder_run: str) -> subprocess.Popen[bytes]:
+    """A process holding ``lock`` with a real flock, recorded as ``holder_run``'s, as a pod of that
+    run leaves it (the record beside the lock names the run, its attempt and its host)."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.touch()
+    lock.with_suffix(".holder").write_text(f"{holder_run} {holder_run}-uid-v0 ip-10-0-0-1\n")
+    # Its own process group: flock and the sleep it forks (which inherits the lock) die together.
+    holder = subprocess.Popen(
+        ["flock", str(lock), "sleep", "60"], env={"PATH": os.environ["PATH"]}, start_new_session=True
+    )
+    deadline = time.monotonic() + 10
+    # Until the holder has the lock: a non-blocking attempt fails.
+    while subprocess.run(["flock", "--nonblock", str(lock), "true"], check=False).returncode == 0:
+        assert time.monotonic() < deadline, "the holder never took the lock"
+        time.sleep(0.05)
+    return holder
+
+
+def _end(holder: subprocess.Popen[bytes]) -> None:
+    """The holder dies with every process that has the lock open (a node lost, as Lustre sees it
+    once it has evicted the client)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(holder.pid, signal.SIGKILL)
+    holder.wait()
+
+
+def _cache_flags(calls: list[dict[str, Any]]) -> str:
+    [launch] = [
+        call
+        for call in calls
+        if call["tool"] == "python3" and call["argv"][:2] == ["-m", "torch.distributed.run"]
+    ]
+    return str(launch["NEURON_CC_FLAGS"])
+
+
 @pytest.mark.process
 @needs_tools
 def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: TrainingRun, tmp_path: Path) -> None:
     pod = pod_for(matching_run, tmp_path)
-    lock = pod.data / "neuron_cache" / "llm_0.lock"
-    lock.parent.mkdir(parents=True)
-    lock.touch()
-    with subprocess.Popen(["flock", str(lock), "sleep", "30"], env={"PATH": os.environ["PATH"]}) as holder:
-        try:
-            result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="0")
-        finally:
-            holder.kill()
+    holder = _hold_lock(pod.data / "neuron_cache" / "llm_0.lock", "other-run-0a1b2c3d")
+    try:
+        result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="1")
+    finally:
+        _end(holder)
     assert result.returncode == CANNOT_PROCEED_EXIT_CODE
-    assert "another run holds the compile cache" in result.stderr
+    assert "another run (other-run-0a1b2c3d) holds the compile cache" in result.stderr
     assert [call["tool"] for call in calls] == ["python3"]
     # The wait is announced: the gang watchdog reads a silent log as a run that does not progress.
     assert "waiting up to 0s for another run to release the compile cache" in result.stdout
@@ -620,10 +681,68 @@ def test_precompile_without_a_compiler_at_work_prints_no_heartbeat(
 
 @pytest.mark.process
 @needs_tools
+def test_a_lock_left_by_this_runs_lost_node_never_ends_the_job(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """The lock of a pod of this run whose node was lost (Lustre keeps it until it evicts that
+    client): past the wait, this attempt trains with a cache of its own instead of failing the job."""
+    pod = pod_for(matching_run, tmp_path)
+    cache = pod.data / "neuron_cache" / "llm_0"
+    holder = _hold_lock(cache.with_suffix(".lock"), run_id(matching_run))
+    try:
+        result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="1")
+    finally:
+        _end(holder)
+    assert result.returncode == 0, result.stderr
+    assert "still locked by" in result.stderr
+    attempt = f"{ANNOTATIONS[GROUP_ANNOTATION]}-v{ANNOTATIONS[VERSION_ANNOTATION]}"
+    assert _cache_flags(calls) == f"--cache_dir={cache}.unshared/{attempt}"
+    # The shared cache's record still names the lost holder: nothing was written under its lock.
+    assert cache.with_suffix(".holder").read_text().startswith(run_id(matching_run))
+
+
+@pytest.mark.process
+@needs_tools
+def test_a_lock_released_while_waiting_is_taken(matching_run: TrainingRun, tmp_path: Path) -> None:
+    """When the holder goes (Lustre evicted the lost client), the waiting pod takes the shared cache."""
+    pod = pod_for(matching_run, tmp_path)
+    cache = pod.data / "neuron_cache" / "llm_0"
+    holder = _hold_lock(cache.with_suffix(".lock"), run_id(matching_run))
+    killer = threading.Timer(1.0, _end, args=(holder,))
+    killer.start()
+    started = time.monotonic()
+    try:
+        result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="30")
+    finally:
+        killer.cancel()
+        _end(holder)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 20
+    assert _cache_flags(calls) == f"--cache_dir={cache}"
+    assert cache.with_suffix(".holder").read_text().split()[0] == run_id(matching_run)
+
+
+def test_the_cache_lock_wait_outlasts_lustres_eviction_of_a_dead_client() -> None:
+    assert int(environment(job())["CACHE_LOCK_TIMEOUT_SECONDS"]) > LUSTRE_DEAD_CLIENT_EVICTION_SECONDS
+
+
+@pytest.mark.process
+@needs_tools
 def test_the_pod_refuses_to_run_without_the_replica_index(tmp_path: Path) -> None:
-    result, calls = Pod(tmp_path).run(index="")
-    assert result.returncode not in (0, CANNOT_PROCEED_EXIT_CODE) and calls == []
+    pod = Pod(tmp_path)
+    result, calls = pod.run(index="")
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
     assert "VC_TASK_INDEX" in result.stderr
+    assert "env plugin" in (tmp_path / "termination-log").read_text()
+
+
+@pytest.mark.process
+@needs_tools
+@pytest.mark.parametrize("variable", ["VC_JOB_GROUP", "VC_JOB_VERSION"])
+def test_the_pod_refuses_to_run_without_volcanos_annotations(tmp_path: Path, variable: str) -> None:
+    result, calls = Pod(tmp_path).run(**{variable: ""})
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert variable in (tmp_path / "termination-log").read_text()
 
 
 # --- Code integrity: what runs was checked, on every attempt (docs/code-integrity.md) -------------
