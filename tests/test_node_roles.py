@@ -183,7 +183,7 @@ def test_every_pod_identity_role_trusts_only_its_clusters_service_account(stack:
         (p["Properties"]["Namespace"], p["Properties"])
         for p in stack.resources("AWS::EKS::PodIdentityAssociation").values()
     ]
-    assert len(associations) == 4  # VPC CNI, FSx CSI, CloudWatch agent, cluster autoscaler
+    assert len(associations) == 5  # VPC CNI, FSx CSI, CloudWatch agent, cluster autoscaler, node check
     roles = [
         r for r in stack.resources("AWS::IAM::Role").values() if "pods.eks.amazonaws.com" in json.dumps(r)
     ]

@@ -644,7 +644,7 @@ def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: Trainin
     assert "another run (other-run-0a1b2c3d) holds the compile cache" in result.stderr
     assert [call["tool"] for call in calls] == ["python3"]
     # The wait is announced: the gang watchdog reads a silent log as a run that does not progress.
-    assert "waiting up to 0s for another run to release the compile cache" in result.stdout
+    assert "waiting up to 1s for another holder to release the compile cache" in result.stdout
 
 
 @pytest.mark.process
