@@ -5,7 +5,7 @@ What a run is, is configuration (``TrainingRun``); how Trainium is wired is deri
 catalog and the cluster's facts: one pod per node taking every Neuron device and EFA interface,
 ``--nproc_per_node`` one worker per NeuronCore, the node group's label, the claim, the rendezvous.
 
-Lifecycle (docs/day2.md):
+Lifecycle (docs/runs.md#lifecycle):
 
 - **Identity.** The Job is named ``<run>-<hash>``, the hash of everything rendered into it. Volcano
   refuses almost any change to a live Job's spec; a changed run is a new Job (its own output

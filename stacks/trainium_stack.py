@@ -65,7 +65,7 @@ _RETENTION = {
 def _repository_name(config: StackConfig) -> str | None:
     """The configured name; else ``<name>/training`` when the repository goes with the stack, and a
     generated name when it is retained (a fixed name would collide with the retained repository on
-    the next deployment after ``cdk destroy``; docs/day2.md says how to adopt one with cdk import)."""
+    the next deployment after ``cdk destroy``; docs/costs.md#how-to-get-to-zero lists what stays)."""
     if config.ecr.repository_name is not None:
         return config.ecr.repository_name
     return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
