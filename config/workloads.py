@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from cluster_facts.kubernetes_names import ROOT_SQUASH_ID, team_uid
+from cluster_facts.training_image import DEFAULT_TRAINING_IMAGE
 from config.fields import Name, PinnedImage, RoleArn, _matching, _problem, _Section
 from config.presets import BERT_LARGE
 
@@ -33,12 +34,6 @@ __all__ = [
     "moved_training_section",
 ]
 
-# AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
-# PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
-# the project image FROM the same reference (a test keeps them equal).
-DEFAULT_TRAINING_IMAGE = (
-    "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
-)
 
 # Namespaces the cluster's own components use: a team may not take one.
 _RESERVED_NAMESPACES = ("default", "volcano-system", "amazon-cloudwatch", "trainium-system")

@@ -30,6 +30,7 @@ from cluster_facts.kubernetes_names import (
     file_system_claim,
 )
 from cluster_facts.script_files import script_body
+from cluster_facts.training_image import DEFAULT_TRAINING_IMAGE
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -41,9 +42,8 @@ __all__ = [
     "trainium_job",
 ]
 
-# The cluster's default training image (config.workloads.DEFAULT_TRAINING_IMAGE; a test keeps the two
-# equal: this package may not import the configuration).
-DEFAULT_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+# The cluster's default training image, from its one home (the configuration's default is the same).
+DEFAULT_IMAGE = DEFAULT_TRAINING_IMAGE
 # The instance type of the default configuration's node group.
 DEFAULT_INSTANCE_TYPE = "trn1.32xlarge"
 # A short name resolves in the pod's own namespace: the job's team's etcd, which admits TorchX pods.
