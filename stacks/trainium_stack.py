@@ -29,7 +29,7 @@ from constructs_trn.deployment_check_role import (
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
 from constructs_trn.image_repository import TrainingImageRepository
-from constructs_trn.kubernetes_layer import KubernetesLayer
+from constructs_trn.kubernetes_layer import KubernetesLayer, StepWaits
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
@@ -40,6 +40,7 @@ from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, fabric_check_job
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
+from k8s_charts.plan import CLUSTER_AUTOSCALER as AUTOSCALER_STEP
 from k8s_charts.plan import render
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
 from stacks.kubernetes_values import applied_plan, review_plan, root_zones
@@ -295,17 +296,27 @@ class TrainiumStack(Stack):
             "Kubernetes",
             cluster=self.cluster.interface,
             plan=self.kubernetes_plan,
-            # Pods need running nodes, their CNI and (for /data) the FSx CSI driver; the autoscaler its
-            # Pod Identity association. Never the Trainium node groups: nothing here needs a Trainium
-            # node (the device plugins are DaemonSets that start when nodes come), and a group that
-            # cannot get capacity must not hold up, or roll back, the deployment.
-            # And the pull-through cache rules: a pod's first pull through a missing rule fails.
-            wait_for=[
-                self.addons,
-                self.system_nodes,
-                self.autoscaler.association,
-                *([self.pull_through_cache] if self.pull_through_cache is not None else []),
-            ],
+            # Each step waits only for what it uses (cluster_facts/step_needs.py): a step that waits
+            # for pods to run needs the system nodes, the pod network, kube-proxy and CoreDNS; a step
+            # that mounts the file system its CSI driver; the autoscaler's release its Pod Identity.
+            # Never CloudWatch or node monitoring, which no step uses, and never the Trainium node
+            # groups: nothing here needs a Trainium node (the device plugins are DaemonSets that
+            # start when nodes come), and a group that cannot get capacity must not hold up, or roll
+            # back, the deployment. Every step: the pull-through cache rules (a pod's first pull
+            # through a missing rule fails; they are created in seconds, beside the cluster).
+            waits=StepWaits(
+                every_step=[self.pull_through_cache] if self.pull_through_cache is not None else [],
+                running_pods=[
+                    self.system_nodes,
+                    self.addons.vpc_cni,
+                    self.addons.kube_proxy,
+                    self.addons.coredns,
+                ],
+                file_system=[self.addons.fsx_csi],
+                by_step={
+                    AUTOSCALER_STEP: [self.autoscaler.association, self.addons.pod_identity_agent],
+                },
+            ),
         )
 
         self.dashboard = (
