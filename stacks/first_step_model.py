@@ -29,6 +29,7 @@ __all__ = [
     "Figure",
     "RunStart",
     "StageTime",
+    "before_the_cuts",
     "image_pull_seconds",
     "timeline",
     "total_seconds",
