@@ -125,8 +125,9 @@ FIGURES: dict[str, Figure] = {
     ),
     "rendezvous": Figure(
         30,
-        "estimate: torchrun's etcd rendezvous of the gang's agents (seconds: tests/runtime, real etcd "
-        "and torchrun) and the collectives' bootstrap of 32 workers per node over EFA",
+        "estimate: torchrun's etcd rendezvous of the gang's agents and the collectives' bootstrap of "
+        "32 workers per node over EFA (not timed here: tests/runtime runs real etcd and torchrun, "
+        "but on CPU with gloo)",
     ),
     "first_step": Figure(
         30,
