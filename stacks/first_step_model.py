@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from cluster_facts.run_stages import RUN_STAGES, RunStage
+from cluster_facts.training_image import DEFAULT_TRAINING_IMAGE
 
 __all__ = [
     "COLD",
@@ -84,7 +85,7 @@ FIGURES: dict[str, Figure] = {
     ),
     "image_bytes": Figure(
         15e9,
-        "estimate: the compressed size of pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1 "
+        f"estimate: the compressed size of {DEFAULT_TRAINING_IMAGE.rsplit('/', 1)[-1]} "
         "was not found in any public source readable here. Bounds: AWS's Neuron PyTorch training DLC "
         "(SDK 2.10) had image_size_baseline 13000 MB (aws/deep-learning-containers "
         "pytorch/training/buildspec-neuronx.yml); the Neuron vLLM DLC of SDK 2.26.1 is '18+GB' "
