@@ -87,8 +87,10 @@ class ClusterAddons(Construct):
         # comes first, and the node groups wait for both.
         vpc_cni.node.add_dependency(pod_identity_agent)
         self.networking: list[Construct] = [vpc_cni, kube_proxy, pod_identity_agent]
+        self.vpc_cni, self.kube_proxy, self.pod_identity_agent = vpc_cni, kube_proxy, pod_identity_agent
 
         coredns = self._addon(COREDNS)
+        self.coredns = coredns
 
         # Static provisioning only (the PersistentVolume names the stack's file system), so the
         # controller needs to describe file systems and nothing that creates or deletes them.
@@ -107,7 +109,7 @@ class ClusterAddons(Construct):
             reason="fsx:DescribeFileSystems is the role's only action, a read-only describe for static "
             "volumes; the role can create, change or delete nothing, whatever file system it names",
         )
-        fsx_csi = self._addon(
+        fsx_csi = self.fsx_csi = self._addon(
             AWS_FSX_CSI_DRIVER,
             pod_identity={
                 "namespace": "kube-system",

@@ -1,11 +1,11 @@
 """A distributed training run on Trainium: one Volcano Job, gang-scheduled, in the shape TorchX's
-Kubernetes scheduler submits, whose pods precompile (once per run) and train.
+Kubernetes scheduler submits, whose pods precompile (once per graph key and cache) and train.
 
 What a run is, is configuration (``TrainingRun``); how Trainium is wired is derived here from the
 catalog and the cluster's facts: one pod per node taking every Neuron device and EFA interface,
 ``--nproc_per_node`` one worker per NeuronCore, the node group's label, the claim, the rendezvous.
 
-Lifecycle (docs/day2.md):
+Lifecycle (docs/runs.md#lifecycle):
 
 - **Identity.** The Job is named ``<run>-<hash>``, the hash of everything rendered into it. Volcano
   refuses almost any change to a live Job's spec; a changed run is a new Job (its own output
@@ -25,6 +25,7 @@ Lifecycle (docs/day2.md):
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -68,6 +69,7 @@ __all__ = [
     "WORKER_SCRIPT",
     "TrainingRun",
     "TrainingRunChart",
+    "compile_key",
     "launcher_arguments",
     "program_config_map",
     "run_id",
@@ -160,6 +162,31 @@ class TrainingRun:
         return f"{DATA_MOUNT}/{NEURON_CACHE_DIR}"
 
 
+def compile_key(run: TrainingRun) -> str:
+    """What the run's compiled graphs depend on, as 16 hex digits: two runs with the same key
+    build the same graphs, so one's precompile serves the other (k8s_charts/scripts/run_worker.sh).
+
+    The Neuron cache itself keys each graph by the compiler's version and the graph's hash; this
+    key stands for "every graph of this run is in the cache" and covers what shapes those graphs:
+    the image (compiler and framework versions), the instance type and node count (ranks per
+    collective), the script, its arguments and files, its packages, its environment and the
+    precompile's arguments. Not the run's name, team, retries or resume settings.
+    """
+    shaping = {
+        "image": run.image,
+        "instance_type": run.instance.name,
+        "nodes": run.nodes,
+        "processes_per_node": run.instance.processes_per_node,
+        "script": run.script,
+        "script_args": list(run.script_args),
+        "environment": dict(sorted(run.environment.items())),
+        "verify_files": dict(sorted(_verified_files(run).items())),
+        "python_requirements": list(run.python_requirements),
+        "precompile_args": list(run.precompile_args or ()),
+    }
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def launcher_arguments(run: TrainingRun) -> list[str]:
     """The launcher's argv, as TorchX's dist component writes it, with this attempt's rendezvous id.
 
@@ -224,6 +251,7 @@ def _environment(
         "CACHESET": run.cacheset,
         "CACHE_LOCK_TIMEOUT_SECONDS": str(CACHE_LOCK_TIMEOUT_SECONDS),
         "PRECOMPILE_ARGS": " ".join(run.precompile_args) if run.precompile_args is not None else "",
+        "COMPILE_KEY": compile_key(run),
         "RESUME_GLOB": run.resume_glob,
         "RESUME_ARGS": " ".join(run.resume_args),
         "CANNOT_PROCEED_EXIT_CODE": str(CANNOT_PROCEED_EXIT_CODE),

@@ -30,7 +30,7 @@ from constructs_trn.deployment_check_role import (
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
 from constructs_trn.image_repository import TrainingImageRepository
-from constructs_trn.kubernetes_layer import KubernetesLayer
+from constructs_trn.kubernetes_layer import KubernetesLayer, StepWaits
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
@@ -42,6 +42,8 @@ from constructs_trn.trainium_node_group import TrainiumNodeGroup
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, fabric_check_job
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
+from k8s_charts.node_check import STEP as NODE_CHECK_STEP
+from k8s_charts.plan import CLUSTER_AUTOSCALER as AUTOSCALER_STEP
 from k8s_charts.plan import render
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
 from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
@@ -67,7 +69,7 @@ _RETENTION = {
 def _repository_name(config: StackConfig) -> str | None:
     """The configured name; else ``<name>/training`` when the repository goes with the stack, and a
     generated name when it is retained (a fixed name would collide with the retained repository on
-    the next deployment after ``cdk destroy``; docs/day2.md says how to adopt one with cdk import)."""
+    the next deployment after ``cdk destroy``; docs/costs.md#how-to-get-to-zero lists what stays)."""
     if config.ecr.repository_name is not None:
         return config.ecr.repository_name
     return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
@@ -309,19 +311,29 @@ class TrainiumStack(Stack):
             "Kubernetes",
             cluster=self.cluster.interface,
             plan=self.kubernetes_plan,
-            # Pods need running nodes, their CNI and (for /data) the FSx CSI driver; the autoscaler its
-            # Pod Identity association. Never the Trainium node groups: nothing here needs a Trainium
-            # node (the device plugins are DaemonSets that start when nodes come), and a group that
-            # cannot get capacity must not hold up, or roll back, the deployment.
-            # And the pull-through cache rules: a pod's first pull through a missing rule fails.
-            wait_for=[
-                self.addons,
-                self.system_nodes,
-                self.autoscaler.association,
-                # The node check's too: a pod gets AWS credentials only if its association exists.
-                self.node_check.association,
-                *([self.pull_through_cache] if self.pull_through_cache is not None else []),
-            ],
+            # Each step waits only for what it uses (cluster_facts/step_needs.py): a step that waits
+            # for pods to run needs the system nodes, the pod network, kube-proxy and CoreDNS; a step
+            # that mounts the file system its CSI driver; the autoscaler's release its Pod Identity.
+            # Never CloudWatch or node monitoring, which no step uses, and never the Trainium node
+            # groups: nothing here needs a Trainium node (the device plugins are DaemonSets that
+            # start when nodes come), and a group that cannot get capacity must not hold up, or roll
+            # back, the deployment. Every step: the pull-through cache rules (a pod's first pull
+            # through a missing rule fails; they are created in seconds, beside the cluster).
+            waits=StepWaits(
+                every_step=[self.pull_through_cache] if self.pull_through_cache is not None else [],
+                running_pods=[
+                    self.system_nodes,
+                    self.addons.vpc_cni,
+                    self.addons.kube_proxy,
+                    self.addons.coredns,
+                ],
+                file_system=[self.addons.fsx_csi],
+                by_step={
+                    AUTOSCALER_STEP: [self.autoscaler.association, self.addons.pod_identity_agent],
+                    # Its pods get AWS credentials only if the association exists when they start.
+                    NODE_CHECK_STEP: [self.node_check.association, self.addons.pod_identity_agent],
+                },
+            ),
         )
 
         self.dashboard = (

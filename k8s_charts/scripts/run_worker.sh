@@ -32,7 +32,9 @@
 #                          this run's own earlier attempt holds (a lost node) is left behind and
 #                          this attempt compiles into a cache of its own; another run's is refused
 #   PRECOMPILE_ARGS        empty: no precompile phase; else appended to the launcher, which runs
-#                          under neuron_parallel_compile until every replica has precompiled
+#                          under neuron_parallel_compile until every replica's cache holds COMPILE_KEY
+#   COMPILE_KEY            what the run's graphs depend on (k8s_charts/training_run.compile_key): a
+#                          run whose key every replica's cache has precompiled skips the precompile
 #   RESUME_GLOB, RESUME_ARGS      when $OUTPUT_DIR holds a file matching RESUME_GLOB, RESUME_ARGS
 #                          are appended to the launcher: a retry resumes from its checkpoints
 #   CANNOT_PROCEED_EXIT_CODE      exit code for "nothing a retry can fix"; the Job's policy ends
@@ -206,12 +208,17 @@ else
 fi
 export NEURON_CC_FLAGS="--cache_dir=$cache_dir"
 
-# Precompile once per run: skipped only when every replica of this run has precompiled, so that
-# all replicas take the same decision and meet in the same rendezvous.
+# Precompile once per graph key and cache: skipped only when every replica's cache of this
+# cacheset records this COMPILE_KEY (a retry, or a new run of the same graphs), so that all
+# replicas take the same decision and meet in the same rendezvous. A marker is written only after
+# a replica's precompile succeeded, which is after every replica has decided.
 if [ -n "$PRECOMPILE_ARGS" ]; then
-  markers="$OUTPUT_DIR/precompiled"
-  mkdir -p "$markers"
-  done_count=$(find "$markers" -maxdepth 1 -name 'replica-*' | wc -l)
+  done_count=0
+  for ((replica = 0; replica < NODES; replica++)); do
+    if [ -e "$NEURON_CACHE_ROOT/${CACHESET}_${replica}.precompiled/$COMPILE_KEY" ]; then
+      done_count=$((done_count + 1))
+    fi
+  done
   if [ "$done_count" -lt "$NODES" ]; then
     # torchrun closes a rendezvous when it exits: the precompile run takes an id of its own.
     precompile=()
@@ -236,9 +243,10 @@ if [ -n "$PRECOMPILE_ARGS" ]; then
     neuron_parallel_compile "${precompile[@]}" "${extra[@]}" || status=$?
     kill "$heartbeat" 2>/dev/null || true
     if [ "$status" -ne 0 ]; then exit "$status"; fi
-    touch "$markers/replica-$VC_TASK_INDEX"
+    mkdir -p "$cache_dir.precompiled"
+    touch "$cache_dir.precompiled/$COMPILE_KEY"
   else
-    echo "every replica of $RUN_ID has precompiled: skipping neuron_parallel_compile"
+    echo "every replica's compile cache holds graph key $COMPILE_KEY: skipping neuron_parallel_compile"
   fi
 fi
 

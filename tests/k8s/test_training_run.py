@@ -38,7 +38,7 @@ from cluster_facts.kubernetes_names import (
     TRAINING_POD_LABELS,
 )
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, Dataset, RemoteFile
-from k8s_charts.training_run import TrainingRun, TrainingRunChart, launcher_arguments, run_id
+from k8s_charts.training_run import TrainingRun, TrainingRunChart, compile_key, launcher_arguments, run_id
 from tests.k8s.expansion import container_environment, expand, expanded_command
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
@@ -502,23 +502,70 @@ def test_a_first_attempt_installs_precompiles_then_trains(matching_run: Training
     output = pod.path(environment(pod.manifest)["OUTPUT_DIR"])
     assert train["NEURON_CC_FLAGS"] == f"--cache_dir={pod.data}/neuron_cache/llm_0"
     assert train["PYTHONPATH"].split(":")[0].startswith(f"{tmp_path}/python-1/")
-    assert (output / "precompiled" / "replica-0").exists()
+    assert not (output / "precompiled").exists()
+    # The marker sits beside the replica's cache: any later run of the same graphs finds it.
+    assert (pod.data / "neuron_cache" / "llm_0.precompiled" / compile_key(matching_run)).exists()
 
 
 @pytest.mark.process
 @needs_tools
-def test_precompile_is_skipped_only_when_every_replica_has_precompiled(
+def test_precompile_is_skipped_only_when_every_replicas_cache_holds_the_graph_key(
     matching_run: TrainingRun, tmp_path: Path
 ) -> None:
     pod = pod_for(matching_run, tmp_path)
-    markers = pod.path(environment(pod.manifest)["OUTPUT_DIR"]) / "precompiled"
-    markers.mkdir(parents=True)
-    (markers / "replica-0").touch()
+    key = compile_key(matching_run)
+    for replica in ("0", "1"):
+        (pod.data / "neuron_cache" / f"llm_{replica}.precompiled").mkdir(parents=True)
+    (pod.data / "neuron_cache" / "llm_0.precompiled" / key).touch()
     _, calls = pod.run(index="1")
     assert [call["tool"] for call in calls] == ["python3", "neuron_parallel_compile", "python3"]
-    (markers / "replica-1").touch()
+    # Replica 1's own precompile has now written its marker: the next attempt trains at once.
     _, calls = pod.run(index="1")
     assert [call["tool"] for call in calls] == ["python3", "python3"]
+
+
+@pytest.mark.process
+@needs_tools
+def test_a_new_run_of_the_same_graphs_skips_the_precompile_another_graph_does_not(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """A second Job (another name, more retries) on the same cacheset reuses the first one's
+    compiled graphs; changed arguments are other graphs, so they precompile again."""
+    first = pod_for(matching_run, tmp_path)
+    for replica in ("0", "1"):
+        _, calls = first.run(index=replica)
+        assert "neuron_parallel_compile" in [call["tool"] for call in calls]
+    renamed = dataclasses.replace(matching_run, name="llm-again", retries=5)
+    assert run_id(renamed) != run_id(matching_run) and compile_key(renamed) == compile_key(matching_run)
+    result, calls = Pod(tmp_path, job(renamed)).run(index="0")
+    assert "neuron_parallel_compile" not in [call["tool"] for call in calls], result.stdout
+    assert calls[-1]["argv"][:2] == ["-m", "torch.distributed.run"]
+    assert f"graph key {compile_key(matching_run)}: skipping" in result.stdout
+    reshaped = dataclasses.replace(matching_run, script_args=("--epochs", "3", "--batch_size", "32"))
+    _, calls = Pod(tmp_path, job(reshaped)).run(index="0")
+    assert [call["tool"] for call in calls][-2:] == ["neuron_parallel_compile", "python3"]
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        ({"name": "other", "retries": 7, "queue": "other", "namespace": "team-b", "run_as": 20001}, True),
+        ({"resume_glob": "ckpt_*.pt", "resume_args": ("--resume_ckpt",)}, True),
+        ({"image": IMAGE.replace("sdk2.27.1-1", "sdk2.27.1-2")}, False),
+        ({"nodes": 4}, False),
+        ({"instance": CATALOG["trn1n.32xlarge"]}, False),
+        ({"script_args": ("--epochs", "4")}, False),
+        ({"environment": {"MY_SETTING": "off"}}, False),
+        ({"python_requirements": ()}, False),
+        ({"precompile_args": ("--steps_this_run", "20")}, False),
+        ({"verify_files": {"/data/extra.py": "b" * 64}}, False),
+    ],
+)
+def test_the_compile_key_follows_what_shapes_the_graphs_and_nothing_else(
+    change: dict[str, Any], same: bool
+) -> None:
+    assert (compile_key(dataclasses.replace(RUN, **change)) == compile_key(RUN)) is same
+    assert re.fullmatch(r"[0-9a-f]{16}", compile_key(RUN))
 
 
 @pytest.mark.process
