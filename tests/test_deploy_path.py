@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cluster_facts.step_needs import FILE_SYSTEM, RUNNING_PODS, deploy_needs
+from k8s_charts.node_check import STEP as NODE_CHECK
 from k8s_charts.plan import CLUSTER_AUTOSCALER
 from stacks.deploy_path import (
     USES,
@@ -30,10 +31,16 @@ def layer_steps(synthesized: Synthesized) -> dict[str, Step]:
     plan = synthesized.stack.kubernetes_plan
     autoscaler = synthesized.stack.autoscaler.association
     pod_identity_agent = synthesized.stack.addons.pod_identity_agent
+    node_check = synthesized.stack.node_check.association
+    # Pods that get AWS credentials through Pod Identity need their association (and its agent)
+    # before they start.
     by_name = {
         CLUSTER_AUTOSCALER: frozenset(
             {synthesized.logical_id(autoscaler), synthesized.logical_id(pod_identity_agent)}
-        )
+        ),
+        NODE_CHECK: frozenset(
+            {synthesized.logical_id(node_check), synthesized.logical_id(pod_identity_agent)}
+        ),
     }
     return {
         logical_id: Step(name, deploy_needs(plan.step(name)), by_name.get(name, frozenset()))
