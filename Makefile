@@ -124,8 +124,9 @@ deploy: $(CDK_DEPS) ## cdk deploy TrainiumStack [CONFIG=file] (needs credentials
 destroy: $(CDK_DEPS) ## cdk destroy TrainiumStack [CONFIG=file]; asks first; retained FSx and ECR stay
 	$(CDK) destroy $(STACK) -c config=$(CONFIG)
 
-preflight: $(PY_STAMP) ## check zones, offerings, quotas and reservations in the account [CONFIG=file WRITE=1]
-	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
+# The synth first: the Lambda concurrency check reads what a deploy runs at once from the template.
+preflight: synth ## synthesize, then check zones, offerings, quotas, Lambda concurrency and reservations in the account [CONFIG=file WRITE=1]
+	$(BIN)/python -m preflight --config $(CONFIG) --template $(OUT)/$(STACK).template.json $(if $(WRITE),--write)
 
 runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
 	@$(BIN)/python -m stacks.run_listing --config $(CONFIG)

@@ -249,8 +249,10 @@ DIRECT_PULLS: Mapping[str, str] = {
         "would take an ECR-to-ECR rule with a role that EKS's registry would have to trust"
     ),
     "docker.io/volcanosh/": (
-        "Docker Hub: ECR caches it only with a Docker Hub credential; without ecr.upstream_credentials "
-        "docker.io the Volcano chart's images come from Docker Hub"
+        "Docker Hub: ECR caches it only with a Docker Hub credential, and Volcano publishes nowhere the "
+        "cache serves without one (Docker Hub and ghcr.io only); without ecr.upstream_credentials "
+        "docker.io the Volcano chart's images come from Docker Hub, anonymously, within its limit of "
+        "10 pulls an hour per address"
     ),
 }
 """Images the cluster may pull from elsewhere than the account's registry, by repository prefix

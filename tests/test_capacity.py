@@ -16,7 +16,12 @@ import jsonschema
 import pytest
 import yaml
 
-from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE, scale_from_zero_resources
+from cluster_facts.autoscaling import (
+    AUTOSCALER_NAME,
+    AUTOSCALER_NAMESPACE,
+    scale_from_zero_resources,
+    template_capacity,
+)
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
 from cluster_facts.node_check import STARTUP_TAINT_PREFIX
@@ -127,7 +132,12 @@ def test_scale_from_zero_capacity_is_the_catalogs_for_every_instance_type(
         resources = {key.removeprefix(prefix): value for key, value in tags.items() if key.startswith(prefix)}
         assert resources[NEURON_RESOURCE] == str(instance.chips) == "16"
         assert resources[EFA_RESOURCE] == str(instance.efa_network_cards)
-        assert resources == {key: str(value) for key, value in scale_from_zero_resources(instance).items()}
+        # The devices, and cpu, memory and hugepages as the kubelet allocates them (test_node_allocatable.py).
+        assert resources == {
+            **{key: str(value) for key, value in scale_from_zero_resources(instance).items()},
+            **template_capacity(instance),
+        }
+        assert resources["hugepages-2Mi"] == "10256Mi"
     assert {CATALOG[n].efa_network_cards for n in CATALOG} == {8, 16}
 
 
