@@ -26,8 +26,12 @@ it), fences that group's CREATE and UPDATE of Volcano Jobs in every namespace to
 names, in that Job's namespace, every container one of its images, no Job-level volume, each task's
 pod volumes and security context and each container's command, arguments, environment, mounts,
 working directory and security context exactly as rendered, no host network, PID or IPC namespace,
-no privileged container or added capability, no Secret in the environment, and no service account
-but the one the rendered Job names (none: no token mounted). A second policy fences its CREATE and
+no privileged container or added capability, no Secret in the environment, no service account
+but the one the rendered Job names (none: no token mounted); and exactly the rendered queue,
+priority class, node selector and tolerations (no nodeName or affinity), labels of the Job and of
+each task's pods, tasks, replicas and minAvailable, with no runtime class or host aliases. What
+stays open (docs/security.md): fields pinned by neither, such as the containers' resources, probes
+and ports and the annotations of the Job and its pods. A second policy fences its CREATE and
 UPDATE of ConfigMaps to the canary's program ConfigMap: its name, in its namespace, exactly its
 rendered data and no binary data. Volcano's mutating webhook (v1.15.1 mutate_job.go) defaults task
 names, minAvailable, maxRetry and plugins and writes the tasks back through its Go types before
@@ -53,6 +57,7 @@ __all__ = [
     "CanaryAccess",
     "DeploymentCheckRbacChart",
     "FabricCheckJob",
+    "FabricCheckTask",
     "canary_access",
     "cel_literal",
     "config_map_fence_name",
@@ -78,16 +83,37 @@ _EMPTY = {
 class FabricCheckJob:
     """What the admission policy lets the check create: one rendered Job's (a fabric check's or the
     canary's) name and namespace, its containers' images, its pods' service accounts and added
-    capabilities, and ``pins``: per task, its pod's volumes and security context and, per container,
-    the fields ``_CONTAINER_PINS`` and the environment, as rendered (``fabric_check_job``). A Job
-    without pins is admitted with no task at all."""
+    capabilities, its queue, priority class, labels, minAvailable and ``tasks``
+    (``FabricCheckTask``), and ``pins``: per task, its pod's volumes and security context and, per
+    container, the fields ``_CONTAINER_PINS`` and the environment, as rendered
+    (``fabric_check_job``). A Job without pins is admitted with no task at all."""
 
     name: str
     namespace: str
     images: tuple[str, ...]
     service_accounts: tuple[str, ...] = ()
     capabilities: tuple[str, ...] = ()
+    queue: str = ""
+    priority_class: str = ""
+    """The Job's priorityClassName ('' for none); its pod templates may name no other."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The Job's labels, exactly."""
+    min_available: int = 0
+    tasks: tuple[FabricCheckTask, ...] = ()
     pins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FabricCheckTask:
+    """One task of a rendered Job (a fabric check's or the canary's): what the fence holds it to,
+    exactly."""
+
+    name: str
+    replicas: int
+    labels: Mapping[str, str]
+    """The pod template's labels."""
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -149,7 +175,35 @@ def fabric_check_job(manifest: Mapping[str, Any]) -> FabricCheckJob:
         for key in ("initContainers", "containers")
         for container in pod.get(key, [])
     ]
+    tasks = []
+    for task in manifest["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        if (
+            spec.get("affinity")
+            or spec.get("nodeName")
+            or spec.get("runtimeClassName")
+            or spec.get("hostAliases")
+        ):
+            raise ValueError(
+                f"fabric_check_job: the fence takes no affinity, nodeName, runtime class or host aliases ({task['name']})"
+            )
+        # Compared exactly, tolerationSeconds (a number) included: ``cel_literal`` types mixed values.
+        tolerations = tuple(dict(toleration) for toleration in spec.get("tolerations", []))
+        tasks.append(
+            FabricCheckTask(
+                name=task["name"],
+                replicas=task["replicas"],
+                labels=dict(task["template"].get("metadata", {}).get("labels", {})),
+                node_selector=dict(spec.get("nodeSelector", {})),
+                tolerations=tolerations,
+            )
+        )
     return FabricCheckJob(
+        queue=manifest["spec"].get("queue", ""),
+        priority_class=manifest["spec"].get("priorityClassName", ""),
+        labels=dict(manifest["metadata"].get("labels", {})),
+        min_available=manifest["spec"].get("minAvailable", 0),
+        tasks=tuple(tasks),
         name=manifest["metadata"]["name"],
         namespace=manifest["metadata"]["namespace"],
         pins={task["name"]: _pod_pins(task["template"]["spec"]) for task in manifest["spec"]["tasks"]},
@@ -257,6 +311,15 @@ def _cel_map(entries: Mapping[str, Sequence[str]]) -> str:
         + ", ".join(f"{cel_string(key)}: {cel_list(values)}" for key, values in entries.items() if values)
         + "}"
     )
+
+
+def _lookup(entries: Mapping[str, object], key: str, empty: str) -> str:
+    """CEL: ``entries[key]`` (a literal map; entries whose value is empty are left out) or ``empty``."""
+    kept = {k: v for k, v in entries.items() if v or isinstance(v, int)}
+    if not kept:
+        return empty
+    literal = cel_literal(kept)
+    return f"({key} in {literal} ? {literal}[{key}] : {empty})"
 
 
 def _field_is(obj: str, field: str, value: str) -> str:
@@ -369,6 +432,55 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
         " && (!has(p.serviceAccount) || p.serviceAccount in variables.serviceAccounts))"
         f" : {_field_is('p', 'automountServiceAccountToken', 'false')})"
     )
+    by_task = {f"{job.name}/{task.name}": task for job in jobs for task in job.tasks}
+    variables += [
+        {"name": "queue", "expression": _lookup({j.name: j.queue for j in jobs}, "variables.name", "''")},
+        {"name": "priority", "expression": _lookup({j.name: j.priority_class for j in jobs}, "variables.name", "''")},
+        {"name": "labels", "expression": _lookup({j.name: j.labels for j in jobs}, "variables.name", "{}")},
+        {"name": "minAvailable", "expression": _lookup({j.name: j.min_available for j in jobs}, "variables.name", "0")},
+        {"name": "taskCount", "expression": _lookup({j.name: len(j.tasks) for j in jobs}, "variables.name", "0")},
+    ]  # fmt: skip
+
+    def per_task(attribute: str, empty: str) -> str:
+        return _lookup({key: getattr(task, attribute) for key, task in by_task.items()}, task_key, empty)
+
+    def optional(obj: str, name: str, empty: str) -> str:
+        return f"(has({obj}.{name}) ? {obj}.{name} : {empty})"
+
+    fixed = [
+        refuse(
+            "has(object.spec.queue) && object.spec.queue == variables.queue",
+            "its own queue, the one rendered",
+        ),
+        refuse(
+            f"{optional('object.spec', 'priorityClassName', chr(39) * 2)} == variables.priority"
+            " && variables.pods.all(p, !has(p.priorityClassName) || p.priorityClassName == variables.priority)",
+            "the rendered priority class and no other",
+        ),
+        refuse(
+            "variables.pods.all(p, !has(p.nodeName) && !has(p.affinity))"
+            f" && variables.tasks.all(t, !has(t.template) || !has(t.template.spec)"
+            f" || ({optional('t.template.spec', 'nodeSelector', '{}')} == {per_task('node_selector', '{}')}"
+            f" && {optional('t.template.spec', 'tolerations', '[]')} == {per_task('tolerations', '[]')}))",
+            "the rendered node group: its node selector and tolerations, no nodeName or affinity",
+        ),
+        refuse(
+            "variables.pods.all(p, !has(p.runtimeClassName) && !has(p.hostAliases))",
+            "no runtime class or host aliases",
+        ),
+        refuse(
+            f"{optional('object.metadata', 'labels', '{}')} == variables.labels"
+            " && variables.tasks.all(t, (has(t.template) && has(t.template.metadata)"
+            f" && has(t.template.metadata.labels) ? t.template.metadata.labels : {{}}) == {per_task('labels', '{}')})",
+            "the rendered labels, no others",
+        ),
+        refuse(
+            "size(variables.tasks) == variables.taskCount"
+            f" && variables.tasks.all(t, has(t.replicas) && t.replicas == {per_task('replicas', '-1')})"
+            f" && {optional('object.spec', 'minAvailable', '0')} == variables.minAvailable",
+            "the rendered tasks and replicas",
+        ),
+    ]
     validations = [
         refuse(f"variables.name in {cel_list(names)}", f"a Volcano Job named {', '.join(names)}"),
         refuse(
@@ -410,6 +522,7 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
             identity,
             "no service account but the check's own (a pod without one mounts no token)",
         ),
+        *fixed,
     ]
     return {
         # An error in an expression refuses the request rather than letting it through.

@@ -49,6 +49,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
+    SAFE_TO_EVICT_ANNOTATION,
 )
 from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
@@ -227,7 +228,12 @@ def _pod_template(
         else {"automountServiceAccountToken": False}
     )
     return {
-        "metadata": {"labels": labels, "annotations": _POLICY_EXCEPTIONS},
+        # Not evictable by a scale-down, as the training pods: a node taken from under a running
+        # check would turn a healthy group's verdict into a failure.
+        "metadata": {
+            "labels": labels,
+            "annotations": {**_POLICY_EXCEPTIONS, SAFE_TO_EVICT_ANNOTATION: "false"},
+        },
         "spec": {
             "restartPolicy": "Never",
             **identity,

@@ -48,7 +48,12 @@ from k8s_charts.admission_policy import (
     service_account_username,
 )
 from k8s_charts.pod_programs import program_digest, program_files
-from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
+from k8s_charts.policy_exceptions import (
+    PINNED_PULL_POLICY,
+    digest_exceptions,
+    policy_exceptions,
+    pull_policy_exceptions,
+)
 from k8s_charts.resources import container_resources
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
@@ -69,8 +74,7 @@ __all__ = [
 NAME = "gang-watchdog"
 STEP = NAME
 ADMISSION_STEP = f"{NAME}-admission"
-# Docker Official Image python:3.12.12-slim-trixie on ECR Public, TensorBoard's too: one image in
-# the pull-through cache for both.
+# Docker Official Image python:3.12.12-slim-trixie on ECR Public (through the pull-through cache).
 DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.12.12-slim-trixie"
 DEFAULT_INTERVAL_SECONDS = 60
 GANG_WATCHDOG_LABELS: dict[str, str] = {
@@ -116,11 +120,21 @@ class GangWatchdogValues:
     stuck_run_minutes: int | None = None
     """End the runs whose pods hold Trainium nodes without progress for this long
     (``autoscaler.stuck_run_minutes``; a run's Job annotation overrides it); None: never."""
+    team_node_groups: Mapping[str, tuple[str, ...]] | None = None
+    """Namespace -> the node groups its gangs may use: the watchdog cordons a node only for a gang
+    whose team owns the node's group. None: every namespace may use every group."""
 
     def __post_init__(self) -> None:
         if not self.namespaces or not self.node_groups:
             raise ValueError(
                 "the gang watchdog needs at least one team namespace and one Trainium node group"
+            )
+        owned = self.owners()
+        if set(owned) != set(self.namespaces) or not all(
+            groups and set(groups) <= set(self.node_groups) for groups in owned.values()
+        ):
+            raise ValueError(
+                "the gang watchdog's team_node_groups must give every namespace some of its node groups"
             )
         if self.threshold_minutes < 1 or self.interval_seconds < 1:
             raise ValueError("the gang watchdog's threshold and interval must be positive")
@@ -129,6 +143,12 @@ class GangWatchdogValues:
         problem = pinned_image_problem(self.image)
         if problem is not None:
             raise ValueError(problem)
+
+    def owners(self) -> dict[str, tuple[str, ...]]:
+        """Namespace -> the node groups its gangs may use."""
+        if self.team_node_groups is None:
+            return {namespace: self.node_groups for namespace in self.namespaces}
+        return {namespace: tuple(groups) for namespace, groups in self.team_node_groups.items()}
 
 
 def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
@@ -310,6 +330,7 @@ def _arguments(values: GangWatchdogValues) -> list[str]:
     return [
         f"--namespaces={','.join(values.namespaces)}",
         f"--node-groups={','.join(values.node_groups)}",
+        *(f"--team={namespace}={','.join(groups)}" for namespace, groups in values.owners().items()),
         f"--node-group-label={NODE_GROUP_LABEL}",
         f"--annotation={GANG_WATCHDOG_ANNOTATION}",
         f"--threshold-minutes={values.threshold_minutes}",
@@ -402,7 +423,9 @@ class GangWatchdogChart(cdk8s.Chart):
             "Deployment",
             metadata=metadata(
                 namespace=namespace,
-                annotations=policy_exceptions({**_POLICY_EXCEPTIONS, **digest_exceptions(values.image)}),
+                annotations=policy_exceptions(
+                    {**_POLICY_EXCEPTIONS, **digest_exceptions(values.image), **pull_policy_exceptions()}
+                ),
             ),
             spec=k8s.DeploymentSpec(
                 replicas=1,
@@ -457,8 +480,8 @@ def _pod_spec(values: GangWatchdogValues) -> k8s.PodSpec:
                     k8s.EnvVar(name="PYTHONDONTWRITEBYTECODE", value="1"),
                     k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
                 ],
-                # The tag is pinned; Always only re-checks it against the registry at start.
-                image_pull_policy="Always",
+                # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                image_pull_policy=PINNED_PULL_POLICY,
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "256Mi"}
                 ),

@@ -52,8 +52,14 @@ from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controlle
 from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.node_check import ADMISSION_STEP as NODE_CHECK_ADMISSION
+from k8s_charts.node_check import STEP as NODE_CHECK
+from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
+from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
+from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
 from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
 from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
@@ -82,6 +88,8 @@ VOLCANO_NAMESPACE_STEP = "volcano-namespace"
 JOB_POD_ADMISSION = "volcano-job-pod-admission"
 DEVICE_PLUGIN_ADMISSION = "neuron-device-plugin-admission"
 TEAMS_STEP = "training-namespace"
+PRIORITY_STEP = "priority-classes"
+TENANT_ADMISSION = "team-admission"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 """The step that installs the cluster autoscaler (the Helm release)."""
 # The webhook configuration the webhook manager patches with its CA just before it serves
@@ -129,6 +137,9 @@ class TeamValues:
     member_group: str
     uid: int
     """Owner (uid = gid) of the team's directory; its training pods run as it."""
+    node_groups: tuple[str, ...]
+    """The Trainium node groups its pods may run on (an admission policy holds them there)."""
+    quota: TeamQuota
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +165,8 @@ class KubernetesLayerValues:
     """The watchdog that ends Volcano's partial-gang stall (k8s_charts/gang_watchdog.py); None: none."""
     fabric_checks: tuple[FabricCheckValues, ...] = ()
     """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/fabric_check.py)."""
+    node_check: NodeCheckValues | None = None
+    """The check every new Trainium node passes before its startup taint goes (k8s_charts/node_check.py)."""
     images: ImageSource = field(default_factory=ImageSource)
     """Where every upstream image is pulled from (the account's pull-through cache, or upstream).
     A run's image comes resolved already (``TrainingRun.image``)."""
@@ -254,7 +267,25 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         ),
         # EKS's regional registry: not cached (cluster_facts.image_sources.DIRECT_PULLS).
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
+        # The node check's fence first, then the check (k8s_charts/node_check.py).
+        *(
+            [
+                chart(NODE_CHECK_ADMISSION, NodeCheckAdmissionChart),
+                chart(
+                    NODE_CHECK,
+                    partial(
+                        NodeCheckChart,
+                        values=replace(values.node_check, image=images.resolve(values.node_check.image)),
+                    ),
+                    after=(NODE_CHECK_ADMISSION,),
+                ),
+            ]
+            if values.node_check is not None
+            else []
+        ),
         *([_cluster_autoscaler(values.autoscaler, images)] if values.autoscaler is not None else []),
+        # Before anything that names them: a pod naming a class that does not exist is refused.
+        chart(PRIORITY_STEP, PriorityClassChart),
         chart(
             VOLCANO_NAMESPACE_STEP,
             partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
@@ -308,6 +339,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
                 *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
             ),
+            after=(PRIORITY_STEP,),
         ),
         # The teams' namespaces (the step keeps the name it had with one team: renaming it would
         # delete the namespace `training` with the old custom resource).
@@ -326,8 +358,11 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                         )
                     ),
                     *render(partial(TeamNetworkChart, namespace=team.name, vpc_cidr=values.vpc_cidr)),
+                    *render(partial(TeamQuotaChart, namespace=team.name, quota=team.quota)),
                 )
             ),
+            # The team's members act in the namespace only once its admission policy holds.
+            after=(PRIORITY_STEP, TENANT_ADMISSION),
         ),
         # One etcd per team: a team's runs rendezvous where no other team's pods can reach.
         ManifestSet(
@@ -421,6 +456,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 after=(
                     queue_gates[run.queue],
                     JOB_POD_ADMISSION,
+                    TENANT_ADMISSION,
                     "etcd",
                     "fsx-layout",
                     *(f"data-{dataset.name}" for dataset in run.datasets),
@@ -459,4 +495,57 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             render=render,
         )
     )
+    # The team namespaces' admission policy, from what the plan puts there, before the namespaces.
+    steps.insert(
+        next(index for index, step in enumerate(steps) if step.name == TEAMS_STEP),
+        ManifestSet(
+            name=TENANT_ADMISSION,
+            manifests=render(partial(TenantAdmissionChart, **_tenant_admission_values(steps, values.teams))),
+        ),
+    )
     return KubernetesLayerPlan.of(steps)
+
+
+def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValues, ...]) -> dict[str, Any]:
+    """What the team policy needs to know of the plan: every object the platform keeps in a team
+    namespace (their names are reserved), the read-only claims there, and the platform's pods there.
+
+    A workload kind the policy does not know how to exempt is refused here, at synth, rather than
+    left for the API server to refuse at deploy time."""
+    namespaces = {team.name for team in teams}
+    objects = [
+        manifest
+        for step in steps
+        if isinstance(step, ManifestSet)
+        for manifest in step.manifests
+        if manifest.get("metadata", {}).get("namespace") in namespaces
+        # The stack's runs: Volcano Jobs, judged by the policy like any team's.
+        and not manifest["apiVersion"].startswith("batch.volcano.sh/")
+    ]
+    platform_pods = []
+    for manifest in objects:
+        if manifest["kind"] == "Deployment":
+            platform_pods.append(PlatformPod(labels=manifest["spec"]["template"]["metadata"]["labels"]))
+        elif "template" in manifest.get("spec", {}) or manifest["kind"] == "Pod":
+            raise ValueError(
+                f"{manifest['kind']} {manifest['metadata']['name']} in a team namespace: the team admission "
+                "policy (k8s_charts/tenant_admission.py) knows how to admit only Deployments' pods there"
+            )
+    return {
+        "teams": [
+            TeamPlacement(namespace=team.name, queue=team.queue.name, node_groups=team.node_groups)
+            for team in teams
+        ],
+        "read_only_claims": sorted(
+            {
+                manifest["metadata"]["name"]
+                for manifest in objects
+                if manifest["kind"] == "PersistentVolumeClaim"
+                and manifest["spec"]["accessModes"] == ["ReadOnlyMany"]
+            }
+        ),
+        "platform_object_names": sorted({manifest["metadata"]["name"] for manifest in objects}),
+        "platform_pods": list(
+            {json.dumps(pod.labels, sort_keys=True): pod for pod in platform_pods}.values()
+        ),
+    }

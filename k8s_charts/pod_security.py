@@ -62,8 +62,9 @@ TEAM_POD_SECURITY = PodSecurity(
 
 PLATFORM_POD_SECURITY = PodSecurity(
     enforce="baseline",
-    reason="the data set staging and fsx-layout Jobs run as root, the first writers on the "
-    "root-owned Lustre file system (restricted requires runAsNonRoot true); TensorBoard passes restricted",
+    reason="the fsx-layout Job runs as root, the first writer on the root-owned Lustre file system, to "
+    "create and hand over each team's directory and /datasets (restricted requires runAsNonRoot true); "
+    "data set staging (the platform's uid) and TensorBoard pass restricted",
 )
 """trainium-system: data set staging, the file system's layout, TensorBoard."""
 

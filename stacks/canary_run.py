@@ -93,8 +93,8 @@ def canary_run(config: StackConfig, *, node_group: str | None = None) -> Trainin
         },
         program_files={CANARY_PROGRAM: program},
         cacheset=CANARY_NAME,
-        # Volcano turns maxRetry 0 into 3; 1 allows no restart: a failure ends the canary.
-        retries=1,
+        # No restart: a failure ends the canary and says why.
+        retries=0,
         rendezvous_endpoint=f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}",
         pod_labels=TRAINING_POD_LABELS,
         run_as=team.owner_id,

@@ -143,7 +143,9 @@ def test_the_canary_is_a_run_of_the_real_chart_with_its_program_checked() -> Non
     assert container["args"][-1] == "/opt/run/program/canary_worker.py"
     assert job["spec"]["minAvailable"] == RUN.nodes == 2
     assert task["template"]["spec"]["securityContext"]["runAsUser"] == RUN.run_as
-    assert job["spec"]["maxRetry"] == 1  # no restart: a failure ends the canary
+    # retries 0: no restart, a failure ends the canary (maxRetry is retries + 1: Volcano fails a Job
+    # when its retry count reaches maxRetry; cluster_facts/volcano_retries.py).
+    assert job["spec"]["maxRetry"] == 1
 
 
 def test_a_group_the_team_may_not_use_is_refused_with_one_line() -> None:
@@ -584,10 +586,13 @@ def test_the_canary_passes_restricted_and_every_admission_policy_it_meets() -> N
     from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access  # noqa: PLC0415
     from k8s_charts.job_pod_admission import POLICY_NAME as POD_POLICY  # noqa: PLC0415
     from k8s_charts.job_pod_admission import volcano_controller  # noqa: PLC0415
+    from k8s_charts.tenant_admission import JOBS_POLICY as TEAM_JOBS_POLICY  # noqa: PLC0415
+    from k8s_charts.tenant_admission import PODS_POLICY as TEAM_PODS_POLICY  # noqa: PLC0415
     from k8s_charts.tensorboard import SERVICE_PROXY_NAME  # noqa: PLC0415
     from tests.admission import admission_request, admit  # noqa: PLC0415
     from tests.k8s.manifests import synth  # noqa: PLC0415
     from tests.plans import shared_review_plan  # noqa: PLC0415
+    from tests.tenant_cases import volcano_pod  # noqa: PLC0415
 
     configmap, job = copy.deepcopy(OBJECTS[0]), copy.deepcopy(OBJECTS[1])
     [task] = job["spec"]["tasks"]
@@ -643,33 +648,10 @@ def test_the_canary_passes_restricted_and_every_admission_policy_it_meets() -> N
                 groups=groups,
             )
             all_admit(obj, request)
-    # Its pods, as Volcano's job controller creates them from the template (createJobPod).
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{RUN_ID}-worker-0",
-            "namespace": namespace,
-            "labels": {
-                **task["template"]["metadata"]["labels"],
-                "volcano.sh/job-name": RUN_ID,
-                "volcano.sh/job-namespace": namespace,
-                "volcano.sh/task-spec": "worker",
-            },
-            "annotations": task["template"]["metadata"].get("annotations", {}),
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch.volcano.sh/v1alpha1",
-                    "kind": "Job",
-                    "name": RUN_ID,
-                    "uid": "6f1c0000-0000-4000-8000-000000000001",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": task["template"]["spec"],
-    }
+    # Its pods, as Volcano's job controller creates them from the template (createJobPod; the
+    # model of tests/tenant_cases.py: the Job's queue, scheduler and priority class on each pod).
+    pod = volcano_pod(job)
+    assert pod["metadata"]["name"] == f"{RUN_ID}-worker-0"
     controller = volcano_controller(namespace="volcano-system", release="volcano")
     request = admission_request(
         user=controller,
@@ -679,6 +661,13 @@ def test_the_canary_passes_restricted_and_every_admission_policy_it_meets() -> N
         namespace=namespace,
     )
     all_admit(pod, request)
-    # The check's two fences judged what the check creates; the plan's pod policy judged the pods.
-    expected = {"trainium-deployment-check-volcano-jobs", "trainium-deployment-check-config-maps", POD_POLICY}
+    # The check's two fences judged what the check creates; the plan's pod policy judged the pods;
+    # the teams' policies (k8s_charts/tenant_admission.py) judged the Job and its pods.
+    expected = {
+        "trainium-deployment-check-volcano-jobs",
+        "trainium-deployment-check-config-maps",
+        POD_POLICY,
+        TEAM_JOBS_POLICY,
+        TEAM_PODS_POLICY,
+    }
     assert expected <= judged, judged

@@ -55,6 +55,7 @@ from tests.torchx_dryrun import (
     team_claim,
     torchx_available,
 )
+from tests.volcano_retries_model import restarts_before_failure
 from torchx_trn import trainium
 from torchx_trn.scripts.rendezvous_attempt import attempt_id
 
@@ -243,7 +244,7 @@ def test_output_directory_and_script_arguments_reach_the_pod() -> None:
         # Kubernetes expands $(OUTPUT_DIR) in the command from the env above.
         assert container["command"][-4:] == [
             "--data",
-            "/data/datasets/wikitext",
+            "/datasets/wikitext",
             "--output_dir",
             "$(OUTPUT_DIR)",
         ]
@@ -253,12 +254,22 @@ def test_output_directory_and_script_arguments_reach_the_pod() -> None:
         for container in containers(job)
     }
     assert len(caches) == case.nnodes
-    assert job["spec"]["maxRetry"] == 2
     for task in job["spec"]["tasks"]:
         assert {(policy["event"], policy["action"]) for policy in task["policies"]} == {
             ("PodEvicted", "RestartJob"),
             ("PodFailed", "RestartJob"),
         }
+    # --max_retries 2: two whole-gang restarts, so maxRetry 3 (tests/volcano_retries_model.py).
+    assert job["spec"]["maxRetry"] == 3
+    assert restarts_before_failure(job) == 2
+
+
+def test_no_retries_means_no_restart() -> None:
+    """--max_retries 0 (the default): TorchX renders no RestartJob policy, so a failed pod ends the
+    run, whatever maxRetry Volcano's webhook stores."""
+    job = dryrun_job(BY_NAME["default-team"])
+    assert all("policies" not in task for task in job["spec"]["tasks"])
+    assert restarts_before_failure(job) == 0
 
 
 def test_the_pods_environment_is_the_clusters_own_runs() -> None:

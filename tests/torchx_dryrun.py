@@ -93,7 +93,7 @@ CASES = (
         command=(
             'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=research,namespace=research '
             f'{_COMPONENT} --script /data/code/train.py --nnodes 8 --max_retries 2 --claim "$CLAIM" '
-            "-- --data /data/datasets/wikitext --output_dir '$(OUTPUT_DIR)'"
+            "-- --data /datasets/wikitext --output_dir '$(OUTPUT_DIR)'"
         ),
     ),
 )

@@ -87,7 +87,7 @@ def trainium_ddp(
             capabilities=job.node_selector,
         ),
         env=job.pod_environment(job_id=specs.macros.app_id, replica=specs.macros.replica_id),
-        max_retries=job.max_retries,
+        max_retries=job.volcano_max_retries,
         retry_policy=specs.RetryPolicy.APPLICATION,
         mounts=[
             specs.VolumeMount(src=mount.claim, dst_path=mount.path, read_only=mount.read_only)

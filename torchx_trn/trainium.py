@@ -25,11 +25,15 @@ from cluster_facts.kubernetes_names import (
     NEURON_CACHE_DIR,
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
+    POD_USER_ENVIRONMENT,
     RUNS_ROOT,
     datasets_claim,
     file_system_claim,
 )
+from cluster_facts.metadata_proxy import proxy_environment
+from cluster_facts.neuron_stack import TRAINING_IMAGE
 from cluster_facts.script_files import script_body
+from cluster_facts.volcano_retries import volcano_max_retry
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -41,9 +45,9 @@ __all__ = [
     "trainium_job",
 ]
 
-# The cluster's default training image (config.workloads.DEFAULT_TRAINING_IMAGE; a test keeps the two
-# equal: this package may not import the configuration).
-DEFAULT_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+# The cluster's training image, from its one home (the Neuron table, which the configuration's
+# default and docker/Dockerfile follow).
+DEFAULT_IMAGE = TRAINING_IMAGE
 # The instance type of the default configuration's node group.
 DEFAULT_INSTANCE_TYPE = "trn1.32xlarge"
 # A short name resolves in the pod's own namespace: the job's team's etcd, which admits TorchX pods.
@@ -56,11 +60,6 @@ RENDEZVOUS_PROGRAM = script_body("torchx_trn", "rendezvous_attempt.py")
 # same name, which every pod of this job does.
 assert NEURON_TAINT_KEY == NEURON_RESOURCE, "the Trainium taint is tolerated only through the resource's name"
 
-# The pinned BERT script (and others) call the instance metadata service over plain HTTP with no
-# timeout, which hangs with the nodes' hop limit of 1; plain-HTTP requests go to a closed local port
-# instead (as in the cluster's own runs, k8s_charts/training_run.py; a test keeps them equal).
-_CLOSED_PROXY = "http://127.0.0.1:9"
-_NO_PROXY = "localhost,127.0.0.1,.svc,.cluster.local,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
 # The EFA and Neuron runtime settings of the cluster's own runs.
 FABRIC_ENVIRONMENT: Mapping[str, str] = {
     "CCOM_SOCKET_IFNAME": "eth0",
@@ -69,10 +68,6 @@ FABRIC_ENVIRONMENT: Mapping[str, str] = {
     "FI_EFA_FORK_SAFE": "1",
     "NEURON_RT_RESET_CORES": "1",
     "XLA_TRANSFER_SEED_ASYNC": "1",
-    "http_proxy": _CLOSED_PROXY,
-    "HTTP_PROXY": _CLOSED_PROXY,
-    "no_proxy": _NO_PROXY,
-    "NO_PROXY": _NO_PROXY,
 }
 _CACHESET = re.compile(r"[A-Za-z0-9_-]+")
 _GENERATION = re.compile(r"[a-z0-9]+")
@@ -99,7 +94,17 @@ class TrainiumJob:
     cacheset: str | None
     """None: the job's own (its app id); a name reuses that cache set's compiled graphs."""
     max_retries: int
+    """Whole-gang restarts after a pod fails or is evicted: exactly this many, 0 for none."""
     environment: Mapping[str, str]
+
+    @property
+    def volcano_max_retries(self) -> int:
+        """The TorchX role's ``max_retries``. TorchX writes it as the Job's and each task's ``maxRetry``
+        and, only when above 0, adds the RestartJob policies. Volcano fails a Job when its retry count
+        reaches ``maxRetry`` (cluster_facts/volcano_retries.py), so N restarts need N + 1; with 0 the
+        job has no restart policy at all and its ``maxRetry`` (which Volcano's webhook makes 3) is
+        never consulted."""
+        return volcano_max_retry(self.max_retries) if self.max_retries > 0 else 0
 
     @property
     def node_selector(self) -> dict[str, str]:
@@ -153,6 +158,10 @@ class TrainiumJob:
         cacheset = self.cacheset or job_id
         return {
             **FABRIC_ENVIRONMENT,
+            # Instance-metadata calls fail at once, nothing else is proxied (as in the cluster's runs).
+            **proxy_environment(job=job_id),
+            # The team's uid (taken before the launcher starts) has no passwd entry in the image.
+            **POD_USER_ENVIRONMENT,
             "RUN_ID": job_id,
             "OUTPUT_DIR": f"{RUNS_ROOT}/{job_id}",
             # Never two running jobs on one cache directory: concurrent writers corrupt it.

@@ -22,7 +22,9 @@ ConfigMap), with the standard library only, on Python 3.11+. Each pass:
    project's training pods take a whole node), cordons every usable idle node older than the
    threshold: a node of a listed group, matching a signature pod's nodeSelector and required node
    affinity, tolerating nothing the pod does not, with room for the pod, Ready, schedulable, running
-   no pod but DaemonSet and mirror pods. The cordon (``spec.unschedulable``) comes with the
+   no pod but DaemonSet and mirror pods, and of a group the gang's namespace may use (``--team
+   <namespace>=<groups>``: a team's pods can select another team's group only if admission
+   failed, and a gang that can never fit must not churn another team's warm nodes). The cordon (``spec.unschedulable``) comes with the
    annotation ``--annotation`` = ``<namespace>/<podgroup>``, so a node a person cordoned (no such
    annotation) is never touched;
 4. lifts its own cordon (both fields) when no gang that wants nodes can use the node any more (the
@@ -296,6 +298,13 @@ class Settings:
     node_group_label: str
     annotation: str
     threshold_seconds: float
+    team_node_groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Namespace -> the node groups its gangs may use; a namespace not listed may use none."""
+
+    def may_use(self, gang: Gang, node: Node) -> bool:
+        """The gang's namespace owns the node's group."""
+        group = ((node.obj.get("metadata") or {}).get("labels") or {}).get(self.node_group_label)
+        return group in self.team_node_groups.get(gang.namespace, frozenset())
 
 
 def _usable(node: Node, pod: Obj) -> bool:
@@ -380,13 +389,15 @@ class _Pass:
     def idle(node: Node) -> bool:
         return node.ready and not node.busy_with
 
+    def serves(self, node: Node, gang: Gang, pods: Sequence[Obj] | None = None) -> bool:
+        """A waiting pod of the gang (of ``pods``) could use the node, and its team may."""
+        return self.settings.may_use(gang, node) and any(
+            _usable(node, pod) for pod in (gang.pods if pods is None else pods)
+        )
+
     def free_for(self, gang: Gang) -> list[Node]:
         """Idle, schedulable nodes that a waiting pod of the gang could use."""
-        return [
-            n
-            for n in self.nodes
-            if not n.cordoned and self.idle(n) and any(_usable(n, pod) for pod in gang.pods)
-        ]
+        return [n for n in self.nodes if not n.cordoned and self.idle(n) and self.serves(n, gang)]
 
     def ours_for(self, gang: Gang) -> list[Node]:
         """Idle nodes this watchdog cordoned that a waiting pod of the gang could use."""
@@ -396,7 +407,7 @@ class _Pass:
             if n.cordoned
             and n.owner(self.settings.annotation) is not None
             and self.idle(n)
-            and any(_usable(n, pod) for pod in gang.pods)
+            and self.serves(n, gang)
         ]
 
     def patch(self, node: Node, owner: str | None, message: str) -> None:
@@ -418,7 +429,7 @@ class _Pass:
                 f"node {node.name}: uncordoned by someone else; removing the mark for gang {owner}",
             )
             return
-        wanting = [gang for gang in self.waiting if any(_usable(node, pod) for pod in gang.pods)]
+        wanting = [gang for gang in self.waiting if self.serves(node, gang)]
         if not wanting:
             self.patch(
                 node,
@@ -462,7 +473,7 @@ class _Pass:
                 f"{gang.min_member} pods: not a missing-node stall, nothing cordoned"
             )
             return
-        candidates = [n for n in free if any(_usable(n, pod) for pod in signature)]
+        candidates = [n for n in free if self.serves(n, gang, signature)]
         if not candidates:
             self.log(
                 f"gang {gang.key}: stalled {_minutes(stalled_for)}; no idle node of its groups to cordon"
@@ -535,6 +546,13 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(part for part in (item.strip() for item in text.split(",")) if part)
 
 
+def _team(text: str) -> tuple[str, frozenset[str]]:
+    namespace, _, groups = text.partition("=")
+    if not namespace.strip() or not _split(groups):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE=GROUP[,GROUP...]")
+    return namespace.strip(), frozenset(_split(groups))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gang_watchdog", description="Cordon idle nodes that stall a partly placeable Volcano gang."
@@ -542,6 +560,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--namespaces", required=True, type=_split, help="comma-separated team namespaces")
     parser.add_argument(
         "--node-groups", required=True, type=_split, help="comma-separated Trainium node groups"
+    )
+    parser.add_argument(
+        "--team",
+        action="append",
+        default=[],
+        type=_team,
+        metavar="NAMESPACE=GROUPS",
+        help="a team namespace and the comma-separated node groups its gangs may use (repeated)",
     )
     parser.add_argument("--node-group-label", required=True, help="the node label naming a node's group")
     parser.add_argument(
@@ -566,12 +592,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not arguments.namespaces or not arguments.node_groups or arguments.threshold_minutes <= 0:
         print("error: --namespaces and --node-groups must name something, --threshold-minutes be positive")
         return 2
+    unowned = sorted(set(arguments.namespaces) - {namespace for namespace, _ in arguments.team})
+    if unowned:
+        print(f"error: no --team names the node groups of {', '.join(unowned)}")
+        return 2
     settings = Settings(
         namespaces=arguments.namespaces,
         node_groups=arguments.node_groups,
         node_group_label=arguments.node_group_label,
         annotation=arguments.annotation,
         threshold_seconds=arguments.threshold_minutes * 60,
+        team_node_groups=dict(arguments.team),
     )
     guard = None
     if arguments.stuck_minutes is not None:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from cluster_facts.instance_catalog import CATALOG
-from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NODE_GROUP_LABEL
+from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NODE_GROUP_LABEL, SAFE_TO_EVICT_ANNOTATION
 from k8s_charts.fabric_check import (
     DEFAULT_MESSAGE_BYTES,
     DEFAULT_THRESHOLD,
@@ -655,6 +655,14 @@ def test_every_pod_follows_the_project_rules_on_the_node_group(task_name: str) -
     assert only_container["securityContext"] == {"allowPrivilegeEscalation": False}
     assert {"cpu", "memory"} <= set(only_container["resources"]["requests"])
     assert fabric_check_labels("trn1n-reserved").items() <= template["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("task_name", ["worker", "launcher"])
+def test_a_scale_down_never_takes_a_node_from_under_a_running_check(task_name: str) -> None:
+    # Without it the autoscaler may remove a node mid-check (the launcher's node looks
+    # underused), and a healthy group's verdict becomes a failure, as for a training pod.
+    annotations = task(chart(), task_name)["template"]["metadata"]["annotations"]
+    assert annotations[SAFE_TO_EVICT_ANNOTATION] == "false"
 
 
 def test_both_tasks_use_efa_and_log_the_selected_provider() -> None:

@@ -838,3 +838,92 @@ def test_an_object_it_cannot_read_fails_the_pass_without_a_change(
     assert output.startswith(
         "error: unreadable object in the API's answer (ValueError(\"'many' is not a resource quantity\""
     )
+
+
+# --- Tenants: a gang acts only on its own team's groups ---------------------------------------------------
+
+TEAM_OWNED = GangWatchdogValues(
+    namespaces=TEAMS,
+    node_groups=GROUPS,
+    threshold_minutes=THRESHOLD_MINUTES,
+    team_node_groups={"training": ("trn1",), "research": ("trn2",)},
+)
+
+
+def team_owned_arguments() -> list[str]:
+    manifests = synth(
+        lambda app: GangWatchdogChart(
+            app, "watchdog", values=TEAM_OWNED, namespace=PLATFORM, vpc_cidr="10.0.0.0/16"
+        )
+    )
+    [container] = pod_spec(only(manifests, "Deployment"))["containers"]
+    return list(container["args"])
+
+
+def research_gang_on(group: str) -> dict[str, Any]:
+    """A stalled gang of team research whose pods select ``group``."""
+    selector = {NODE_GROUP_LABEL: group}
+    return {
+        "podgroups": [podgroup(namespace="research")],
+        "pods": [
+            training_pod("bert-worker-0", namespace="research", reason="Schedulable", node_selector=selector),
+            training_pod(
+                "bert-worker-1", namespace="research", reason="Unschedulable", node_selector=selector
+            ),
+        ],
+    }
+
+
+def test_the_rendered_watchdog_names_each_teams_groups() -> None:
+    assert [a for a in team_owned_arguments() if a.startswith("--team=")] == [
+        "--team=training=trn1",
+        "--team=research=trn2",
+    ]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("group, cordoned", [("trn1", None), ("trn2", "research/bert")])
+def test_a_team_member_cannot_make_the_watchdog_cordon_another_teams_nodes(
+    api: tuple[FakeApi, str], environment: dict[str, str], group: str, cordoned: str | None
+) -> None:
+    """A research gang that selects training's group trn1 (which admission refuses; here as if it had
+    got through) and can never fit: the watchdog leaves trn1's warm node alone. On its own group it
+    acts as before."""
+    state, _ = api
+    gang = research_gang_on(group)
+    state.load(nodes=[node("n1", group=group)], pods=gang["pods"], podgroups=gang["podgroups"])
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), *team_owned_arguments(), "--once"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert cordoned_for(state, "n1") == cordoned, done.stdout
+    if cordoned is None:
+        assert state.patches == []
+        assert "gang research/bert: stalled 30m; no idle node of its groups to cordon" in done.stdout
+
+
+@pytest.mark.process
+def test_a_namespace_without_its_groups_named_stops_the_program(environment: dict[str, str]) -> None:
+    arguments = [a for a in team_owned_arguments() if a != "--team=research=trn2"]
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), *arguments, "--once"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (2, "error: no --team names the node groups of research")
+
+
+def test_the_values_give_every_namespace_some_of_the_groups() -> None:
+    for team_node_groups in ({"training": ("trn1",)}, {"training": ("trn1",), "research": ("trn9",)}):
+        with pytest.raises(ValueError, match="team_node_groups"):
+            GangWatchdogValues(
+                namespaces=TEAMS, node_groups=GROUPS, threshold_minutes=1, team_node_groups=team_node_groups
+            )

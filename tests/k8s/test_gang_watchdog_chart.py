@@ -344,6 +344,7 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
     assert container["args"] == [
         "--namespaces=training",
         "--node-groups=trn1-32xl",
+        "--team=training=trn1-32xl",
         f"--node-group-label={NODE_GROUP_LABEL}",
         f"--annotation={GANG_WATCHDOG_ANNOTATION}",
         "--threshold-minutes=15",

@@ -255,12 +255,22 @@ PRIVILEGE = "no privileged container"
 HOST = "no host network"
 SECRET = "no Secret in a container's environment"
 IDENTITY = "no service account but the check's own"
+QUEUE = "its own queue"
+PRIORITY = "the rendered priority class"
+NODES = "the rendered node group"
+RUNTIME = "no runtime class or host aliases"
+LABELS = "the rendered labels"
+TASKS = "the rendered tasks and replicas"
 # Each change and every reason the fence gives for refusing it: the rule it breaks first, and the
 # pins that hold every field of the rendered Job besides.
 FORBIDDEN: dict[str, tuple[Callable[[Manifest], None], tuple[str, ...]]] = {
     "another name": (
         renamed,
-        (NAME, "in the named Job's namespace", IMAGE_ONLY, VOLUME, AS_RENDERED, IDENTITY),
+        # Every value is looked up by the Job's name: another name has none of them.
+        (
+            *(NAME, "in the named Job's namespace", IMAGE_ONLY, VOLUME, AS_RENDERED, IDENTITY),
+            *(QUEUE, NODES, LABELS, TASKS),
+        ),
     ),
     "another image": (other_image, (IMAGE_ONLY,)),
     "an init container of another image": (init_container, (IMAGE_ONLY, AS_RENDERED)),
@@ -277,6 +287,57 @@ FORBIDDEN: dict[str, tuple[Callable[[Manifest], None], tuple[str, ...]]] = {
     "another service account": (other_service_account, (IDENTITY,)),
     "the deprecated serviceAccount field": (deprecated_service_account, (IDENTITY,)),
     "the default service account's token": (default_token, (IDENTITY,)),
+    "another queue": (lambda j: j["spec"].__setitem__("queue", "research"), (QUEUE,)),
+    "Volcano's default queue": (lambda j: j["spec"].__setitem__("queue", "default"), (QUEUE,)),
+    "a priority class": (
+        lambda j: j["spec"].__setitem__("priorityClassName", "system-node-critical"),
+        (PRIORITY,),
+    ),
+    "a task's priority class": (
+        lambda j: _pods(j)[0].__setitem__("priorityClassName", "system-cluster-critical"),
+        (PRIORITY,),
+    ),
+    "nodeName": (
+        lambda j: _pods(j)[0].__setitem__("nodeName", "ip-10-0-0-1.ec2.internal"),
+        (NODES,),
+    ),
+    "another node selector": (
+        lambda j: _pods(j)[1].__setitem__("nodeSelector", {"topology.kubernetes.io/zone": "us-west-2a"}),
+        (NODES,),
+    ),
+    "another toleration": (
+        lambda j: _pods(j)[0]["tolerations"].append({"operator": "Exists"}),
+        (NODES,),
+    ),
+    "node affinity": (
+        lambda j: _pods(j)[0].__setitem__("affinity", {"nodeAffinity": {}}),
+        (NODES,),
+    ),
+    "a runtime class": (
+        lambda j: _pods(j)[0].__setitem__("runtimeClassName", "runc-host"),
+        (RUNTIME,),
+    ),
+    "host aliases": (
+        lambda j: _pods(j)[1].__setitem__("hostAliases", [{"ip": "10.0.0.1", "hostnames": ["pypi.org"]}]),
+        (RUNTIME,),
+    ),
+    "an extra Job label": (
+        lambda j: j["metadata"]["labels"].__setitem__("volcano.sh/job-name", "x"),
+        (LABELS,),
+    ),
+    "an extra pod label": (
+        lambda j: j["spec"]["tasks"][0]["template"]["metadata"]["labels"].__setitem__("k8s-app", "kube-dns"),
+        (LABELS,),
+    ),
+    "more replicas": (
+        lambda j: j["spec"]["tasks"][0].__setitem__("replicas", 64),
+        (TASKS,),
+    ),
+    "another minAvailable": (
+        lambda j: j["spec"].__setitem__("minAvailable", 1),
+        (TASKS,),
+    ),
+    "a task fewer": (lambda j: j["spec"]["tasks"].pop(), (TASKS,)),
 }
 PREFIX = f"{DEPLOYMENT_CHECK_GROUP} may only create the rendered fabric checks and canary: "
 
@@ -472,6 +533,55 @@ def test_the_fence_refuses_every_variant_of_the_canarys_job(case: str) -> None:
     decision = decide_job(manifests, changed, namespace=CANARY_NAMESPACE)
     assert decision.matched and not decision.allowed
     assert any(message.startswith(PREFIX) for message in decision.messages), decision.messages
+
+
+def _canary_tolerations(job: Manifest) -> list[Manifest]:
+    tolerations: list[Manifest] = _canary_pod(job)["tolerations"]
+    return tolerations
+
+
+# The fabric check's pins hold the canary's Job too: its queue, priority class, node group (its
+# tolerations exactly, tolerationSeconds included), labels and size, each refused with its one reason.
+CANARY_PLACEMENT: dict[str, tuple[Callable[[Manifest], None], str]] = {
+    "another queue": (lambda job: job["spec"].update(queue="default"), QUEUE),
+    "another priority class": (
+        lambda job: job["spec"].update(priorityClassName="system-node-critical"),
+        PRIORITY,
+    ),
+    "another node group": (
+        lambda job: _canary_pod(job)["nodeSelector"].update({"trainium/node-group": "other"}),
+        NODES,
+    ),
+    "not-ready nodes tolerated for ever": (
+        lambda job: [t.pop("tolerationSeconds", None) for t in _canary_tolerations(job)],
+        NODES,
+    ),
+    "not-ready nodes tolerated longer": (
+        lambda job: [
+            t.update(tolerationSeconds=86400) for t in _canary_tolerations(job) if "tolerationSeconds" in t
+        ],
+        NODES,
+    ),
+    "an extra pod label": (
+        lambda job: job["spec"]["tasks"][0]["template"]["metadata"]["labels"].update({"k8s-app": "kube-dns"}),
+        LABELS,
+    ),
+    "more replicas": (lambda job: job["spec"]["tasks"][0].update(replicas=8), TASKS),
+}
+
+
+@pytest.mark.parametrize("case", list(CANARY_PLACEMENT))
+def test_the_fence_holds_the_canarys_queue_priority_node_group_labels_and_size(case: str) -> None:
+    manifests, _, job = canary_rendered()
+    change, message = CANARY_PLACEMENT[case]
+    changed = as_volcano_defaults_it(job)
+    change(changed)
+    assert_valid([changed])
+    decision = decide_job(manifests, changed, namespace=CANARY_NAMESPACE)
+    assert decision.matched and not decision.allowed
+    assert len(decision.messages) == 1 and decision.messages[0].startswith(PREFIX + message), (
+        decision.messages
+    )
 
 
 @pytest.mark.parametrize(
