@@ -52,11 +52,10 @@ class PodSecurity:
 
 TEAM_POD_SECURITY = PodSecurity(
     enforce="baseline",
-    reason="the pods TorchX submits with the project's component (torchx_trn/) start as root with no "
-    "securityContext: torchx 0.7.0's Kubernetes scheduler renders none (restricted requires runAsNonRoot "
-    "true, allowPrivilegeEscalation false, capabilities.drop [ALL] and a seccompProfile); their first "
-    "step leaves root for the team's uid. The stack's own runs (k8s_charts/training_run.py) and etcd "
-    "pass restricted, which audit and warn report",
+    reason="none of its pods needs it any more: the stack's own runs (k8s_charts/training_run.py), the "
+    "pods the project's TorchX component submits (torchx_trn/: runAsNonRoot, allowPrivilegeEscalation "
+    "false, capabilities.drop [ALL], a seccompProfile) and etcd pass restricted, which audit and warn "
+    "report; the team admission policy holds every team pod to non-root",
 )
 """A team's namespace: its runs' pods (k8s_charts/training_run.py) and its etcd (restricted-clean)."""
 
