@@ -50,14 +50,9 @@ class PodSecurity:
         return labels
 
 
-TEAM_POD_SECURITY = PodSecurity(
-    enforce="baseline",
-    reason="none of its pods needs it any more: the stack's own runs (k8s_charts/training_run.py), the "
-    "pods the project's TorchX component submits (torchx_trn/: runAsNonRoot, allowPrivilegeEscalation "
-    "false, capabilities.drop [ALL], a seccompProfile) and etcd pass restricted, which audit and warn "
-    "report; the team admission policy holds every team pod to non-root",
-)
-"""A team's namespace: its runs' pods (k8s_charts/training_run.py) and its etcd (restricted-clean)."""
+TEAM_POD_SECURITY = PodSecurity(enforce="restricted")
+"""A team's namespace: its runs' pods (k8s_charts/training_run.py), the pods the TorchX component submits
+(torchx_trn/) and its etcd, all restricted-clean."""
 
 PLATFORM_POD_SECURITY = PodSecurity(
     enforce="baseline",
