@@ -78,7 +78,7 @@ FABRIC_ENVIRONMENT: Mapping[str, str] = {
 _CACHESET = re.compile(r"[A-Za-z0-9_-]+")
 # A Kubernetes label value (the node group's name is the value of NODE_GROUP_LABEL on its nodes).
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
-# Linux uids are 32-bit; Kubernetes refuses runAsUser 0 in a team namespace (the admission policy).
+# The largest uid the configuration takes for a team (teams[].uid); 0 and the squashed id never are.
 _MAX_UID = 2**31 - 1
 _GENERATION = re.compile(r"[a-z0-9]+")
 _CLAIM_PREFIX = file_system_claim("")
