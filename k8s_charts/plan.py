@@ -126,6 +126,8 @@ class QueueValues:
     name: str
     capability: Mapping[str, str]
     weight: int = 1
+    deserved: Mapping[str, str] | None = None
+    """The team's share of its node groups (k8s_charts/volcano_queue.py, ``deserved_share``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,7 +318,11 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 name=queue_step(queue.name),
                 manifests=render(
                     partial(
-                        VolcanoQueueChart, name=queue.name, weight=queue.weight, capability=queue.capability
+                        VolcanoQueueChart,
+                        name=queue.name,
+                        weight=queue.weight,
+                        capability=queue.capability,
+                        deserved=queue.deserved,
                     )
                 ),
                 after=("volcano-webhook-ready",),
