@@ -196,6 +196,15 @@ def _teams_are_distinct_and_use_groups_that_exist(
                     f"teams[{index}].node_groups[{position}]",
                     f"{group!r} is not a trainium.node_groups name; defined: {', '.join(defined)}",
                 )
+            elif team is not None and group in team.node_groups[:position]:
+                # Counted twice, the group would double the queue's capability and deserved share.
+                yield (
+                    f"teams[{index}].node_groups[{position}]",
+                    (
+                        f"{group!r} is listed twice; list each node group once (the team's queue counts "
+                        "what each holds at max_size once)"
+                    ),
+                )
 
 
 @_reads("teams", "trainium.node_groups")

@@ -73,7 +73,12 @@ class ClusterAddons(Construct):
         )
         vpc_cni = self._addon(
             VPC_CNI,
-            # Network policies are enforced so that, for example, etcd admits only training pods.
+            # Network policies are enforced so that, for example, etcd admits only training pods. The
+            # policy agent stays in its default `standard` mode (no env.NETWORK_POLICY_ENFORCING_MODE):
+            # `strict` would deny every pod no policy selects, the EKS add-ons' CoreDNS, FSx CSI and
+            # CloudWatch pods included, and start every new pod denied until its policies reach its
+            # node, a training pod's pip install and rendezvous among them (docs/security-policies.md,
+            # "Standard, not strict").
             configuration={"enableNetworkPolicy": "true"},
             pod_identity={
                 "namespace": "kube-system",

@@ -22,9 +22,10 @@ from constructs import Construct
 
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.neuron_stack import DEVICE_PLUGIN_IMAGE
-from k8s_charts.isolation import deny_ingress
 from k8s_charts.policy_exceptions import PINNED_PULL_POLICY, digest_exceptions, pull_policy_exceptions
 from k8s_charts.resources import container_resources
+from k8s_charts.system_network import system_pod_policy
+from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
     device_plugin_daemonset,
@@ -60,6 +61,7 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         scope: Construct,
         id: str,
         *,
+        vpc_cidr: str,
         instance_types: Sequence[str] = NEURON_INSTANCE_TYPES,
         image: str = DEFAULT_IMAGE,
     ) -> None:
@@ -107,8 +109,16 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 **pull_policy_exceptions(),
             },
         )
-        # The plugin serves the kubelet over a unix socket and opens no port.
-        deny_ingress(self, name=NAME, namespace=NAMESPACE, pod_labels=_LABELS)
+        # The plugin serves the kubelet over a unix socket and opens no port: no ingress. It reaches
+        # only the API server (node status, pod annotations).
+        system_pod_policy(
+            self,
+            "NetworkPolicy",
+            name=NAME,
+            namespace=NAMESPACE,
+            pod_labels=_LABELS,
+            egress=[dns_egress_rule(), *api_server_egress_rules(vpc_cidr)],
+        )
 
     @staticmethod
     def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:

@@ -67,6 +67,8 @@ from k8s_charts.policy_exceptions import (
     policy_exceptions,
     pull_policy_exceptions,
 )
+from k8s_charts.system_network import pod_identity_egress_rule, system_pod_policy
+from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule, https_egress_rule, tcp_port
 
 __all__ = [
     "ADMISSION_STEP",
@@ -305,9 +307,30 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
 class NodeCheckChart(cdk8s.Chart):
     """ServiceAccount, RBAC, ConfigMap and DaemonSet ``node-check`` in kube-system."""
 
-    def __init__(self, scope: Construct, id: str, *, values: NodeCheckValues) -> None:
+    def __init__(self, scope: Construct, id: str, *, values: NodeCheckValues, vpc_cidr: str) -> None:
         super().__init__(scope, id)
         name, namespace = NODE_CHECK_NAME, NODE_CHECK_NAMESPACE
+        # What the check reaches: the API server (its node and condition, events), the Auto Scaling
+        # API outside the cluster with credentials from the Pod Identity agent (an unhealthy
+        # node's instance), and the file system on the Lustre port inside the VPC. Nothing
+        # reaches it. Loopback (fi_pingpong's control socket) and EFA never meet a policy.
+        system_pod_policy(
+            self,
+            "NetworkPolicy",
+            name=name,
+            namespace=namespace,
+            pod_labels=_LABELS,
+            egress=[
+                dns_egress_rule(),
+                *api_server_egress_rules(vpc_cidr),
+                https_egress_rule(vpc_cidr),
+                pod_identity_egress_rule(),
+                k8s.NetworkPolicyEgressRule(
+                    to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=vpc_cidr))],
+                    ports=[tcp_port(LUSTRE_PORT)],
+                ),
+            ],
+        )
         metadata = k8s.ObjectMeta(name=name, namespace=namespace, labels=_LABELS)
         k8s.KubeServiceAccount(
             self, "ServiceAccount", metadata=metadata, automount_service_account_token=False

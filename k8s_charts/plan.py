@@ -58,6 +58,7 @@ from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeC
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
 from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
 from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
@@ -85,6 +86,8 @@ VOLCANO = "volcano"
 PLATFORM_STEP = "platform-namespace"
 VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_NAMESPACE_STEP = "volcano-namespace"
+VOLCANO_NETWORK_STEP = "volcano-network"
+AUTOSCALER_NETWORK_STEP = "cluster-autoscaler-network"
 JOB_POD_ADMISSION = "volcano-job-pod-admission"
 DEVICE_PLUGIN_ADMISSION = "neuron-device-plugin-admission"
 TEAMS_STEP = "training-namespace"
@@ -126,6 +129,8 @@ class QueueValues:
     name: str
     capability: Mapping[str, str]
     weight: int = 1
+    deserved: Mapping[str, str] | None = None
+    """The team's share of its node groups (k8s_charts/volcano_queue.py, ``deserved_share``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,8 +203,9 @@ def _volcano(images: ImageSource) -> HelmRelease:
         chart_directory=VOLCANO_CHART.directory,
         release="volcano",
         namespace=VOLCANO_NAMESPACE,
-        # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none).
-        after=(VOLCANO_NAMESPACE_STEP,),
+        # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none),
+        # under the namespace's NetworkPolicies.
+        after=(VOLCANO_NAMESPACE_STEP, VOLCANO_NETWORK_STEP),
         # The scheduler configuration without enqueue (k8s_charts/volcano_scheduler.py): queued gangs
         # get their pods, which the cluster autoscaler sees.
         values=values,
@@ -227,6 +233,7 @@ def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRe
         wait=True,
         timeout_minutes=10,
         images=(values.image,),
+        after=(AUTOSCALER_NETWORK_STEP,),
     )
 
 
@@ -256,13 +263,25 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
     volcano = _volcano(images)
+    autoscaler: list[KubernetesStep] = (
+        [
+            chart(AUTOSCALER_NETWORK_STEP, partial(AutoscalerNetworkChart, vpc_cidr=values.vpc_cidr)),
+            _cluster_autoscaler(values.autoscaler, images),
+        ]
+        if values.autoscaler is not None
+        else []
+    )
     steps: list[KubernetesStep] = [
         # The API server confines the plugin's service account to its own node before the plugin
         # runs (k8s_charts/device_plugin_admission.py).
         chart(DEVICE_PLUGIN_ADMISSION, DevicePluginAdmissionChart),
         chart(
             "neuron-device-plugin",
-            partial(NeuronDevicePluginChart, image=images.resolve(NEURON_DEVICE_PLUGIN_IMAGE)),
+            partial(
+                NeuronDevicePluginChart,
+                image=images.resolve(NEURON_DEVICE_PLUGIN_IMAGE),
+                vpc_cidr=values.vpc_cidr,
+            ),
             after=(DEVICE_PLUGIN_ADMISSION,),
         ),
         # EKS's regional registry: not cached (cluster_facts.image_sources.DIRECT_PULLS).
@@ -276,6 +295,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     partial(
                         NodeCheckChart,
                         values=replace(values.node_check, image=images.resolve(values.node_check.image)),
+                        vpc_cidr=values.vpc_cidr,
                     ),
                     after=(NODE_CHECK_ADMISSION,),
                 ),
@@ -283,12 +303,20 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             if values.node_check is not None
             else []
         ),
-        *([_cluster_autoscaler(values.autoscaler, images)] if values.autoscaler is not None else []),
+        # The autoscaler's NetworkPolicy before the release that creates its pod (k8s_charts/system_network.py).
+        *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),
         chart(
             VOLCANO_NAMESPACE_STEP,
             partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ),
+        # Default-deny in Volcano's namespace and what each of its pods needs, before the release
+        # (its pre-install hook Job already runs under them).
+        chart(
+            VOLCANO_NETWORK_STEP,
+            partial(VolcanoNetworkChart, namespace=VOLCANO_NAMESPACE, vpc_cidr=values.vpc_cidr),
+            after=(VOLCANO_NAMESPACE_STEP,),
         ),
         volcano,
         # Only Volcano's job controller may label pods as a job's in the teams' namespaces.
@@ -316,7 +344,11 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 name=queue_step(queue.name),
                 manifests=render(
                     partial(
-                        VolcanoQueueChart, name=queue.name, weight=queue.weight, capability=queue.capability
+                        VolcanoQueueChart,
+                        name=queue.name,
+                        weight=queue.weight,
+                        capability=queue.capability,
+                        deserved=queue.deserved,
                     )
                 ),
                 after=("volcano-webhook-ready",),

@@ -50,15 +50,9 @@ class PodSecurity:
         return labels
 
 
-TEAM_POD_SECURITY = PodSecurity(
-    enforce="baseline",
-    reason="the pods TorchX submits with the project's component (torchx_trn/) start as root with no "
-    "securityContext: torchx 0.7.0's Kubernetes scheduler renders none (restricted requires runAsNonRoot "
-    "true, allowPrivilegeEscalation false, capabilities.drop [ALL] and a seccompProfile); their first "
-    "step leaves root for the team's uid. The stack's own runs (k8s_charts/training_run.py) and etcd "
-    "pass restricted, which audit and warn report",
-)
-"""A team's namespace: its runs' pods (k8s_charts/training_run.py) and its etcd (restricted-clean)."""
+TEAM_POD_SECURITY = PodSecurity(enforce="restricted")
+"""A team's namespace: its runs' pods (k8s_charts/training_run.py), the pods the TorchX component submits
+(torchx_trn/) and its etcd, all restricted-clean."""
 
 PLATFORM_POD_SECURITY = PodSecurity(
     enforce="baseline",

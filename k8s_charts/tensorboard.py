@@ -35,9 +35,10 @@ the VPC's CIDR, the narrowest block that holds those interfaces (EKS places and 
 same private subnets as the nodes and pods, at addresses it chooses). Pods with addresses in the VPC
 match the block too, so the reach of TensorBoard is decided by the senders' egress: team pods may
 open no connection inside the VPC but to etcd, DNS and the API server
-(k8s_charts/tenant_network.py), and the platform namespace denies all egress; pods of namespaces
-without an egress policy (kube-system, volcano-system: the cluster's own components) can reach it,
-read-only, as they can reach the API server.
+(k8s_charts/tenant_network.py), the platform namespace denies all egress, and Volcano's pods reach
+only DNS and the API server on 443 (k8s_charts/system_network.py); pods without an egress policy
+(the EKS add-ons' in kube-system: the cluster's own components) can reach it, read-only, as they
+can reach the API server.
 """
 
 from __future__ import annotations

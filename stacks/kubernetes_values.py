@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from fractions import Fraction
 
 from cluster_facts.image_sources import ImageSource, cached_repository_arn
 from cluster_facts.kubernetes_names import (
@@ -36,7 +37,7 @@ from k8s_charts.plan import (
 from k8s_charts.team_quota import PLATFORM_POD_ALLOWANCE, TeamQuota
 from k8s_charts.tensorboard import TensorBoardValues
 from k8s_charts.training_run import TrainingRun
-from k8s_charts.volcano_queue import trainium_capability
+from k8s_charts.volcano_queue import deserved_share, trainium_capability
 
 __all__ = [
     "applied_plan",
@@ -54,6 +55,7 @@ __all__ = [
     "review_plan",
     "root_zones",
     "team_capability",
+    "team_deserved",
     "team_quota",
     "training_run",
 ]
@@ -153,6 +155,20 @@ def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
     return trainium_capability([(group.instance, group.max_size) for group in config.team_node_groups(team)])
 
 
+def team_deserved(config: StackConfig, team: TeamSettings) -> dict[str, str]:
+    """The team's share of its node groups at max_size: of each group, its weight over the weights
+    of every team that uses the group (the whole group when no other team does)."""
+    shares = []
+    for group in config.team_node_groups(team):
+        sharing = [
+            other
+            for other in config.teams
+            if group.name in {mine.name for mine in config.team_node_groups(other)}
+        ]
+        shares.append((group.instance, group.max_size, Fraction(team.weight, sum(o.weight for o in sharing))))
+    return deserved_share(shares)
+
+
 def cached_repository_arns(config: StackConfig, plan: KubernetesLayerPlan) -> list[str]:
     """The pull-through cache repositories of every image the stack names: the plan's (applied or
     not: a rendered run may be applied by hand) and the training image the TorchX component submits
@@ -246,7 +262,10 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             TeamValues(
                 name=team.name,
                 queue=QueueValues(
-                    name=team.queue_name, capability=team_capability(config, team), weight=team.weight
+                    name=team.queue_name,
+                    capability=team_capability(config, team),
+                    weight=team.weight,
+                    deserved=team_deserved(config, team),
                 ),
                 member_group=team_rbac_group(team.name),
                 uid=team.owner_id,

@@ -39,6 +39,7 @@ __all__ = [
     "AdmissionCase",
     "decide",
     "plan_namespace_labels",
+    "refused_variants",
     "reserved_name_cases",
     "tenant_admission_manifests",
     "tenant_cases",
@@ -283,14 +284,22 @@ def _variants(other_group: str, other_queue: str) -> list[_Variant]:
         _Variant("no-node-selector", (lambda j: _pod_spec(j).pop("nodeSelector"),), (M.NODE_GROUP,)),
         _Variant(
             "tolerates-everything",
-            (lambda j: _pod_spec(j)["tolerations"].append({"operator": "Exists"}),),
+            (lambda j: _pod_spec(j).setdefault("tolerations", []).append({"operator": "Exists"}),),
             (M.TOLERATIONS,),
         ),
         _Variant(
             "tolerates-cordons",
             (
-                lambda j: _pod_spec(j)["tolerations"].append(
-                    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+                lambda j: (
+                    _pod_spec(j)
+                    .setdefault("tolerations", [])
+                    .append(
+                        {
+                            "key": "node.kubernetes.io/unschedulable",
+                            "operator": "Exists",
+                            "effect": "NoSchedule",
+                        }
+                    )
                 ),
             ),
             (M.TOLERATIONS,),
@@ -298,8 +307,10 @@ def _variants(other_group: str, other_queue: str) -> list[_Variant]:
         _Variant(
             "tolerates-a-failed-fabric-check",
             (
-                lambda j: _pod_spec(j)["tolerations"].append(
-                    {"key": FABRIC_CHECK_TAINT_KEY, "operator": "Exists"}
+                lambda j: (
+                    _pod_spec(j)
+                    .setdefault("tolerations", [])
+                    .append({"key": FABRIC_CHECK_TAINT_KEY, "operator": "Exists"})
                 ),
             ),
             (M.TOLERATIONS,),
@@ -421,29 +432,7 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
             messages=(Message.POD_QUEUE, Message.SCHEDULER, Message.PRIORITY, Message.NODE_GROUP),
         ),
     ]
-    for variant in _variants(other_group, other_queue):
-        bad = _edited(job, *variant.edits)
-        cases.append(
-            AdmissionCase(
-                id=f"job-{variant.id}", policy=JOBS_POLICY, obj=bad, user=MEMBER, groups=groups,
-                allowed=False, messages=variant.messages,
-            )
-        )  # fmt: skip
-        if variant.also_for_pods:
-            cases.append(
-                AdmissionCase(
-                    id=f"pod-{variant.id}", policy=PODS_POLICY, obj=volcano_pod(bad), user=CONTROLLER,
-                    allowed=False, messages=variant.messages,
-                )
-            )  # fmt: skip
-    # A pod of a Job in another queue (admitted before the policy, or by an admin's mistake).
-    for queue_id, queue in (("another-teams-queue", other_queue), ("volcanos-default-queue", "default")):
-        cases.append(
-            AdmissionCase(
-                id=f"pod-{queue_id}", policy=PODS_POLICY, obj=volcano_pod(_edited(job, _set(_job_spec, "queue", queue))),
-                user=CONTROLLER, allowed=False, messages=(Message.POD_QUEUE,),
-            )
-        )  # fmt: skip
+    cases += refused_variants(job, other_group=other_group, other_queue=other_queue, groups=groups)
     cases += [
         AdmissionCase(
             id="job-names-the-data-sets-claim-in-its-volumes",
@@ -476,6 +465,38 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
             messages=(Message.PRIORITY,),
         ),
     ]
+    return cases
+
+
+def refused_variants(
+    job: Manifest, *, other_group: str, other_queue: str, groups: tuple[str, ...]
+) -> list[AdmissionCase]:
+    """``job`` (one the policies admit) broken one rule at a time, as a member submits it (``job-<id>``)
+    and as Volcano creates its first pod (``pod-<id>``): each refused with that rule's message."""
+    cases = []
+    for variant in _variants(other_group, other_queue):
+        bad = _edited(job, *variant.edits)
+        cases.append(
+            AdmissionCase(
+                id=f"job-{variant.id}", policy=JOBS_POLICY, obj=bad, user=MEMBER, groups=groups,
+                allowed=False, messages=variant.messages,
+            )
+        )  # fmt: skip
+        if variant.also_for_pods:
+            cases.append(
+                AdmissionCase(
+                    id=f"pod-{variant.id}", policy=PODS_POLICY, obj=volcano_pod(bad), user=CONTROLLER,
+                    allowed=False, messages=variant.messages,
+                )
+            )  # fmt: skip
+    # A pod of a Job in another queue (admitted before the policy, or by an admin's mistake).
+    for queue_id, queue in (("another-teams-queue", other_queue), ("volcanos-default-queue", "default")):
+        cases.append(
+            AdmissionCase(
+                id=f"pod-{queue_id}", policy=PODS_POLICY, obj=volcano_pod(_edited(job, _set(_job_spec, "queue", queue))),
+                user=CONTROLLER, allowed=False, messages=(Message.POD_QUEUE,),
+            )
+        )  # fmt: skip
     return cases
 
 

@@ -338,8 +338,9 @@ def test_volcano_scheduler_configuration_has_no_action_that_hides_a_gang(default
     assert "enqueue" not in actions
     assert actions[0] == "allocate"
     plugins = [plugin["name"] for tier in configuration["tiers"] for plugin in tier["plugins"]]
-    # gang: nothing of a job starts before minAvailable of its pods fit.
-    assert "gang" in plugins and "predicates" in plugins and "proportion" in plugins
+    # gang: nothing of a job starts before minAvailable of its pods fit; capacity: the queues' shares
+    # (tests/test_queue_sharing.py).
+    assert "gang" in plugins and "predicates" in plugins and "capacity" in plugins
     assert len(plugins) == len(set(plugins))
 
 

@@ -928,6 +928,12 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="team-group-undefined",
         ),
         pytest.param(
+            with_runs(teams=[{"name": "a", "node_groups": ["trn1-32xl", "trn1-32xl"]}]),
+            "teams[0].node_groups[1]: 'trn1-32xl' is listed twice; list each node group once (the team's "
+            "queue counts what each holds at max_size once)",
+            id="team-group-twice",
+        ),
+        pytest.param(
             with_runs(datasets=[{"name": "d", "archive_sha256": "a" * 64}]),
             "datasets[0]: archive_sha256 without archive_url checks nothing",
             id="checksum-of-nothing",

@@ -34,6 +34,8 @@ def _torchx_environment() -> tuple[str, dict[str, str]]:
         script="train.py",
         script_args=(),
         claim="fsx-abc123",
+        node_group="trn1-32xl",
+        uid=248061,
         nnodes=2,
         instance_type="trn1.32xlarge",
         image="public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.1-ubuntu24.04",

@@ -360,6 +360,19 @@ def test_vpc_cni_enforces_network_policies_and_takes_pinned_versions(
     assert pinned["Properties"]["AddonVersion"] == "v1.20.4-eksbuild.1"
 
 
+def test_the_network_policy_agent_stays_in_standard_mode(
+    default_stack: Synthesized, example_stack: Synthesized
+) -> None:
+    """No ``env.NETWORK_POLICY_ENFORCING_MODE`` in the add-on's configuration: the agent's default,
+    ``standard`` (amazon-vpc-cni-k8s README, "NETWORK_POLICY_ENFORCING_MODE"; EKS User Guide,
+    "Restrict Pod network traffic"). docs/security-policies.md says why not ``strict``."""
+    for synthesized in (default_stack, example_stack):
+        _, vpc_cni = addons(synthesized)["vpc-cni"]
+        configuration = json.loads(vpc_cni["Properties"]["ConfigurationValues"])
+        assert configuration == {"enableNetworkPolicy": "true"}
+        assert "NETWORK_POLICY_ENFORCING_MODE" not in json.dumps(configuration)
+
+
 @pytest.mark.parametrize(
     ("addon", "service_account", "expected_policy"),
     [

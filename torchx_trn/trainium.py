@@ -1,7 +1,8 @@
 """What a distributed training job on this cluster's Trainium nodes needs, derived from the cluster's
 facts: the devices and EFA interfaces of the instance type and ``--nproc_per_node`` from the
 catalog, the instance-type label, the team's etcd Service, the file system's claims and where they
-mount, the EFA and Neuron runtime environment.
+mount, the EFA and Neuron runtime environment; and what the team admission policies
+(k8s_charts/tenant_admission.py) require of a team's Job and pods that TorchX does not render.
 
 Plain values only (no torchx import): torchx_trn/components.py turns them into a TorchX AppDef, and
 the tests read them directly. Every refusal is a ValueError of one line that names the argument.
@@ -9,9 +10,11 @@ the tests read them directly. Every refusal is a ValueError of one line that nam
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
@@ -25,8 +28,11 @@ from cluster_facts.kubernetes_names import (
     NEURON_CACHE_DIR,
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
+    NODE_GROUP_LABEL,
     POD_USER_ENVIRONMENT,
+    ROOT_SQUASH_ID,
     RUNS_ROOT,
+    TRAINING_PRIORITY_CLASS,
     datasets_claim,
     file_system_claim,
 )
@@ -70,6 +76,10 @@ FABRIC_ENVIRONMENT: Mapping[str, str] = {
     "XLA_TRANSFER_SEED_ASYNC": "1",
 }
 _CACHESET = re.compile(r"[A-Za-z0-9_-]+")
+# A Kubernetes label value (the node group's name is the value of NODE_GROUP_LABEL on its nodes).
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+# The largest uid the configuration takes for a team (teams[].uid); 0 and the squashed id never are.
+_MAX_UID = 2**31 - 1
 _GENERATION = re.compile(r"[a-z0-9]+")
 _CLAIM_PREFIX = file_system_claim("")
 
@@ -91,6 +101,10 @@ class TrainiumJob:
     script_args: tuple[str, ...]
     image: str
     claim: str
+    node_group: str
+    """The team's node group its pods run on (the admission policy allows only the team's)."""
+    uid: int
+    """The team's uid and gid: they own the team's directory (k8s_charts/fsx_layout.py)."""
     cacheset: str | None
     """None: the job's own (its app id); a name reuses that cache set's compiled graphs."""
     max_retries: int
@@ -160,7 +174,7 @@ class TrainiumJob:
             **FABRIC_ENVIRONMENT,
             # Instance-metadata calls fail at once, nothing else is proxied (as in the cluster's runs).
             **proxy_environment(job=job_id),
-            # The team's uid (taken before the launcher starts) has no passwd entry in the image.
+            # The team's uid (the pod's runAsUser) has no passwd entry in the image.
             **POD_USER_ENVIRONMENT,
             "RUN_ID": job_id,
             "OUTPUT_DIR": f"{RUNS_ROOT}/{job_id}",
@@ -169,12 +183,59 @@ class TrainiumJob:
             **self.environment,
         }
 
+    def admitted_job(self, job: Mapping[str, Any], *, priority_class: str | None) -> dict[str, Any]:
+        """TorchX's Volcano Job (plain data, as its scheduler renders it) with what the team admission
+        policies require and its Kubernetes scheduler (0.7.0) cannot render: the team's priority
+        class; in every pod, the team's node group beside the instance type, the team's uid and gid
+        from the start (non-root, no privilege escalation, no capability, the runtime's seccomp
+        profile), the data sets' claim read-only on the volume as well as on the mount, and no
+        service-account token (training never calls the Kubernetes API). ``priority_class`` is
+        what ``-cfg priority_class`` asked for, if anything: only the team's class is allowed.
+        """
+        if priority_class not in (None, TRAINING_PRIORITY_CLASS):
+            raise ValueError(
+                f"-cfg priority_class={priority_class}: a team's jobs run at priority class "
+                f"{TRAINING_PRIORITY_CLASS}, which the component sets; leave priority_class out"
+            )
+        admitted = copy.deepcopy(dict(job))
+        spec = admitted["spec"]
+        # Volcano gives the Job's class to every pod it creates (as the stack's runs do).
+        spec["priorityClassName"] = TRAINING_PRIORITY_CLASS
+        read_only = {mount.claim for mount in self.mounts if mount.read_only}
+        for task in spec["tasks"]:
+            pod = task["template"]["spec"]
+            pod["nodeSelector"] = {**pod.get("nodeSelector", {}), NODE_GROUP_LABEL: self.node_group}
+            pod["automountServiceAccountToken"] = False
+            pod["securityContext"] = {
+                **pod.get("securityContext", {}),
+                "runAsNonRoot": True,
+                "runAsUser": self.uid,
+                "runAsGroup": self.uid,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            }
+            for volume in pod.get("volumes", []):
+                claim = volume.get("persistentVolumeClaim")
+                if claim is not None and claim.get("claimName") in read_only:
+                    # The kubelet mounts a claim read-only only when the pod's volume says so
+                    # (kubernetes#69843); the mount's readOnly alone is TorchX's.
+                    claim["readOnly"] = True
+            for container in pod["containers"]:
+                container["securityContext"] = {
+                    **container.get("securityContext", {}),
+                    # Neuron devices and EFA need no capability (k8s_charts/training_run.py says why).
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                }
+        return admitted
+
 
 def trainium_job(
     *,
     script: str,
     script_args: tuple[str, ...],
     claim: str,
+    node_group: str,
+    uid: int,
     nnodes: int,
     instance_type: str,
     image: str,
@@ -204,6 +265,16 @@ def trainium_job(
             f"--claim {claim!r} is not the file system's claim: `kubectl -n <namespace> get pvc` "
             f"lists it as {_CLAIM_PREFIX}<generation> (the one without -datasets)"
         )
+    if not _LABEL_VALUE.fullmatch(node_group):
+        raise ValueError(
+            f"--node_group {node_group!r} is not a node group's name: one of the team's "
+            "(teams[].node_groups in the cluster's configuration; all trainium.node_groups when empty)"
+        )
+    if not 0 < uid <= _MAX_UID or uid == ROOT_SQUASH_ID:
+        raise ValueError(
+            f"--uid {uid} is not a team's uid: the one that owns the team's directory (teams[].uid in "
+            f"the cluster's configuration, or derived from the team's name), never 0 or {ROOT_SQUASH_ID}"
+        )
     if cacheset is not None and not _CACHESET.fullmatch(cacheset):
         raise ValueError(f"--cacheset {cacheset!r} may hold only letters, digits, '-' and '_'")
     return TrainiumJob(
@@ -213,6 +284,8 @@ def trainium_job(
         script_args=script_args,
         image=image,
         claim=claim,
+        node_group=node_group,
+        uid=uid,
         cacheset=cacheset,
         max_retries=max_retries,
         environment=dict(environment),

@@ -13,6 +13,7 @@ from tests.k8s_validation import assert_valid
 
 
 def neuron_plugin(**props):
+    props.setdefault("vpc_cidr", "10.0.0.0/16")
     return synth(lambda app: NeuronDevicePluginChart(app, "neuron-device-plugin", **props))
 
 

@@ -552,6 +552,7 @@ def chart() -> list[Manifest]:
             values=NodeCheckValues(
                 image=IMAGE, lustre_host="fs-0123.fsx.us-west-2.amazonaws.com", region="us-west-2"
             ),
+            vpc_cidr="10.0.0.0/16",
         )
     )
     assert_valid(manifests)
