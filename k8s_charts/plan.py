@@ -508,6 +508,9 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 memory_gib=values.tensorboard.memory_gib,
                 # Team directories are 2750: TensorBoard reads them as a member of every team's group.
                 team_groups=tuple(sorted(owners.values())),
+                # The API server's service proxy (make canary) connects from the control plane's
+                # interfaces in the VPC.
+                api_server_cidr=values.vpc_cidr,
             ),
             after=("fsx-storage",),
             applied=values.tensorboard.applied,

@@ -17,11 +17,28 @@ TensorBoard image is published on ECR Public, quay.io or registry.k8s.io, and th
 are the full TensorFlow image or unofficial (and need a Docker Hub credential for the cache).
 
 Placement and access: no toleration for the Trainium taint, so the pod runs on the system nodes.
-The Service is ClusterIP; a NetworkPolicy admits no pod at all. ``kubectl port-forward`` still
-works: the container runtime opens the forwarded connection from the pod's own node (containerd
-1.x from inside the pod's network namespace to localhost, 2.x from the node to the pod's address),
-and NetworkPolicy never blocks a pod's own node (Kubernetes' NetworkPolicy documentation; the VPC
-CNI's policy agent always admits the node's address, aws/aws-network-policy-agent#65).
+The Service is ClusterIP. ``kubectl port-forward`` works: the container runtime opens the forwarded
+connection from the pod's own node (containerd 1.x from inside the pod's network namespace to
+localhost, 2.x from the node to the pod's address), and NetworkPolicy never blocks a pod's own node
+(Kubernetes' NetworkPolicy documentation; the VPC CNI's policy agent always admits the node's
+address, aws/aws-network-policy-agent#65).
+
+The API server's service proxy (``/api/v1/namespaces/<ns>/services/tensorboard:6006/proxy/``, what
+the canary reads the run list through, with RBAC ``get`` on that one ``services/proxy``) is another
+path: the API server dials the pod's address itself, from the EKS control plane's network interfaces
+in the cluster's subnets. In the VPC, the cluster security group admits it: EKS puts that group on
+the control plane's interfaces and, when a managed node group's launch template names no security
+group (the system nodes'), on the nodes, whose pods share the node's; its default inbound rule
+admits all traffic from the group itself (EKS user guide, "View Amazon EKS security group
+requirements for clusters"). In the cluster, the NetworkPolicy admits exactly that: TCP 6006 from
+the VPC's CIDR, the narrowest block that holds those interfaces (EKS places and replaces them in the
+same private subnets as the nodes and pods, at addresses it chooses). Pods with addresses in the VPC
+match the block too, so the reach of TensorBoard is decided by the senders' egress: team pods may
+open no connection inside the VPC but to etcd, DNS and the API server
+(k8s_charts/tenant_network.py), the platform namespace denies all egress, and Volcano's pods reach
+only DNS and the API server on 443 (k8s_charts/system_network.py); pods without an egress policy
+(the EKS add-ons' in kube-system: the cluster's own components) can reach it, read-only, as they
+can reach the API server.
 """
 
 from __future__ import annotations
@@ -37,7 +54,6 @@ from constructs import Construct
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT, TEAMS_DIR
 from cluster_facts.neuron_stack import TRAINING_IMAGE
-from k8s_charts.isolation import deny_ingress
 from k8s_charts.policy_exceptions import (
     PINNED_PULL_POLICY,
     digest_exceptions,
@@ -45,10 +61,12 @@ from k8s_charts.policy_exceptions import (
     pull_policy_exceptions,
 )
 from k8s_charts.resources import container_resources
+from k8s_charts.tenant_network import tcp_port
 
 __all__ = [
     "DEFAULT_IMAGE",
     "PORT",
+    "SERVICE_PROXY_NAME",
     "TENSORBOARD_LABELS",
     "TENSORBOARD_NAME",
     "TensorBoardChart",
@@ -64,6 +82,9 @@ TENSORBOARD_LABELS: dict[str, str] = {
     "app.kubernetes.io/component": "run-viewer",
 }
 PORT = 6006  # TensorBoard's default
+# How the API server's service proxy names the Service's port, and what RBAC's resourceNames must
+# name for ``get`` on ``services/proxy`` (/api/v1/namespaces/<ns>/services/<this>/proxy/...).
+SERVICE_PROXY_NAME = f"{TENSORBOARD_NAME}:{PORT}"
 
 _UID = 65532  # any non-root uid: the image needs none, emptyDirs are writable by all, FSx is read
 _TMP = "/tmp"
@@ -101,7 +122,10 @@ class TensorBoardChart(cdk8s.Chart):
         memory_gib: int = 2,
         team_groups: Sequence[int] = (),
         image: str = DEFAULT_IMAGE,
+        api_server_cidr: str | None = None,
     ) -> None:
+        """``api_server_cidr``: where the API server's service proxy connects from (the VPC's CIDR);
+        None: no connection at all is admitted (port-forward still works)."""
         super().__init__(scope, id)
         problem = pinned_image_problem(image)
         if problem is not None:
@@ -145,8 +169,25 @@ class TensorBoardChart(cdk8s.Chart):
             selector=pods,
             ports=[kplus.ServicePort(name="http", port=PORT, target_port=PORT)],
         )
-        # No pod may connect; port-forward comes from the node, which NetworkPolicy never blocks.
-        deny_ingress(self, name=TENSORBOARD_NAME, namespace=namespace, pod_labels=TENSORBOARD_LABELS)
+        # Only the API server's service proxy, on TensorBoard's port; port-forward comes from the
+        # node, which NetworkPolicy never blocks (see the module's docstring).
+        k8s.KubeNetworkPolicy(
+            self,
+            "DenyIngress",
+            metadata=k8s.ObjectMeta(name=TENSORBOARD_NAME, namespace=namespace, labels=TENSORBOARD_LABELS),
+            spec=k8s.NetworkPolicySpec(
+                pod_selector=k8s.LabelSelector(match_labels=TENSORBOARD_LABELS),
+                policy_types=["Ingress"],
+                ingress=[
+                    k8s.NetworkPolicyIngressRule(
+                        from_=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=api_server_cidr))],
+                        ports=[tcp_port(PORT)],
+                    )
+                ]
+                if api_server_cidr
+                else None,
+            ),
+        )
 
 
 def _pod_spec(

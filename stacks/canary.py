@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config  # type: ignore[import-untyped]
+from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NODE_GROUP_LABEL, PLATFORM_NAMESPACE
 from config.loader import ConfigError, load_config
 from config.model import StackConfig
 from k8s_charts.tensorboard import PORT as TENSORBOARD_PORT
-from k8s_charts.tensorboard import TENSORBOARD_NAME
+from k8s_charts.tensorboard import SERVICE_PROXY_NAME, TENSORBOARD_NAME
 from k8s_charts.training_run import TrainingRun
 from stacks.canary_report import (
     NOT_MEASURED,
@@ -40,14 +41,23 @@ from stacks.canary_report import (
     ready,
     trainium_nodes,
 )
-from stacks.canary_run import canary_manifests, canary_run
+from stacks.canary_run import canary_manifests, canary_run, canary_scale_down_minutes, canary_timeout_minutes
 
-__all__ = ["Canary", "main"]
+__all__ = ["TENSORBOARD_PROXY", "Canary", "TensorBoardUnreachable", "main"]
 
 Obj = Mapping[str, Any]
 _VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 _ENDED = ("Completed", "Failed", "Terminated", "Aborted")
 _STARTUP_TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/"
+# TensorBoard's run list through the API server's service proxy:
+# GET /api/v1/namespaces/<platform>/services/<name>:<port>/proxy/data/runs. The service's name and
+# port are what RBAC names (services/proxy, resourceNames), so the check's Role reads the same value.
+TENSORBOARD_PROXY = SERVICE_PROXY_NAME
+_RUNS_PATH = "data/runs"
+
+
+class TensorBoardUnreachable(Exception):
+    """TensorBoard did not answer with its run list (the line says what answered instead)."""
 
 
 @dataclass
@@ -68,8 +78,9 @@ class Canary:
     printed: set[str] = field(default_factory=set)
 
     def _say(self) -> None:
-        for line, (stage, result) in zip(self.report.lines(), self.report.results.items(), strict=False):
-            if result.status != "pending" and stage not in self.printed:
+        """Print the stages that have an outcome, in their order (a stage waits for those before it)."""
+        for stage, line in self.report.stage_lines():
+            if stage not in self.printed:
                 self.printed.add(stage)
                 self.out(line)
 
@@ -146,8 +157,9 @@ class Canary:
                 self.report.failed(
                     missing, self.clock() - begun, "the run ended without this stage being seen"
                 )
+        self.report.close()
         self._say()
-        self.out(self.report.lines()[-1])
+        self.out(self.report.verdict())
         return 0 if self.report.failure is None else 1
 
     def _watch(self, run_id: str, begun: float, warm: set[str]) -> set[str] | None:
@@ -251,6 +263,9 @@ class Canary:
             explained = explain_pod(pod) if report.failure is None else None
             if explained is not None:
                 stage, line = explained
+                if stage == "mounts":
+                    # The runtime creates the container's mounts once its image is on the node.
+                    report.passed("image_pull", now, "pulled; the container's creation failed")
                 report.failed(stage or report.next_pending or "rendezvous", now, line)
 
     def _ended_badly(self, now: float, job: Obj, phase: str, pods: Sequence[Obj]) -> None:
@@ -280,7 +295,7 @@ class Canary:
             return
         try:
             runs = list(self.tensorboard_runs())
-        except OSError as error:
+        except TensorBoardUnreachable as error:
             self.report.failed("tensorboard", self.clock() - begun, f"TensorBoard did not answer: {error}")
             return
         if any(run_id in name for name in runs):
@@ -312,11 +327,61 @@ class Canary:
         self._say()
 
 
+def _run_names(body: bytes, where: str) -> list[str]:
+    try:
+        runs = json.loads(body)
+    except ValueError:
+        raise TensorBoardUnreachable(f"{where} answered {body[:120]!r}, not TensorBoard's run list") from None
+    if not isinstance(runs, list):
+        raise TensorBoardUnreachable(f"{where} answered {type(runs).__name__}, not TensorBoard's run list")
+    return [str(name) for name in runs]
+
+
 def _tensorboard_reader(url: str) -> Callable[[], Sequence[str]]:
+    """``--tensorboard-url``: TensorBoard at an address of the caller's (a port-forward, say)."""
+
     def read() -> Sequence[str]:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/data/runs", timeout=30) as answer:
-            runs = json.load(answer)
-        return [str(name) for name in runs]
+        where = f"{url.rstrip('/')}/{_RUNS_PATH}"
+        try:
+            with urllib.request.urlopen(where, timeout=30) as answer:
+                return _run_names(answer.read(), where)
+        except OSError as error:
+            raise TensorBoardUnreachable(f"{where}: {error}") from None
+
+    return read
+
+
+def _status_message(body: object) -> str:
+    """The message of the API server's Status answer, or the start of whatever it answered."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    try:
+        status = json.loads(text)
+    except ValueError:
+        status = None
+    if isinstance(status, dict) and status.get("message"):
+        text = str(status["message"])
+    return " ".join(text.split())[:200]
+
+
+def _tensorboard_through_the_api_server(core: Any) -> Callable[[], Sequence[str]]:
+    """TensorBoard's run list through the API server's service proxy: no port-forward, and no access
+    but RBAC's get on ``services/proxy`` of that one Service (k8s_charts/deployment_check_rbac.py for
+    the pipeline's check). The API server dials the pod from the control plane's network interfaces
+    in the VPC; TensorBoard's NetworkPolicy admits that (k8s_charts/tensorboard.py)."""
+    where = f"services/{TENSORBOARD_PROXY} in {PLATFORM_NAMESPACE}"
+
+    def read() -> Sequence[str]:
+        try:
+            answer = core.connect_get_namespaced_service_proxy_with_path(
+                TENSORBOARD_PROXY, PLATFORM_NAMESPACE, _RUNS_PATH, _preload_content=False
+            )
+        except ApiException as error:
+            raise TensorBoardUnreachable(
+                f"{where}: the API server answered {error.status} {error.reason}: {_status_message(error.body)}"
+            ) from None
+        except OSError as error:
+            raise TensorBoardUnreachable(f"{where}: {error}") from None
+        return _run_names(answer.data, where)
 
     return read
 
@@ -338,8 +403,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--poll-seconds", type=float, default=10.0)
     parser.add_argument(
         "--tensorboard-url",
-        help="TensorBoard's address, e.g. after kubectl -n "
-        f"{PLATFORM_NAMESPACE} port-forward svc/{TENSORBOARD_NAME} {TENSORBOARD_PORT}",
+        help="read TensorBoard at this address instead of through the API server's service proxy, e.g. "
+        f"after kubectl -n {PLATFORM_NAMESPACE} port-forward svc/{TENSORBOARD_NAME} {TENSORBOARD_PORT}",
     )
     parser.add_argument("--server", help="(tests) an API server URL to use instead of the kubeconfig")
     return parser
@@ -357,19 +422,17 @@ def _client(server: str | None) -> tuple[Any, Any]:
 
 def canary_for(config: StackConfig, arguments: argparse.Namespace, core: Any, custom: Any) -> Canary:
     run = canary_run(config, node_group=arguments.node_group)
-    timeout = arguments.timeout_minutes or config.autoscaler.max_node_provision_minutes + 30
+    timeout = arguments.timeout_minutes or canary_timeout_minutes(config)
     return Canary(
         core=core,
         custom=custom,
         run=run,
         timeout_seconds=timeout * 60,
-        # The autoscaler's unneeded time, its pass and a node's termination.
-        scale_down_seconds=(arguments.scale_down_minutes or config.autoscaler.scale_down_unneeded_minutes + 5)
-        * 60,
+        scale_down_seconds=(arguments.scale_down_minutes or canary_scale_down_minutes(config)) * 60,
         poll_seconds=arguments.poll_seconds,
         tensorboard_runs=_tensorboard_reader(arguments.tensorboard_url)
         if arguments.tensorboard_url
-        else None,
+        else _tensorboard_through_the_api_server(core),
         out=lambda line: print(line, flush=True),
     )
 

@@ -4,8 +4,14 @@ failure, as pure functions over Kubernetes objects (plain dicts, as the API retu
 stacks/canary.py is the thin shell that reads the cluster and feeds these; tests/test_canary.py
 drives them with recorded objects. Nothing here calls the API.
 
-The stages are the run stages shared with the time-to-first-step model (cluster_facts/run_stages.py)
-plus the canary's own proofs, in the order a run meets them.
+The stages are every run stage of the time-to-first-step model (cluster_facts/run_stages.py), in its
+order, with the canary's own proofs placed where they happen in a run: the mounts and devices when
+the container is created (after ``image_pull``), the cross-node collective once the process group
+has formed (after ``rendezvous``), the output, TensorBoard and the nodes' removal after the run. The
+canary prints them in exactly that order (``Report.stage_lines``): a stage is printed once it and
+every stage before it have an outcome, and when the canary stops at a failure, each stage it did not
+reach is printed as SKIP with that reason. Its times are when the canary saw each stage pass, so a
+stage seen in the same poll as an earlier one shows the same time.
 """
 
 from __future__ import annotations
@@ -33,16 +39,16 @@ __all__ = [
 
 Obj = Mapping[str, Any]
 
-# What the canary proves beyond the shared run stages, each after the run stage it follows.
+# What the canary proves beyond the shared run stages, each after the run stage it follows: where it
+# happens in a run (the container runtime mounts the volumes and the device plugins hand over the
+# devices when it creates the container; the collective needs the process group).
 _EXTRA: dict[str, tuple[RunStage, ...]] = {
     "image_pull": (
         RunStage("mounts", "the team's directory is writable as its uid, the data sets read-only"),
-    ),
-    "data_ready": (
         RunStage("neuron_devices", "every Neuron device of the instance type is in the pod"),
         RunStage("efa_devices", "every EFA interface of the instance type is in the pod, FI_PROVIDER=efa"),
     ),
-    "compile": (RunStage("collective", "an all-reduce across the nodes reaches the EFA threshold"),),
+    "rendezvous": (RunStage("collective", "an all-reduce across the nodes reaches the EFA threshold"),),
     "first_step": (
         RunStage("output_write", "the run's output directory holds its TensorBoard event file"),
         RunStage("tensorboard", "TensorBoard lists the run"),
@@ -148,21 +154,42 @@ class Report:
             else:
                 self.failed(line.stage, at, line.detail)
 
-    def lines(self) -> list[str]:
-        """What the canary prints: one line per stage, and the failure's explanation last."""
+    def close(self) -> None:
+        """The canary has stopped: after a failure, every stage it did not reach is a SKIP saying so."""
+        failure = self.failure
+        if failure is None:
+            return
+        for result in self.results.values():
+            if result.status == "pending":
+                result.status, result.detail = "skip", f"not reached: the canary failed at {failure.stage.id}"
+
+    def stage_lines(self) -> list[tuple[str, str]]:
+        """(stage id, line) for each stage, in CANARY_STAGES order, up to the first without an outcome:
+        what may be printed so far, so that the printed order is always the stages' order."""
         out = []
         for result in self.results.values():
+            if result.status == "pending":
+                break
             when = f"{result.seconds:7.1f}s" if result.seconds is not None else "      - "
             text = f"{result.status.upper():7} {when}  {result.stage.id:15} {result.stage.title}"
             if result.detail and result.status != "fail":
                 text += f" ({result.detail})"
-            out.append(text)
+            out.append((result.stage.id, text))
+        return out
+
+    def verdict(self) -> str:
+        """The last line: the failure and the line that explains it, or that every stage passed."""
         failure = self.failure
         if failure is not None:
-            out.append(f"CANARY FAIL at {failure.stage.id}: {failure.detail}")
-        elif all(r.status in ("pass", "skip") for r in self.results.values()):
-            out.append("CANARY PASS: every stage passed")
-        return out
+            return f"CANARY FAIL at {failure.stage.id}: {failure.detail}"
+        pending = self.next_pending
+        if pending is not None:
+            return f"CANARY INCOMPLETE: no outcome for {pending}"
+        return "CANARY PASS: every stage passed"
+
+    def lines(self) -> list[str]:
+        """What the canary prints at the end: one line per stage, in order, and the verdict last."""
+        return [text for _, text in self.stage_lines()] + [self.verdict()]
 
 
 # --- Explaining a failure -------------------------------------------------------------------------------------

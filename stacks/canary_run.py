@@ -27,12 +27,31 @@ from config.workloads import DEFAULT_TRAINING_IMAGE
 from k8s_charts.training_run import PROGRAM_DIR, TrainingRun, TrainingRunChart
 from stacks.kubernetes_values import image_source, placeholder_file_system
 
-__all__ = ["CANARY_NAME", "CANARY_PROGRAM", "canary_manifests", "canary_run", "canary_size"]
+__all__ = [
+    "CANARY_NAME",
+    "CANARY_PROGRAM",
+    "canary_manifests",
+    "canary_run",
+    "canary_scale_down_minutes",
+    "canary_size",
+    "canary_timeout_minutes",
+]
 
 CANARY_NAME = "canary"
 CANARY_PROGRAM = "canary_worker.py"
 # Large enough to be bandwidth-bound across nodes, small enough to take seconds.
 CANARY_MESSAGE_BYTES = 256 * 2**20
+
+
+def canary_timeout_minutes(config: StackConfig) -> int:
+    """How long the run may take by default: the autoscaler's time to bring the nodes, then 30 minutes."""
+    return config.autoscaler.max_node_provision_minutes + 30
+
+
+def canary_scale_down_minutes(config: StackConfig) -> int:
+    """How long the nodes may stay after the run: the autoscaler's unneeded time, its pass and a
+    node's termination."""
+    return config.autoscaler.scale_down_unneeded_minutes + 5
 
 
 def canary_size(config: StackConfig, node_group: str | None) -> tuple[TrainiumNodeGroupSettings, int]:

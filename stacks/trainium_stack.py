@@ -39,12 +39,14 @@ from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, fabric_check_job
+from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.node_check import STEP as NODE_CHECK_STEP
 from k8s_charts.plan import CLUSTER_AUTOSCALER as AUTOSCALER_STEP
-from k8s_charts.plan import render
+from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP, render
+from k8s_charts.tensorboard import SERVICE_PROXY_NAME
+from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
 from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
 
@@ -114,8 +116,12 @@ class TrainiumStack(Stack):
         *,
         config: StackConfig,
         deployment_check: DeploymentCheckTrust | None = None,
+        deployment_check_canary: bool = False,
         **kwargs: Any,
     ) -> None:
+        """``deployment_check_canary`` (with ``deployment_check``): the check runs the canary, so its
+        Kubernetes identity may create exactly the canary's rendered objects (the pipeline's
+        ``waves[].environments[].canary``)."""
         super().__init__(
             scope,
             construct_id,
@@ -370,6 +376,14 @@ class TrainiumStack(Stack):
                             for job in pipeline_fabric_check_manifests(config, self.kubernetes_plan)
                         ],
                         fabric_check_namespace=PLATFORM_NAMESPACE,
+                        # Read from the canary's rendered objects, which make canary renders alike.
+                        canary=canary_access(
+                            canary_manifests(canary_run(config))[1],
+                            tensorboard_namespace=PLATFORM_NAMESPACE,
+                            tensorboard_proxy=SERVICE_PROXY_NAME,
+                        )
+                        if deployment_check_canary
+                        else None,
                     )
                 ),
             )
@@ -381,6 +395,10 @@ class TrainiumStack(Stack):
             # Its Role for running the fabric checks lives in the platform namespace.
             # (its manifest is the cluster's child, not the access construct's).
             self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[ACCESS_STEP])
+        if self.deployment_check is not None and deployment_check_canary:
+            # The canary's Roles live in the first team's namespace and the platform namespace.
+            for step in (TEAMS_STEP, PLATFORM_STEP):
+                self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[step])
         self._add_outputs()
 
     def _encrypt_logs(self) -> None:

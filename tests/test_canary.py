@@ -24,10 +24,11 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NODE_GROUP_LABEL
+from cluster_facts import run_stages
+from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NODE_GROUP_LABEL, PLATFORM_NAMESPACE
 from cluster_facts.run_stages import RUN_STAGES
 from config.loader import load_config
-from stacks.canary import canary_for
+from stacks.canary import TENSORBOARD_PROXY, canary_for
 from stacks.canary_report import (
     POD_PREFIX,
     POD_STAGES,
@@ -46,6 +47,7 @@ from tests.pod_security import violations
 from tests.stand_in_api import json_api
 
 CONFIG = load_config(DEFAULT_CONFIG)
+TENSORBOARD_SERVICE = f"/api/v1/namespaces/{PLATFORM_NAMESPACE}/services/{TENSORBOARD_PROXY}"
 RUN = canary_run(CONFIG)
 RUN_ID, OBJECTS = canary_manifests(RUN)
 
@@ -57,21 +59,52 @@ def stage_line(stage: str, ok: bool, detail: str, seconds: float = 0.5) -> str:
 # --- The stages ---------------------------------------------------------------------------------------------------
 
 
+def printed_stages(stdout: str) -> list[tuple[str, str]]:
+    """(stage id, status) of every stage line the canary printed, in the order printed."""
+    return [
+        (line.split()[2], line.split()[0])
+        for line in stdout.splitlines()
+        if line.split()[:1] in (["PASS"], ["SKIP"], ["FAIL"])
+    ]
+
+
+def assert_the_run_stages_order(stdout: str) -> list[tuple[str, str]]:
+    """The canary printed every stage once, in CANARY_STAGES order, and among them every stage of
+    the time-to-first-step model, in cluster_facts/run_stages.py's order (issue 25: side by side)."""
+    printed = printed_stages(stdout)
+    ids = [stage for stage, _ in printed]
+    assert ids == list(stage_ids()), stdout
+    assert [i for i in ids if i in run_stages.stage_ids()] == list(run_stages.stage_ids()), stdout
+    return printed
+
+
 def test_the_canary_measures_every_shared_run_stage_in_its_order() -> None:
     ids = stage_ids()
     shared = [stage.id for stage in RUN_STAGES]
     assert [i for i in ids if i in shared] == shared
     assert len(set(ids)) == len(ids)
-    for extra in (
-        "mounts",
-        "neuron_devices",
-        "efa_devices",
-        "collective",
-        "output_write",
-        "tensorboard",
-        "scale_down",
-    ):
-        assert extra in ids
+    # Its own proofs where they happen: the container's creation (mounts, devices), the process
+    # group (the collective), after the run (output, TensorBoard, the nodes' removal).
+    after = {extra: ids[ids.index(extra) - 1] for extra in ("mounts", "collective", "output_write")}
+    assert after == {"mounts": "image_pull", "collective": "rendezvous", "output_write": "first_step"}
+    assert ids[ids.index("mounts") : ids.index("mounts") + 3] == ("mounts", "neuron_devices", "efa_devices")
+    assert ids[-3:] == ("output_write", "tensorboard", "scale_down")
+
+
+def test_stages_print_in_order_and_a_stage_waits_for_those_before_it() -> None:
+    report = Report()
+    report.passed("scale_up", 5.0, "TriggeredScaleUp")
+    assert report.stage_lines() == []  # pods_pending has no outcome yet
+    report.passed("pods_pending", 6.0, "2 pods")
+    assert [stage for stage, _ in report.stage_lines()] == ["pods_pending", "scale_up"]
+    report.failed("instance_launch", 9.0, "FailedScaleUp: no capacity")
+    report.close()
+    lines = report.lines()
+    assert [line.split()[2] for line in lines[:-1]] == list(stage_ids())
+    assert lines[-1] == "CANARY FAIL at instance_launch: FailedScaleUp: no capacity"
+    skipped = [line for line in lines if line.startswith("SKIP")]
+    assert len(skipped) == len(stage_ids()) - 3
+    assert all(line.endswith("(not reached: the canary failed at instance_launch)") for line in skipped)
 
 
 def test_the_pod_program_reports_only_stages_the_canary_knows() -> None:
@@ -305,9 +338,11 @@ class Cluster:
     """A scale-from-zero canary, played by the clock from the Job's creation."""
 
     fail: str = ""
-    """'' for a good run; 'mount' (CreateContainerError), 'tensorboard', 'scale-down'."""
+    """'' for a good run; 'mount' (CreateContainerError), 'tensorboard' (the run not listed),
+    'tensorboard-down' (no endpoint behind the Service), 'scale-down'."""
     created: float | None = None
     deleted: list[str] = field(default_factory=list)
+    tensorboard_reads: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def elapsed(self) -> float:
@@ -380,7 +415,9 @@ class Cluster:
 
     def answer(self, method: str, url: str, body: Any) -> tuple[int, Any]:  # noqa: PLR0911 (one per route)
         with self.lock:
-            path = urllib.parse.urlsplit(url).path
+            # As the API server routes: on the decoded path (the client escapes ':' and '/' in
+            # path parameters, such as the service proxy's name:port and path).
+            path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
             parts = path.strip("/").split("/")
             if method == "DELETE":
                 self.deleted.append(parts[-1])
@@ -413,7 +450,16 @@ class Cluster:
                 }
             if method == "GET" and parts[-1] == "log":
                 return 200, self.log()
-            if method == "GET" and path == "/data/runs":
+            if method == "GET" and path in (f"{TENSORBOARD_SERVICE}/proxy/data/runs", "/data/runs"):
+                self.tensorboard_reads.append(path)
+                if self.fail == "tensorboard-down":
+                    return 503, {
+                        "kind": "Status",
+                        "status": "Failure",
+                        "message": f'no endpoints available for service "{TENSORBOARD_PROXY}"',
+                        "reason": "ServiceUnavailable",
+                        "code": 503,
+                    }
                 runs = [] if self.fail == "tensorboard" else [f"training/runs/{RUN_ID}"]
                 return 200, runs
             return 404, {"kind": "Status", "code": 404}
@@ -434,7 +480,7 @@ def canary(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable, "-m", "stacks.canary", "--config", str(DEFAULT_CONFIG), "--server", url,
-            "--poll-seconds", "0.05", "--tensorboard-url", url, *extra,
+            "--poll-seconds", "0.05", *extra,
         ],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -447,14 +493,19 @@ def test_a_good_canary_passes_every_stage_and_cleans_up(cluster: tuple[Cluster, 
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[-1] == "CANARY PASS: every stage passed"
-    statuses = {
-        line.split()[2]: line.split()[0]
-        for line in lines[1:-1]
-        if line.split()[0] in ("PASS", "SKIP", "FAIL")
-    }
-    assert set(statuses) == set(stage_ids()), lines
-    assert {stage for stage, status in statuses.items() if status == "SKIP"} == {"first_step"}
+    printed = assert_the_run_stages_order(done.stdout)
+    assert {stage for stage, status in printed if status == "SKIP"} == {"first_step"}
     assert RUN_ID in state.deleted and f"{RUN_ID}-program" in state.deleted
+    # TensorBoard was read through the API server's service proxy: no port-forward, no address given.
+    assert state.tensorboard_reads == [f"{TENSORBOARD_SERVICE}/proxy/data/runs"]
+
+
+@pytest.mark.process
+def test_tensorboard_url_overrides_the_service_proxy(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    done = canary(url, "--timeout-minutes", "1", "--tensorboard-url", url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state.tensorboard_reads == ["/data/runs"]
 
 
 @pytest.mark.process
@@ -470,6 +521,13 @@ def test_a_good_canary_passes_every_stage_and_cleans_up(cluster: tuple[Cluster, 
         pytest.param(
             "tensorboard", "tensorboard", f"TensorBoard lists 0 runs, none of them {RUN_ID}", id="tensorboard"
         ),
+        pytest.param(
+            "tensorboard-down",
+            "tensorboard",
+            f"TensorBoard did not answer: services/{TENSORBOARD_PROXY} in {PLATFORM_NAMESPACE}: the API "
+            f'server answered 503 Service Unavailable: no endpoints available for service "{TENSORBOARD_PROXY}"',
+            id="tensorboard-not-running",
+        ),
         pytest.param("scale-down", "scale_down", "nodes trn-a, trn-b still up", id="nodes-not-removed"),
     ],
     indirect=["cluster"],
@@ -483,6 +541,14 @@ def test_a_failing_canary_names_the_stage_and_the_line_that_explains_it(
     last = done.stdout.splitlines()[-1]
     assert last.startswith(f"CANARY FAIL at {stage}: {says}"), done.stdout
     assert RUN_ID in state.deleted
+    # Every stage is still printed, in order: those after the failure as not reached (the nodes'
+    # removal is still watched after a TensorBoard failure: they bill either way).
+    printed = assert_the_run_stages_order(done.stdout)
+    after = [status for _, status in printed[[s for s, _ in printed].index(stage) + 1 :]]
+    assert set(after) <= ({"SKIP", "PASS"} if stage == "tensorboard" else {"SKIP"}), done.stdout
+    for line in done.stdout.splitlines():
+        if line.split()[:1] == ["SKIP"] and "first_step" not in line:
+            assert line.endswith(f"(not reached: the canary failed at {stage})"), line
 
 
 def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() -> None:
@@ -496,3 +562,113 @@ def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() ->
     built = canary_for(CONFIG, arguments, core=None, custom=None)
     assert built.scale_down_seconds == (CONFIG.autoscaler.scale_down_unneeded_minutes + 5) * 60
     assert built.timeout_seconds == (CONFIG.autoscaler.max_node_provision_minutes + 30) * 60
+
+
+# --- The canary against Pod Security and every admission policy of the plan ------------------------------------
+
+
+def _policies(manifests: list[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each ValidatingAdmissionPolicy of ``manifests`` with its binding, by name."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for manifest in manifests:
+        if manifest["kind"] == "ValidatingAdmissionPolicy":
+            found.setdefault(manifest["metadata"]["name"], []).append(dict(manifest))
+        elif manifest["kind"] == "ValidatingAdmissionPolicyBinding":
+            found.setdefault(manifest["spec"]["policyName"], []).append(dict(manifest))
+    return found
+
+
+def test_the_canary_passes_restricted_and_every_admission_policy_it_meets() -> None:
+    """Beyond baseline (the team namespace's level), as the stack's runs are held to: the canary's
+    pods pass restricted; its Job and ConfigMap, created by a team member (make canary) or by the
+    pipeline's check (with the check's fences), pass every policy of the plan; its pods, as
+    Volcano's controller creates them, pass every policy too."""
+    from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, team_rbac_group  # noqa: PLC0415
+    from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access  # noqa: PLC0415
+    from k8s_charts.job_pod_admission import POLICY_NAME as POD_POLICY  # noqa: PLC0415
+    from k8s_charts.job_pod_admission import volcano_controller  # noqa: PLC0415
+    from k8s_charts.tenant_admission import JOBS_POLICY as TEAM_JOBS_POLICY  # noqa: PLC0415
+    from k8s_charts.tenant_admission import PODS_POLICY as TEAM_PODS_POLICY  # noqa: PLC0415
+    from k8s_charts.tensorboard import SERVICE_PROXY_NAME  # noqa: PLC0415
+    from tests.admission import admission_request, admit  # noqa: PLC0415
+    from tests.k8s.manifests import synth  # noqa: PLC0415
+    from tests.plans import shared_review_plan  # noqa: PLC0415
+    from tests.tenant_cases import volcano_pod  # noqa: PLC0415
+
+    configmap, job = copy.deepcopy(OBJECTS[0]), copy.deepcopy(OBJECTS[1])
+    [task] = job["spec"]["tasks"]
+    assert violations(task["template"]["spec"], "restricted") == []
+
+    plan = [dict(m) for step in shared_review_plan(CONFIG).manifest_sets() for m in step.manifests]
+    fences = synth(
+        lambda app: DeploymentCheckRbacChart(
+            app,
+            "rbac",
+            group=DEPLOYMENT_CHECK_GROUP,
+            canary=canary_access(
+                OBJECTS, tensorboard_namespace=PLATFORM_NAMESPACE, tensorboard_proxy=SERVICE_PROXY_NAME
+            ),
+        )
+    )
+    policies = _policies([*plan, *fences])
+    assert len(policies) >= 4, sorted(policies)
+    labels = {
+        m["metadata"]["name"]: dict(m["metadata"].get("labels") or {})
+        for m in plan
+        if m["kind"] == "Namespace"
+    }
+    namespace = RUN.namespace
+    team = CONFIG.teams[0]
+    callers = [
+        ("arn:aws:sts::111122223333:assumed-role/MlTeam/alice", (team_rbac_group(team.name),)),
+        ("arn:aws:sts::111122223333:assumed-role/check/codebuild", (DEPLOYMENT_CHECK_GROUP,)),
+    ]
+    judged: set[str] = set()
+
+    def all_admit(obj: Mapping[str, Any], request: dict[str, Any]) -> None:
+        for name, pair in policies.items():
+            decision = admit(pair, request, obj=obj, old=None, namespace_labels=labels.get(namespace, {}))
+            assert decision.allowed, (name, decision.messages)
+            if decision.matched:
+                judged.add(name)
+
+    for obj, resource, group, version in (
+        (job, "jobs", "batch.volcano.sh", "v1alpha1"),
+        (configmap, "configmaps", "", "v1"),
+    ):
+        for user, groups in callers:
+            request = admission_request(
+                user=user,
+                operation="CREATE",
+                resource=resource,
+                name=obj["metadata"]["name"],
+                namespace=namespace,
+                kind=obj["kind"],
+                group=group,
+                version=version,
+                groups=groups,
+            )
+            all_admit(obj, request)
+    # Its pods, as Volcano's job controller creates them from the template (createJobPod; the
+    # model of tests/tenant_cases.py: the Job's queue, scheduler and priority class on each pod).
+    pod = volcano_pod(job)
+    assert pod["metadata"]["name"] == f"{RUN_ID}-worker-0"
+    controller = volcano_controller(namespace="volcano-system", release="volcano")
+    request = admission_request(
+        user=controller,
+        operation="CREATE",
+        resource="pods",
+        name=pod["metadata"]["name"],
+        namespace=namespace,
+    )
+    all_admit(pod, request)
+    # The check's two fences judged what the check creates; the plan's pod policy judged the pods;
+    # the teams' policies (k8s_charts/tenant_admission.py) judged the Job and its pods.
+    expected = {
+        "trainium-deployment-check-volcano-jobs",
+        "trainium-deployment-check-config-maps",
+        POD_POLICY,
+        TEAM_JOBS_POLICY,
+        TEAM_PODS_POLICY,
+    }
+    assert expected <= judged, judged

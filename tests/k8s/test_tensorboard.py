@@ -168,6 +168,27 @@ def platform_namespace_policies() -> list[Manifest]:
     return [dict(m) for m in step.manifests if m["kind"] == "NetworkPolicy"]
 
 
+def test_the_api_servers_service_proxy_is_admitted_from_the_vpc_on_tensorboards_port_only() -> None:
+    """With ``api_server_cidr`` (the plan passes the VPC's CIDR): the one rule the service proxy
+    needs, TCP 6006 from the control plane's interfaces in the VPC, and nothing else."""
+    manifests = tensorboard(api_server_cidr="10.0.0.0/16")
+    policy = only(manifests, "NetworkPolicy")
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}], "ports": [{"port": PORT, "protocol": "TCP"}]}
+    ]
+    board = Pod(PLATFORM_NAMESPACE, TENSORBOARD_LABELS, "10.0.1.50", "tensorboard")
+    cluster = Cluster(manifests, [board])
+    control_plane_interface = "10.0.64.10"
+    assert cluster.may_be_reached_from_ip(control_plane_interface, board, PORT)
+    assert not cluster.may_be_reached_from_ip(control_plane_interface, board, 22)
+    assert not cluster.may_be_reached_from_ip("198.51.100.7", board, PORT)
+    # The plan passes the configuration's VPC.
+    config = load_config(DEFAULT_CONFIG)
+    [step] = [s for s in shared_review_plan(config).manifest_sets() if s.name == "tensorboard"]
+    planned = only([dict(m) for m in step.manifests], "NetworkPolicy")
+    assert planned["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": config.vpc.cidr}}]
+
+
 def test_tensorboard_pods_carry_no_label_that_admits_them_to_etcd(manifests: list[Manifest]) -> None:
     labels = only(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert not TRAINING_POD_LABELS.items() <= labels.items()
