@@ -231,7 +231,10 @@ if [ -n "$PRECOMPILE_ARGS" ]; then
     read -r -a extra <<<"$PRECOMPILE_ARGS"
     # A line a minute while the compiler works (a compile can be quiet for longer than the
     # watchdog's limit); nothing while no compiler runs, so a hung trial run still shows as silent.
+    # The loop must not hold the cache lock: its sleep outlives a kill of the subshell, and a
+    # lock still held after the pod's work ends would stall the next attempt or run.
     (
+      exec {cache_lock}>&-
       while sleep "${HEARTBEAT_SECONDS:-60}"; do
         # The bracket keeps the pattern from matching this script's own command line.
         compilers=$(pgrep -c -f '[n]euronx-cc' || true)
