@@ -44,11 +44,17 @@ from cluster_facts.kubernetes_names import (
     NODE_GROUP_LABEL,
 )
 from cluster_facts.node_check import (
+    EFA_ERROR_COUNTERS,
+    EFA_ERROR_LIMIT,
+    EFA_ERROR_WINDOW_SECONDS,
+    EFA_SUSPECT_TAINT,
+    EFA_SUSPECT_TAINT_KEY,
     NODE_CHECK_CONDITION,
     NODE_CHECK_NAME,
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
+    WATCH_SECONDS,
 )
 from cluster_facts.script_files import script_text
 from k8s_charts.admission_policy import (
@@ -67,6 +73,7 @@ from k8s_charts.policy_exceptions import (
     policy_exceptions,
     pull_policy_exceptions,
 )
+from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule, outside_cluster, tcp_port
 
 __all__ = [
     "ADMISSION_STEP",
@@ -84,6 +91,10 @@ ADMISSION_STEP = f"{NODE_CHECK_NAME}-admission"
 LUSTRE_PORT = 988
 """The port Lustre clients connect to (FSx for Lustre User Guide, "File System Access Control with
 Amazon VPC": TCP 988 and 1018-1023)."""
+POD_IDENTITY_AGENT = "169.254.170.23"
+"""Where a pod asks the EKS Pod Identity Agent for its role's credentials: ``http://169.254.170.23/v1/credentials``,
+port 80 (EKS User Guide, "Learn how EKS Pod Identity grants pods access to AWS services": the agent
+"uses port 80 and port 2703 on a link-local address on the node ... 169.254.170.23")."""
 STEP_TIMEOUT_SECONDS = 30
 """Each tool's time limit (nccom-test gets four: it builds its NEFF first). On a healthy node the
 whole check takes about two minutes (docs/health.md)."""
@@ -109,7 +120,7 @@ _EXCEPTIONS: dict[str, str] = {
     "CKV_K8S_37": _HOST_ACCESS + " (a privileged container keeps every capability)",
     "CKV_K8S_22": "the Neuron tools write their logs and compiled collectives under the image's paths",
     "CKV_K8S_38": "the check lifts its own node's startup taint and sets its condition through the API",
-    "CKV_K8S_8": "the check runs once per node and then idles; a probe would restart a check that is working",
+    "CKV_K8S_8": "the check runs once per node and then watches it; a probe would restart a check that is working",
     "CKV_K8S_9": "nothing connects to the check, so there is no readiness to report",
 }
 
@@ -124,8 +135,13 @@ class NodeCheckValues:
     lustre_host: str
     """The file system's DNS name (a token at synth)."""
     region: str
+    vpc_cidr: str
+    """The NetworkPolicy's address range for the file system and the API server's endpoints."""
     replace_failed_nodes: bool = True
     """Mark a failed node's instance Unhealthy in its Auto Scaling group (needs the check's AWS role)."""
+    replace_unresponsive_after_seconds: int | None = 300
+    """Mark Unhealthy the instance of a Trainium node whose kubelet has been silent this long (another
+    node's check does it); None: leave it to EKS node auto repair. Only with ``replace_failed_nodes``."""
 
     def __post_init__(self) -> None:
         problem = pinned_image_problem(self.image)
@@ -135,6 +151,18 @@ class NodeCheckValues:
 
 def _is_startup_taint(variable: str) -> str:
     return f"{variable}.key == {cel_string(NODE_CHECK_TAINT_KEY)}"
+
+
+def _is_efa_taint(variable: str) -> str:
+    """Exactly the EFA taint (its key, value and effect, and nothing else)."""
+    return " && ".join(
+        [
+            f"{variable}.key == {cel_string(EFA_SUSPECT_TAINT_KEY)}",
+            f"has({variable}.value) && {variable}.value == {cel_string(EFA_SUSPECT_TAINT['value'])}",
+            f"{variable}.effect == {cel_string(EFA_SUSPECT_TAINT['effect'])}",
+            f"!has({variable}.timeAdded)",
+        ]
+    )
 
 
 def _policy_spec(username: str) -> dict[str, Any]:
@@ -184,18 +212,21 @@ def _policy_spec(username: str) -> dict[str, Any]:
             "expression": "has(variables.oldSpec.taints) ? variables.oldSpec.taints : []",
         },
         {
-            # Nothing changes but the startup taint going: every other taint kept, none added.
-            "name": "onlyStartupTaintRemoved",
+            # Nothing changes but the taints, and of those only two: the startup taint may go, the
+            # EFA taint may come or go. Every other taint is kept; nothing else is added (the
+            # startup taint cannot come back: it is not the EFA taint).
+            "name": "onlyOwnTaintsChanged",
             "expression": " && ".join(
                 [
                     "variables.isNodeUpdate",
                     same_except("object", "oldObject", ["metadata", "spec"]),
                     same_except("object.metadata", "oldObject.metadata", server_metadata),
                     same_except("variables.newSpec", "variables.oldSpec", ["taints"]),
-                    "variables.newTaints.all(t, t in variables.oldTaints && !("
-                    + _is_startup_taint("t")
-                    + "))",
-                    f"variables.oldTaints.all(t, t in variables.newTaints || ({_is_startup_taint('t')}))",
+                    f"variables.newTaints.all(t, t in variables.oldTaints || ({_is_efa_taint('t')}))",
+                    (
+                        "variables.oldTaints.all(t, t in variables.newTaints || ("
+                        f"{_is_startup_taint('t')}) || t.key == {cel_string(EFA_SUSPECT_TAINT_KEY)})"
+                    ),
                 ]
             ),
         },
@@ -248,8 +279,9 @@ def _policy_spec(username: str) -> dict[str, Any]:
             f"{who} may only change its own node, and only a Trainium node",
         ),
         refuse(
-            "!variables.isNodeUpdate || variables.onlyStartupTaintRemoved",
-            f"{who} may only remove the taint {NODE_CHECK_TAINT_KEY} from a node",
+            "!variables.isNodeUpdate || variables.onlyOwnTaintsChanged",
+            f"{who} may only remove the taint {NODE_CHECK_TAINT_KEY}, and put on or remove the taint "
+            f"{EFA_SUSPECT_TAINT_KEY}={EFA_SUSPECT_TAINT['value']}:{EFA_SUSPECT_TAINT['effect']}, of a node",
         ),
         refuse(
             "!variables.isStatusUpdate || variables.onlyOwnCondition",
@@ -286,6 +318,17 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
         "LUSTRE_PORT": str(LUSTRE_PORT),
         "STEP_TIMEOUT_SECONDS": str(STEP_TIMEOUT_SECONDS),
         "REPAIR": "replace" if values.replace_failed_nodes else "none",
+        "FENCE_AFTER_SECONDS": (
+            str(values.replace_unresponsive_after_seconds)
+            if values.replace_failed_nodes and values.replace_unresponsive_after_seconds is not None
+            else ""
+        ),
+        "NODE_GROUP_LABEL": NODE_GROUP_LABEL,
+        "EFA_TAINT": ":".join(EFA_SUSPECT_TAINT[part] for part in ("key", "value", "effect")),
+        "EFA_ERROR_COUNTERS": " ".join(EFA_ERROR_COUNTERS),
+        "EFA_ERROR_LIMIT": str(EFA_ERROR_LIMIT),
+        "EFA_ERROR_WINDOW_SECONDS": str(EFA_ERROR_WINDOW_SECONDS),
+        "WATCH_SECONDS": str(WATCH_SECONDS),
         "AWS_REGION": values.region,
         "PYTHONDONTWRITEBYTECODE": "1",
     }
@@ -318,7 +361,8 @@ class NodeCheckChart(cdk8s.Chart):
             "ClusterRole",
             metadata=k8s.ObjectMeta(name=name, labels=_LABELS),
             rules=[
-                k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "patch"]),
+                # list: the watch finds the Trainium nodes whose kubelet went silent (docs/health.md).
+                k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "patch"]),
                 k8s.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
             ],
         )
@@ -343,6 +387,18 @@ class NodeCheckChart(cdk8s.Chart):
             subjects=[subject],
         )
         k8s.KubeConfigMap(self, "Program", metadata=metadata, data=PROGRAM_FILES)
+        k8s.KubeNetworkPolicy(
+            self,
+            "NetworkPolicy",
+            metadata=metadata,
+            spec=k8s.NetworkPolicySpec(
+                pod_selector=k8s.LabelSelector(match_labels=_LABELS),
+                # Ingress selected with no rule: nothing connects to the check. Its fi_pingpong
+                # loopback runs over 127.0.0.1, which no NetworkPolicy filters.
+                policy_types=["Ingress", "Egress"],
+                egress=_egress(values),
+            ),
+        )
         exceptions = policy_exceptions(
             {**_EXCEPTIONS, **digest_exceptions(values.image), **pull_policy_exceptions()}
         )
@@ -365,6 +421,29 @@ class NodeCheckChart(cdk8s.Chart):
                 ),
             ),
         )
+
+
+def _egress(values: NodeCheckValues) -> list[k8s.NetworkPolicyEgressRule]:
+    """DNS, the API server, the file system's Lustre port in the VPC (its address is known only at
+    run time: the VPC's range); with replacement on, the role's credentials from the Pod Identity
+    Agent and the Auto Scaling API (HTTPS outside the cluster, through the NAT gateway)."""
+    vpc = k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=values.vpc_cidr))
+    rules = [
+        dns_egress_rule(),
+        *api_server_egress_rules(values.vpc_cidr),
+        k8s.NetworkPolicyEgressRule(to=[vpc], ports=[tcp_port(LUSTRE_PORT)]),
+    ]
+    if values.replace_failed_nodes:
+        rules += [
+            k8s.NetworkPolicyEgressRule(
+                to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=f"{POD_IDENTITY_AGENT}/32"))],
+                ports=[tcp_port(80)],
+            ),
+            k8s.NetworkPolicyEgressRule(
+                to=[k8s.NetworkPolicyPeer(ip_block=outside_cluster(values.vpc_cidr))], ports=[tcp_port(443)]
+            ),
+        ]
+    return rules
 
 
 def _pod_spec(values: NodeCheckValues) -> k8s.PodSpec:

@@ -92,6 +92,7 @@ EXPECTED_NAMES = {
         ("ClusterRoleBinding", None, "node-check"),
         ("ConfigMap", "kube-system", "node-check"),
         ("DaemonSet", "kube-system", "node-check"),
+        ("NetworkPolicy", "kube-system", "node-check"),
         ("Role", "kube-system", "node-check"),
         ("RoleBinding", "kube-system", "node-check"),
         ("ServiceAccount", "kube-system", "node-check"),
