@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cluster_facts.node_check import WATCH_SECONDS
+
 __all__ = [
     "GOAL_SECONDS",
     "LUSTRE_DEAD_CLIENT_EVICTION_SECONDS",
     "LUSTRE_OBD_TIMEOUT_SECONDS",
     "NODE_LOST_TOLERATION_SECONDS",
+    "REPLACE_UNRESPONSIVE_SECONDS",
     "Step",
     "recovery_path",
     "total_seconds",
@@ -64,13 +67,30 @@ User Guide, "Automatically repair nodes in EKS clusters"); until its instance is
 Node, and so the lost pod, stay."""
 
 
-def recovery_path(*, warm_spare: bool, instance_gone: bool = True) -> tuple[Step, ...]:
+REPLACE_UNRESPONSIVE_SECONDS = 5 * 60
+"""``node_check.replace_unresponsive_after_minutes`` (default 5): how long a Trainium node's kubelet
+stays silent before the node check of another Trainium node marks its instance Unhealthy in its
+Auto Scaling group (k8s_charts/scripts/node_check.py ``Watch``), counted from the ``Ready``
+condition's change to Unknown (the detection step's end); the check looks once a minute."""
+
+UNHEALTHY_INSTANCE_TERMINATION_SECONDS = 4 * 60
+"""From the Unhealthy mark to the instance terminated: EC2 Auto Scaling replaces an instance marked
+Unhealthy (terminate, then launch; "Health checks for instances in an Auto Scaling group"), and EC2's
+default termination first attempts a graceful OS shutdown (EC2 User Guide, "Methods for terminating
+an instance"), which a hung kernel never answers. EC2 publishes no time for its hard stop (its
+"force terminate" exists for an instance stuck in shutting-down): an estimate, and the weakest
+number of the hung path."""
+
+
+def recovery_path(*, warm_spare: bool, instance_gone: bool = True, fenced: bool = True) -> tuple[Step, ...]:
     """The steps from a Trainium node's failure to the gang training again, each with its bound.
 
     ``instance_gone``: the instance is terminated or stopped (hardware retirement, a spot
-    interruption, a replacement); False: it hangs while EC2 still reports it running, and only
-    EKS's repair of the ``Ready`` condition removes it. ``warm_spare``: the group keeps a checked
-    node above the gang's size (``min_size`` = nodes + 1), so no node is launched, pulled and checked."""
+    interruption, a replacement); False: it hangs while EC2 still reports it running. Then
+    ``fenced``: another Trainium node's check has it terminated (the default); False (the setting
+    null, or no other Ready Trainium node to act) only EKS's repair of the ``Ready`` condition
+    removes it. ``warm_spare``: the group keeps a checked node above the gang's size (``min_size`` =
+    nodes + 1), so no node is launched, pulled and checked."""
     detect = Step(
         name="detection: the node is marked NotReady",
         seconds=NODE_MONITOR_GRACE_SECONDS,
@@ -93,7 +113,25 @@ def recovery_path(*, warm_spare: bool, instance_gone: bool = True) -> tuple[Step
         "RestartJob recreates the gang only after it",
     )
     steps = [detect, gone, evict]
-    if not instance_gone:
+    if not instance_gone and fenced:
+        steps[1:1] = [
+            Step(
+                name="another node's check marks the silent instance Unhealthy",
+                seconds=REPLACE_UNRESPONSIVE_SECONDS + WATCH_SECONDS,
+                basis="setting",
+                why="node_check.replace_unresponsive_after_minutes after the node went Unknown, plus up to "
+                "one of the check's one-minute passes; the instance is terminated before its pod is freed, so "
+                "no second copy of a worker can run",
+            ),
+            Step(
+                name="its Auto Scaling group terminates the instance",
+                seconds=UNHEALTHY_INSTANCE_TERMINATION_SECONDS,
+                basis="estimate",
+                why="EC2 Auto Scaling replaces an Unhealthy instance; EC2's termination first attempts a graceful "
+                "shutdown that a hung kernel never answers, and publishes no time for its hard stop",
+            ),
+        ]
+    elif not instance_gone:
         steps.insert(
             1,
             Step(

@@ -58,6 +58,7 @@ __all__ = [
     "EcrSettings",
     "FabricCheckSettings",
     "FsxSettings",
+    "NodeCheckSettings",
     "ObservabilitySettings",
     "StackConfig",
     "SystemNodesSettings",
@@ -532,6 +533,19 @@ def _minutes(low: int, high: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+class NodeCheckSettings(_Section):
+    """The node check of every Trainium node and what it may do to a bad one (docs/health.md)."""
+
+    replace_failed_nodes: bool = True
+    """A node that fails the check (a new node, or a node whose EFA devices reported errors and then
+    fail the loopback) has its instance marked Unhealthy in its Auto Scaling group, which replaces
+    it; false: the node keeps its taint and waits for a person."""
+    replace_unresponsive_after_minutes: Annotated[int, _minutes(3, 29)] | None = 5
+    """A Trainium node whose kubelet has been silent (``Ready`` Unknown) this long is terminated
+    through its Auto Scaling group by the node check of another Trainium node, so that its pods go
+    and the gang can start again; null: wait for EKS node auto repair (30 minutes)."""
+
+
 class AutoscalerSettings(_Section):
     """The Kubernetes Cluster Autoscaler that brings Trainium nodes up for queued jobs and lets them go."""
 
@@ -570,6 +584,7 @@ class StackConfig(_Section):
         default_factory=ObservabilitySettings
     )
     fabric_check: Annotated[FabricCheckSettings, OptionalSection] = Field(default_factory=FabricCheckSettings)
+    node_check: Annotated[NodeCheckSettings, OptionalSection] = Field(default_factory=NodeCheckSettings)
     teams: list[TeamSettings] = Field(default_factory=lambda: list(DEFAULT_TEAMS), min_length=1)
     datasets: list[DatasetSettings] = Field(default_factory=list)
     runs: list[RunSettings] = Field(default_factory=list)

@@ -44,11 +44,17 @@ from cluster_facts.kubernetes_names import (
     NODE_GROUP_LABEL,
 )
 from cluster_facts.node_check import (
+    EFA_ERROR_COUNTERS,
+    EFA_ERROR_LIMIT,
+    EFA_ERROR_WINDOW_SECONDS,
+    EFA_SUSPECT_TAINT,
+    EFA_SUSPECT_TAINT_KEY,
     NODE_CHECK_CONDITION,
     NODE_CHECK_NAME,
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
+    WATCH_SECONDS,
 )
 from cluster_facts.script_files import script_text
 from k8s_charts.admission_policy import (
@@ -111,7 +117,7 @@ _EXCEPTIONS: dict[str, str] = {
     "CKV_K8S_37": _HOST_ACCESS + " (a privileged container keeps every capability)",
     "CKV_K8S_22": "the Neuron tools write their logs and compiled collectives under the image's paths",
     "CKV_K8S_38": "the check lifts its own node's startup taint and sets its condition through the API",
-    "CKV_K8S_8": "the check runs once per node and then idles; a probe would restart a check that is working",
+    "CKV_K8S_8": "the check runs once per node and then watches it; a probe would restart a check that is working",
     "CKV_K8S_9": "nothing connects to the check, so there is no readiness to report",
 }
 
@@ -126,8 +132,13 @@ class NodeCheckValues:
     lustre_host: str
     """The file system's DNS name (a token at synth)."""
     region: str
+    vpc_cidr: str
+    """The NetworkPolicy's address range for the file system and the API server's endpoints."""
     replace_failed_nodes: bool = True
     """Mark a failed node's instance Unhealthy in its Auto Scaling group (needs the check's AWS role)."""
+    replace_unresponsive_after_seconds: int | None = 300
+    """Mark Unhealthy the instance of a Trainium node whose kubelet has been silent this long (another
+    node's check does it); None: leave it to EKS node auto repair. Only with ``replace_failed_nodes``."""
 
     def __post_init__(self) -> None:
         problem = pinned_image_problem(self.image)
@@ -137,6 +148,18 @@ class NodeCheckValues:
 
 def _is_startup_taint(variable: str) -> str:
     return f"{variable}.key == {cel_string(NODE_CHECK_TAINT_KEY)}"
+
+
+def _is_efa_taint(variable: str) -> str:
+    """Exactly the EFA taint (its key, value and effect, and nothing else)."""
+    return " && ".join(
+        [
+            f"{variable}.key == {cel_string(EFA_SUSPECT_TAINT_KEY)}",
+            f"has({variable}.value) && {variable}.value == {cel_string(EFA_SUSPECT_TAINT['value'])}",
+            f"{variable}.effect == {cel_string(EFA_SUSPECT_TAINT['effect'])}",
+            f"!has({variable}.timeAdded)",
+        ]
+    )
 
 
 def _policy_spec(username: str) -> dict[str, Any]:
@@ -186,18 +209,21 @@ def _policy_spec(username: str) -> dict[str, Any]:
             "expression": "has(variables.oldSpec.taints) ? variables.oldSpec.taints : []",
         },
         {
-            # Nothing changes but the startup taint going: every other taint kept, none added.
-            "name": "onlyStartupTaintRemoved",
+            # Nothing changes but the taints, and of those only two: the startup taint may go, the
+            # EFA taint may come or go. Every other taint is kept; nothing else is added (the
+            # startup taint cannot come back: it is not the EFA taint).
+            "name": "onlyOwnTaintsChanged",
             "expression": " && ".join(
                 [
                     "variables.isNodeUpdate",
                     same_except("object", "oldObject", ["metadata", "spec"]),
                     same_except("object.metadata", "oldObject.metadata", server_metadata),
                     same_except("variables.newSpec", "variables.oldSpec", ["taints"]),
-                    "variables.newTaints.all(t, t in variables.oldTaints && !("
-                    + _is_startup_taint("t")
-                    + "))",
-                    f"variables.oldTaints.all(t, t in variables.newTaints || ({_is_startup_taint('t')}))",
+                    f"variables.newTaints.all(t, t in variables.oldTaints || ({_is_efa_taint('t')}))",
+                    (
+                        "variables.oldTaints.all(t, t in variables.newTaints || ("
+                        f"{_is_startup_taint('t')}) || t.key == {cel_string(EFA_SUSPECT_TAINT_KEY)})"
+                    ),
                 ]
             ),
         },
@@ -250,8 +276,9 @@ def _policy_spec(username: str) -> dict[str, Any]:
             f"{who} may only change its own node, and only a Trainium node",
         ),
         refuse(
-            "!variables.isNodeUpdate || variables.onlyStartupTaintRemoved",
-            f"{who} may only remove the taint {NODE_CHECK_TAINT_KEY} from a node",
+            "!variables.isNodeUpdate || variables.onlyOwnTaintsChanged",
+            f"{who} may only remove the taint {NODE_CHECK_TAINT_KEY}, and put on or remove the taint "
+            f"{EFA_SUSPECT_TAINT_KEY}={EFA_SUSPECT_TAINT['value']}:{EFA_SUSPECT_TAINT['effect']}, of a node",
         ),
         refuse(
             "!variables.isStatusUpdate || variables.onlyOwnCondition",
@@ -288,6 +315,17 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
         "LUSTRE_PORT": str(LUSTRE_PORT),
         "STEP_TIMEOUT_SECONDS": str(STEP_TIMEOUT_SECONDS),
         "REPAIR": "replace" if values.replace_failed_nodes else "none",
+        "FENCE_AFTER_SECONDS": (
+            str(values.replace_unresponsive_after_seconds)
+            if values.replace_failed_nodes and values.replace_unresponsive_after_seconds is not None
+            else ""
+        ),
+        "NODE_GROUP_LABEL": NODE_GROUP_LABEL,
+        "EFA_TAINT": ":".join(EFA_SUSPECT_TAINT[part] for part in ("key", "value", "effect")),
+        "EFA_ERROR_COUNTERS": " ".join(EFA_ERROR_COUNTERS),
+        "EFA_ERROR_LIMIT": str(EFA_ERROR_LIMIT),
+        "EFA_ERROR_WINDOW_SECONDS": str(EFA_ERROR_WINDOW_SECONDS),
+        "WATCH_SECONDS": str(WATCH_SECONDS),
         "AWS_REGION": values.region,
         "PYTHONDONTWRITEBYTECODE": "1",
     }
@@ -307,29 +345,13 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
 class NodeCheckChart(cdk8s.Chart):
     """ServiceAccount, RBAC, ConfigMap and DaemonSet ``node-check`` in kube-system."""
 
-    def __init__(self, scope: Construct, id: str, *, values: NodeCheckValues, vpc_cidr: str) -> None:
+    def __init__(self, scope: Construct, id: str, *, values: NodeCheckValues) -> None:
         super().__init__(scope, id)
         name, namespace = NODE_CHECK_NAME, NODE_CHECK_NAMESPACE
-        # What the check reaches: the API server (its node and condition, events), the Auto Scaling
-        # API outside the cluster with credentials from the Pod Identity agent (an unhealthy
-        # node's instance), and the file system on the Lustre port inside the VPC. Nothing
-        # reaches it. Loopback (fi_pingpong's control socket) and EFA never meet a policy.
+        # What the check reaches (_egress); nothing reaches it. Loopback (fi_pingpong's control
+        # socket) and EFA never meet a policy.
         system_pod_policy(
-            self,
-            "NetworkPolicy",
-            name=name,
-            namespace=namespace,
-            pod_labels=_LABELS,
-            egress=[
-                dns_egress_rule(),
-                *api_server_egress_rules(vpc_cidr),
-                https_egress_rule(vpc_cidr),
-                pod_identity_egress_rule(),
-                k8s.NetworkPolicyEgressRule(
-                    to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=vpc_cidr))],
-                    ports=[tcp_port(LUSTRE_PORT)],
-                ),
-            ],
+            self, "NetworkPolicy", name=name, namespace=namespace, pod_labels=_LABELS, egress=_egress(values)
         )
         metadata = k8s.ObjectMeta(name=name, namespace=namespace, labels=_LABELS)
         k8s.KubeServiceAccount(
@@ -341,7 +363,8 @@ class NodeCheckChart(cdk8s.Chart):
             "ClusterRole",
             metadata=k8s.ObjectMeta(name=name, labels=_LABELS),
             rules=[
-                k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "patch"]),
+                # list: the watch finds the Trainium nodes whose kubelet went silent (docs/health.md).
+                k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "patch"]),
                 k8s.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
             ],
         )
@@ -388,6 +411,22 @@ class NodeCheckChart(cdk8s.Chart):
                 ),
             ),
         )
+
+
+def _egress(values: NodeCheckValues) -> list[k8s.NetworkPolicyEgressRule]:
+    """DNS, the API server (its node and condition, events), the file system's Lustre port in the
+    VPC (its address is known only at run time: the VPC's range); with replacement on, the role's
+    credentials from the Pod Identity Agent and the Auto Scaling API (HTTPS outside the cluster,
+    through the NAT gateway)."""
+    vpc = k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=values.vpc_cidr))
+    rules = [
+        dns_egress_rule(),
+        *api_server_egress_rules(values.vpc_cidr),
+        k8s.NetworkPolicyEgressRule(to=[vpc], ports=[tcp_port(LUSTRE_PORT)]),
+    ]
+    if values.replace_failed_nodes:
+        rules += [pod_identity_egress_rule(), https_egress_rule(values.vpc_cidr)]
+    return rules
 
 
 def _pod_spec(values: NodeCheckValues) -> k8s.PodSpec:

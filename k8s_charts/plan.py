@@ -295,7 +295,6 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     partial(
                         NodeCheckChart,
                         values=replace(values.node_check, image=images.resolve(values.node_check.image)),
-                        vpc_cidr=values.vpc_cidr,
                     ),
                     after=(NODE_CHECK_ADMISSION,),
                 ),

@@ -216,6 +216,8 @@ def _environment(
         # Volcano writes the job's identity (<job>-<uid>) and attempt on every pod it creates.
         "VC_JOB_GROUP": f"{annotation}['scheduling.k8s.io/group-name']",
         "VC_JOB_VERSION": f"{annotation}['volcano.sh/job-version']",
+        # Each attempt records its nodes: the dashboard counts the replaced ones (run_worker.sh).
+        "NODE_NAME": "spec.nodeName",
     }
     plain: dict[str, str] = {
         "RDZV_ID": "$(VC_JOB_GROUP)-v$(VC_JOB_VERSION)",

@@ -294,6 +294,13 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             image=DEFAULT_TRAINING_IMAGE,
             lustre_host=file_system.dns_name,
             region=config.region,
+            vpc_cidr=config.vpc.cidr,
+            replace_failed_nodes=config.node_check.replace_failed_nodes,
+            replace_unresponsive_after_seconds=(
+                None
+                if config.node_check.replace_unresponsive_after_minutes is None
+                else config.node_check.replace_unresponsive_after_minutes * 60
+            ),
         ),
         images=image_source(config),
     )

@@ -333,6 +333,24 @@ BAD_CONFIGURATIONS = [
         id="gang-watchdog-switch",
     ),
     pytest.param(
+        "node_check.replace_failed_nodes",
+        "sometimes",
+        "env.yaml: node_check.replace_failed_nodes: Input should be a valid boolean, unable to interpret input",
+        id="node-check-replace-switch",
+    ),
+    pytest.param(
+        "node_check.replace_unresponsive_after_minutes",
+        1,
+        "env.yaml: node_check.replace_unresponsive_after_minutes: 1 minutes is out of range; allowed: 3 to 29",
+        id="node-check-unresponsive-too-soon",
+    ),
+    pytest.param(
+        "node_check.replace_unresponsive_after_minutes",
+        30,
+        "env.yaml: node_check.replace_unresponsive_after_minutes: 30 minutes is out of range; allowed: 3 to 29",
+        id="node-check-unresponsive-not-before-eks-repair",
+    ),
+    pytest.param(
         "fabric_check.threshold",
         0,
         "env.yaml: fabric_check.threshold: 0.0 is not a fraction in (0, 1]; the default is 0.25",

@@ -16,10 +16,13 @@ import pytest
 from cluster_facts.failure_recovery import (
     GOAL_SECONDS,
     NODE_LOST_TOLERATION_SECONDS,
+    REPLACE_UNRESPONSIVE_SECONDS,
     recovery_path,
     total_seconds,
 )
-from k8s_charts.node_check import STEP_TIMEOUT_SECONDS
+from cluster_facts.node_check import WATCH_SECONDS
+from config.model import NodeCheckSettings
+from k8s_charts.node_check import STEP_TIMEOUT_SECONDS, NodeCheckValues
 from k8s_charts.training_run import CACHE_LOCK_TIMEOUT_SECONDS
 from tests.conftest import REPO_ROOT
 
@@ -42,9 +45,9 @@ def test_without_a_spare_the_path_exceeds_the_goal_and_the_page_says_so() -> Non
 
 
 @pytest.mark.parametrize("warm_spare", [False, True])
-@pytest.mark.parametrize("instance_gone", [True, False])
-def test_every_step_and_total_is_on_the_page(warm_spare: bool, instance_gone: bool) -> None:
-    steps = recovery_path(warm_spare=warm_spare, instance_gone=instance_gone)
+@pytest.mark.parametrize(("instance_gone", "fenced"), [(True, True), (False, True), (False, False)])
+def test_every_step_and_total_is_on_the_page(warm_spare: bool, instance_gone: bool, fenced: bool) -> None:
+    steps = recovery_path(warm_spare=warm_spare, instance_gone=instance_gone, fenced=fenced)
     for step in steps:
         assert f"| {step.name} | {minutes(step.seconds)}" in HEALTH, step.name
     assert f"**{minutes(total_seconds(steps))}**" in HEALTH
@@ -66,7 +69,27 @@ def test_the_bounds_follow_the_settings() -> None:
     assert steps["a replacement node launches and joins"].seconds > CACHE_LOCK_TIMEOUT_SECONDS
 
 
-def test_a_hung_instance_waits_for_eks_repair() -> None:
-    hung = recovery_path(warm_spare=True, instance_gone=False)
+def test_a_hung_instance_not_fenced_waits_for_eks_repair() -> None:
+    hung = recovery_path(warm_spare=True, instance_gone=False, fenced=False)
     assert any(re.search("auto repair", step.name) for step in hung)
     assert total_seconds(hung) > 30 * 60
+
+
+def test_a_hung_instance_is_fenced_by_the_node_check_well_before_eks_repair() -> None:
+    fenced = recovery_path(warm_spare=True, instance_gone=False)
+    assert not any(re.search("auto repair", step.name) for step in fenced)
+    steps = {step.name: step for step in fenced}
+    fence = steps["another node's check marks the silent instance Unhealthy"]
+    # The configuration's default, plus one of the check's passes.
+    assert fence.seconds == NodeCheckSettings().replace_unresponsive_after_minutes * 60 + WATCH_SECONDS
+    assert fence.seconds == REPLACE_UNRESPONSIVE_SECONDS + WATCH_SECONDS
+    assert NodeCheckValues.__dataclass_fields__["replace_unresponsive_after_seconds"].default == (
+        REPLACE_UNRESPONSIVE_SECONDS
+    )
+    # The instance dies before its pod is freed: the termination comes before the pod's removal.
+    names = [step.name for step in fenced]
+    assert names.index("its Auto Scaling group terminates the instance") < names.index(
+        "the lost pod is removed (its Node deleted, then the pod garbage-collected)"
+    )
+    unfenced = recovery_path(warm_spare=True, instance_gone=False, fenced=False)
+    assert total_seconds(fenced) < total_seconds(unfenced) - 15 * 60

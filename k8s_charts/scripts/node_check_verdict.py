@@ -37,12 +37,15 @@ from fabric_verdict import error_lines, parse_table
 
 __all__ = [
     "PASSED",
+    "CounterKey",
     "Expected",
     "Outputs",
     "Verdict",
     "busy_devices",
+    "counter_increases",
     "efa_domains",
     "judge",
+    "judge_efa",
     "neuron_devices",
     "pingpong_ok",
 ]
@@ -168,6 +171,23 @@ def judge(outputs: Outputs, expected: Expected) -> Verdict:  # noqa: PLR0911 - o
             f"nccom-test all-reduce across the node's {expected.cores} NeuronCores exited "
             f"{outputs.nccom_status}" + (f": {detail}" if detail else ""),
         )
+    efa = judge_efa(outputs, expected)
+    if efa is not None:
+        return efa
+    domains = efa_domains(outputs.fi_info)
+    if outputs.lustre_problem is not None:
+        return Verdict("LustreUnreachable", outputs.lustre_problem)
+    busbw = rows[-1].busbw_gib_per_s
+    return Verdict(
+        PASSED,
+        f"{len(devices)} Neuron devices, {cores} NeuronCores, all-reduce {busbw:.2f} GB/s bus bandwidth; "
+        f"{len(domains)} EFA devices pass loopback; the file system answers",
+    )
+
+
+def judge_efa(outputs: Outputs, expected: Expected) -> Verdict | None:
+    """The EFA part of the check (``fi_info``, then the loopback of each device): None when it passes.
+    Also the whole re-check of a node in use whose EFA counters made it suspect."""
     domains = efa_domains(outputs.fi_info) if outputs.fi_info_status == 0 else []
     if len(domains) != expected.efa_interfaces:
         return Verdict(
@@ -181,11 +201,23 @@ def judge(outputs: Outputs, expected: Expected) -> Verdict:  # noqa: PLR0911 - o
             "EfaLoopbackFailed",
             f"fi_pingpong over EFA failed on {len(failed)} of {len(domains)} devices: {_summary(failed)}",
         )
-    if outputs.lustre_problem is not None:
-        return Verdict("LustreUnreachable", outputs.lustre_problem)
-    busbw = rows[-1].busbw_gib_per_s
-    return Verdict(
-        PASSED,
-        f"{len(devices)} Neuron devices, {cores} NeuronCores, all-reduce {busbw:.2f} GB/s bus bandwidth; "
-        f"{len(domains)} EFA devices pass loopback; the file system answers",
-    )
+    return None
+
+
+CounterKey = tuple[str, str, str]
+"""(EFA device, port, counter name), as the counter's path names them."""
+
+
+def counter_increases(
+    oldest: Mapping[CounterKey, int], newest: Mapping[CounterKey, int], limit: int
+) -> list[tuple[CounterKey, int]]:
+    """The counters that grew by more than ``limit`` from ``oldest`` to ``newest``, largest first.
+
+    A counter that went down (the driver reloaded) or appeared only now counts from zero growth:
+    nothing is blamed on a reset."""
+    grown = [
+        (key, value - oldest[key])
+        for key, value in newest.items()
+        if key in oldest and value - oldest[key] > limit
+    ]
+    return sorted(grown, key=lambda item: (-item[1], item[0]))

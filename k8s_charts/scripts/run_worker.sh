@@ -25,6 +25,7 @@
 #                          put first on PYTHONPATH, with a manifest of every installed file's SHA-256
 #   VC_JOB_GROUP, VC_JOB_VERSION  the job's identity and attempt, from Volcano's pod annotations
 #                          (downward API; empty when the annotation is missing)
+#   NODE_NAME              the pod's node (downward API): recorded per attempt under $OUTPUT_DIR/attempts
 #   RDZV_ID                this attempt's rendezvous id (recorded as the cache's holder)
 #   NEURON_CACHE_ROOT, CACHESET   this replica's cache is $NEURON_CACHE_ROOT/${CACHESET}_$VC_TASK_INDEX
 #   CACHE_LOCK_TIMEOUT_SECONDS    how long to wait for that cache's lock: longer than Lustre takes to
@@ -252,6 +253,36 @@ if [ -n "$PRECOMPILE_ARGS" ]; then
     echo "every replica's compile cache holds graph key $COMPILE_KEY: skipping neuron_parallel_compile"
   fi
 fi
+
+# One line per attempt and replica, as the launcher starts, for the cluster's dashboard
+# (cluster_facts/log_lines.py holds its pattern): the attempt (Volcano's job version: the number of
+# restarts before it), whether this replica's node ran none of the previous attempt's replicas (a
+# replaced node), the checkpoint it resumes from, and what the restart cost: the time since that
+# checkpoint was written, or since the run's first attempt started when there is none.
+attempts="$OUTPUT_DIR/attempts"
+mkdir -p "$attempts"
+printf '%s\n' "${NODE_NAME:-unknown}" > "$attempts/v$VC_JOB_VERSION-replica-$VC_TASK_INDEX"
+node_changed=0
+lost_seconds=0
+resume_step=none
+if [[ "$VC_JOB_VERSION" =~ ^[1-9][0-9]*$ ]]; then
+  previous=("$attempts"/v$((VC_JOB_VERSION - 1))-replica-*)
+  if [ -e "${previous[0]}" ] && ! grep -qxF -- "${NODE_NAME:-unknown}" "${previous[@]}"; then
+    node_changed=1
+  fi
+  since=$(find "$attempts" -maxdepth 1 -name 'v0-replica-*' -printf '%T@\n' | sort -n | sed -n 1p)
+  if [ -n "$RESUME_GLOB" ]; then
+    newest=$(find "$OUTPUT_DIR" -maxdepth 1 -name "$RESUME_GLOB" -printf '%T@ %f\n' | sort -n | tail -n 1)
+    if [ -n "$newest" ]; then
+      since=${newest%% *}
+      digits=${newest#* }
+      digits=${digits//[^0-9]/}
+      resume_step=${digits:-none}
+    fi
+  fi
+  if [ -n "$since" ]; then lost_seconds=$(( $(date +%s) - ${since%.*} )); fi
+fi
+echo "TRAINIUM_ATTEMPT run=$RUN_ID attempt=$VC_JOB_VERSION replica=$VC_TASK_INDEX node_changed=$node_changed resume_step=$resume_step lost_seconds=$lost_seconds"
 
 launcher=("$@")
 if [ -n "$RESUME_GLOB" ] && compgen -G "$OUTPUT_DIR/$RESUME_GLOB" >/dev/null; then

@@ -14,10 +14,12 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import socket
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,19 +30,27 @@ from cluster_facts.autoscaling import TAINT_TAG_PREFIX, node_template_tags
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import (
     EFA_INTERFACES_LABEL,
+    KUBE_DNS_LABELS,
     NEURON_CORES_LABEL,
     NEURON_DEVICES_LABEL,
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
+    VOLCANO_JOB_NAME_LABEL,
     trainium_node_labels,
 )
 from cluster_facts.node_check import (
+    EFA_ERROR_COUNTERS,
+    EFA_ERROR_LIMIT,
+    EFA_ERROR_WINDOW_SECONDS,
+    EFA_SUSPECT_TAINT,
+    EFA_SUSPECT_TAINT_KEY,
     NODE_CHECK_CONDITION,
     NODE_CHECK_NAME,
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
     STARTUP_TAINT_PREFIX,
+    WATCH_SECONDS,
 )
 from k8s_charts.device_plugin_admission import NODE_NAME_EXTRA
 from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
@@ -50,6 +60,8 @@ from tests.admission import Decision, admission_request, admit
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s.test_training_run import RUN
 from tests.k8s_validation import assert_valid
+from tests.netpol import Cluster as NetworkCluster
+from tests.netpol import Pod
 from tests.pod_programs import program
 from tests.stand_in_api import json_api
 
@@ -342,11 +354,16 @@ class Cluster:
     events: list[dict[str, Any]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
 
-    def answer(self, method: str, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
+    def answer(  # noqa: PLR0911 - one answer per kind of request
+        self, method: str, path: str, headers: Mapping[str, str], body: Any
+    ) -> tuple[int, Any]:
         if method == "POST" and path == f"/api/v1/namespaces/{NODE_CHECK_NAMESPACE}/events":
             self.events.append(body)
             return 201, body
         parts = path.split("?", maxsplit=1)[0].strip("/").split("/")
+        if method == "GET" and parts == ["api", "v1", "nodes"]:
+            assert f"labelSelector={NODE_GROUP_LABEL.replace('/', '%2F')}" in path, path
+            return 200, {"kind": "NodeList", "metadata": {}, "items": list(self.nodes.values())}
         if parts[:3] != ["api", "v1", "nodes"] or parts[3] not in self.nodes:
             return 404, {"kind": "Status", "code": 404}
         name, sub = parts[3], (parts[4] if len(parts) > 4 else "")
@@ -370,7 +387,7 @@ class Cluster:
                     target = target[part]
                 if operation["op"] == "test" and target.get(last) != operation["value"]:
                     return 422, {"kind": "Status", "code": 422}
-                if operation["op"] == "replace":
+                if operation["op"] in ("replace", "add"):
                     target[last] = operation["value"]
         decision = decide(old, new, sub_resource=sub, token_node=self.token_node)
         if not decision.allowed:
@@ -550,9 +567,11 @@ def chart() -> list[Manifest]:
             app,
             "check",
             values=NodeCheckValues(
-                image=IMAGE, lustre_host="fs-0123.fsx.us-west-2.amazonaws.com", region="us-west-2"
+                image=IMAGE,
+                lustre_host="fs-0123.fsx.us-west-2.amazonaws.com",
+                region="us-west-2",
+                vpc_cidr="10.0.0.0/16",
             ),
-            vpc_cidr="10.0.0.0/16",
         )
     )
     assert_valid(manifests)
@@ -581,7 +600,7 @@ def test_rbac_grants_the_nodes_and_events_the_policy_then_narrows() -> None:
     manifests = chart()
     rules = only(manifests, "ClusterRole")["rules"]
     assert rules == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
     ]
     assert only(manifests, "Role")["rules"] == [
@@ -635,3 +654,375 @@ def test_scale_up_from_zero_does_not_see_the_startup_taint() -> None:
     assert NODE_CHECK_TAINT_KEY.startswith(STARTUP_TAINT_PREFIX)
     assert STARTUP_TAINT_PREFIX == "startup-taint.cluster-autoscaler.kubernetes.io/"
     json.dumps(tags)  # plain strings, as the tagging call sends them
+
+
+# --- The policy: the EFA taint -------------------------------------------------------------------
+
+
+def with_efa_taint(node: dict[str, Any], taint: dict[str, str] | None = None) -> dict[str, Any]:
+    new = copy.deepcopy(node)
+    new["spec"]["taints"] = [*new["spec"]["taints"], dict(taint or EFA_SUSPECT_TAINT)]
+    return new
+
+
+def test_the_check_may_put_on_and_lift_the_efa_taint_of_its_own_node() -> None:
+    checked = trainium_node(taints=[NEURON_TAINT])
+    suspect = with_efa_taint(checked)
+    assert decide(checked, suspect).allowed
+    assert decide(suspect, checked).allowed
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "another value",
+        "NoExecute",
+        "the startup taint back",
+        "on another node",
+        "and remove the Neuron taint",
+    ],
+)
+def test_the_efa_taint_is_the_only_one_the_check_may_put_on(change: str) -> None:
+    checked = trainium_node(taints=[NEURON_TAINT])
+    token_node = "ip-10-0-0-1"
+    if change == "another value":
+        new = with_efa_taint(checked, {**EFA_SUSPECT_TAINT, "value": "x"})
+    elif change == "NoExecute":
+        new = with_efa_taint(checked, {**EFA_SUSPECT_TAINT, "effect": "NoExecute"})
+    elif change == "the startup taint back":
+        new = with_efa_taint(checked, dict(NODE_CHECK_TAINT))
+    elif change == "on another node":
+        new, token_node = with_efa_taint(checked), "ip-10-0-0-2"
+    else:
+        new = with_efa_taint(checked)
+        new["spec"]["taints"] = [dict(EFA_SUSPECT_TAINT)]
+    decision = decide(checked, new, token_node=token_node)
+    assert decision.matched and not decision.allowed, change
+
+
+# --- The watch: EFA errors on a node in use, a held node, an unresponsive peer -------------------
+
+
+@pytest.fixture
+def sysfs(tmp_path: Path) -> Path:
+    """This node's sysfs, from the recorded tree (two EFA devices and one other RDMA device)."""
+    root = tmp_path / "sys"
+    shutil.copytree(SAMPLES / "efa_sysfs", root)
+    return root
+
+
+def grow(sysfs: Path, device: str, counter: str, by: int) -> None:
+    path = sysfs / "class/infiniband" / device / "ports/1/hw_counters" / counter
+    path.write_text(f"{int(path.read_text()) + by}\n")
+
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+
+def watch_settings(sysfs: Path, **changes: Any) -> Any:
+    fields: dict[str, Any] = {
+        "node_name": "ip-10-0-0-1",
+        "taint_key": NODE_CHECK_TAINT_KEY,
+        "efa_taint": EFA_SUSPECT_TAINT,
+        "condition_type": NODE_CHECK_CONDITION,
+        "labels": {
+            "devices": NEURON_DEVICES_LABEL,
+            "cores": NEURON_CORES_LABEL,
+            "efa_interfaces": EFA_INTERFACES_LABEL,
+        },
+        "node_group_label": NODE_GROUP_LABEL,
+        "efa_counters": EFA_ERROR_COUNTERS,
+        "efa_limit": EFA_ERROR_LIMIT,
+        "efa_window_seconds": EFA_ERROR_WINDOW_SECONDS,
+        "watch_seconds": WATCH_SECONDS,
+        "step_timeout": 10,
+        "repair": "replace",
+        "fence_after_seconds": 300,
+        "namespace": NODE_CHECK_NAMESPACE,
+        "sysfs": str(sysfs),
+    }
+    return checker().WatchSettings(**(fields | changes))
+
+
+class Watched:
+    """The watch of node ip-10-0-0-1 against the stand-in API; each ``tick`` is one pass."""
+
+    def __init__(self, cluster: Cluster, settings: Any, token: Path, now: datetime = NOW) -> None:
+        self.cluster, self.settings, self.token, self.now = cluster, settings, token, now
+        self.watch: Any = None
+
+    def tick(self, passes: int = 1) -> None:
+        with json_api(self.cluster.answer) as url:
+            api = checker().Api(server=url, token_file=str(self.token), ca_file=None)
+            if self.watch is None:
+                self.watch = checker().Watch(api, self.settings, now=lambda: self.now)
+            self.watch.api = api
+            for _ in range(passes):
+                self.watch.run_pass()
+
+
+def node_condition(cluster: Cluster, name: str = "ip-10-0-0-1") -> dict[str, Any] | None:
+    return next(
+        (c for c in cluster.nodes[name]["status"]["conditions"] if c["type"] == NODE_CHECK_CONDITION), None
+    )
+
+
+def taint_keys(cluster: Cluster, name: str = "ip-10-0-0-1") -> list[str]:
+    return [taint["key"] for taint in cluster.nodes[name]["spec"].get("taints") or []]
+
+
+def test_the_watch_reads_only_the_efa_devices_error_counters(sysfs: Path) -> None:
+    counters = checker().efa_counters(EFA_ERROR_COUNTERS, str(sysfs))
+    assert {device for device, _, _ in counters} == {"rdmap16s27", "rdmap32s27"}  # not mlx5_0
+    assert {name for _, _, name in counters} == set(EFA_ERROR_COUNTERS)
+    assert all(value == 0 for value in counters.values())
+
+
+@pytest.mark.process
+@needs_bash
+def test_efa_errors_on_a_node_in_use_keep_new_work_off_it_and_touch_nothing_running(
+    node_tools: Path, sysfs: Path, token: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = Cluster(nodes={"ip-10-0-0-1": trainium_node(taints=[NEURON_TAINT])}, token_node="ip-10-0-0-1")
+    watched = Watched(cluster, watch_settings(sysfs, fence_after_seconds=None), token)
+    watched.tick()  # the first reading
+    grow(sysfs, "rdmap32s27", "rdma_read_wr_err", EFA_ERROR_LIMIT)  # at the limit: nothing yet
+    watched.tick()
+    assert taint_keys(cluster) == [NEURON_TAINT_KEY] and node_condition(cluster) is None
+    grow(sysfs, "rdmap32s27", "rdma_read_wr_err", 1)
+    watched.tick()
+    assert taint_keys(cluster) == [NEURON_TAINT_KEY, EFA_SUSPECT_TAINT_KEY]
+    condition = node_condition(cluster)
+    assert condition is not None and (condition["status"], condition["reason"]) == ("False", "EfaErrors")
+    assert "rdmap32s27:1 rdma_read_wr_err +401" in condition["message"]
+    [event] = cluster.events
+    assert event["reason"] == "EfaErrors" and cluster.refused == []
+    out = capsys.readouterr().out
+    assert "TRAINIUM_NODE_CHECK node=ip-10-0-0-1 state=suspect reason=EfaErrors" in out
+    # Nothing ran on the node, nothing was replaced: the run goes on.
+    assert node_tools.read_text() == ""
+
+
+@pytest.mark.process
+@needs_bash
+def test_errors_spread_over_more_than_the_window_are_not_a_fault(
+    node_tools: Path, sysfs: Path, token: Path
+) -> None:
+    cluster = Cluster(nodes={"ip-10-0-0-1": trainium_node(taints=[NEURON_TAINT])}, token_node="ip-10-0-0-1")
+    watched = Watched(cluster, watch_settings(sysfs, fence_after_seconds=None), token)
+    watched.tick()
+    for _ in range(12):  # 100 a minute for 12 minutes: never more than 400 within five
+        grow(sysfs, "rdmap16s27", "unresponsive_remote_events", 80)
+        watched.tick()
+    assert taint_keys(cluster) == [NEURON_TAINT_KEY]
+
+
+def suspect_cluster() -> Cluster:
+    return Cluster(
+        nodes={"ip-10-0-0-1": trainium_node(taints=[NEURON_TAINT, dict(EFA_SUSPECT_TAINT)])},
+        token_node="ip-10-0-0-1",
+    )
+
+
+@pytest.mark.process
+@needs_bash
+def test_a_suspect_node_in_use_waits_for_its_run(  # noqa: PLR0917 - fixtures
+    node_tools: Path,
+    sysfs: Path,
+    token: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    devices = json.loads(sample("neuron_ls_trn1.json"))
+    devices[0]["neuron_processes"] = [
+        {"pid": 7, "command": "python3 train.py", "neuron_runtime_version": "2"}
+    ]
+    (tmp_path / "busy.json").write_text(json.dumps(devices))
+    monkeypatch.setenv("SAMPLES", str(tmp_path))
+    monkeypatch.setenv("NEURON_LS", "busy.json")
+    cluster = suspect_cluster()
+    Watched(cluster, watch_settings(sysfs), token).tick()
+    assert EFA_SUSPECT_TAINT_KEY in taint_keys(cluster)
+    assert "fi_pingpong" not in node_tools.read_text() and "aws" not in node_tools.read_text()
+    assert "state=held reason=EfaErrors" in capsys.readouterr().out
+
+
+@pytest.mark.process
+@needs_bash
+def test_an_idle_suspect_node_that_passes_its_loopback_takes_work_again(
+    node_tools: Path, sysfs: Path, token: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = suspect_cluster()
+    Watched(cluster, watch_settings(sysfs), token).tick()
+    assert taint_keys(cluster) == [NEURON_TAINT_KEY]
+    condition = node_condition(cluster)
+    assert condition is not None and (condition["status"], condition["reason"]) == ("True", "NodeCheckPassed")
+    assert "aws" not in node_tools.read_text() and cluster.refused == []
+    assert "state=cleared reason=NodeCheckPassed" in capsys.readouterr().out
+
+
+@pytest.mark.process
+@needs_bash
+def test_an_idle_suspect_node_that_fails_its_loopback_is_replaced_once(
+    node_tools: Path, sysfs: Path, token: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PINGPONG", "pingpong_lost.txt")
+    cluster = suspect_cluster()
+    watched = Watched(cluster, watch_settings(sysfs), token)
+    watched.tick(passes=2)
+    assert EFA_SUSPECT_TAINT_KEY in taint_keys(cluster)
+    condition = node_condition(cluster)
+    assert condition is not None and (condition["status"], condition["reason"]) == (
+        "False",
+        "EfaLoopbackFailed",
+    )
+    calls = [line for line in node_tools.read_text().splitlines() if line.startswith("aws ")]
+    assert calls == [
+        (
+            "aws autoscaling set-instance-health --instance-id i-01abcdef --health-status Unhealthy "
+            "--no-should-respect-grace-period"
+        )
+    ]
+
+
+def silent(node: dict[str, Any], minutes: float) -> dict[str, Any]:
+    """The node controller's view of a node whose kubelet stopped renewing its lease ``minutes`` ago."""
+    new = copy.deepcopy(node)
+    since = (NOW - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    new["status"]["conditions"][0] |= {
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "lastTransitionTime": since,
+    }
+    return new
+
+
+def peers(*silent_minutes: float, me: str = "ip-10-0-0-1", ready: int = 0) -> Cluster:
+    """This node, nodes silent for the given minutes (ip-10-0-0-2, -3, ...), then ``ready`` more."""
+    nodes = {me: trainium_node(me, taints=[NEURON_TAINT])}
+    for index, minutes in enumerate(silent_minutes, start=2):
+        name = f"ip-10-0-0-{index}"
+        nodes[name] = silent(trainium_node(name, taints=[NEURON_TAINT]), minutes)
+    for index in range(ready):
+        name = f"ip-10-0-1-{index}"
+        nodes[name] = trainium_node(name, taints=[NEURON_TAINT])
+    return Cluster(nodes=nodes, token_node=me)
+
+
+def aws_calls(record: Path) -> list[str]:
+    return [line for line in record.read_text().splitlines() if line.startswith("aws ")]
+
+
+@pytest.mark.process
+@needs_bash
+def test_a_node_silent_past_the_limit_is_terminated_through_its_group_once(
+    node_tools: Path, sysfs: Path, token: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ten Trainium nodes: two may be silent at once; one for six minutes, one for four.
+    cluster = peers(6, 4, ready=7)
+    before = copy.deepcopy(cluster.nodes)
+    watched = Watched(cluster, watch_settings(sysfs), token)
+    watched.tick(passes=2)
+    assert aws_calls(node_tools) == [
+        (
+            "aws autoscaling set-instance-health --instance-id i-02abcdef --health-status Unhealthy "
+            "--no-should-respect-grace-period"
+        )
+    ]
+    assert cluster.nodes == before  # no write to any node: the instance goes through its group
+    [event] = cluster.events
+    assert (event["reason"], event["involvedObject"]["name"]) == ("NodeUnresponsive", "ip-10-0-0-2")
+    assert "TRAINIUM_NODE_CHECK node=ip-10-0-0-2 state=fenced reason=NodeUnresponsive by=ip-10-0-0-1" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.process
+@needs_bash
+@pytest.mark.parametrize(
+    ("case", "cluster", "settings"),
+    [
+        ("only the first Ready node acts", lambda: peers(6, me="ip-10-0-0-9"), {}),
+        ("two of three silent: the network, not the nodes", lambda: peers(6, 6), {}),
+        ("fencing off", lambda: peers(6), {"fence_after_seconds": None}),
+        ("replacement off", lambda: peers(6), {"repair": "none"}),
+    ],
+)
+def test_no_node_is_fenced_when(  # noqa: PLR0917 - parameters and fixtures
+    case: str, cluster: Any, settings: dict[str, Any], node_tools: Path, sysfs: Path, token: Path
+) -> None:
+    state = cluster()
+    if case.startswith("only the first"):
+        # ip-10-0-0-9 watches; ip-10-0-0-1, Ready and first by name, is the one that acts.
+        state.nodes["ip-10-0-0-1"] = trainium_node("ip-10-0-0-1", taints=[NEURON_TAINT])
+        state.token_node = "ip-10-0-0-9"
+        settings = {"node_name": "ip-10-0-0-9"}
+    Watched(state, watch_settings(sysfs, **settings), token).tick()
+    assert aws_calls(node_tools) == [], case
+
+
+# --- Network -------------------------------------------------------------------------------------
+
+
+def network_chart(**changes: Any) -> list[Manifest]:
+    values = NodeCheckValues(
+        image=IMAGE,
+        lustre_host="fs-0123.fsx.us-west-2.amazonaws.com",
+        region="us-west-2",
+        vpc_cidr="10.0.0.0/16",
+        **changes,
+    )
+    return synth(lambda app: NodeCheckChart(app, "check", values=values))
+
+
+def test_the_check_reaches_dns_the_api_server_the_file_system_and_with_replacement_the_aws_api() -> None:
+    labels = only(network_chart(), "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    check = Pod(NODE_CHECK_NAMESPACE, labels, "10.0.5.20", "node-check")
+    dns = Pod("kube-system", dict(KUBE_DNS_LABELS), "10.0.2.2", "coredns")
+    worker = Pod("training", {VOLCANO_JOB_NAME_LABEL: "bert"}, "10.0.5.21", "worker")
+    cluster = NetworkCluster(network_chart(), [check, dns, worker])
+    assert cluster.may_connect(check, dns, 53, "UDP") and cluster.may_connect(check, dns, 53, "TCP")
+    for api_server in ("172.20.0.1", "10.100.0.1", "10.0.3.4"):
+        assert cluster.may_connect_to_ip(check, api_server, 443), api_server
+    assert cluster.may_connect_to_ip(check, "10.0.5.99", 988)  # the file system, in the VPC
+    assert not cluster.may_connect_to_ip(
+        check, "10.0.5.99", 1021
+    )  # the kernel's client ports are not the pod's
+    # The role's credentials, then the Auto Scaling API through the NAT gateway.
+    assert cluster.may_connect_to_ip(check, "169.254.170.23", 80)
+    assert cluster.may_connect_to_ip(check, "203.0.113.10", 443)
+    assert not cluster.may_connect_to_ip(check, "169.254.169.254", 80)  # instance metadata
+    assert not cluster.may_connect_to_ip(check, "203.0.113.10", 80)
+    assert not cluster.may_connect(check, worker, 2379)
+    assert not any(cluster.may_connect(worker, check, port) for port in (80, 443, 47600))
+    # Without replacement, no AWS API at all.
+    quiet = NetworkCluster(network_chart(replace_failed_nodes=False), [check])
+    assert not quiet.may_connect_to_ip(check, "169.254.170.23", 80)
+    assert not quiet.may_connect_to_ip(check, "203.0.113.10", 443)
+    assert quiet.may_connect_to_ip(check, "10.0.5.99", 988)
+
+
+def test_the_watch_and_the_fence_get_their_numbers_from_one_place() -> None:
+    env = {
+        item["name"]: item.get("value")
+        for item in only(network_chart(), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["EFA_TAINT"] == f"{EFA_SUSPECT_TAINT_KEY}:suspect:NoSchedule"
+    assert env["EFA_ERROR_COUNTERS"].split() == list(EFA_ERROR_COUNTERS)
+    assert (env["EFA_ERROR_LIMIT"], env["EFA_ERROR_WINDOW_SECONDS"]) == (str(EFA_ERROR_LIMIT), "300")
+    assert (env["WATCH_SECONDS"], env["FENCE_AFTER_SECONDS"]) == (str(WATCH_SECONDS), "300")
+    off = {
+        item["name"]: item.get("value")
+        for item in only(network_chart(replace_failed_nodes=False), "DaemonSet")["spec"]["template"]["spec"][
+            "containers"
+        ][0]["env"]
+    }
+    assert (off["REPAIR"], off["FENCE_AFTER_SECONDS"]) == ("none", "")
+    never = {
+        item["name"]: item.get("value")
+        for item in only(network_chart(replace_unresponsive_after_seconds=None), "DaemonSet")["spec"][
+            "template"
+        ]["spec"]["containers"][0]["env"]
+    }
+    assert (never["REPAIR"], never["FENCE_AFTER_SECONDS"]) == ("replace", "")

@@ -79,7 +79,11 @@ RUN = TrainingRun(
 # What Volcano writes on the pods of attempt 2 of job llm-<hash> with uid 1234...
 GROUP_ANNOTATION = "metadata.annotations['scheduling.k8s.io/group-name']"
 VERSION_ANNOTATION = "metadata.annotations['volcano.sh/job-version']"
-ANNOTATIONS = {GROUP_ANNOTATION: "llm-job-uid-1234", VERSION_ANNOTATION: "2"}
+ANNOTATIONS = {
+    GROUP_ANNOTATION: "llm-job-uid-1234",
+    VERSION_ANNOTATION: "2",
+    "spec.nodeName": "ip-10-0-3-17.us-west-2.compute.internal",
+}
 
 
 def job(run: TrainingRun = RUN, **changes: Any) -> Manifest:
@@ -453,6 +457,10 @@ def verified_script() -> bytes:
 @pytest.fixture
 def matching_run() -> TrainingRun:
     """The run with its script's real checksum, so verification passes."""
+    return with_verified_script()
+
+
+def with_verified_script() -> TrainingRun:
     digest = hashlib.sha256(verified_script()).hexdigest()
     dataset = dataclasses.replace(
         DATASET, files=(RemoteFile(url="https://example.com/train.py", sha256=digest, name="train.py"),)

@@ -307,7 +307,7 @@ def test_an_invalid_environment_file_reports_its_own_lines_under_its_own_name(tm
         ),
         (
             f"{dev}: fsxx: unknown key; did you mean 'fsx'? allowed here: name, account, region, vpc, cluster, "
-            "system_nodes, trainium, fsx, ecr, autoscaler, observability, fabric_check, teams, datasets, runs"
+            "system_nodes, trainium, fsx, ecr, autoscaler, observability, fabric_check, node_check, teams, datasets, runs"
         ),
     ]
 
