@@ -22,8 +22,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE, TRAINIUM_DISCOVERY_TAG, owner_tag
-from constructs_trn.iam_roles import pod_identity_role
+from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE
+from constructs_trn.iam_roles import TRAINIUM_GROUPS_FINDING, pod_identity_role, trainium_groups_statement
 from constructs_trn.nag import acknowledge
 
 __all__ = ["READ_ACTIONS", "WRITE_ACTIONS", "ClusterAutoscalerAccess"]
@@ -63,19 +63,7 @@ class ClusterAutoscalerAccess(Construct):
                         f"arn:{Aws.PARTITION}:eks:{Aws.REGION}:{Aws.ACCOUNT_ID}:nodegroup/{cluster_name}/*/*"
                     ],
                 ),
-                iam.PolicyStatement(
-                    actions=list(WRITE_ACTIONS),
-                    resources=[
-                        (
-                            f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}:autoScalingGroup:*:"
-                            "autoScalingGroupName/*"
-                        )
-                    ],
-                    conditions={
-                        "StringEquals": {f"aws:ResourceTag/{owner_tag(cluster_name)}": "owned"},
-                        "Null": {f"aws:ResourceTag/{TRAINIUM_DISCOVERY_TAG}": "false"},
-                    },
-                ),
+                trainium_groups_statement(WRITE_ACTIONS, cluster_name=cluster_name),
             ],
         )
         acknowledge(
@@ -92,8 +80,7 @@ class ClusterAutoscalerAccess(Construct):
         )
         acknowledge(
             self.role,
-            "IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
-            "autoScalingGroupName/*]",
+            TRAINIUM_GROUPS_FINDING,
             reason="EKS names the Auto Scaling groups with uuids unknown at synth; the writes are conditioned "
             "on the cluster's owned tag and the Trainium node-template tag, so only this cluster's "
             "Trainium groups can be resized",

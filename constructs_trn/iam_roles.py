@@ -9,19 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from cluster_facts.autoscaling import TRAINIUM_DISCOVERY_TAG, owner_tag
 from constructs_trn.nag import acknowledge, aws_managed_policy, nag_rendering
 
 __all__ = [
     "IMAGE_PULL_ACTIONS",
     "POD_IDENTITY_PRINCIPAL",
     "PULL_THROUGH_ACTIONS",
+    "TRAINIUM_GROUPS_FINDING",
     "node_role",
     "pod_identity_role",
     "pod_identity_trust_conditions",
+    "trainium_groups_statement",
 ]
 
 
@@ -172,3 +175,28 @@ def pod_identity_role(
     for statement in statements:
         role.add_to_policy(statement)
     return role
+
+
+TRAINIUM_GROUPS_FINDING = (
+    "IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+    "autoScalingGroupName/*]"
+)
+"""cdk-nag's finding for ``trainium_groups_statement``'s resource, as a role acknowledges it."""
+
+
+def trainium_groups_statement(actions: Sequence[str], *, cluster_name: str) -> iam.PolicyStatement:
+    """``actions`` on this cluster's Trainium Auto Scaling groups, and on no other group.
+
+    EKS names a managed node group's Auto Scaling group with a uuid unknown at synth, so the resource
+    is every group, narrowed by the tags EKS and the stack put on these: the cluster's owned tag and
+    the Trainium node-template tag (cluster_facts/autoscaling.py)."""
+    return iam.PolicyStatement(
+        actions=list(actions),
+        resources=[
+            f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}:autoScalingGroup:*:autoScalingGroupName/*"
+        ],
+        conditions={
+            "StringEquals": {f"aws:ResourceTag/{owner_tag(cluster_name)}": "owned"},
+            "Null": {f"aws:ResourceTag/{TRAINIUM_DISCOVERY_TAG}": "false"},
+        },
+    )

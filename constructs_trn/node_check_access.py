@@ -13,15 +13,12 @@ way), through Pod Identity to the ServiceAccount ``kube-system/node-check`` only
 
 from __future__ import annotations
 
-from aws_cdk import Aws
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cluster_facts.autoscaling import TRAINIUM_DISCOVERY_TAG, owner_tag
 from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE
-from constructs_trn.iam_roles import pod_identity_role
+from constructs_trn.iam_roles import TRAINIUM_GROUPS_FINDING, pod_identity_role, trainium_groups_statement
 from constructs_trn.nag import acknowledge
 
 __all__ = ["REPAIR_ACTION", "NodeCheckAccess"]
@@ -43,26 +40,11 @@ class NodeCheckAccess(Construct):
             cluster_name=cluster_name,
             namespace=NODE_CHECK_NAMESPACE,
             service_account=NODE_CHECK_NAME,
-            statements=[
-                iam.PolicyStatement(
-                    actions=[REPAIR_ACTION],
-                    resources=[
-                        (
-                            f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}:autoScalingGroup:*:"
-                            "autoScalingGroupName/*"
-                        )
-                    ],
-                    conditions={
-                        "StringEquals": {f"aws:ResourceTag/{owner_tag(cluster_name)}": "owned"},
-                        "Null": {f"aws:ResourceTag/{TRAINIUM_DISCOVERY_TAG}": "false"},
-                    },
-                )
-            ],
+            statements=[trainium_groups_statement([REPAIR_ACTION], cluster_name=cluster_name)],
         )
         acknowledge(
             self.role,
-            "IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
-            "autoScalingGroupName/*]",
+            TRAINIUM_GROUPS_FINDING,
             reason="EKS names the Auto Scaling groups with uuids unknown at synth; the one action is conditioned "
             "on the cluster's owned tag and the Trainium node-template tag, so only this cluster's Trainium "
             "instances can be marked unhealthy",
