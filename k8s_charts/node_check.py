@@ -56,7 +56,6 @@ from cluster_facts.node_check import (
     NODE_CHECK_TAINT_KEY,
     WATCH_SECONDS,
 )
-from cluster_facts.script_files import script_text
 from k8s_charts.admission_policy import (
     admission_policy,
     cel_string,
@@ -66,7 +65,7 @@ from k8s_charts.admission_policy import (
     service_account_username,
 )
 from k8s_charts.device_plugin_admission import NODE_NAME_EXTRA
-from k8s_charts.pod_programs import API_CLIENT, API_CLIENT_FILE, program_digest
+from k8s_charts.pod_programs import program_digest, program_files
 from k8s_charts.policy_exceptions import (
     PINNED_PULL_POLICY,
     digest_exceptions,
@@ -98,10 +97,7 @@ whole check takes about two minutes (docs/health.md)."""
 
 _PROGRAM_DIR = "/opt/node-check"
 # The program, its verdict parser, the fabric check's nccom-test parser it reuses, the API client.
-PROGRAM_FILES: dict[str, str] = {
-    name: script_text("k8s_charts", name)
-    for name in ("node_check.py", "node_check_verdict.py", "fabric_verdict.py")
-} | {API_CLIENT_FILE: API_CLIENT}
+PROGRAM_FILES = program_files("node_check.py", "node_check_verdict.py", "fabric_verdict.py")
 _LABELS = {"app.kubernetes.io/name": NODE_CHECK_NAME, "app.kubernetes.io/component": "health"}
 
 _HOST_ACCESS = (
