@@ -151,11 +151,13 @@ check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole st
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
 
 test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and policy check (pytest; about 5 minutes)
-	# Everything but the runtime tests on both cores (a module's tests on one worker, so a stack it
-	# synthesizes is synthesized once there); then the runtime tests alone, which time real etcd
-	# and torchrun agents and must not share the cores with other tests.
-	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime
+	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
+	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
+	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
+	# the real control plane, one session sharing one API server (tests/cluster/README.md).
+	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime
+	$(BIN)/python -m pytest tests/cluster
 
 # The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,
 # helm, kwok and Volcano, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod

@@ -80,6 +80,8 @@ def service_account_policy_spec(
                     "apiVersions": ["v1"],
                     "operations": ["CREATE", "UPDATE", "DELETE"],
                     "resources": list(resources),
+                    # The server's default, written out: without it every apply patches the rule.
+                    "scope": "*",
                 }
             ]
         },

@@ -67,15 +67,48 @@ VOLCANO_API_ADDITION = (
 )
 
 
+# Where Kubernetes and Helm keep their own version; their release builds set it with -X. Unset, the
+# API server reports v0.0.0-master and Helm's chart templates (semverCompare on the server's version)
+# fail, so the build sets it from the version go.mod requires.
+_KUBERNETES_VERSION = (
+    "k8s.io/component-base/version.gitVersion={version}",
+    "k8s.io/component-base/version.gitMajor={major}",
+    "k8s.io/component-base/version.gitMinor={minor}",
+    "k8s.io/component-base/version.gitTreeState=clean",
+)
+
+
 @dataclass(frozen=True)
 class Component:
     name: str
     api_addition: tuple[str, str] | None = None
     """(path inside volcano.sh/apis, Go source) added to the API module before the build."""
+    version_of: str | None = None
+    """The required module whose version ``version_variables`` receive."""
+    version_variables: tuple[str, ...] = ()
 
     @property
     def module(self) -> Path:
         return MODULES / self.name
+
+    def ldflags(self) -> str:
+        if self.version_of is None:
+            return LDFLAGS
+        version = required_version(self, self.version_of)
+        major, minor = version.removeprefix("v").split(".")[:2]
+        settings = [v.format(version=version, major=major, minor=minor) for v in self.version_variables]
+        return " ".join([LDFLAGS, *(f"-X {setting}" for setting in settings)])
+
+
+def required_version(component: Component, module: str) -> str:
+    """The version of ``module`` the component's go.mod requires."""
+    for raw in (component.module / "go.mod").read_text().splitlines():
+        words = raw.split("//", 1)[0].split()
+        if words[:1] == ["require"]:
+            words = words[1:]
+        if len(words) == 2 and words[0] == module:
+            return words[1]
+    raise SystemExit(f"{component.module / 'go.mod'} requires no {module}")
 
 
 NOT_BUILT = {
@@ -96,11 +129,15 @@ NOT_BUILT = {
 COMPONENTS = {
     component.name: component
     for component in (
-        Component("kubernetes"),
-        Component("kubectl"),
+        Component("kubernetes", version_of="k8s.io/kubernetes", version_variables=_KUBERNETES_VERSION),
+        Component("kubectl", version_of="k8s.io/kubernetes", version_variables=_KUBERNETES_VERSION),
         Component("volcano", api_addition=VOLCANO_API_ADDITION),
         Component("kwok"),
-        Component("helm"),
+        Component(
+            "helm",
+            version_of="helm.sh/helm/v4",
+            version_variables=("helm.sh/helm/v4/internal/version.version={version}",),
+        ),
     )
 }
 
@@ -134,7 +171,7 @@ def _key(component: Component) -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((component.module / name).read_bytes())
-    digest.update(json.dumps([LDFLAGS, "-trimpath", component.api_addition]).encode())
+    digest.update(json.dumps([component.ldflags(), "-trimpath", component.api_addition]).encode())
     return digest.hexdigest()[:16]
 
 
@@ -217,7 +254,16 @@ def build(component: Component, *, quiet: bool = False) -> tuple[Path, bool]:
         extra = _with_api_addition(component, env, work) if component.api_addition else []
         out = work / "out" / "bin"
         out.mkdir(parents=True)
-        command = ["go", "build", "-trimpath", f"-ldflags={LDFLAGS}", *extra, "-o", f"{out}/", "tool"]
+        command = [
+            "go",
+            "build",
+            "-trimpath",
+            f"-ldflags={component.ldflags()}",
+            *extra,
+            "-o",
+            f"{out}/",
+            "tool",
+        ]
         if not quiet:
             print(f"cluster-binaries: building {component.name}: {' '.join(tools(component))}", flush=True)
         subprocess.run(command, cwd=component.module, env=env, check=True)

@@ -1,0 +1,41 @@
+"""Scenario a: the default configuration's plan, deployed as the kubectl handler deploys it, against the
+real API server with Volcano's webhook in the loop; then every step again, which must change nothing.
+
+The order matters and is the module's: the first test deploys, the next ones read what it left.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from config import StackConfig
+from tests.cluster.control_plane import ControlPlane
+from tests.cluster.plans import deployed_plan
+
+
+@pytest.fixture(scope="module")
+def deployed(control_plane: ControlPlane, default_config: StackConfig) -> ControlPlane:
+    report = control_plane.apply_plan(deployed_plan(default_config))
+    assert [r.action for r in report.steps] == ["Create"] * len(report.steps), report.steps
+    return control_plane
+
+
+def test_every_step_of_the_default_plan_is_accepted(
+    deployed: ControlPlane, default_config: StackConfig
+) -> None:
+    plan = deployed_plan(default_config)
+    # Each applied step became a custom resource the harness holds; nothing was refused on the way.
+    assert {d.step.name for d in deployed.deployed.values()} == {s.name for s in plan.applied()}
+    # Volcano's webhook answers: the readiness gate saw the CA bundle, and the queue is Open.
+    state = deployed.kubectl(
+        "get", "queue.scheduling.volcano.sh", "test", "-o", "jsonpath={.status.state}"
+    ).stdout
+    assert state == "Open"
+
+
+def test_the_same_plan_again_changes_nothing(deployed: ControlPlane, default_config: StackConfig) -> None:
+    """Every step updated (as if each had changed): kubectl must find every object as it stored it.
+    An object rendered with an empty list or a default the server drops or fills in reports
+    ``configured`` on every deployment."""
+    report = deployed.apply_plan(deployed_plan(default_config), update_all=True)
+    assert report.configured() == []

@@ -1,0 +1,52 @@
+"""Rendered objects carry no value the API server drops or stores otherwise (k8s_charts/stored_form.py).
+
+The real API server's verdict is tests/cluster/test_deploy.py (a second apply of the whole plan
+reports nothing ``configured``); these say what ``as_stored`` does with each case, without a server."""
+
+from __future__ import annotations
+
+from k8s_charts.stored_form import as_stored
+
+
+def test_empty_resource_names_and_service_account_api_group_are_dropped() -> None:
+    role = {"kind": "ClusterRole", "rules": [{"verbs": ["get"], "resources": ["nodes"], "resourceNames": []}]}
+    assert as_stored(role)["rules"] == [{"verbs": ["get"], "resources": ["nodes"]}]
+    named = {"kind": "Role", "rules": [{"verbs": ["get"], "resourceNames": ["x"]}]}
+    assert as_stored(named) == named
+    binding = {
+        "kind": "ClusterRoleBinding",
+        "subjects": [
+            {"kind": "ServiceAccount", "name": "a", "namespace": "n", "apiGroup": ""},
+            {"kind": "Group", "name": "g", "apiGroup": "rbac.authorization.k8s.io"},
+        ],
+    }
+    assert as_stored(binding)["subjects"] == [
+        {"kind": "ServiceAccount", "name": "a", "namespace": "n"},
+        {"kind": "Group", "name": "g", "apiGroup": "rbac.authorization.k8s.io"},
+    ]
+
+
+def test_a_services_empty_external_ips_and_a_volumes_empty_class_are_dropped_a_claims_kept() -> None:
+    assert as_stored({"kind": "Service", "spec": {"externalIPs": [], "type": "ClusterIP"}})["spec"] == {
+        "type": "ClusterIP"
+    }
+    assert as_stored({"kind": "PersistentVolume", "spec": {"storageClassName": ""}})["spec"] == {}
+    claim = {"kind": "PersistentVolumeClaim", "spec": {"storageClassName": ""}}
+    assert as_stored(claim) == claim
+
+
+def test_an_empty_environment_value_is_written_as_the_server_keeps_it() -> None:
+    job = {
+        "kind": "Job",
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"env": [{"name": "A", "value": ""}, {"name": "B", "value": "1"}]}]}
+            }
+        },
+    }
+    assert as_stored(job)["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "A"},
+        {"name": "B", "value": "1"},
+    ]
+    # The input is left as it was.
+    assert job["spec"]["template"]["spec"]["containers"][0]["env"][0] == {"name": "A", "value": ""}
