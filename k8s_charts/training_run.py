@@ -308,6 +308,9 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                 vc.JobSpecTasks(
                     name=_TASK,
                     replicas=run.nodes,
+                    # Volcano's job webhook writes this default (replicas) at create; written out, a
+                    # second apply of the same run finds nothing to change.
+                    min_available=run.nodes,
                     max_retry=run.retries,
                     # First match wins (Volcano's applyPolicies): the exit code before the events, so a
                     # pod that cannot proceed ends the job instead of restarting it. Any other lost

@@ -385,6 +385,29 @@ class ControlPlane:
             self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
             self.kubectl("delete", "csinode", name, "--ignore-not-found", "--wait=false")
 
+    def stored_differences(self, plan: KubernetesLayerPlan) -> dict[str, list[str]]:
+        """For each applied object of ``plan``, where its rendering says what the server did not
+        store (``stored_differences``): why a second apply reports it ``configured``."""
+        found: dict[str, list[str]] = {}
+        for step in plan.applied():
+            if not isinstance(step, ManifestSet):
+                continue
+            for manifest in step.manifests:
+                metadata = manifest["metadata"]
+                group = manifest["apiVersion"].split("/")[0] if "/" in manifest["apiVersion"] else ""
+                resource = f"{manifest['kind'].lower()}.{group}".rstrip(".")
+                args = ["get", resource, metadata["name"]]
+                if "namespace" in metadata:
+                    args += ["-n", metadata["namespace"]]
+                result = self.kubectl(*args, "-o", "json", check=False)
+                if result.returncode != 0:
+                    found[f"{step.name}: {resource}/{metadata['name']}"] = [result.stderr.strip()]
+                    continue
+                differences = stored_differences(manifest, json.loads(result.stdout))
+                if differences:
+                    found[f"{step.name}: {resource}/{metadata['name']}"] = differences
+        return found
+
     # ----- the plan, as the kubectl handler applies it ----------------------------------------------
 
     def apply_plan(self, plan: KubernetesLayerPlan, *, update_all: bool = False) -> ApplyReport:
@@ -415,6 +438,10 @@ class ControlPlane:
             gone = self.deployed.pop(resource_id).step
             output = self._delete_step(resource_id, gone)
             report.steps.append(StepResult(gone.name, "Delete", output))
+            if gone.name == gang_watchdog.STEP:
+                # Its Deployment is gone: so is the pod the local process stands for.
+                self.processes.stop("gang-watchdog")
+                self._watchdog_properties = None
         return report
 
     def _run_step(

@@ -6,6 +6,8 @@ The order matters and is the module's: the first test deploys, the next ones rea
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from config import StackConfig
@@ -37,5 +39,6 @@ def test_the_same_plan_again_changes_nothing(deployed: ControlPlane, default_con
     """Every step updated (as if each had changed): kubectl must find every object as it stored it.
     An object rendered with an empty list or a default the server drops or fills in reports
     ``configured`` on every deployment."""
-    report = deployed.apply_plan(deployed_plan(default_config), update_all=True)
-    assert report.configured() == []
+    plan = deployed_plan(default_config)
+    report = deployed.apply_plan(plan, update_all=True)
+    assert report.configured() == [], json.dumps(deployed.stored_differences(plan), indent=1)
