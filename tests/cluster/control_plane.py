@@ -365,8 +365,11 @@ class ControlPlane:
 
     def as_service_account(self, namespace: str, name: str) -> Kubectl:
         """kubectl with a real token of that ServiceAccount (not impersonation)."""
-        token = self.service_account_token(namespace, name)
-        return Kubectl(self.binaries.kubectl, self._write_kubeconfig(f"sa-{namespace}-{name}", token=token))
+        return self.with_token(f"sa-{namespace}-{name}", self.service_account_token(namespace, name))
+
+    def with_token(self, name: str, token: str) -> Kubectl:
+        """kubectl that authenticates with ``token`` (a service account's, bound to a pod or not)."""
+        return Kubectl(self.binaries.kubectl, self._write_kubeconfig(name, token=token))
 
     def wait_for(self, probe: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.5) -> Any:
         return wait_until(probe, timeout=timeout, what=what, interval=interval, processes=self.processes)
