@@ -26,6 +26,7 @@ its pod simulated, and ``autoscaler_note`` says so wherever a test would have ne
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import hashlib
@@ -174,6 +175,8 @@ class ControlPlane:
     # ----- start and stop -------------------------------------------------------------------------
 
     def start(self) -> None:
+        # A safety net for an interpreter that exits without running the fixture's finalizer.
+        atexit.register(self.stop)
         try:
             self._start()
         except BaseException:
