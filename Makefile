@@ -50,7 +50,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs fabric-check lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
+.PHONY: help setup synth diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -124,11 +124,16 @@ deploy: $(CDK_DEPS) ## cdk deploy TrainiumStack [CONFIG=file] (needs credentials
 destroy: $(CDK_DEPS) ## cdk destroy TrainiumStack [CONFIG=file]; asks first; retained FSx and ECR stay
 	$(CDK) destroy $(STACK) -c config=$(CONFIG)
 
-preflight: $(PY_STAMP) ## check zones, offerings, quotas and reservations in the account [CONFIG=file WRITE=1]
-	$(BIN)/python -m preflight --config $(CONFIG) $(if $(WRITE),--write)
+# The synth first: the Lambda concurrency check reads what a deploy runs at once from the template.
+preflight: synth ## synthesize, then check zones, offerings, quotas, Lambda concurrency and reservations in the account [CONFIG=file WRITE=1]
+	$(BIN)/python -m preflight --config $(CONFIG) --template $(OUT)/$(STACK).template.json $(if $(WRITE),--write)
 
 runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
 	@$(BIN)/python -m stacks.run_listing --config $(CONFIG)
+
+# A model, not a measurement: the canary (make canary) measures the same stages on a real account.
+timeline: $(PY_STAMP) ## model each run's time from kubectl apply on zero nodes to its first step, stage by stage [CONFIG=file]
+	@$(BIN)/python -m stacks.timeline --config $(CONFIG)
 
 # Prints, does not run: the check takes every Neuron device of max_size nodes (docs/fabric-check.md).
 fabric-check: $(PY_STAMP) ## print the kubectl commands that run a group's fabric check [CONFIG=file GROUP=name]
@@ -190,6 +195,9 @@ vendor-charts: $(PY_STAMP) ## re-copy charts/ from the upstream tags and rewrite
 # the diff, then commit the locks.
 UV_COMPILE := $(BIN)/uv pip compile --no-config --quiet --generate-hashes --python-version 3.11.7 \
 	--python-platform x86_64-unknown-linux-gnu --custom-compile-command "make lock"
+
+canary: $(PY_STAMP) ## run the canary on the deployed cluster of CONFIG: every stage of a run, pass or fail (docs/health.md)
+	$(BIN)/python -m stacks.canary --config $(or $(CONFIG),config/default.yaml) $(CANARY_ARGS)
 
 lock: $(PY_STAMP) ## recompile the hashed locks (*.lock) after a change to requirements*.txt or constraints.txt
 	$(UV_COMPILE) requirements.txt -c constraints.txt -o requirements.lock

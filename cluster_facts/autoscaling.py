@@ -6,7 +6,9 @@ copies neither the node group's labels nor its taint to them, and nothing says h
 and EFA interfaces a node will advertise. With no node running, the autoscaler builds its picture of a
 new node from the group's instance type and from ``node-template`` tags; the stack writes those tags
 (constructs_trn/trainium_node_group.py) from ``node_template_tags``, which reads the instance catalog,
-so a scale-up from zero expects exactly what the node will have.
+so a scale-up from zero expects exactly what the node will have. The autoscaler takes a template
+node's allocatable to be its capacity; the tags give it the kubelet's allocatable cpu and memory
+instead, and the EFA hugepages (cluster_facts/node_allocatable.py).
 
 Pure data: the stack, the autoscaler's Helm values and the pipeline's deployment check read it.
 """
@@ -23,6 +25,7 @@ from cluster_facts.kubernetes_names import (
     NODE_GROUP_LABEL,
     trainium_node_labels,
 )
+from cluster_facts.node_allocatable import HUGEPAGES_2MI_RESOURCE, template_allocatable
 
 __all__ = [
     "AUTOSCALER_NAME",
@@ -37,6 +40,7 @@ __all__ = [
     "node_template_tags",
     "owner_tag",
     "scale_from_zero_resources",
+    "template_capacity",
 ]
 
 AUTOSCALER_NAMESPACE = "kube-system"
@@ -74,10 +78,25 @@ def scale_from_zero_resources(instance: TrainiumInstanceType) -> dict[str, int]:
     }
 
 
+def template_capacity(instance: TrainiumInstanceType) -> dict[str, str]:
+    """cpu, memory and hugepages as the kubelet will allocate them, for the node template.
+
+    The autoscaler reads cpu and memory from the instance type and takes them as allocatable
+    (cluster-autoscaler v1.34.5 ``aws_manager.go`` ``buildNodeFromTemplate``); a tag of the same name
+    overrides each, and any other ``resources/<name>`` tag (``hugepages-2Mi``) becomes one more.
+    """
+    allocatable = template_allocatable(instance)
+    return {
+        "cpu": f"{allocatable.cpu_millicores}m",
+        "memory": f"{allocatable.memory_mib}Mi",
+        HUGEPAGES_2MI_RESOURCE: f"{allocatable.hugepages_2mi_mib}Mi",
+    }
+
+
 def node_template_tags(instance: TrainiumInstanceType, *, node_group: str) -> dict[str, str]:
     """The Auto Scaling group tags that describe a node of ``node_group`` before one exists:
-    its labels, its taint and its Neuron and EFA devices (the autoscaler reads cpu and memory from
-    the instance type in the launch template)."""
+    its labels, its taint, its Neuron and EFA devices, and the cpu, memory and hugepages its kubelet
+    will allocate (without which the autoscaler counts the instance type's whole memory)."""
     return {
         **{
             f"{LABEL_TAG_PREFIX}{key}": value
@@ -87,5 +106,9 @@ def node_template_tags(instance: TrainiumInstanceType, *, node_group: str) -> di
         **{
             f"{RESOURCE_TAG_PREFIX}{resource}": str(amount)
             for resource, amount in scale_from_zero_resources(instance).items()
+        },
+        **{
+            f"{RESOURCE_TAG_PREFIX}{resource}": amount
+            for resource, amount in template_capacity(instance).items()
         },
     }

@@ -41,6 +41,7 @@ __all__ = [
     "ImageSource",
     "UpstreamRegistry",
     "cache_rule_prefix",
+    "cached_repository_arn",
     "digest_exception_reason",
     "ecr_registry",
     "is_ecr_private_registry",
@@ -142,6 +143,15 @@ def pull_through_repository_arn(*, account: str, region: str) -> str:
     return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{PULL_THROUGH_PREFIX}/*"
 
 
+def cached_repository_arn(image: str, *, account: str, region: str) -> str | None:
+    """The ARN of the pull-through cache repository ``image`` is pulled from (``image`` as the cache
+    serves it), or None for an image pulled from anywhere else."""
+    host, path, _, _ = split_image(image)
+    if host != ecr_registry(account=account, region=region) or not path.startswith(f"{PULL_THROUGH_PREFIX}/"):
+        return None
+    return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{path}"
+
+
 def upstream_repository(image: str) -> str:
     """``host/path`` of the upstream repository ``image`` comes from, whether named upstream or
     through the cache (``<registry>/upstream/quay.io/coreos/etcd:v3`` -> ``quay.io/coreos/etcd``)."""
@@ -239,8 +249,10 @@ DIRECT_PULLS: Mapping[str, str] = {
         "would take an ECR-to-ECR rule with a role that EKS's registry would have to trust"
     ),
     "docker.io/volcanosh/": (
-        "Docker Hub: ECR caches it only with a Docker Hub credential; without ecr.upstream_credentials "
-        "docker.io the Volcano chart's images come from Docker Hub"
+        "Docker Hub: ECR caches it only with a Docker Hub credential, and Volcano publishes nowhere the "
+        "cache serves without one (Docker Hub and ghcr.io only); without ecr.upstream_credentials "
+        "docker.io the Volcano chart's images come from Docker Hub, anonymously, within its limit of "
+        "10 pulls an hour per address"
     ),
 }
 """Images the cluster may pull from elsewhere than the account's registry, by repository prefix

@@ -30,6 +30,11 @@ class TrainiumInstanceType:
     network_gbps: int
     efa_network_cards: int
     """Network cards; the launch template attaches one EFA interface to each."""
+    max_enis: int
+    ipv4_addresses_per_eni: int
+    """EC2's default network interfaces and IPv4 addresses per interface, as the EKS AMI's nodeadm
+    reads them to size the kubelet's maxPods and memory reservation (amazon-eks-ami v20260505,
+    nodeadm/internal/kubelet/instance-info.jsonl; cluster_facts/node_allocatable.py)."""
 
     @property
     def efa_interfaces(self) -> int:
@@ -55,6 +60,8 @@ CATALOG: dict[str, TrainiumInstanceType] = {
             memory_gib=512,
             network_gbps=800,
             efa_network_cards=8,
+            max_enis=5,
+            ipv4_addresses_per_eni=50,
         ),
         TrainiumInstanceType(
             name="trn1n.32xlarge",
@@ -66,6 +73,8 @@ CATALOG: dict[str, TrainiumInstanceType] = {
             memory_gib=512,
             network_gbps=1600,
             efa_network_cards=16,
+            max_enis=5,
+            ipv4_addresses_per_eni=50,
         ),
         TrainiumInstanceType(
             name="trn2.48xlarge",
@@ -78,6 +87,8 @@ CATALOG: dict[str, TrainiumInstanceType] = {
             memory_gib=2048,
             network_gbps=3200,
             efa_network_cards=16,
+            max_enis=2,
+            ipv4_addresses_per_eni=50,
         ),
     )
 }

@@ -35,16 +35,24 @@ __all__ = [
     "NEURON_TAINT_VALUE",
     "NODE_GROUP_LABEL",
     "PLATFORM_NAMESPACE",
+    "PLATFORM_PRIORITY_CLASS",
+    "PLATFORM_UID",
+    "POD_USER_ENVIRONMENT",
     "ROOT_SQUASH_ID",
     "RUNS_ROOT",
     "SAFE_TO_EVICT_ANNOTATION",
+    "STUCK_MINUTES_ANNOTATION",
     "TEAMS_DIR",
     "TEAM_NAMESPACE_LABEL",
     "TORCHX_POD_LABELS",
     "TRAINING_NAMESPACE",
     "TRAINING_POD_LABELS",
+    "TRAINING_PRIORITY_CLASS",
+    "VOLCANO_DEFAULT_QUEUE",
     "VOLCANO_JOB_NAMESPACE_LABEL",
     "VOLCANO_JOB_NAME_LABEL",
+    "VOLCANO_QUEUE_LABEL",
+    "VOLCANO_SCHEDULER",
     "dataset_variable",
     "datasets_claim",
     "file_system_claim",
@@ -79,6 +87,10 @@ FABRIC_CHECK_TAINT: dict[str, str] = {
 # by someone else, and the watchdog never touches it; `kubectl uncordon` leaves it, and the
 # watchdog then removes it.
 GANG_WATCHDOG_ANNOTATION = "trainium/gang-watchdog-cordoned-for"
+
+# A run's own limit, in minutes, on its Volcano Job: how long its pods may hold Trainium nodes
+# without progressing before the gang watchdog ends it (k8s_charts/scripts/stuck_runs.py).
+STUCK_MINUTES_ANNOTATION = "trainium/stuck-minutes"
 
 # The well-known label the kubelet sets from the EC2 instance type.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -135,21 +147,33 @@ def datasets_claim(generation: str) -> str:
 #   /datasets/<name>/<identity>      staged once by the platform, mounted read-only by every team
 #   /teams/<team>/runs/<run id>      a team's run outputs (its pods see /teams/<team> as /data)
 #   /teams/<team>/neuron_cache       a team's compile caches
+# No volume is mounted inside another that lives on the file system: the container runtime creates
+# each mount point as the node's root, which Lustre squashes to nobody on the Trainium nodes, and a
+# team's directory (mode 2750, the team's uid) lets nobody neither search nor create in it. A data
+# sets mount at /data/datasets left every run in CreateContainerError (tests/test_mount_layout.py).
+# Sources: runc libcontainer/rootfs_linux.go (setupRootfs -> mountToRootfs per mount, in order,
+# creating a missing destination under the rootfs before the bind mount, as the runtime's root);
+# the same failure on NFS with root squash: containers/podman#17129.
 DATA_MOUNT = "/data"
 TEAMS_DIR = "teams"
 """Each team's directory on the file system: ``/<TEAMS_DIR>/<team>``."""
 NEURON_CACHE_DIR = "neuron_cache"
 """A team's Neuron compile caches, ``/data/neuron_cache/<cacheset>_<replica>`` in its pods."""
 DATASETS_DIR = "datasets"
-DATASETS_ROOT = f"{DATA_MOUNT}/{DATASETS_DIR}"
-"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``, the same path in
-the platform's pods (the whole file system) and in a team's (its read-only view of /datasets)."""
+DATASETS_ROOT = f"/{DATASETS_DIR}"
+"""Staged data sets, one versioned directory each: ``<root>/<name>/<identity>``. Beside /data, never
+inside it: the same path in the staging pods (the file system's /datasets, mounted by sub-path) and
+in a team's (its read-only claim of /datasets)."""
 RUNS_ROOT = f"{DATA_MOUNT}/runs"
 """A team's runs, ``/data/runs/<run id>`` in its pods."""
 
 
 # Root on a Trainium node is this user and group on the file system (root squash): nobody:nogroup.
 ROOT_SQUASH_ID = 65534
+# The platform's own uid and gid on the file system: owner of /datasets, which the staging Jobs write
+# as this uid (never as root). Below every team's id (teams[].uid is at least 10000, derived ids at
+# least _TEAM_ID_BASE) and no distribution's system or nobody id.
+PLATFORM_UID = 9999
 # A team's uid and gid on the file system, when the configuration names none: a hash of its name into
 # [_TEAM_ID_BASE, _TEAM_ID_BASE + _TEAM_ID_SPAN). Above the distributions' system and login ranges
 # (below 10000) and the nobody id; the configuration refuses two teams with one id.
@@ -193,6 +217,16 @@ TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pyt
 # they are what etcd's and the workers' NetworkPolicies trust.
 VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
 VOLCANO_JOB_NAMESPACE_LABEL = "volcano.sh/job-namespace"
+# Volcano's scheduler name (pods and Jobs name it in schedulerName); the queue Volcano's job webhook
+# puts a Job without one into (pkg/webhooks/admission/jobs/mutate, DefaultQueue: uncapped, shared by
+# everyone); the label the job controller writes on every pod with its Job's queue (createJobPod).
+VOLCANO_SCHEDULER = "volcano"
+VOLCANO_DEFAULT_QUEUE = "default"
+VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
+# The PriorityClasses of the cluster (k8s_charts/priority_classes.py): the platform's own pods, and
+# every team's training pods (an admission policy holds team pods to it: k8s_charts/tenant_admission.py).
+PLATFORM_PRIORITY_CLASS = "trainium-platform"
+TRAINING_PRIORITY_CLASS = "trainium-training"
 # Every team's namespace carries this label (value: the team); cluster-wide policies select on it.
 TEAM_NAMESPACE_LABEL = "trainium/team"
 # CoreDNS's pods in kube-system and the selector of the kube-dns Service (EKS's CoreDNS add-on).
@@ -205,6 +239,13 @@ DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"
 # this code; the run's Volcano policy turns it into the end of the job instead of a restart.
 # 78 is EX_CONFIG in sysexits.h: nothing a retry can fix. Neither torchrun nor Python use it.
 CANNOT_PROCEED_EXIT_CODE = 78
+
+# A training pod runs as its team's uid, which has no passwd entry in the image: getpass.getuser()
+# (CPython: LOGNAME, USER, LNAME, USERNAME, then pwd.getpwuid, which raises KeyError, OSError from
+# 3.13) and the tools that call it (torch 2.9's compile cache names its directory after it:
+# torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir) find a name here first,
+# and HOME a writable directory (~ expands from HOME before the passwd database).
+POD_USER_ENVIRONMENT: dict[str, str] = {"HOME": "/tmp", "USER": "trainium", "LOGNAME": "trainium"}
 
 # The cluster autoscaler never removes a node that runs a pod with this annotation set to "false".
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"

@@ -124,6 +124,18 @@ class KubernetesLayerPlan:
                 return step
         raise KeyError(f"no step {name!r} in the Kubernetes layer; steps: {', '.join(self.names)}")
 
+    def images(self) -> list[str]:
+        """Every image the plan runs, applied or not: each container of each manifest (a pod
+        template anywhere in it) and each image of each Helm release, once each, sorted."""
+        found: set[str] = set()
+        for step in self.steps:
+            if isinstance(step, ManifestSet):
+                for manifest in step.manifests:
+                    found.update(_container_images(manifest))
+            elif isinstance(step, HelmRelease):
+                found.update(step.images)
+        return sorted(found)
+
     def applied(self) -> list[KubernetesStep]:
         return [step for step in self.steps if step.applied]
 
@@ -149,6 +161,19 @@ class KubernetesLayerPlan:
             else:
                 steps.append(step)
         return KubernetesLayerPlan(tuple(steps))
+
+
+def _container_images(value: Any) -> Iterator[str]:
+    """The images of every container list (containers, initContainers) anywhere in ``value``."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in ("containers", "initContainers") and isinstance(item, list | tuple):
+                yield from (str(c["image"]) for c in item if isinstance(c, Mapping) and "image" in c)
+            else:
+                yield from _container_images(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _container_images(item)
 
 
 def _replaced(value: Any, replacements: Mapping[str, str]) -> Any:

@@ -84,6 +84,13 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
 VOLCANO_CHART_VERSION = "1.15.1"
 # The images the chart runs with admission, controller and scheduler on (its defaults), all from
 # ``basic.image_registry`` (docker.io) and tagged ``basic.image_tag_version`` (values.yaml of v1.15.1).
+# Where Volcano publishes them: its release workflow at v1.15.1 (.github/workflows/release.yaml, run on
+# every v*.*.* tag) pushes to Docker Hub (volcanosh/vc-*) and to the GitHub Container Registry
+# (ghcr.io/volcano-sh/vc-*, since commit 3cda63c52); not to public.ecr.aws, registry.k8s.io or quay.io,
+# the registries ECR caches without a credential. ECR caches Docker Hub and GHCR only with a Secrets
+# Manager secret (ECR user guide, "Sync an upstream registry"), so neither is free of a credential:
+# Volcano stays on the chart's Docker Hub names, through the cache when ecr.upstream_credentials
+# names a Docker Hub secret and anonymously otherwise (docs/supply-chain.md: the rate limit).
 VOLCANO_IMAGE_REGISTRY = "docker.io"
 VOLCANO_IMAGE_NAMES = (
     "volcanosh/vc-webhook-manager",

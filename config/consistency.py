@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
 from cluster_facts.images import split_image
-from cluster_facts.kubernetes_names import DATA_MOUNT, dataset_variable
+from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, dataset_variable
+from cluster_facts.neuron_stack import AMI_RELEASES, DEFAULT_AMI_RELEASES, stack_problem
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE
 
@@ -195,6 +196,39 @@ def _teams_are_distinct_and_use_groups_that_exist(
                     f"teams[{index}].node_groups[{position}]",
                     f"{group!r} is not a trainium.node_groups name; defined: {', '.join(defined)}",
                 )
+            elif team is not None and group in team.node_groups[:position]:
+                # Counted twice, the group would double the queue's capability and deserved share.
+                yield (
+                    f"teams[{index}].node_groups[{position}]",
+                    (
+                        f"{group!r} is listed twice; list each node group once (the team's queue counts "
+                        "what each holds at max_size once)"
+                    ),
+                )
+
+
+@_reads("teams", "trainium.node_groups")
+def _team_quotas_hold_a_training_pod(
+    all_teams: list[TeamSettings | None], groups: list[TrainiumNodeGroupSettings]
+) -> Iterator[Problem]:
+    """A quota of fewer Trainium chips than one node takes would refuse every run of the team: a
+    training pod takes every chip of its node (k8s_charts/training_run.py)."""
+    for index, team in enumerate(all_teams):
+        if team is None or team.quota.neuron_devices is None:
+            continue
+        mine = [group for group in groups if not team.node_groups or group.name in team.node_groups]
+        if not mine:
+            continue  # its groups are undefined: the check above says so
+        smallest = min(mine, key=lambda group: group.instance.chips)
+        if team.quota.neuron_devices < smallest.instance.chips:
+            yield (
+                f"teams[{index}].quota.neuron_devices",
+                (
+                    f"{team.quota.neuron_devices} chips hold no training pod: one takes every chip of its "
+                    f"node ({smallest.instance.chips} on node group {smallest.name!r}); allowed: "
+                    f"{smallest.instance.chips} or more"
+                ),
+            )
 
 
 @_reads("teams")
@@ -339,6 +373,14 @@ def _scripts_are_checked(
                         f"SHA-256 before they run: list it under its files with its sha256"
                     ),
                 )
+        elif script.startswith(DATASETS_ROOT + "/"):
+            yield (
+                where,
+                (
+                    f"{script!r} is a data set's file by path, which no checksum covers: name it "
+                    "$(DATASET_<NAME>)/<file> and list the file under the data set's files with its sha256"
+                ),
+            )
         elif script.startswith(("$(", DATA_MOUNT + "/")) or script == DATA_MOUNT:
             yield (
                 where,
@@ -425,3 +467,63 @@ def _run_images_come_through_the_cache(
                 "the image to the stack's repository, or set ecr.pull_through_cache: false"
             )
         yield f"runs[{index}].image", message
+
+
+def _ami_release(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> str | None:
+    """The AMI release the group boots: its own, or the Neuron table's default for the version."""
+    return group.ami_release or DEFAULT_AMI_RELEASES.get(kubernetes_version)
+
+
+@_reads("cluster.kubernetes_version", "trainium.node_groups")
+def _ami_releases_are_in_the_neuron_table(
+    kubernetes_version: str, groups: list[TrainiumNodeGroupSettings]
+) -> Iterator[Problem]:
+    """A node group boots an AMI release whose Neuron driver the table knows, of the cluster's version."""
+    known = sorted(
+        (r.release_version for r in AMI_RELEASES.values() if r.kubernetes_version == kubernetes_version),
+        key=lambda version: (version_key(version), version),
+    )
+    for index, group in enumerate(groups):
+        release = _ami_release(group, kubernetes_version)
+        if release is None:
+            yield (
+                f"trainium.node_groups[{index}].ami_release",
+                (
+                    f"no Neuron AMI release is known for Kubernetes {kubernetes_version}; add one to "
+                    "cluster_facts/neuron_stack.py (docs/neuron.md)"
+                ),
+            )
+        elif release not in AMI_RELEASES or AMI_RELEASES[release].kubernetes_version != kubernetes_version:
+            yield (
+                f"trainium.node_groups[{index}].ami_release",
+                (
+                    f"{release!r} is not a Neuron AMI release of the table for Kubernetes {kubernetes_version}; "
+                    f"allowed: {', '.join(known) or 'none'}"
+                ),
+            )
+
+
+@_reads("cluster.kubernetes_version", "runs", "teams", "trainium.node_groups")
+def _run_images_are_a_supported_neuron_stack(
+    kubernetes_version: str,
+    runs: list[RunSettings | None],
+    all_teams: list[TeamSettings | None],
+    groups: list[TrainiumNodeGroupSettings],
+) -> Iterator[Problem]:
+    """Each run's image is an SDK release that supports its training and whose driver its nodes boot."""
+    teams = [team for team in all_teams if team is not None]
+    if len(teams) != len(all_teams) or not teams:
+        return
+    by_name = {group.name: group for group in groups}
+    for index, run in enumerate(runs):
+        if run is None:
+            continue
+        team = next((team for team in teams if team.name == (run.team or teams[0].name)), None)
+        wanted = run.node_group or (team.node_groups[0] if team and team.node_groups else groups[0].name)
+        group = by_name.get(wanted)
+        release = _ami_release(group, kubernetes_version) if group is not None else None
+        if release is None or release not in AMI_RELEASES:
+            continue  # the group or its AMI release has its own line
+        problem = stack_problem(image=run.image, ami_release=release)
+        if problem is not None:
+            yield f"runs[{index}].image", problem

@@ -43,11 +43,13 @@ from config.fields import (
     _Section,
 )
 from config.workloads import (
+    DEFAULT_STUCK_RUN_MINUTES,
     DEFAULT_TEAMS,
     DatasetSettings,
     MovedSection,
     RunSettings,
     TeamSettings,
+    stuck_minutes_in_range,
 )
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "EcrSettings",
     "FabricCheckSettings",
     "FsxSettings",
+    "NodeCheckSettings",
     "ObservabilitySettings",
     "StackConfig",
     "SystemNodesSettings",
@@ -214,14 +217,20 @@ class TrainiumNodeGroupSettings(_Section):
     placement_group: bool | None = Field(default=None, validate_default=True)
     """A cluster placement group; defaults to on, and to off (the only choice) when a reservation is targeted."""
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
+    ami_release: (
+        Annotated[
+            str, _matching(r"\d+\.\d+\.\d+-\d{8}", "an EKS AMI release version such as 1.34.7-20260505")
+        ]
+        | None
+    ) = None
+    """The EKS Neuron AMI release the group boots (its Neuron driver); default: the Neuron table's for
+    the cluster's Kubernetes version (cluster_facts/neuron_stack.py). Changing it replaces the nodes."""
     # After capacity_type: the checks of min_size read it. validate_default: a default min_size is
     # checked against a configured max_size.
     min_size: int = Field(default=0, ge=0, validate_default=True)
     """Warm nodes that run with no job queued (and bill around the clock); 0 by default."""
     max_size: int = Field(ge=1)
     """The most nodes the autoscaler may run; a job's gang must fit."""
-    desired_size: Annotated[int | None, Field(exclude=True)] = None
-    """Refused: the cluster autoscaler owns the node count (docs/capacity.md)."""
 
     @field_validator("min_size")
     @classmethod
@@ -243,14 +252,28 @@ class TrainiumNodeGroupSettings(_Section):
             raise _problem(f"max_size ({maximum}) must be at least min_size ({minimum})")
         return maximum
 
+    desired_size: int = Field(default=0, ge=0, validate_default=True)
+    """The node count EKS creates the group with; the cluster autoscaler owns the count after that.
+
+    The EKS API takes all of min, max and desired or none of them when a group is created
+    (NodegroupScalingConfig), and resizes a group whenever desiredSize changes ("When using
+    CloudFormation, no action occurs if you remove this parameter from your CFN template"): the
+    template therefore carries this fixed value, which changing min_size or max_size never touches,
+    and a deploy resizes the group only when this key itself changes (docs/capacity.md)."""
+
     @field_validator("desired_size")
     @classmethod
-    def _owned_by_the_autoscaler(cls, desired: int | None) -> int | None:
-        if desired is not None:
+    def _between_min_and_max(cls, desired: int, info: ValidationInfo) -> int:
+        minimum, maximum = info.data.get("min_size"), info.data.get("max_size")
+        if minimum is None or maximum is None:
+            return desired  # min_size or max_size has its own line already
+        if desired < minimum:
             raise _problem(
-                "the cluster autoscaler sets the node count now; remove desired_size "
-                "(min_size keeps warm nodes, max_size caps the group)"
+                f"{desired} is below min_size ({minimum}); allowed: min_size to max_size (the count EKS "
+                "creates the group with: set it with warm nodes, then leave it; changing it resizes the group)"
             )
+        if desired > maximum:
+            raise _problem(f"{desired} is above max_size ({maximum}); allowed: min_size to max_size")
         return desired
 
     @field_validator("capacity_reservation_id")
@@ -510,6 +533,19 @@ def _minutes(low: int, high: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+class NodeCheckSettings(_Section):
+    """The node check of every Trainium node and what it may do to a bad one (docs/health.md)."""
+
+    replace_failed_nodes: bool = True
+    """A node that fails the check (a new node, or a node whose EFA devices reported errors and then
+    fail the loopback) has its instance marked Unhealthy in its Auto Scaling group, which replaces
+    it; false: the node keeps its taint and waits for a person."""
+    replace_unresponsive_after_minutes: Annotated[int, _minutes(3, 29)] | None = 5
+    """A Trainium node whose kubelet has been silent (``Ready`` Unknown) this long is terminated
+    through its Auto Scaling group by the node check of another Trainium node, so that its pods go
+    and the gang can start again; null: wait for EKS node auto repair (30 minutes)."""
+
+
 class AutoscalerSettings(_Section):
     """The Kubernetes Cluster Autoscaler that brings Trainium nodes up for queued jobs and lets them go."""
 
@@ -525,6 +561,12 @@ class AutoscalerSettings(_Section):
     gang_watchdog: bool = True
     """Cordon the idle Trainium nodes that keep a partly placeable gang from scaling up, after
     ``max_node_provision_minutes`` (docs/capacity.md, "A gang that only partly fits")."""
+    stuck_run_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = (
+        DEFAULT_STUCK_RUN_MINUTES
+    )
+    """The gang watchdog ends a run whose pods hold Trainium nodes without progressing (a container
+    waiting, or no log output) for this long (docs/capacity.md, "A run that does not progress");
+    ``runs[].stuck_minutes`` overrides it per run; null: never (also off with ``gang_watchdog: false``)."""
 
 
 class StackConfig(_Section):
@@ -542,6 +584,7 @@ class StackConfig(_Section):
         default_factory=ObservabilitySettings
     )
     fabric_check: Annotated[FabricCheckSettings, OptionalSection] = Field(default_factory=FabricCheckSettings)
+    node_check: Annotated[NodeCheckSettings, OptionalSection] = Field(default_factory=NodeCheckSettings)
     teams: list[TeamSettings] = Field(default_factory=lambda: list(DEFAULT_TEAMS), min_length=1)
     datasets: list[DatasetSettings] = Field(default_factory=list)
     runs: list[RunSettings] = Field(default_factory=list)

@@ -104,6 +104,12 @@ class EnvironmentSettings(_Section):
     account: AccountId
     """Must equal the environment file's account: the pipeline file says where every stage deploys."""
     region: Region
+    canary: bool = False
+    """After the deploy, the stage's deployment check runs the canary (``make canary``, docs/health.md)
+    and fails the stage with its failure line. Off by default: each canary brings up to two Trainium
+    nodes of the first team's first node group for its run and their scale-down (about 30 to 60
+    minutes, docs/pipeline.md). Needs the environment's API server reachable from the pipeline
+    (``cluster.endpoint_public_cidrs``)."""
 
 
 class WaveSettings(_Section):
@@ -220,6 +226,12 @@ def parse_pipeline(data: object, *, source: str = "<pipeline>", folder: Path = P
         ):
             if stated != actual:
                 problems.append((f"{key}.{field}", f"{stated!r}, but {file} has {field} {actual!r}"))
+        if environment.canary and not config.cluster.endpoint_public_cidrs:
+            message = (
+                f"true, but {file} has cluster.endpoint_public_cidrs empty: the canary runs from the "
+                "pipeline's check, which reaches the API server only through its public endpoint"
+            )
+            problems.append((f"{key}.canary", message))
         environments[environment.name] = config
     errors = ([ConfigError(source, problems)] if problems else []) + list(environment_errors.values())
     if errors:

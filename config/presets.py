@@ -106,7 +106,9 @@ BERT_LARGE = RunPreset(
 )
 
 
-def bert_large_arguments(*, batch_size: int, grad_accum_usteps: int, bf16: bool) -> tuple[str, ...]:
+def bert_large_arguments(
+    *, batch_size: int, grad_accum_usteps: int, bf16: bool, shards_per_ckpt: int = 1
+) -> tuple[str, ...]:
     """The script's arguments: per-worker batch, accumulation steps, the data and the run's output.
 
     BF16 is the script's default (model.to(torch.bfloat16)); ``--enable_fp32`` turns it off, for
@@ -117,5 +119,7 @@ def bert_large_arguments(*, batch_size: int, grad_accum_usteps: int, bf16: bool)
         "--grad_accum_usteps", str(grad_accum_usteps),
         "--data_dir", _BERT_DATA,
         "--output_dir", "$(OUTPUT_DIR)",
+        # How often it checkpoints: what a failure mid-run can cost (its default is 1 too).
+        "--shards_per_ckpt", str(shards_per_ckpt),
     )  # fmt: skip
     return arguments if bf16 else (*arguments, "--enable_fp32")

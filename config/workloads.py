@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from cluster_facts.kubernetes_names import ROOT_SQUASH_ID, team_uid
+from cluster_facts.kubernetes_names import ROOT_SQUASH_ID, VOLCANO_DEFAULT_QUEUE, team_uid
+from cluster_facts.neuron_stack import TRAINING_IMAGE
 from config.fields import Name, PinnedImage, RoleArn, _matching, _problem, _Section
 from config.presets import BERT_LARGE
 
@@ -29,16 +30,15 @@ __all__ = [
     "PrecompileSettings",
     "ResumeSettings",
     "RunSettings",
+    "TeamQuotaSettings",
     "TeamSettings",
     "moved_training_section",
 ]
 
-# AWS's Neuron PyTorch training container (Neuron SDK 2.27.1, torch-neuronx 2.9, the last line with
-# PyTorch/XLA training), pinned by tag: the default needs no Docker build. docker/Dockerfile builds
-# the project image FROM the same reference (a test keeps them equal).
-DEFAULT_TRAINING_IMAGE = (
-    "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
-)
+# AWS's Neuron PyTorch training container of the newest Neuron release that supports PyTorch/XLA
+# training, pinned by tag: its one home is the Neuron table (cluster_facts/neuron_stack.py), which
+# the TorchX component and docker/Dockerfile follow too.
+DEFAULT_TRAINING_IMAGE = TRAINING_IMAGE
 
 # Namespaces the cluster's own components use: a team may not take one.
 _RESERVED_NAMESPACES = ("default", "volcano-system", "amazon-cloudwatch", "trainium-system")
@@ -72,16 +72,41 @@ def _not_squashed(value: int | None) -> int | None:
     return value
 
 
+def _not_volcanos_default(value: str | None) -> str | None:
+    if value == VOLCANO_DEFAULT_QUEUE:
+        raise _problem(
+            f"{value!r} is Volcano's own queue, where a Job without a queue lands (uncapped, shared by "
+            "everyone); pick another queue name"
+        )
+    return value
+
+
 def _not_reserved(value: str) -> str:
     if value in _RESERVED_NAMESPACES or value.startswith("kube-"):
         raise _problem(f"{value!r} is a namespace the cluster uses itself; pick another team name")
     return value
 
 
+class TeamQuotaSettings(_Section):
+    """The most the team's namespace holds at once (a ResourceQuota on requests, k8s_charts/team_quota.py).
+
+    Left out, each amount is what the team's node groups hold at max_size (the queue's capability),
+    plus room for the team's etcd: the quota then refuses only what could never be placed anyway."""
+
+    pods: int = Field(default=64, ge=2, le=10000)
+    """Pods at once, the team's etcd included."""
+    neuron_devices: int | None = Field(default=None, ge=1)
+    """Trainium chips (aws.amazon.com/neuron) its pods request in total."""
+    cpu: int | None = Field(default=None, ge=1)
+    """Cores its pods request in total."""
+    memory_gib: int | None = Field(default=None, ge=1)
+    """Memory its pods request in total, in GiB."""
+
+
 class TeamSettings(_Section):
     name: Annotated[Name, AfterValidator(_not_reserved)]
     """The team's namespace."""
-    queue: Name | None = None
+    queue: Annotated[Name | None, AfterValidator(_not_volcanos_default)] = None
     """Its Volcano queue (TorchX: -cfg queue=<name>); defaults to the team's name."""
     node_groups: list[Name] = Field(default_factory=list)
     """The Trainium node groups its runs may use; empty: all of them. The queue's capability is
@@ -96,6 +121,8 @@ class TeamSettings(_Section):
     """The uid and gid that own the team's directory /teams/<team> and that its training pods run
     as; defaults to one derived from the name (cluster_facts.kubernetes_names.team_uid). Set it to
     match an identity your other clients of the file system use, or when two derived ids collide."""
+    quota: TeamQuotaSettings = Field(default_factory=TeamQuotaSettings)
+    """The most its namespace holds at once; each amount defaults to what its node groups hold."""
 
     @property
     def queue_name(self) -> str:
@@ -168,6 +195,9 @@ class BertParameters(_Section):
     grad_accum_usteps: int | None = Field(default=None, ge=1)
     """Defaults to the tutorial's 32 x 2 / nodes: a fixed global batch (strong scaling)."""
     bf16: bool = True
+    shards_per_ckpt: int = Field(default=1, ge=1, le=100)
+    """The script's --shards_per_ckpt: a checkpoint every this many data shards. A failure mid-run
+    loses at most the steps since the last one (docs/health.md, "A node lost mid-run")."""
     stochastic_rounding: bool = True
     """NEURON_RT_STOCHASTIC_ROUNDING_EN, set either way (the script turns it on when it is absent)."""
     dataset_archive_sha256: Sha256 | None = None
@@ -178,6 +208,24 @@ class BertParameters(_Section):
 
 
 _PRESET_OWNS = ("script", "args", "datasets", "python_packages", "resume")
+
+
+# How long a run may hold Trainium nodes without progressing (k8s_charts/scripts/stuck_runs.py). At
+# least 10 minutes: longer than an image pull of the Neuron training image and than the run's own
+# quietest wait (the compile-cache lock, 5 minutes; tests/k8s/test_stuck_runs.py holds the two
+# together); at most a day.
+STUCK_MINUTES_RANGE = (10, 1440)
+DEFAULT_STUCK_RUN_MINUTES = 10
+
+
+def stuck_minutes_in_range(value: int) -> int:
+    low, high = STUCK_MINUTES_RANGE
+    if not low <= value <= high:
+        raise _problem(
+            f"{value} minutes is out of range; allowed: {low} (longer than an image pull and the run's "
+            f"own quiet waits) to {high}"
+        )
+    return value
 
 
 class RunSettings(_Section):
@@ -209,6 +257,10 @@ class RunSettings(_Section):
     team never share one."""
     retries: int = Field(default=3, ge=0, le=10)
     """Whole-gang restarts after a failed or evicted pod (each resumes from the newest checkpoint)."""
+    stuck_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = None
+    """How long this run's pods may hold Trainium nodes without progressing (a waiting container, no
+    log output) before the gang watchdog ends it; None: ``autoscaler.stuck_run_minutes``. Not part of
+    the run's identity: changing it does not restart the run."""
 
     @model_validator(mode="before")
     @classmethod

@@ -45,6 +45,7 @@ class ClusterAddons(Construct):
         construct_id: str,
         *,
         cluster: eks.Cluster,
+        cluster_name: str,
         versions: Mapping[str, str],
         wait_for: Construct,
     ) -> None:
@@ -58,6 +59,9 @@ class ClusterAddons(Construct):
         self.vpc_cni_role = pod_identity_role(
             self,
             "VpcCniRole",
+            cluster_name=cluster_name,
+            namespace="kube-system",
+            service_account="aws-node",
             description="VPC CNI (aws-node): network interfaces and IP addresses of the nodes",
             managed_policy_names=["AmazonEKS_CNI_Policy"],
         )
@@ -69,7 +73,12 @@ class ClusterAddons(Construct):
         )
         vpc_cni = self._addon(
             VPC_CNI,
-            # Network policies are enforced so that, for example, etcd admits only training pods.
+            # Network policies are enforced so that, for example, etcd admits only training pods. The
+            # policy agent stays in its default `standard` mode (no env.NETWORK_POLICY_ENFORCING_MODE):
+            # `strict` would deny every pod no policy selects, the EKS add-ons' CoreDNS, FSx CSI and
+            # CloudWatch pods included, and start every new pod denied until its policies reach its
+            # node, a training pod's pip install and rendezvous among them (docs/security-policies.md,
+            # "Standard, not strict").
             configuration={"enableNetworkPolicy": "true"},
             pod_identity={
                 "namespace": "kube-system",
@@ -83,14 +92,19 @@ class ClusterAddons(Construct):
         # comes first, and the node groups wait for both.
         vpc_cni.node.add_dependency(pod_identity_agent)
         self.networking: list[Construct] = [vpc_cni, kube_proxy, pod_identity_agent]
+        self.vpc_cni, self.kube_proxy, self.pod_identity_agent = vpc_cni, kube_proxy, pod_identity_agent
 
         coredns = self._addon(COREDNS)
+        self.coredns = coredns
 
         # Static provisioning only (the PersistentVolume names the stack's file system), so the
         # controller needs to describe file systems and nothing that creates or deletes them.
         self.fsx_csi_role = pod_identity_role(
             self,
             "FsxCsiDriverRole",
+            cluster_name=cluster_name,
+            namespace="kube-system",
+            service_account="fsx-csi-controller-sa",
             description="FSx CSI driver controller: read-only, static provisioning",
             statements=[iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])],
         )
@@ -100,7 +114,7 @@ class ClusterAddons(Construct):
             reason="fsx:DescribeFileSystems is the role's only action, a read-only describe for static "
             "volumes; the role can create, change or delete nothing, whatever file system it names",
         )
-        fsx_csi = self._addon(
+        fsx_csi = self.fsx_csi = self._addon(
             AWS_FSX_CSI_DRIVER,
             pod_identity={
                 "namespace": "kube-system",
@@ -113,6 +127,9 @@ class ClusterAddons(Construct):
         self.cloudwatch_role = pod_identity_role(
             self,
             "CloudWatchAgentRole",
+            cluster_name=cluster_name,
+            namespace="amazon-cloudwatch",
+            service_account="cloudwatch-agent",
             description="CloudWatch agent: container, Neuron and EFA metrics and logs",
             managed_policy_names=["CloudWatchAgentServerPolicy"],
         )

@@ -52,6 +52,9 @@ class ClusterAutoscalerAccess(Construct):
             self,
             "Role",
             description=f"Cluster autoscaler of {cluster_name}: scales its Trainium node groups",
+            cluster_name=cluster_name,
+            namespace=AUTOSCALER_NAMESPACE,
+            service_account=AUTOSCALER_NAME,
             statements=[
                 iam.PolicyStatement(actions=list(READ_ACTIONS), resources=["*"]),
                 iam.PolicyStatement(

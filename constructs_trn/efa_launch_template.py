@@ -1,7 +1,11 @@
-"""The launch template of a Trainium node group: one EFA interface per network card.
+"""The launch template of a Trainium node group: one EFA interface per network card, fast image pulls.
 
 The rules (see the README): card 0 carries the node's IP (device index 0, type ``efa``); every other
-card gets an ``efa-only`` interface at device index 1, which uses no VPC address. Security groups
+card gets an ``efa-only`` interface at device index 0, which uses no VPC address. The EC2 user guide
+("Maximize network bandwidth on Amazon EC2 instances with multiple network cards"): "For each
+additional network interface, use the next unused network card index, device index 0, for EFA-only
+network interface, and/or device index 1 for ENA network interface". Device index 1 is an ENA
+interface's place on a further card (this project once put efa-only there). Security groups
 sit on each interface, because a launch template with network interfaces may not name top-level
 groups. No subnet and no instance profile: the EKS managed node group supplies both.
 """
@@ -10,13 +14,44 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aws_cdk import Fn
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.node_startup import FAST_IMAGE_PULL, ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND
 from constructs_trn.node_launch_template import metadata_options, root_volume
 
-__all__ = ["EfaLaunchTemplate", "efa_network_interfaces"]
+__all__ = ["EfaLaunchTemplate", "efa_network_interfaces", "node_config_user_data"]
+
+
+def node_config_user_data() -> str:
+    """The launch template's user data: a MIME multi-part document with one NodeConfig part.
+
+    For an EKS-optimized AMI (no ImageId here) EKS adds its own NodeConfig (cluster, labels, taints)
+    and nodeadm merges both (EKS User Guide, "Customize managed nodes with launch templates": user
+    data "must be in the MIME multi-part archive format"; "provide additional arguments to the
+    NodeConfig specification of an Amazon EKS optimized AMI").
+    """
+    boundary = "==TRAINIUM=="
+    return "\n".join(
+        [
+            "MIME-Version: 1.0",
+            f'Content-Type: multipart/mixed; boundary="{boundary}"',
+            "",
+            f"--{boundary}",
+            "Content-Type: application/node.eks.aws",
+            "",
+            "apiVersion: node.eks.aws/v1alpha1",
+            "kind: NodeConfig",
+            "spec:",
+            "  featureGates:",
+            f"    FastImagePull: {'true' if FAST_IMAGE_PULL else 'false'}",
+            "",
+            f"--{boundary}--",
+            "",
+        ]
+    )
 
 
 def efa_network_interfaces(
@@ -26,7 +61,8 @@ def efa_network_interfaces(
     return [
         ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
             network_card_index=card,
-            device_index=0 if card == 0 else 1,
+            # Device index 0 on every card: the primary (efa) on card 0, efa-only on the others.
+            device_index=0,
             interface_type="efa" if card == 0 else "efa-only",
             groups=list(security_group_ids),
             delete_on_termination=True,
@@ -67,7 +103,12 @@ class EfaLaunchTemplate(Construct):
                 instance_type=instance.name,
                 network_interfaces=efa_network_interfaces(instance, security_group_ids=security_group_ids),
                 metadata_options=metadata_options(),
-                block_device_mappings=[root_volume(root_volume_gib)],
+                block_device_mappings=[
+                    root_volume(
+                        root_volume_gib, throughput_mib_per_second=ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND
+                    )
+                ],
+                user_data=Fn.base64(node_config_user_data()),
                 placement=(
                     ec2.CfnLaunchTemplate.PlacementProperty(group_name=placement_group_name)
                     if placement_group_name

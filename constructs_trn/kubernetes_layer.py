@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct, IDependable
 
-from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ReadinessGate
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, KubernetesStep, ReadinessGate
+from cluster_facts.step_needs import FILE_SYSTEM, RUNNING_PODS, deploy_needs
 from cluster_facts.vendored_charts import repository_path
 from constructs_trn.nag import acknowledge, nag_rendering
 
-__all__ = ["KubernetesLayer"]
+__all__ = ["KubernetesLayer", "StepWaits"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepWaits:
+    """What the layer's steps wait for in the stack, by what they need (cluster_facts.step_needs)."""
+
+    every_step: Sequence[IDependable] = ()
+    """Whatever any step needs (the pull-through cache rules: a first pull through a missing rule fails)."""
+    running_pods: Sequence[IDependable] = ()
+    """For a step that waits for pods to run: the nodes and the add-ons every pod uses."""
+    file_system: Sequence[IDependable] = ()
+    """For a step whose objects mount the file system: its CSI driver."""
+    by_step: Mapping[str, Sequence[IDependable]] = field(default_factory=dict)
+    """For one step by name: what only its pods use (the autoscaler's Pod Identity)."""
+
+    def of(self, step: KubernetesStep) -> list[IDependable]:
+        needs = deploy_needs(step)
+        return [
+            *self.every_step,
+            *(self.running_pods if RUNNING_PODS in needs else ()),
+            *(self.file_system if FILE_SYSTEM in needs else ()),
+            *self.by_step.get(step.name, ()),
+        ]
 
 
 class KubernetesLayer(Construct):
@@ -22,9 +47,10 @@ class KubernetesLayer(Construct):
     updates objects instead of failing on them, and prune, so that objects it no longer holds are
     deleted), a readiness gate as an ``eks.KubernetesObjectValue`` (a kubectl get, retried).
 
-    Manifests and charts wait only for the cluster by default, so every step also waits for
-    ``wait_for`` (the node groups and the add-ons whose pods must run first) and for the steps
-    the plan says it follows.
+    Manifests and charts wait only for the cluster by default. Each step also waits for the steps
+    the plan says it follows, and for what it needs at deploy time (``waits``, by
+    cluster_facts.step_needs): nothing more, so the layer starts as soon as the cluster exists and
+    only the steps that wait for pods to run wait for the nodes and the add-ons those pods use.
 
     Construct ids are part of the deployed stack's logical ids: a step's id is its name (a Helm
     release's in CamelCase, ``volcano`` -> ``Volcano``), followed by its identity when it has one.
@@ -40,7 +66,7 @@ class KubernetesLayer(Construct):
         *,
         cluster: eks.ICluster,
         plan: KubernetesLayerPlan,
-        wait_for: Sequence[IDependable],
+        waits: StepWaits,
     ) -> None:
         super().__init__(scope, construct_id)
         self.applied: dict[str, Construct] = {}
@@ -87,7 +113,7 @@ class KubernetesLayer(Construct):
                     manifest=[dict(manifest) for manifest in step.manifests],
                     overwrite=True,
                 )
-            for dependency in wait_for:
+            for dependency in waits.of(step):
                 construct.node.add_dependency(dependency)
             for prerequisite in step.after:
                 construct.node.add_dependency(self.applied[prerequisite])

@@ -129,6 +129,7 @@ class LustreStorage(Construct):
         self.security_group = restricted_security_group(
             self, "SecurityGroup", vpc=vpc, description=f"{name}: FSx for Lustre"
         )
+        self._allow_itself_outbound()
         self.allow_clients(*client_security_groups)
 
         # SCRATCH_2 is always encrypted with an FSx-owned key; PERSISTENT_2 takes a customer key.
@@ -201,6 +202,16 @@ class LustreStorage(Construct):
         if self.bucket_owner_check is not None:
             # SCRATCH_2 imports at creation; PERSISTENT_2 links through the association.
             (self.data_repository or self.file_system).node.add_dependency(self.bucket_owner_check)
+
+    def _allow_itself_outbound(self) -> None:
+        """Outbound Lustre ports to the file system's own group: its servers talk to each other.
+
+        FSx for Lustre user guide, "File system access control with Amazon VPC": the group needs
+        inbound 988 and 1018-1023 from itself and its clients, and outbound on the same ports to
+        itself and its clients (FSx's examples assume the default allow-all outbound, which this
+        group does not have). ``fsx.LustreFileSystem`` adds only the inbound self rule (988-1023)."""
+        for port in LUSTRE_PORTS:
+            self.security_group.add_egress_rule(self.security_group, port, "Lustre servers among themselves")
 
     def allow_clients(self, *client_security_groups: ec2.ISecurityGroup) -> None:
         """Admit Lustre traffic from these groups (rules of their own: the file system need not wait)."""

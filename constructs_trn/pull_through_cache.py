@@ -66,8 +66,12 @@ class PullThroughCache(Construct):
                 upstream_registry=registry.kind,
                 credential_arn=credential,
             )
-        # Repositories the cache creates: encrypted, tags mutable (the cache follows upstream's tag),
-        # images not pulled for a while go (the cache fetches them again on the next pull).
+        # Repositories the cache creates: encrypted, tags immutable, the newest images kept.
+        # IMMUTABLE (ECR API, CreateRepositoryCreationTemplate imageTagMutability: "all image tags
+        # within the repository will be immutable which will prevent them from being overwritten"):
+        # the first image cached under a pinned tag stays what every node pulls under that tag, even
+        # if upstream moves the tag; the cache cannot overwrite it. A template applies only to
+        # repositories created after it: one cached before keeps its setting (docs/supply-chain.md).
         self.template = ecr.CfnRepositoryCreationTemplate(
             self,
             "RepositoryTemplate",
@@ -77,7 +81,7 @@ class PullThroughCache(Construct):
             encryption_configuration=ecr.CfnRepositoryCreationTemplate.EncryptionConfigurationProperty(
                 encryption_type="AES256"
             ),
-            image_tag_mutability="MUTABLE",
+            image_tag_mutability="IMMUTABLE",
             lifecycle_policy=json.dumps(
                 {
                     "rules": [

@@ -21,6 +21,12 @@ Container Insights ships to the cluster's application log group. Fluent Bit wrap
 event (the line is its ``log`` field), so a metric filter cannot extract a number from inside it
 without a log transformer on every container's logs; a Logs Insights widget parses the line
 instead (docs/health.md, "The dashboard").
+
+Restarts, the time they cost, replaced nodes and the nodes the node check holds come the same way,
+from the one-line records run_worker.sh and the node check print (cluster_facts/log_lines.py). The
+per-run tables group twice (a first ``stats`` per attempt, a second per run: "Use multiple stats
+commands in a single query", CloudWatch Logs User Guide, CWL_QuerySyntax-Stats), so a restart
+counts once however many replicas report it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from constructs import Construct
 
 from cluster_facts import cloudwatch_metrics as metrics
 from cluster_facts.cloudwatch_metrics import CloudWatchMetric
+from cluster_facts.log_lines import ATTEMPT_FILTER, ATTEMPT_PATTERN, NODE_CHECK_FILTER, NODE_CHECK_PATTERN
+from cluster_facts.node_check import NODE_CHECK_NAMESPACE
 
 __all__ = [
     "THROUGHPUT_PATTERN",
@@ -142,10 +150,18 @@ class TrainingDashboard(Construct):
             period=period,
         )
         log_group = metrics.application_log_group(cluster_name)
-        training_lines = (
-            f"filter kubernetes.namespace_name in {json.dumps(sorted(training_namespaces))} "
-            f"and log like /{TRAINING_LINE_FILTER}/"
-        )
+        teams = json.dumps(sorted(training_namespaces))
+        training_lines = f"filter kubernetes.namespace_name in {teams} and log like /{TRAINING_LINE_FILTER}/"
+        attempts = [
+            "fields @timestamp",
+            f"filter kubernetes.namespace_name in {teams} and log like /{ATTEMPT_FILTER}/",
+            f"parse log /{ATTEMPT_PATTERN}/",
+        ]
+        node_checks = [
+            "fields @timestamp",
+            f'filter kubernetes.namespace_name = "{NODE_CHECK_NAMESPACE}" and log like /{NODE_CHECK_FILTER}/',
+            f"parse log /{NODE_CHECK_PATTERN}/",
+        ]
 
         self.dashboard = cloudwatch.Dashboard(
             self,
@@ -261,6 +277,82 @@ class TrainingDashboard(Construct):
                         ],
                         view=cloudwatch.LogQueryVisualizationType.TABLE,
                         width=12,
+                    ),
+                ],
+                [
+                    cloudwatch.LogQueryWidget(
+                        title="Runs: restarts, time lost, nodes replaced",
+                        log_group_names=[log_group],
+                        query_lines=[
+                            *attempts,
+                            (
+                                "stats max(lost_seconds) as lost, sum(node_changed) as replaced, "
+                                "min(@timestamp) as started by run, attempt"
+                            ),
+                            (
+                                "stats max(attempt) as restarts, sum(lost) as seconds_lost, "
+                                "sum(replaced) as nodes_replaced, max(started) as latest_attempt by run"
+                            ),
+                            "sort latest_attempt desc",
+                        ],
+                        view=cloudwatch.LogQueryVisualizationType.TABLE,
+                        width=12,
+                    ),
+                    cloudwatch.LogQueryWidget(
+                        title="Restarts: when, what each cost, replaced nodes",
+                        log_group_names=[log_group],
+                        query_lines=[
+                            *attempts,
+                            "filter attempt > 0",
+                            (
+                                "stats min(@timestamp) as started, max(lost_seconds) as seconds_lost, "
+                                "sum(node_changed) as nodes_replaced, latest(resume_step) as resumed_from_step "
+                                "by run, attempt"
+                            ),
+                            "sort started desc",
+                        ],
+                        view=cloudwatch.LogQueryVisualizationType.TABLE,
+                        width=12,
+                    ),
+                ],
+                [
+                    cloudwatch.LogQueryWidget(
+                        title="Trainium nodes held by the node check",
+                        log_group_names=[log_group],
+                        query_lines=[
+                            *node_checks,
+                            'filter state = "held"',
+                            f"stats count_distinct(node) as nodes_held by bin({period_seconds}s)",
+                        ],
+                        view=cloudwatch.LogQueryVisualizationType.LINE,
+                        width=8,
+                    ),
+                    cloudwatch.LogQueryWidget(
+                        title="Held nodes: why, since when",
+                        log_group_names=[log_group],
+                        query_lines=[
+                            *node_checks,
+                            'filter state = "held"',
+                            (
+                                "stats latest(reason) as why, min(@timestamp) as since, "
+                                "max(@timestamp) as last_seen by node"
+                            ),
+                            "sort last_seen desc",
+                        ],
+                        view=cloudwatch.LogQueryVisualizationType.TABLE,
+                        width=8,
+                    ),
+                    cloudwatch.LogQueryWidget(
+                        title="Node check: verdicts and replacements",
+                        log_group_names=[log_group],
+                        query_lines=[
+                            *node_checks,
+                            'filter state != "held"',
+                            "stats count(*) as nodes by state, reason",
+                            "sort nodes desc",
+                        ],
+                        view=cloudwatch.LogQueryVisualizationType.TABLE,
+                        width=8,
                     ),
                 ],
             ],

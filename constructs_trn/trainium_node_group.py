@@ -16,6 +16,7 @@ from constructs import Construct
 from cluster_facts.autoscaling import TEMPLATE_TAG_PREFIX, node_template_tags
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
+from cluster_facts.node_check import NODE_CHECK_TAINT
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
 from constructs_trn.nag import (
     AWS_CUSTOM_RESOURCE_FUNCTION_ID,
@@ -40,7 +41,8 @@ class TrainiumNodeGroup(Construct):
     install the library's bundled (and stale) Neuron device plugin.
 
     Capacity: the cluster autoscaler sets the group's desired size between ``min_size`` and
-    ``max_size``; the template leaves it out, so a redeploy never resets it. The group's Auto Scaling
+    ``max_size``; the template's DesiredSize is the fixed count the group is created with, so a
+    redeploy that changes the bounds never resets it. The group's Auto Scaling
     group gets the autoscaler's node-template tags (labels, taint, Neuron and EFA devices from the
     catalog), which EKS does not copy from the node group, so the autoscaler can scale it from zero.
     Nothing waits for the group's nodes: with ``min_size`` 0 EKS creates the group without launching any.
@@ -58,16 +60,21 @@ class TrainiumNodeGroup(Construct):
         security_group_ids: Sequence[str],
         node_role: iam.IRole,
         min_size: int,
+        desired_size: int,
         max_size: int,
         capacity_type: str,
         capacity_reservation_id: str | None,
         placement_group: bool,
         root_volume_gib: int,
         update_strategy: Literal["DEFAULT", "MINIMAL"],
+        ami_release: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not 0 <= min_size <= max_size:
-            raise ValueError(f"node group {name}: need 0 <= min_size ({min_size}) <= max_size ({max_size})")
+        if not 0 <= min_size <= desired_size <= max_size:
+            raise ValueError(
+                f"node group {name}: need 0 <= min_size ({min_size}) <= desired_size ({desired_size}) "
+                f"<= max_size ({max_size})"
+            )
         self.placement_group = (
             ec2.PlacementGroup(self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
             if placement_group
@@ -89,19 +96,41 @@ class TrainiumNodeGroup(Construct):
             cluster=cluster,
             nodegroup_name=name,
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_NEURON,
+            # The AMI release (and so its Neuron driver) the group boots, pinned: without it EKS takes
+            # the newest at creation and a scale-up months later still boots that one, while a new
+            # group boots another (AWS::EKS::Nodegroup ReleaseVersion; cluster_facts/neuron_stack.py).
+            # A launch template without an AMI id may name it. A change rolls the nodes.
+            release_version=ami_release,
             capacity_type=_CAPACITY_TYPES[capacity_type],
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.launch_template_id, version=self.launch_template.latest_version
             ),
             subnets=ec2.SubnetSelection(subnets=[subnet]),
             node_role=node_role,
+            # All three, as the EKS API requires when it creates a group (NodegroupScalingConfig: "When
+            # creating a node group, you must specify all or none of the properties"). desired_size is a
+            # fixed value of the configuration: the API resizes the group "whenever this parameter
+            # changes", so a redeploy that changes min_size or max_size leaves the count the
+            # autoscaler set alone (tests/test_update_safety.py); only a changed desired_size resizes.
+            # Two readings of CloudFormation: its own docs say nothing happens when DesiredSize is
+            # removed from a template, and the EKS API says all or none at creation; a template
+            # without DesiredSize (this stack before) risks a refused CreateNodegroup, one with a
+            # fixed DesiredSize only a resize when that value is edited: the second is the safer.
             min_size=min_size,
+            desired_size=desired_size,
             max_size=max_size,
             labels=trainium_node_labels(instance, node_group=name),
             taints=[
                 eks.TaintSpec(
                     key=NEURON_TAINT_KEY, value=NEURON_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE
-                )
+                ),
+                # Every node starts unproven: only a passing node check lifts this (k8s_charts/node_check.py).
+                # A startup taint to the cluster autoscaler, which scales up as if it were not there.
+                eks.TaintSpec(
+                    key=NODE_CHECK_TAINT["key"],
+                    value=NODE_CHECK_TAINT["value"],
+                    effect=eks.TaintEffect.NO_SCHEDULE,
+                ),
             ],
             # EKS node auto repair: nodes that report unhealthy (NotReady, or the node monitoring
             # agent's Neuron and EFA conditions) are replaced by the managed node group.
@@ -111,11 +140,6 @@ class TrainiumNodeGroup(Construct):
         )
         nodegroup = self.nodegroup.node.default_child
         assert isinstance(nodegroup, eks.CfnNodegroup)
-        # aws-cdk-lib's Nodegroup always writes ScalingConfig.DesiredSize (min_size when not given).
-        # The autoscaler owns it: without it in the template, CloudFormation leaves the running desired
-        # size alone on every update instead of resetting it (and killing or adding nodes mid-job);
-        # at creation EKS starts the group at min_size.
-        nodegroup.add_property_deletion_override("ScalingConfig.DesiredSize")
         # aws-cdk-lib 2.273's Nodegroup has no prop for the update strategy (CfnNodegroup's
         # UpdateConfig.UpdateStrategy has). MINIMAL stops an old node before it starts a new one:
         # no surge above max_size, which a reservation sized to the group does not hold.

@@ -67,10 +67,11 @@ def service_account_policy_spec(
     resources: Sequence[str],
     variables: Sequence[Mapping[str, str]],
     validations: Sequence[Mapping[str, str]],
+    operations: Sequence[str] = ("CREATE", "UPDATE", "DELETE"),
 ) -> dict[str, Any]:
-    """A policy's spec that judges only ``username``'s CREATE, UPDATE and DELETE of the core
-    ``resources`` (CONNECT, for exec, attach and port-forward, is left to RBAC, which grants none),
-    and refuses the request when an expression fails (failurePolicy Fail)."""
+    """A policy's spec that judges only ``username``'s ``operations`` (by default CREATE, UPDATE and
+    DELETE; CONNECT, for exec, attach, port-forward and node proxy, is left to RBAC unless named) of
+    the core ``resources``, and refuses the request when an expression fails (failurePolicy Fail)."""
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -78,7 +79,7 @@ def service_account_policy_spec(
                 {
                     "apiGroups": [""],
                     "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "operations": list(operations),
                     "resources": list(resources),
                     # The server's default, written out: without it every apply patches the rule.
                     "scope": "*",

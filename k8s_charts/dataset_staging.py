@@ -4,7 +4,7 @@ One ``batch/v1`` Job per data set version, on the system nodes (no Trainium node
 download). A version is identified by what defines it (the URLs and checksums), and everything
 about it is named after that identity:
 
-- the directory ``/data/datasets/<name>/<identity>``: a new version never overwrites files a
+- the directory ``/datasets/<name>/<identity>`` (the same path in the staging pod and a run's): a new version never overwrites files a
   running job reads; older versions stay until removed by hand;
 - the Job ``stage-<name>-<hash>``, the hash of everything in it (the version, the claim, the
   image): a Job's pod template is immutable, so a change is a new Job, and the old one is deleted
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import cdk8s
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DATASETS_ROOT
+from cluster_facts.kubernetes_names import DATASETS_DIR, DATASETS_ROOT, PLATFORM_UID
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
 from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
@@ -166,6 +166,13 @@ def _staging_objects(
         deadline_seconds=STAGING_DEADLINE_SECONDS,
         root_zones=root_zones,
         image=image,
+        # Only the data sets, at the path the teams' pods see them: the staging pod cannot touch a
+        # team's directory. The kubelet makes a missing sub-path directory as root, which is root
+        # on these nodes; the layout Job makes it first anyway (k8s_charts/scripts/fsx_layout.sh).
+        mount_path=DATASETS_ROOT,
+        sub_path=DATASETS_DIR,
+        # Never root: the layout Job hands /datasets to the platform's uid.
+        run_as=PLATFORM_UID,
     )
 
 
@@ -198,7 +205,7 @@ def staging_job_name(
 
 
 class DatasetStagingChart(cdk8s.Chart):
-    """The Job ``stage-<name>-<hash>`` that stages ``dataset`` onto the claim at ``/data``."""
+    """The Job ``stage-<name>-<hash>`` that stages ``dataset`` into the claim's ``/datasets``."""
 
     def __init__(
         self,

@@ -11,7 +11,12 @@ This chart adds a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA
 - UPDATE (patch or update) of a pod on its own node that changes nothing but annotations (the
   Neuron stack records device allocations as pod annotations);
 - UPDATE of its own node's ``status`` that changes nothing but the ``aws.amazon.com/neuron*``
-  entries of ``capacity`` and ``allocatable``.
+  entries of ``capacity`` and ``allocatable``;
+- CONNECT to its own node's ``proxy`` (the kubelet API): the plugin's RBAC has ``nodes/proxy``
+  get and list since the Helm chart's device plugins after 2.22.4.0, and RBAC cannot name the node.
+  A proxied request is a CONNECT to admission (the API server's node proxy is a ``rest.Connecter``),
+  with the node as ``request.name``: any other node's kubelet, and so exec into its pods through a
+  WebSocket upgrade that the kubelet authorizes as a get, is refused.
 
 "Its own node" is the node named in the token: a pod's projected service-account token carries
 the name of the node the pod was scheduled to, and the API server puts it in the user's extra
@@ -112,6 +117,11 @@ def _variables(resource_prefix: str) -> list[dict[str, str]]:
             " && variables.subResource == ''",
         },
         {
+            "name": "isNodeProxy",
+            "expression": "request.operation == 'CONNECT' && request.resource.resource == 'nodes'"
+            " && variables.subResource == 'proxy'",
+        },
+        {
             "name": "isNodeStatusUpdate",
             "expression": "request.operation == 'UPDATE' && request.resource.resource == 'nodes'"
             " && variables.subResource == 'status'",
@@ -121,6 +131,7 @@ def _variables(resource_prefix: str) -> list[dict[str, str]]:
             "name": "onOwnNode",
             "expression": "variables.nodeName != '' && (variables.isPodUpdate"
             " ? has(oldObject.spec.nodeName) && oldObject.spec.nodeName == variables.nodeName"
+            " : variables.isNodeProxy ? request.name == variables.nodeName"
             " : variables.isNodeStatusUpdate && oldObject.metadata.name == variables.nodeName)",
         },
         {
@@ -150,12 +161,14 @@ def _validations(resource_prefix: str) -> list[dict[str, str]]:
             f"the Neuron device plugin must call with a pod-bound service-account token (user extra {NODE_NAME_EXTRA})",
         ),
         refuse(
-            "variables.isPodUpdate || variables.isNodeStatusUpdate",
-            "the Neuron device plugin may only update pods and nodes/status",
+            "variables.isPodUpdate || variables.isNodeStatusUpdate || variables.isNodeProxy",
+            "the Neuron device plugin may only update pods and nodes/status, and connect to nodes/proxy",
         ),
         refuse(
-            "!(variables.isPodUpdate || variables.isNodeStatusUpdate) || variables.onOwnNode",
-            "the Neuron device plugin may only change pods on its own node and its own node's status",
+            "!(variables.isPodUpdate || variables.isNodeStatusUpdate || variables.isNodeProxy)"
+            " || variables.onOwnNode",
+            "the Neuron device plugin may only change pods on its own node and its own node's status, "
+            "and reach only its own node's kubelet",
         ),
         refuse(
             "!variables.isPodUpdate || variables.onlyAnnotationsChanged",
@@ -215,6 +228,8 @@ class DevicePluginAdmissionChart(cdk8s.Chart):
                 resources=["pods", "pods/*", "nodes", "nodes/*"],
                 variables=_variables(resource_prefix),
                 validations=_validations(resource_prefix),
+                # CONNECT too: its nodes/proxy grant is confined to its own node (above).
+                operations=("CREATE", "UPDATE", "DELETE", "CONNECT"),
             ),
             binding_spec={"validationActions": actions},
         )

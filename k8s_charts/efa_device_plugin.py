@@ -20,7 +20,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.instance_catalog import CATALOG
-from k8s_charts.policy_exceptions import digest_exceptions
+from k8s_charts.policy_exceptions import PINNED_PULL_POLICY, digest_exceptions, pull_policy_exceptions
 from k8s_charts.resources import container_resources
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
@@ -142,7 +142,7 @@ class EfaDevicePluginChart(cdk8s.Chart):
             namespace=NAMESPACE,
             labels=_LABELS,
             pod_spec=_pod_spec(instance_types, image),
-            exceptions={**_EXCEPTIONS, **digest_exceptions(image)},
+            exceptions={**_EXCEPTIONS, **digest_exceptions(image), **pull_policy_exceptions()},
         )
 
 
@@ -180,8 +180,8 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
             k8s.Container(
                 name=NAME,
                 image=image,
-                # The tag is pinned; Always only re-checks it against the registry at start.
-                image_pull_policy="Always",
+                # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                image_pull_policy=PINNED_PULL_POLICY,
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "20Mi"}, limits={"cpu": "200m", "memory": "128Mi"}
                 ),

@@ -24,9 +24,15 @@ from constructs import Construct
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    PLATFORM_PRIORITY_CLASS,
     VOLCANO_JOB_NAME_LABEL,
 )
-from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
+from k8s_charts.policy_exceptions import (
+    PINNED_PULL_POLICY,
+    digest_exceptions,
+    policy_exceptions,
+    pull_policy_exceptions,
+)
 from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ETCD_LABELS", "EtcdChart"]
@@ -65,7 +71,7 @@ class EtcdChart(cdk8s.Chart):
                 name=ETCD_SERVICE_NAME,
                 namespace=namespace,
                 labels=ETCD_LABELS,
-                annotations=policy_exceptions(digest_exceptions(image)),
+                annotations=policy_exceptions({**digest_exceptions(image), **pull_policy_exceptions()}),
             ),
             spec=k8s.DeploymentSpec(
                 replicas=1,
@@ -123,6 +129,7 @@ def _pod_spec(image: str) -> k8s.PodSpec:
     return k8s.PodSpec(
         # etcd never calls the Kubernetes API.
         automount_service_account_token=False,
+        priority_class_name=PLATFORM_PRIORITY_CLASS,
         enable_service_links=False,
         security_context=k8s.PodSecurityContext(
             run_as_non_root=True,
@@ -149,8 +156,8 @@ def _pod_spec(image: str) -> k8s.PodSpec:
                     "--initial-cluster=etcd-server=http://127.0.0.1:2380",
                     "--initial-cluster-state=new",
                 ],
-                # The tag is pinned; Always only re-checks it against the registry at start.
-                image_pull_policy="Always",
+                # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                image_pull_policy=PINNED_PULL_POLICY,
                 ports=[k8s.ContainerPort(name="client", container_port=ETCD_CLIENT_PORT, protocol="TCP")],
                 resources=container_resources(
                     requests={"cpu": "100m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "1Gi"}

@@ -49,6 +49,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
+    SAFE_TO_EVICT_ANNOTATION,
 )
 from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
@@ -60,6 +61,7 @@ from k8s_charts.admission_policy import (
     service_account_policy_spec,
     service_account_username,
 )
+from k8s_charts.pod_programs import API_CLIENT
 from k8s_charts.policy_exceptions import policy_exceptions
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
@@ -226,7 +228,12 @@ def _pod_template(
         else {"automountServiceAccountToken": False}
     )
     return {
-        "metadata": {"labels": labels, "annotations": _POLICY_EXCEPTIONS},
+        # Not evictable by a scale-down, as the training pods: a node taken from under a running
+        # check would turn a healthy group's verdict into a failure.
+        "metadata": {
+            "labels": labels,
+            "annotations": {**_POLICY_EXCEPTIONS, SAFE_TO_EVICT_ANNOTATION: "false"},
+        },
         "spec": {
             "restartPolicy": "Never",
             **identity,
@@ -326,8 +333,8 @@ class FabricCheckChart(cdk8s.Chart):
         launcher = {
             "name": "launcher",
             "image": image,
-            # k8s_charts/scripts/fabric_check_launcher.sh with fabric_verdict.py as "$1" and
-            # fabric_taint.py as "$2".
+            # k8s_charts/scripts/fabric_check_launcher.sh with fabric_verdict.py as "$1",
+            # fabric_taint.py as "$2" and the API client it imports as "$3".
             "command": [
                 "/bin/bash",
                 "-c",
@@ -335,6 +342,7 @@ class FabricCheckChart(cdk8s.Chart):
                 "fabric-check-launcher",
                 VERDICT_PROGRAM,
                 TAINT_PROGRAM,
+                API_CLIENT,
             ],
             "env": [
                 *_environment(launcher_environment),

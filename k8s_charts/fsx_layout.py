@@ -4,7 +4,8 @@ Lustre mounts a sub-directory only when it exists: a platform Job creates ``/dat
 ``/teams/<team>`` for every team before any team pod can start. The Job is named after a hash of
 what it holds (a new team is a new Job: a Job's pod template is immutable).
 
-Each team's directory belongs to the team's own uid and gid (mode 2750: the team writes, its
+``/datasets`` belongs to the platform's uid (``PLATFORM_UID``, mode 755), which the staging Jobs
+run as. Each team's directory belongs to the team's own uid and gid (mode 2750: the team writes, its
 group reads, new files keep the group): the training pods run as that uid, and under root squash a
 pod running as root is nobody and writes nothing. The Job runs where root is not squashed and keeps
 one capability, CHOWN, to hand each directory to its owner.
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import cdk8s
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_DIR, TEAMS_DIR
+from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_DIR, PLATFORM_UID, TEAMS_DIR
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
 from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
@@ -47,7 +48,12 @@ def _layout(
         script_name="fsx-layout",
         # <team>:<uid>; the team's gid is its uid.
         arguments=[f"{team}:{uid}" for team, uid in teams.items()],
-        environment={"DATA_MOUNT": DATA_MOUNT, "TEAMS_DIR": TEAMS_DIR, "DATASETS_DIR": DATASETS_DIR},
+        environment={
+            "DATA_MOUNT": DATA_MOUNT,
+            "TEAMS_DIR": TEAMS_DIR,
+            "DATASETS_DIR": DATASETS_DIR,
+            "DATASETS_OWNER": str(PLATFORM_UID),
+        },
         backoff_limit=6,
         deadline_seconds=1800,
         root_zones=root_zones,

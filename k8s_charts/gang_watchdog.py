@@ -22,7 +22,6 @@ Two steps of the plan:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -33,9 +32,12 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.images import pinned_image_problem
-from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION, NODE_GROUP_LABEL
+from cluster_facts.kubernetes_names import (
+    GANG_WATCHDOG_ANNOTATION,
+    NODE_GROUP_LABEL,
+    STUCK_MINUTES_ANNOTATION,
+)
 from cluster_facts.kubernetes_plan import ManifestSet
-from cluster_facts.script_files import script_text
 from k8s_charts.admission_policy import (
     admission_policy,
     cel_list,
@@ -45,7 +47,13 @@ from k8s_charts.admission_policy import (
     service_account_policy_spec,
     service_account_username,
 )
-from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
+from k8s_charts.pod_programs import program_digest, program_files
+from k8s_charts.policy_exceptions import (
+    PINNED_PULL_POLICY,
+    digest_exceptions,
+    policy_exceptions,
+    pull_policy_exceptions,
+)
 from k8s_charts.resources import container_resources
 from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 
@@ -66,16 +74,17 @@ __all__ = [
 NAME = "gang-watchdog"
 STEP = NAME
 ADMISSION_STEP = f"{NAME}-admission"
-# Docker Official Image python:3.12.12-slim-trixie on ECR Public, TensorBoard's too: one image in
-# the pull-through cache for both.
+# Docker Official Image python:3.12.12-slim-trixie on ECR Public (through the pull-through cache).
 DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.12.12-slim-trixie"
 DEFAULT_INTERVAL_SECONDS = 60
 GANG_WATCHDOG_LABELS: dict[str, str] = {
     "app.kubernetes.io/name": NAME,
     "app.kubernetes.io/component": "capacity",
 }
-PROGRAM = script_text("k8s_charts", "gang_watchdog.py")
 _PROGRAM_FILE = "gang_watchdog.py"
+# The program, the stuck-run guard it imports and the API client, side by side in the ConfigMap.
+PROGRAM_FILES = program_files(_PROGRAM_FILE, "stuck_runs.py")
+PROGRAM = PROGRAM_FILES[_PROGRAM_FILE]
 _PROGRAM_DIR = "/opt/gang-watchdog"
 _UID = 65532  # any non-root uid: the program writes nothing
 # The watchdog's writes are node updates; the server's own metadata changes with every write.
@@ -108,17 +117,38 @@ class GangWatchdogValues:
     ``max_node_provision_minutes`` (a scale-up still under way is given that long)."""
     interval_seconds: int = DEFAULT_INTERVAL_SECONDS
     image: str = DEFAULT_IMAGE
+    stuck_run_minutes: int | None = None
+    """End the runs whose pods hold Trainium nodes without progress for this long
+    (``autoscaler.stuck_run_minutes``; a run's Job annotation overrides it); None: never."""
+    team_node_groups: Mapping[str, tuple[str, ...]] | None = None
+    """Namespace -> the node groups its gangs may use: the watchdog cordons a node only for a gang
+    whose team owns the node's group. None: every namespace may use every group."""
 
     def __post_init__(self) -> None:
         if not self.namespaces or not self.node_groups:
             raise ValueError(
                 "the gang watchdog needs at least one team namespace and one Trainium node group"
             )
+        owned = self.owners()
+        if set(owned) != set(self.namespaces) or not all(
+            groups and set(groups) <= set(self.node_groups) for groups in owned.values()
+        ):
+            raise ValueError(
+                "the gang watchdog's team_node_groups must give every namespace some of its node groups"
+            )
         if self.threshold_minutes < 1 or self.interval_seconds < 1:
             raise ValueError("the gang watchdog's threshold and interval must be positive")
+        if self.stuck_run_minutes is not None and self.stuck_run_minutes < 1:
+            raise ValueError("the gang watchdog's stuck-run limit must be positive")
         problem = pinned_image_problem(self.image)
         if problem is not None:
             raise ValueError(problem)
+
+    def owners(self) -> dict[str, tuple[str, ...]]:
+        """Namespace -> the node groups its gangs may use."""
+        if self.team_node_groups is None:
+            return {namespace: self.node_groups for namespace in self.namespaces}
+        return {namespace: tuple(groups) for namespace, groups in self.team_node_groups.items()}
 
 
 def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
@@ -201,16 +231,97 @@ def _policy(*, node_groups: Sequence[str], username: str) -> dict[str, Any]:
     )
 
 
+# Volcano's job controller kills the job's pods on this action and leaves the job Terminated.
+RUN_END_ACTION = "TerminateJob"
+RUN_POLICY_NAME = f"{NAME}-runs"
+_JOB_STATE_FIELDS = ("reason", "message")
+
+
+def _run_policy(*, username: str) -> dict[str, Any]:
+    """The second policy's spec: ``username`` may create only TerminateJob commands aimed at a
+    Volcano Job, and change nothing of a Job's status but ``status.state.reason`` and ``message``."""
+    who = "the gang watchdog"
+    command = "request.resource.resource == 'commands'"
+    status = (
+        "request.resource.resource == 'jobs' && has(request.subResource) && request.subResource == 'status'"
+    )
+    old_state = "has(oldObject.status) && has(oldObject.status.state) ? oldObject.status.state : {}"
+    new_state = "has(object.status) && has(object.status.state) ? object.status.state : {}"
+    validations = [
+        refuse(f"{command} || {status}", f"{who} may only create Volcano commands and update Job status"),
+        refuse(
+            f"!({command}) || (request.operation == 'CREATE' && has(object.action)"
+            f" && object.action == {cel_string(RUN_END_ACTION)} && has(object.target)"
+            " && has(object.target.kind) && object.target.kind == 'Job'"
+            " && has(object.target.apiVersion) && object.target.apiVersion == 'batch.volcano.sh/v1alpha1')",
+            f"{who} may only create {RUN_END_ACTION} commands aimed at a Volcano Job",
+        ),
+        refuse(
+            f"!({status}) || (request.operation == 'UPDATE'"
+            " && "
+            + same_except("object", "oldObject", ["metadata", "status"])
+            + " && "
+            + same_except("object.metadata", "oldObject.metadata", list(_SERVER_METADATA))
+            + " && "
+            + same_except(
+                "(has(object.status) ? object.status : {})",
+                "(has(oldObject.status) ? oldObject.status : {})",
+                ["state"],
+            )
+            + " && "
+            + same_except(f"({new_state})", f"({old_state})", list(_JOB_STATE_FIELDS))
+            + ")",
+            f"{who} may only change a Job's status.state.reason and status.state.message",
+        ),
+    ]
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": ["bus.volcano.sh"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "resources": ["commands", "commands/*"],
+                },
+                {
+                    "apiGroups": ["batch.volcano.sh"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "resources": ["jobs", "jobs/*"],
+                },
+            ]
+        },
+        "matchConditions": [
+            {
+                "name": "this-service-account-only",
+                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
+            }
+        ],
+        "validations": validations,
+    }
+
+
 class GangWatchdogAdmissionChart(cdk8s.Chart):
-    """The ValidatingAdmissionPolicy ``gang-watchdog`` and its binding (see the module's docstring)."""
+    """The ValidatingAdmissionPolicies ``gang-watchdog`` (nodes) and ``gang-watchdog-runs`` (the
+    stuck-run guard's Volcano writes), and their bindings (see the module's docstring)."""
 
     def __init__(self, scope: Construct, id: str, *, namespace: str, node_groups: Sequence[str]) -> None:
         super().__init__(scope, id)
+        username = service_account_username(namespace, NAME)
         admission_policy(
             self,
             name=NAME,
             labels=GANG_WATCHDOG_LABELS,
-            spec=_policy(node_groups=node_groups, username=service_account_username(namespace, NAME)),
+            spec=_policy(node_groups=node_groups, username=username),
+            binding_spec={"validationActions": ["Deny"]},
+        )
+        runs = Construct(self, "Runs")
+        admission_policy(
+            runs,
+            name=RUN_POLICY_NAME,
+            labels=GANG_WATCHDOG_LABELS,
+            spec=_run_policy(username=username),
             binding_spec={"validationActions": ["Deny"]},
         )
 
@@ -219,10 +330,16 @@ def _arguments(values: GangWatchdogValues) -> list[str]:
     return [
         f"--namespaces={','.join(values.namespaces)}",
         f"--node-groups={','.join(values.node_groups)}",
+        *(f"--team={namespace}={','.join(groups)}" for namespace, groups in values.owners().items()),
         f"--node-group-label={NODE_GROUP_LABEL}",
         f"--annotation={GANG_WATCHDOG_ANNOTATION}",
         f"--threshold-minutes={values.threshold_minutes}",
         f"--interval-seconds={values.interval_seconds}",
+        *(
+            [f"--stuck-minutes={values.stuck_run_minutes}", f"--stuck-annotation={STUCK_MINUTES_ANNOTATION}"]
+            if values.stuck_run_minutes is not None
+            else []
+        ),
     ]
 
 
@@ -270,7 +387,17 @@ class GangWatchdogChart(cdk8s.Chart):
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
             subjects=[subject],
         )
-        # PodGroups only in the team namespaces it watches.
+        # PodGroups only in the team namespaces it watches; with the stuck-run guard, also what
+        # judging and ending a run takes there: its Jobs, its pods' logs (the newest line: is it
+        # progressing?), TerminateJob commands and the Job's status reason (the admission policy
+        # gang-watchdog-runs narrows both), and an Event on the Job.
+        guard_rules = [
+            k8s.PolicyRule(api_groups=["batch.volcano.sh"], resources=["jobs"], verbs=["get", "list"]),
+            k8s.PolicyRule(api_groups=["batch.volcano.sh"], resources=["jobs/status"], verbs=["patch"]),
+            k8s.PolicyRule(api_groups=["bus.volcano.sh"], resources=["commands"], verbs=["create"]),
+            k8s.PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+            k8s.PolicyRule(api_groups=[""], resources=["events"], verbs=["create"]),
+        ]
         for team in values.namespaces:
             k8s.KubeRole(
                 self,
@@ -279,7 +406,8 @@ class GangWatchdogChart(cdk8s.Chart):
                 rules=[
                     k8s.PolicyRule(
                         api_groups=["scheduling.volcano.sh"], resources=["podgroups"], verbs=["get", "list"]
-                    )
+                    ),
+                    *(guard_rules if values.stuck_run_minutes is not None else []),
                 ],
             )
             k8s.KubeRoleBinding(
@@ -289,15 +417,15 @@ class GangWatchdogChart(cdk8s.Chart):
                 role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=NAME),
                 subjects=[subject],
             )
-        k8s.KubeConfigMap(
-            self, "Program", metadata=metadata(namespace=namespace), data={_PROGRAM_FILE: PROGRAM}
-        )
+        k8s.KubeConfigMap(self, "Program", metadata=metadata(namespace=namespace), data=PROGRAM_FILES)
         k8s.KubeDeployment(
             self,
             "Deployment",
             metadata=metadata(
                 namespace=namespace,
-                annotations=policy_exceptions({**_POLICY_EXCEPTIONS, **digest_exceptions(values.image)}),
+                annotations=policy_exceptions(
+                    {**_POLICY_EXCEPTIONS, **digest_exceptions(values.image), **pull_policy_exceptions()}
+                ),
             ),
             spec=k8s.DeploymentSpec(
                 replicas=1,
@@ -308,7 +436,7 @@ class GangWatchdogChart(cdk8s.Chart):
                     metadata=k8s.ObjectMeta(
                         labels=labels,
                         # A new program is a new pod: the ConfigMap alone would not restart it.
-                        annotations={"trainium/program-sha256": hashlib.sha256(PROGRAM.encode()).hexdigest()},
+                        annotations={"trainium/program-sha256": program_digest(PROGRAM_FILES)},
                     ),
                     spec=_pod_spec(values),
                 ),
@@ -352,8 +480,8 @@ def _pod_spec(values: GangWatchdogValues) -> k8s.PodSpec:
                     k8s.EnvVar(name="PYTHONDONTWRITEBYTECODE", value="1"),
                     k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
                 ],
-                # The tag is pinned; Always only re-checks it against the registry at start.
-                image_pull_policy="Always",
+                # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                image_pull_policy=PINNED_PULL_POLICY,
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "256Mi"}
                 ),

@@ -21,9 +21,11 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.instance_catalog import CATALOG
-from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import digest_exceptions
+from cluster_facts.neuron_stack import DEVICE_PLUGIN_IMAGE
+from k8s_charts.policy_exceptions import PINNED_PULL_POLICY, digest_exceptions, pull_policy_exceptions
 from k8s_charts.resources import container_resources
+from k8s_charts.system_network import system_pod_policy
+from k8s_charts.tenant_network import api_server_egress_rules, dns_egress_rule
 from k8s_charts.trainium_scheduling import (
     DEVICE_PLUGIN_EXCEPTIONS,
     device_plugin_daemonset,
@@ -35,10 +37,12 @@ from k8s_charts.trainium_scheduling import (
 
 __all__ = ["DEFAULT_IMAGE", "NAME", "NAMESPACE", "NEURON_INSTANCE_TYPES", "NeuronDevicePluginChart"]
 
-# 2.22.4.0: the tag of the Neuron K8 release notes (2024-09-16), of neuron-helm-charts 1.0.0 and
-# of the plain manifests; the RBAC rules and host paths below are the ones that version needs.
-# Later plugin versions also ask for nodes/proxy: change both together.
-DEFAULT_IMAGE = "public.ecr.aws/neuron/neuron-device-plugin:2.22.4.0"
+# The device plugin of the cluster's Neuron SDK release (cluster_facts/neuron_stack.py, with its
+# sources). The RBAC rules and host paths below are what the Helm chart's device-plugin templates of
+# that generation give it (neuron-helm-charts templates/device-plugin/device-plugin-rbac.yaml and
+# values.yaml devicePlugin.volumeMounts): nodes/proxy get/list and /opt/aws read-only are new
+# since 2.22.4.0 (the plain manifests' tag, which this replaces).
+DEFAULT_IMAGE = DEVICE_PLUGIN_IMAGE
 NAME = "neuron-device-plugin"
 NAMESPACE = "kube-system"
 NEURON_INSTANCE_TYPES: tuple[str, ...] = tuple(CATALOG)
@@ -46,6 +50,7 @@ NEURON_INSTANCE_TYPES: tuple[str, ...] = tuple(CATALOG)
 
 _LABELS = {"app.kubernetes.io/name": NAME}
 _DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
+_AWS_DIR = "/opt/aws"
 
 
 class NeuronDevicePluginChart(cdk8s.Chart):
@@ -56,6 +61,7 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         scope: Construct,
         id: str,
         *,
+        vpc_cidr: str,
         instance_types: Sequence[str] = NEURON_INSTANCE_TYPES,
         image: str = DEFAULT_IMAGE,
     ) -> None:
@@ -78,6 +84,12 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         # Allocation decisions are recorded as pod annotations.
         role.allow(["get", "list", "watch", "update", "patch"], kplus.ApiResource.PODS)
         role.allow(["create", "patch"], kplus.ApiResource.EVENTS)
+        # As the chart grants it (device-plugin-rbac.yaml): the plugin reads the kubelet's API through
+        # the API server's node proxy. Read verbs only; no admission policy sees reads, so this is the
+        # widest grant of the plugin: a stolen token reads (and, through a WebSocket upgrade, which
+        # the kubelet authorizes as get, may exec in) pods of any node. The token lives only in the
+        # plugin's pods on Trainium nodes, whose root already has the kubelet's own credentials.
+        role.allow(["get", "list"], kplus.ApiResource.custom(api_group="", resource_type="nodes/proxy"))
         binding = kplus.ClusterRoleBinding(
             self, "ClusterRoleBinding", role=role, metadata=cdk8s.ApiObjectMetadata(name=NAME, labels=_LABELS)
         )
@@ -94,10 +106,19 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 "CKV_K8S_38": "the plugin patches node status and annotates pods through the API server, "
                 "with the token of its own service account",
                 **digest_exceptions(image),
+                **pull_policy_exceptions(),
             },
         )
-        # The plugin serves the kubelet over a unix socket and opens no port.
-        deny_ingress(self, name=NAME, namespace=NAMESPACE, pod_labels=_LABELS)
+        # The plugin serves the kubelet over a unix socket and opens no port: no ingress. It reaches
+        # only the API server (node status, pod annotations).
+        system_pod_policy(
+            self,
+            "NetworkPolicy",
+            name=NAME,
+            namespace=NAMESPACE,
+            pod_labels=_LABELS,
+            egress=[dns_egress_rule(), *api_server_egress_rules(vpc_cidr)],
+        )
 
     @staticmethod
     def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
@@ -112,8 +133,8 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 k8s.Container(
                     name=NAME,
                     image=image,
-                    # The tag is pinned; Always only re-checks it against the registry at start.
-                    image_pull_policy="Always",
+                    # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+                    image_pull_policy=PINNED_PULL_POLICY,
                     env=[
                         # As upstream sets it. /etc/kubernetes is not mounted, so the file is absent and
                         # the plugin uses its own service account (its logs, aws-neuron-sdk#794); never
@@ -129,12 +150,12 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                     resources=container_resources(
                         requests={"cpu": "50m", "memory": "64Mi"}, limits={"cpu": "200m", "memory": "256Mi"}
                     ),
-                    # Host access is through the one hostPath mount only: no privilege, no capabilities.
+                    # Host access is through the hostPath mounts only: no privilege, no capabilities.
                     security_context=k8s.SecurityContext(
                         allow_privilege_escalation=False,
                         capabilities=k8s.Capabilities(drop=["ALL"]),
                     ),
-                    # The kubelet's device-plugin directory and nothing else of the host. Upstream
+                    # The kubelet's device-plugin directory (and /opt/aws read-only). Upstream
                     # manifests also mount the host's whole /run (volume "infa-map") for
                     # /run/infa-map.json, the device map of Neuron Runtime 1.x (neuron-rtd, end of
                     # support in Neuron 2.3); current plugins run in "Driver Mode" and list devices
@@ -142,7 +163,12 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                     # holds containerd's and D-Bus's root-owned sockets: root on the node for a
                     # root process. AWS's own operator runs the plugin without it
                     # (docs/security-policies.md, "Host mounts").
-                    volume_mounts=[k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR)],
+                    volume_mounts=[
+                        k8s.VolumeMount(name="device-plugin", mount_path=_DEVICE_PLUGINS_DIR),
+                        # The chart's "aws-config": the AMI's Neuron tools and configuration under
+                        # /opt/aws, which newer plugins read; read-only.
+                        k8s.VolumeMount(name="aws-config", mount_path=_AWS_DIR, read_only=True),
+                    ],
                 )
             ],
             volumes=[
@@ -151,6 +177,10 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                 k8s.Volume(
                     name="device-plugin",
                     host_path=k8s.HostPathVolumeSource(path=_DEVICE_PLUGINS_DIR, type="Directory"),
+                ),
+                # The Neuron AMI installs it (aws-neuronx-tools): never an empty stand-in.
+                k8s.Volume(
+                    name="aws-config", host_path=k8s.HostPathVolumeSource(path=_AWS_DIR, type="Directory")
                 ),
             ],
         )

@@ -52,9 +52,16 @@ from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controlle
 from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.node_check import ADMISSION_STEP as NODE_CHECK_ADMISSION
+from k8s_charts.node_check import STEP as NODE_CHECK
+from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
+from k8s_charts.priority_classes import PriorityClassChart
 from k8s_charts.stored_form import as_stored
+from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
+from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
+from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
 from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
 from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
@@ -80,9 +87,13 @@ VOLCANO = "volcano"
 PLATFORM_STEP = "platform-namespace"
 VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_NAMESPACE_STEP = "volcano-namespace"
+VOLCANO_NETWORK_STEP = "volcano-network"
+AUTOSCALER_NETWORK_STEP = "cluster-autoscaler-network"
 JOB_POD_ADMISSION = "volcano-job-pod-admission"
 DEVICE_PLUGIN_ADMISSION = "neuron-device-plugin-admission"
 TEAMS_STEP = "training-namespace"
+PRIORITY_STEP = "priority-classes"
+TENANT_ADMISSION = "team-admission"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 """The step that installs the cluster autoscaler (the Helm release)."""
 # The webhook configuration the webhook manager patches with its CA just before it serves
@@ -119,6 +130,8 @@ class QueueValues:
     name: str
     capability: Mapping[str, str]
     weight: int = 1
+    deserved: Mapping[str, str] | None = None
+    """The team's share of its node groups (k8s_charts/volcano_queue.py, ``deserved_share``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +143,9 @@ class TeamValues:
     member_group: str
     uid: int
     """Owner (uid = gid) of the team's directory; its training pods run as it."""
+    node_groups: tuple[str, ...]
+    """The Trainium node groups its pods may run on (an admission policy holds them there)."""
+    quota: TeamQuota
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +171,8 @@ class KubernetesLayerValues:
     """The watchdog that ends Volcano's partial-gang stall (k8s_charts/gang_watchdog.py); None: none."""
     fabric_checks: tuple[FabricCheckValues, ...] = ()
     """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/fabric_check.py)."""
+    node_check: NodeCheckValues | None = None
+    """The check every new Trainium node passes before its startup taint goes (k8s_charts/node_check.py)."""
     images: ImageSource = field(default_factory=ImageSource)
     """Where every upstream image is pulled from (the account's pull-through cache, or upstream).
     A run's image comes resolved already (``TrainingRun.image``)."""
@@ -187,8 +205,9 @@ def _volcano(images: ImageSource) -> HelmRelease:
         chart_directory=VOLCANO_CHART.directory,
         release="volcano",
         namespace=VOLCANO_NAMESPACE,
-        # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none).
-        after=(VOLCANO_NAMESPACE_STEP,),
+        # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none),
+        # under the namespace's NetworkPolicies.
+        after=(VOLCANO_NAMESPACE_STEP, VOLCANO_NETWORK_STEP),
         # The scheduler configuration without enqueue (k8s_charts/volcano_scheduler.py): queued gangs
         # get their pods, which the cluster autoscaler sees.
         values=values,
@@ -216,6 +235,7 @@ def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRe
         wait=True,
         timeout_minutes=10,
         images=(values.image,),
+        after=(AUTOSCALER_NETWORK_STEP,),
     )
 
 
@@ -245,21 +265,59 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
     volcano = _volcano(images)
+    autoscaler: list[KubernetesStep] = (
+        [
+            chart(AUTOSCALER_NETWORK_STEP, partial(AutoscalerNetworkChart, vpc_cidr=values.vpc_cidr)),
+            _cluster_autoscaler(values.autoscaler, images),
+        ]
+        if values.autoscaler is not None
+        else []
+    )
     steps: list[KubernetesStep] = [
         # The API server confines the plugin's service account to its own node before the plugin
         # runs (k8s_charts/device_plugin_admission.py).
         chart(DEVICE_PLUGIN_ADMISSION, DevicePluginAdmissionChart),
         chart(
             "neuron-device-plugin",
-            partial(NeuronDevicePluginChart, image=images.resolve(NEURON_DEVICE_PLUGIN_IMAGE)),
+            partial(
+                NeuronDevicePluginChart,
+                image=images.resolve(NEURON_DEVICE_PLUGIN_IMAGE),
+                vpc_cidr=values.vpc_cidr,
+            ),
             after=(DEVICE_PLUGIN_ADMISSION,),
         ),
         # EKS's regional registry: not cached (cluster_facts.image_sources.DIRECT_PULLS).
         chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
-        *([_cluster_autoscaler(values.autoscaler, images)] if values.autoscaler is not None else []),
+        # The node check's fence first, then the check (k8s_charts/node_check.py).
+        *(
+            [
+                chart(NODE_CHECK_ADMISSION, NodeCheckAdmissionChart),
+                chart(
+                    NODE_CHECK,
+                    partial(
+                        NodeCheckChart,
+                        values=replace(values.node_check, image=images.resolve(values.node_check.image)),
+                    ),
+                    after=(NODE_CHECK_ADMISSION,),
+                ),
+            ]
+            if values.node_check is not None
+            else []
+        ),
+        # The autoscaler's NetworkPolicy before the release that creates its pod (k8s_charts/system_network.py).
+        *autoscaler,
+        # Before anything that names them: a pod naming a class that does not exist is refused.
+        chart(PRIORITY_STEP, PriorityClassChart),
         chart(
             VOLCANO_NAMESPACE_STEP,
             partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ),
+        # Default-deny in Volcano's namespace and what each of its pods needs, before the release
+        # (its pre-install hook Job already runs under them).
+        chart(
+            VOLCANO_NETWORK_STEP,
+            partial(VolcanoNetworkChart, namespace=VOLCANO_NAMESPACE, vpc_cidr=values.vpc_cidr),
+            after=(VOLCANO_NAMESPACE_STEP,),
         ),
         volcano,
         # Only Volcano's job controller may label pods as a job's in the teams' namespaces.
@@ -287,7 +345,11 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 name=queue_step(queue.name),
                 manifests=render(
                     partial(
-                        VolcanoQueueChart, name=queue.name, weight=queue.weight, capability=queue.capability
+                        VolcanoQueueChart,
+                        name=queue.name,
+                        weight=queue.weight,
+                        capability=queue.capability,
+                        deserved=queue.deserved,
                     )
                 ),
                 after=("volcano-webhook-ready",),
@@ -310,6 +372,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
                 *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
             ),
+            after=(PRIORITY_STEP,),
         ),
         # The teams' namespaces (the step keeps the name it had with one team: renaming it would
         # delete the namespace `training` with the old custom resource).
@@ -328,8 +391,11 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                         )
                     ),
                     *render(partial(TeamNetworkChart, namespace=team.name, vpc_cidr=values.vpc_cidr)),
+                    *render(partial(TeamQuotaChart, namespace=team.name, quota=team.quota)),
                 )
             ),
+            # The team's members act in the namespace only once its admission policy holds.
+            after=(PRIORITY_STEP, TENANT_ADMISSION),
         ),
         # One etcd per team: a team's runs rendezvous where no other team's pods can reach.
         ManifestSet(
@@ -423,6 +489,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 after=(
                     queue_gates[run.queue],
                     JOB_POD_ADMISSION,
+                    TENANT_ADMISSION,
                     "etcd",
                     "fsx-layout",
                     *(f"data-{dataset.name}" for dataset in run.datasets),
@@ -442,6 +509,9 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 memory_gib=values.tensorboard.memory_gib,
                 # Team directories are 2750: TensorBoard reads them as a member of every team's group.
                 team_groups=tuple(sorted(owners.values())),
+                # The API server's service proxy (make canary) connects from the control plane's
+                # interfaces in the VPC.
+                api_server_cidr=values.vpc_cidr,
             ),
             after=("fsx-storage",),
             applied=values.tensorboard.applied,
@@ -458,4 +528,57 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             render=render,
         )
     )
+    # The team namespaces' admission policy, from what the plan puts there, before the namespaces.
+    steps.insert(
+        next(index for index, step in enumerate(steps) if step.name == TEAMS_STEP),
+        ManifestSet(
+            name=TENANT_ADMISSION,
+            manifests=render(partial(TenantAdmissionChart, **_tenant_admission_values(steps, values.teams))),
+        ),
+    )
     return KubernetesLayerPlan.of(steps)
+
+
+def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValues, ...]) -> dict[str, Any]:
+    """What the team policy needs to know of the plan: every object the platform keeps in a team
+    namespace (their names are reserved), the read-only claims there, and the platform's pods there.
+
+    A workload kind the policy does not know how to exempt is refused here, at synth, rather than
+    left for the API server to refuse at deploy time."""
+    namespaces = {team.name for team in teams}
+    objects = [
+        manifest
+        for step in steps
+        if isinstance(step, ManifestSet)
+        for manifest in step.manifests
+        if manifest.get("metadata", {}).get("namespace") in namespaces
+        # The stack's runs: Volcano Jobs, judged by the policy like any team's.
+        and not manifest["apiVersion"].startswith("batch.volcano.sh/")
+    ]
+    platform_pods = []
+    for manifest in objects:
+        if manifest["kind"] == "Deployment":
+            platform_pods.append(PlatformPod(labels=manifest["spec"]["template"]["metadata"]["labels"]))
+        elif "template" in manifest.get("spec", {}) or manifest["kind"] == "Pod":
+            raise ValueError(
+                f"{manifest['kind']} {manifest['metadata']['name']} in a team namespace: the team admission "
+                "policy (k8s_charts/tenant_admission.py) knows how to admit only Deployments' pods there"
+            )
+    return {
+        "teams": [
+            TeamPlacement(namespace=team.name, queue=team.queue.name, node_groups=team.node_groups)
+            for team in teams
+        ],
+        "read_only_claims": sorted(
+            {
+                manifest["metadata"]["name"]
+                for manifest in objects
+                if manifest["kind"] == "PersistentVolumeClaim"
+                and manifest["spec"]["accessModes"] == ["ReadOnlyMany"]
+            }
+        ),
+        "platform_object_names": sorted({manifest["metadata"]["name"] for manifest in objects}),
+        "platform_pods": list(
+            {json.dumps(pod.labels, sort_keys=True): pod for pod in platform_pods}.values()
+        ),
+    }

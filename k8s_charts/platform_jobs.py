@@ -1,12 +1,18 @@
-"""A batch/v1 Job of the platform: runs once on the system nodes with the whole file system at /data.
+"""A batch/v1 Job of the platform: runs once on the system nodes with the file system at /data (or
+one of its directories at a path of its own).
 
 Data set staging and the file system's layout are such Jobs. They share how they run: a pinned
 image, no service-account token, the runtime's seccomp profile, no capabilities, a read-only root
-file system, nothing may connect to them, and a few retries within a deadline. They run as root only
-because the Lustre root directory is root-owned and they are its first writers.
+file system, nothing may connect to them, the platform's priority class, and a few retries within
+a deadline.
 
-Root squash (constructs_trn/lustre_storage.py) maps root to nobody on every client but the system
-nodes outside the Trainium zone: the Jobs run there (``root_zones``), the one place root is root.
+Only the layout runs as root: the Lustre root directory is root-owned, and the layout creates the
+team directories and hands each to its team (and ``/datasets`` to ``PLATFORM_UID``). Staging runs
+as ``PLATFORM_UID`` (``run_as``): an archive unpacked by it can hold no root-owned, setuid or device
+file, whatever it carries. Root squash (constructs_trn/lustre_storage.py) maps root to nobody on
+every client but the system nodes outside the Trainium zone: the Jobs run there (``root_zones``),
+the one place root is root, and a place no team's pod can be (an admission policy holds every team
+pod to its Trainium groups: k8s_charts/tenant_admission.py).
 """
 
 from __future__ import annotations
@@ -17,9 +23,14 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.images import pinned_image_problem
-from cluster_facts.kubernetes_names import DATA_MOUNT
+from cluster_facts.kubernetes_names import DATA_MOUNT, PLATFORM_PRIORITY_CLASS
 from k8s_charts.isolation import deny_ingress
-from k8s_charts.policy_exceptions import digest_exceptions, policy_exceptions
+from k8s_charts.policy_exceptions import (
+    PINNED_PULL_POLICY,
+    digest_exceptions,
+    policy_exceptions,
+    pull_policy_exceptions,
+)
 from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ZONE_LABEL", "platform_job"]
@@ -31,6 +42,10 @@ DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
 # The well-known label the cloud provider sets on every node: its availability zone.
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
+_PLATFORM_UID = (
+    "the platform's uid on the file system, below the 10000 every team's uid starts at, so that no "
+    "team can be given it"
+)
 _ROOT_WRITER = (
     "the first writer on a new Lustre file system, whose root directory is root-owned; it runs "
     "with no capabilities, no privilege escalation and a read-only root file system"
@@ -53,10 +68,15 @@ def platform_job(
     root_zones: Sequence[str],
     add_capabilities: Mapping[str, str] | None = None,
     image: str = DEFAULT_IMAGE,
+    mount_path: str = DATA_MOUNT,
+    sub_path: str | None = None,
+    run_as: int | None = None,
 ) -> k8s.KubeJob:
     """The Job ``name`` running ``script`` under ``/bin/sh -c`` with ``arguments`` as "$@".
 
-    ``add_capabilities``: capability -> why the Job needs it (its policy exception says so)."""
+    ``add_capabilities``: capability -> why the Job needs it (its policy exception says so).
+    ``sub_path``: only this directory of the claim, at ``mount_path`` (the whole claim when None).
+    ``run_as``: a uid (and gid) to run as; None: root, the first writer on the file system."""
     added = dict(add_capabilities or {})
     problem = pinned_image_problem(image)
     if problem is not None:
@@ -66,8 +86,8 @@ def platform_job(
     container = k8s.Container(
         name="main",
         image=image,
-        # The tag is pinned; Always only re-checks it against the registry at start.
-        image_pull_policy="Always",
+        # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
+        image_pull_policy=PINNED_PULL_POLICY,
         command=["/bin/sh", "-c", script, script_name],
         args=list(arguments),
         env=[k8s.EnvVar(name=key, value=value) for key, value in environment.items()],
@@ -81,7 +101,7 @@ def platform_job(
             capabilities=k8s.Capabilities(drop=["ALL"], add=sorted(added) or None),
             read_only_root_filesystem=True,
         ),
-        volume_mounts=[k8s.VolumeMount(name="data", mount_path=DATA_MOUNT)],
+        volume_mounts=[k8s.VolumeMount(name="data", mount_path=mount_path, sub_path=sub_path)],
     )
     job = k8s.KubeJob(
         scope,
@@ -92,14 +112,16 @@ def platform_job(
             labels=dict(labels),
             annotations=policy_exceptions(
                 {
-                    "CKV_K8S_23": _ROOT_WRITER,
-                    "CKV_K8S_40": _ROOT_WRITER,
+                    **({"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER} if run_as is None else {}),
+                    # Below 10000 so that no team's uid (at least 10000) can be the platform's.
+                    **({"CKV_K8S_40": _PLATFORM_UID} if run_as is not None and run_as < 10000 else {}),
                     **(
                         {"CKV_K8S_25": "; ".join(f"{name}: {why}" for name, why in added.items())}
                         if added
                         else {}
                     ),
                     **digest_exceptions(image),
+                    **pull_policy_exceptions(),
                 }
             ),
         ),
@@ -115,7 +137,11 @@ def platform_job(
                     enable_service_links=False,
                     security_context=k8s.PodSecurityContext(
                         seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+                        run_as_non_root=True if run_as is not None else None,
+                        run_as_user=run_as,
+                        run_as_group=run_as,
                     ),
+                    priority_class_name=PLATFORM_PRIORITY_CLASS,
                     # Squashed elsewhere, root would be nobody and could create nothing.
                     affinity=k8s.Affinity(
                         node_affinity=k8s.NodeAffinity(

@@ -50,20 +50,15 @@ class PodSecurity:
         return labels
 
 
-TEAM_POD_SECURITY = PodSecurity(
-    enforce="baseline",
-    reason="the pods TorchX submits with the project's component (torchx_trn/) start as root with no "
-    "securityContext: torchx 0.7.0's Kubernetes scheduler renders none (restricted requires runAsNonRoot "
-    "true, allowPrivilegeEscalation false, capabilities.drop [ALL] and a seccompProfile); their first "
-    "step leaves root for the team's uid. The stack's own runs (k8s_charts/training_run.py) and etcd "
-    "pass restricted, which audit and warn report",
-)
-"""A team's namespace: its runs' pods (k8s_charts/training_run.py) and its etcd (restricted-clean)."""
+TEAM_POD_SECURITY = PodSecurity(enforce="restricted")
+"""A team's namespace: its runs' pods (k8s_charts/training_run.py), the pods the TorchX component submits
+(torchx_trn/) and its etcd, all restricted-clean."""
 
 PLATFORM_POD_SECURITY = PodSecurity(
     enforce="baseline",
-    reason="the data set staging and fsx-layout Jobs run as root, the first writers on the "
-    "root-owned Lustre file system (restricted requires runAsNonRoot true); TensorBoard passes restricted",
+    reason="the fsx-layout Job runs as root, the first writer on the root-owned Lustre file system, to "
+    "create and hand over each team's directory and /datasets (restricted requires runAsNonRoot true); "
+    "data set staging (the platform's uid) and TensorBoard pass restricted",
 )
 """trainium-system: data set staging, the file system's layout, TensorBoard."""
 

@@ -11,10 +11,26 @@ from collections.abc import Mapping
 
 from cluster_facts.image_sources import digest_exception_reason
 
-__all__ = ["digest_exceptions", "policy_exceptions"]
+__all__ = ["PINNED_PULL_POLICY", "digest_exceptions", "policy_exceptions", "pull_policy_exceptions"]
 
 DIGEST_CHECK = "CKV_K8S_43"
 """checkov: an image should be pinned by digest."""
+
+
+PULL_POLICY_CHECK = "CKV_K8S_15"
+"""checkov: imagePullPolicy should be Always."""
+PINNED_PULL_POLICY = "IfNotPresent"
+"""Every image is pinned (by tag or digest) and the cache's repositories keep their tags immutable
+(constructs_trn/pull_through_cache.py): a node pulls an image once and runs those bytes from then on.
+Always would ask the registry again at every start, and follow a tag that moved."""
+
+
+def pull_policy_exceptions() -> dict[str, str]:
+    """The exception for ``PINNED_PULL_POLICY`` (checkov wants Always)."""
+    return {
+        PULL_POLICY_CHECK: "the image is pinned and its cache repository keeps tags immutable, so a node "
+        "runs the bytes it pulled first; Always would follow a tag that moved upstream"
+    }
 
 
 def digest_exceptions(*images: str) -> dict[str, str]:

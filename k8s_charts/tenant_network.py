@@ -54,6 +54,7 @@ __all__ = [
     "api_server_egress_rules",
     "dns_egress_rule",
     "https_egress",
+    "https_egress_rule",
     "outside_cluster",
     "tcp_port",
 ]
@@ -106,7 +107,8 @@ def dns_egress_rule() -> k8s.NetworkPolicyEgressRule:
     )
 
 
-def _https_rule(vpc_cidr: str) -> k8s.NetworkPolicyEgressRule:
+def https_egress_rule(vpc_cidr: str) -> k8s.NetworkPolicyEgressRule:
+    """HTTPS (443/TCP) to every address outside the cluster (``outside_cluster``)."""
     return k8s.NetworkPolicyEgressRule(
         to=[k8s.NetworkPolicyPeer(ip_block=outside_cluster(vpc_cidr))], ports=[tcp_port(_HTTPS)]
     )
@@ -159,7 +161,7 @@ class TeamNetworkChart(cdk8s.Chart):
                     ),
                     # Workers of this namespace's jobs, any port; each admits only its own job's.
                     k8s.NetworkPolicyEgressRule(to=[k8s.NetworkPolicyPeer(pod_selector=_job_pods())]),
-                    _https_rule(vpc_cidr),
+                    https_egress_rule(vpc_cidr),
                 ],
             ),
         )
@@ -176,7 +178,7 @@ def https_egress(
         spec=k8s.NetworkPolicySpec(
             pod_selector=k8s.LabelSelector(match_labels=dict(pod_labels)),
             policy_types=["Egress"],
-            egress=[dns_egress_rule(), _https_rule(vpc_cidr)],
+            egress=[dns_egress_rule(), https_egress_rule(vpc_cidr)],
         ),
     )
 

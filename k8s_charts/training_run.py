@@ -1,11 +1,11 @@
 """A distributed training run on Trainium: one Volcano Job, gang-scheduled, in the shape TorchX's
-Kubernetes scheduler submits, whose pods precompile (once per run) and train.
+Kubernetes scheduler submits, whose pods precompile (once per graph key and cache) and train.
 
 What a run is, is configuration (``TrainingRun``); how Trainium is wired is derived here from the
 catalog and the cluster's facts: one pod per node taking every Neuron device and EFA interface,
 ``--nproc_per_node`` one worker per NeuronCore, the node group's label, the claim, the rendezvous.
 
-Lifecycle (docs/day2.md):
+Lifecycle (docs/runs.md#lifecycle):
 
 - **Identity.** The Job is named ``<run>-<hash>``, the hash of everything rendered into it. Volcano
   refuses almost any change to a live Job's spec; a changed run is a new Job (its own output
@@ -15,23 +15,27 @@ Lifecycle (docs/day2.md):
   the downward API: torchrun closes a rendezvous whenever it exits, so a reused id fails at once.
 - **Resume.** A retry resumes from the newest checkpoint in the run's output directory.
 - **Fail fast.** A pod that cannot proceed (a data set failed to stage, a checksum is wrong, the
-  compile cache is held by another run) exits with ``CANNOT_PROCEED_EXIT_CODE``, which the Job's
-  first policy turns into TerminateJob; any other failure restarts the whole gang, up to
-  ``retries`` times.
+  compile cache is held by another run, Volcano's env plugin or annotations are missing) exits with ``CANNOT_PROCEED_EXIT_CODE``, which the Job's
+  first policy turns into TerminateJob; any other failure restarts the whole gang, exactly
+  ``retries`` times at most (``maxRetry`` is ``retries + 1``: cluster_facts/volcano_retries.py).
 - **Scale-down.** Pods carry the cluster autoscaler's safe-to-evict "false": a node running a
   worker is never taken away under it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cdk8s
+from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
@@ -43,22 +47,31 @@ from cluster_facts.kubernetes_names import (
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
+    POD_USER_ENVIRONMENT,
     RUNS_ROOT,
     SAFE_TO_EVICT_ANNOTATION,
+    STUCK_MINUTES_ANNOTATION,
+    TRAINING_PRIORITY_CLASS,
+    VOLCANO_SCHEDULER,
     dataset_variable,
 )
+from cluster_facts.metadata_proxy import proxy_environment
 from cluster_facts.script_files import script_body
+from cluster_facts.volcano_retries import volcano_max_retry
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
 from k8s_charts.identity import spec_hash
 from k8s_charts.imports import volcano_batch as vc
 from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
+    "PROGRAM_DIR",
     "RUN_ID_MAX_LENGTH",
     "WORKER_SCRIPT",
     "TrainingRun",
     "TrainingRunChart",
+    "compile_key",
     "launcher_arguments",
+    "program_config_map",
     "run_id",
 ]
 
@@ -70,17 +83,16 @@ _TASK = "worker"
 RUN_ID_MAX_LENGTH = 48
 _RUN_NAME = re.compile(r"[a-z]([a-z0-9-]*[a-z0-9])?")
 _PYTHON_TARGET = "/opt/run/python"
+PROGRAM_DIR = "/opt/run/program"
 # A staging heartbeat older than this (with a failed attempt on record) means the staging pod
 # died without recording it; longer than the Job's largest retry backoff (6 minutes).
 HEARTBEAT_STALE_SECONDS = 15 * 60
-# Another run's pods release a cache within their termination grace period.
+# How long a pod waits for its replica's compile cache: another run's pods release it within their
+# termination grace period, and a pod lost with its node holds its Lustre flock until the file
+# system evicts that client (LUSTRE_DEAD_CLIENT_EVICTION_SECONDS). Past it, run_worker.sh ends the
+# job only when another run holds the cache; this run's own lost pod's lock is left behind.
 CACHE_LOCK_TIMEOUT_SECONDS = 300
-# The pinned BERT script (and others) call the instance metadata service over plain HTTP with no
-# timeout; with the nodes' IMDS hop limit of 1 the reply never reaches a pod and the call hangs.
-# Plain-HTTP requests that honour the proxy variables (requests, urllib) go to a closed local port
-# instead and fail at once; in-cluster names and addresses are exempt. HTTPS is untouched.
-_CLOSED_PROXY = "http://127.0.0.1:9"
-_NO_PROXY = "localhost,127.0.0.1,.svc,.cluster.local,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+assert CACHE_LOCK_TIMEOUT_SECONDS > LUSTRE_DEAD_CLIENT_EVICTION_SECONDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +109,7 @@ class TrainingRun:
     claim_name: str
     """The team's claim: its own directory of the file system, mounted at /data."""
     datasets_claim_name: str
-    """The staged data sets, read-only, at /data/datasets."""
+    """The staged data sets, read-only, at /datasets (beside /data: never a mount inside the team's directory)."""
     script: str
     """What the launcher runs on every worker (a path in the image or on /data)."""
     script_args: tuple[str, ...] = ()
@@ -119,6 +131,14 @@ class TrainingRun:
     pod_labels: Mapping[str, str]
     run_as: int
     """The team's uid (and gid): owner of its directory, never root (root is squashed on Trainium nodes)."""
+    program_files: Mapping[str, str] = field(default_factory=dict)
+    """File name -> text of a program shipped with the run (the canary's), mounted read-only at
+    ``PROGRAM_DIR`` from the ConfigMap ``<run id>-program``; every file is checked by its SHA-256
+    like the run's other code. Empty: none."""
+    stuck_minutes: int | None = None
+    """The run's own limit for holding Trainium nodes without progress (the Job's annotation read by
+    the gang watchdog); None: the cluster's. Not hashed into the run's id: a Job's annotations may
+    change in place, so a new limit does not restart the run."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -140,6 +160,31 @@ class TrainingRun:
     @property
     def cache_root(self) -> str:
         return f"{DATA_MOUNT}/{NEURON_CACHE_DIR}"
+
+
+def compile_key(run: TrainingRun) -> str:
+    """What the run's compiled graphs depend on, as 16 hex digits: two runs with the same key
+    build the same graphs, so one's precompile serves the other (k8s_charts/scripts/run_worker.sh).
+
+    The Neuron cache itself keys each graph by the compiler's version and the graph's hash; this
+    key stands for "every graph of this run is in the cache" and covers what shapes those graphs:
+    the image (compiler and framework versions), the instance type and node count (ranks per
+    collective), the script, its arguments and files, its packages, its environment and the
+    precompile's arguments. Not the run's name, team, retries or resume settings.
+    """
+    shaping = {
+        "image": run.image,
+        "instance_type": run.instance.name,
+        "nodes": run.nodes,
+        "processes_per_node": run.instance.processes_per_node,
+        "script": run.script,
+        "script_args": list(run.script_args),
+        "environment": dict(sorted(run.environment.items())),
+        "verify_files": dict(sorted(_verified_files(run).items())),
+        "python_requirements": list(run.python_requirements),
+        "precompile_args": list(run.precompile_args or ()),
+    }
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def launcher_arguments(run: TrainingRun) -> list[str]:
@@ -171,6 +216,8 @@ def _environment(
         # Volcano writes the job's identity (<job>-<uid>) and attempt on every pod it creates.
         "VC_JOB_GROUP": f"{annotation}['scheduling.k8s.io/group-name']",
         "VC_JOB_VERSION": f"{annotation}['volcano.sh/job-version']",
+        # Each attempt records its nodes: the dashboard counts the replaced ones (run_worker.sh).
+        "NODE_NAME": "spec.nodeName",
     }
     plain: dict[str, str] = {
         "RDZV_ID": "$(VC_JOB_GROUP)-v$(VC_JOB_VERSION)",
@@ -184,12 +231,10 @@ def _environment(
         "FI_EFA_FORK_SAFE": "1",
         "NEURON_RT_RESET_CORES": "1",
         "XLA_TRANSFER_SEED_ASYNC": "1",
-        # The image's root home is not the team's: tools that write under $HOME get a writable one.
-        "HOME": "/tmp",
-        "http_proxy": _CLOSED_PROXY,
-        "HTTP_PROXY": _CLOSED_PROXY,
-        "no_proxy": _NO_PROXY,
-        "NO_PROXY": _NO_PROXY,
+        # The team's uid has no passwd entry: a name and a writable home for tools that ask.
+        **POD_USER_ENVIRONMENT,
+        # Instance-metadata calls fail at once, nothing else is proxied (cluster_facts/metadata_proxy.py).
+        **proxy_environment(job=run_id_value),
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
         **run.environment,
         # What k8s_charts/scripts/run_worker.sh reads.
@@ -208,6 +253,7 @@ def _environment(
         "CACHESET": run.cacheset,
         "CACHE_LOCK_TIMEOUT_SECONDS": str(CACHE_LOCK_TIMEOUT_SECONDS),
         "PRECOMPILE_ARGS": " ".join(run.precompile_args) if run.precompile_args is not None else "",
+        "COMPILE_KEY": compile_key(run),
         "RESUME_GLOB": run.resume_glob,
         "RESUME_ARGS": " ".join(run.resume_args),
         "CANNOT_PROCEED_EXIT_CODE": str(CANNOT_PROCEED_EXIT_CODE),
@@ -230,7 +276,11 @@ def _verified_files(run: TrainingRun) -> dict[str, str]:
     """Path -> SHA-256 of what every worker checks before it runs: the run's data sets' single
     files (its code, when staged) and the files the run lists itself."""
     files = {dataset.path(remote.name): remote.sha256 for dataset in run.datasets for remote in dataset.files}
-    return {**files, **run.verify_files}
+    shipped = {
+        f"{PROGRAM_DIR}/{name}": hashlib.sha256(text.encode()).hexdigest()
+        for name, text in run.program_files.items()
+    }
+    return {**files, **shipped, **run.verify_files}
 
 
 def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSpecContainers:
@@ -262,6 +312,15 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
             ),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="dshm", mount_path="/dev/shm"),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="python", mount_path=_PYTHON_TARGET),
+            *(
+                [
+                    vc.JobSpecTasksTemplateSpecContainersVolumeMounts(
+                        name="program", mount_path=PROGRAM_DIR, read_only=True
+                    )
+                ]
+                if run.program_files
+                else []
+            ),
         ],
         # Root (see _AS_ROOT), without raw sockets: nothing of a run crafts packets, and NET_RAW is
         # what ARP and DNS spoofing of the node's other pods would need. The rest of the runtime's
@@ -280,6 +339,9 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
 
 def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
     labels = {"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": run_id_value}
+    job_annotations = dict(_POLICY_EXCEPTIONS)
+    if run.stuck_minutes is not None:
+        job_annotations[STUCK_MINUTES_ANNOTATION] = str(run.stuck_minutes)
     restart_on = [
         vc.JobSpecTasksPolicies(event=event, action="RestartJob")
         for event in (vc.JobSpecTasksPoliciesEvent.POD_EVICTED, vc.JobSpecTasksPoliciesEvent.POD_FAILED)
@@ -289,13 +351,18 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
         scope,
         "Job",
         metadata=cdk8s.ApiObjectMetadata(
-            name=run_id_value, namespace=run.namespace, labels=labels, annotations=_POLICY_EXCEPTIONS
+            name=run_id_value, namespace=run.namespace, labels=labels, annotations=job_annotations
         ),
         spec=vc.JobSpec(
-            scheduler_name="volcano",
+            scheduler_name=VOLCANO_SCHEDULER,
             queue=run.queue,
+            # The teams' class (k8s_charts/priority_classes.py); Volcano gives it to every pod.
+            priority_class_name=TRAINING_PRIORITY_CLASS,
             min_available=run.nodes,
-            max_retry=run.retries,
+            # Volcano fails a Job when its retry count reaches maxRetry, so N restarts need N + 1
+            # (cluster_facts/volcano_retries.py cites the v1.15.1 source); never 0, which its
+            # webhook turns into 3.
+            max_retry=volcano_max_retry(run.retries),
             plugins={
                 # A headless Service per job; workers resolve peers before they are Ready. The plugin
                 # also creates the NetworkPolicy by which the job's pods admit each other, and only
@@ -311,7 +378,8 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                     # Volcano's job webhook writes this default (replicas) at create; written out, a
                     # second apply of the same run finds nothing to change.
                     min_available=run.nodes,
-                    max_retry=run.retries,
+                    # Counts container restarts (none under restartPolicy Never); 0 would become 3.
+                    max_retry=volcano_max_retry(run.retries),
                     # First match wins (Volcano's applyPolicies): the exit code before the events, so a
                     # pod that cannot proceed ends the job instead of restarting it. Any other lost
                     # worker breaks the collective: restart the whole job.
@@ -346,7 +414,21 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                             tolerations=[
                                 vc.JobSpecTasksTemplateSpecTolerations(
                                     key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"
-                                )
+                                ),
+                                # A pod on a lost node goes a minute after the node is marked, not
+                                # the default five (cluster_facts/failure_recovery.py).
+                                *(
+                                    vc.JobSpecTasksTemplateSpecTolerations(
+                                        key=key,
+                                        operator="Exists",
+                                        effect="NoExecute",
+                                        toleration_seconds=NODE_LOST_TOLERATION_SECONDS,
+                                    )
+                                    for key in (
+                                        "node.kubernetes.io/not-ready",
+                                        "node.kubernetes.io/unreachable",
+                                    )
+                                ),
                             ],
                             containers=[_container(run, run_id_value)],
                             volumes=[
@@ -376,6 +458,18 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                         )
                                     ),
                                 ),
+                                *(
+                                    [
+                                        volume(
+                                            name="program",
+                                            config_map=vc.JobSpecTasksTemplateSpecVolumesConfigMap(
+                                                name=program_config_map(run_id_value), default_mode=0o444
+                                            ),
+                                        )
+                                    ]
+                                    if run.program_files
+                                    else []
+                                ),
                             ],
                         ),
                     ),
@@ -388,7 +482,8 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
 def run_id(run: TrainingRun) -> str:
     """``<name>-<hash>``: eight hex digits of a hash of everything the Job would hold."""
     try:
-        digest = spec_hash(lambda scope, name: _job(scope, run, name), kind="Job")
+        unlimited = replace(run, stuck_minutes=None)
+        digest = spec_hash(lambda scope, name: _job(scope, unlimited, name), kind="Job")
     except ValueError:
         raise ValueError(
             f"run {run.name!r} holds a deploy-time token; its identity must be known at synth"
@@ -412,12 +507,28 @@ _POLICY_EXCEPTIONS = policy_exceptions(
 )
 
 
+def program_config_map(run_id_value: str) -> str:
+    """The ConfigMap that carries a run's shipped program."""
+    return f"{run_id_value}-program"
+
+
 class TrainingRunChart(cdk8s.Chart):
-    """The Volcano Job ``<run>-<hash>`` of ``run``."""
+    """The Volcano Job ``<run>-<hash>`` of ``run`` (and the ConfigMap of its shipped program, if any)."""
 
     def __init__(self, scope: Construct, id: str, *, run: TrainingRun) -> None:
         super().__init__(scope, id)
         self.run_id = run_id(run)
+        if run.program_files:
+            k8s.KubeConfigMap(
+                self,
+                "Program",
+                metadata=k8s.ObjectMeta(
+                    name=program_config_map(self.run_id),
+                    namespace=run.namespace,
+                    labels={"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id},
+                ),
+                data=dict(run.program_files),
+            )
         _job(self, run, self.run_id)
 
 

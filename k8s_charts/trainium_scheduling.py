@@ -8,6 +8,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.kubernetes_names import INSTANCE_TYPE_LABEL, NEURON_TAINT_KEY
+from cluster_facts.node_check import NODE_CHECK_TAINT_KEY
 from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
@@ -79,6 +80,8 @@ def device_plugin_tolerations() -> list[k8s.Toleration]:
         k8s.Toleration(key="CriticalAddonsOnly", operator="Exists"),
         # The Trainium node groups carry this taint; the plugins are what those nodes need.
         k8s.Toleration(key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"),
+        # A new node's devices are advertised before its node check runs (cluster_facts/node_check.py).
+        k8s.Toleration(key=NODE_CHECK_TAINT_KEY, operator="Exists", effect="NoSchedule"),
     ]
 
 

@@ -17,8 +17,31 @@ has nodes. Each session then writes PodScheduled=False with reason ``Unschedulab
 that found no node (``SchedulerCache.RecordJobStatusEvent`` -> ``taskUnschedulable``,
 ``JobInfo.TaskSchedulingReason``), which is what the cluster autoscaler scales up for.
 
-``overcommit`` only votes in ``enqueue``; without that action it does nothing and is left out. The
-other plugins are the chart's defaults.
+``overcommit`` only votes in ``enqueue``; without that action it does nothing and is left out.
+
+Queues share through ``capacity``, not the chart's ``proportion`` (v1.15.1,
+pkg/scheduler/plugins/). ``proportion`` ignores a Queue's ``deserved`` (it reads weight, capability
+and guarantee: proportion.go lines 108-139) and computes one itself, a weighted share of every node
+of the cluster, water-filled up to each queue's request (lines 197-264); a queue at or above it is
+``Overused`` (lines 319-331) and ``allocate`` skips it (allocate.go line 294). Here every team's pods
+are held to the team's own node groups (k8s_charts/tenant_admission.py), so that share mixes nodes
+a team can never use: a team with a backlog on its own full groups inflates its share, and another
+team is then "overused" and kept off its own idle nodes (tests/test_queue_sharing.py shows it with
+the example configuration's weights). ``capacity`` reads ``deserved`` from the Queue, registers no
+overused test, lets a queue allocate up to its realCapability (its capability, within what the
+cluster holds now) and orders queues by allocated / deserved (capacity.go lines 1042-1193,
+1629-1652): a team is never kept off its own nodes, borrows a shared group's idle nodes up to its
+capability, and a returning team goes first for the next free node of a shared group.
+
+No ``reclaim`` (nor ``preempt``, ``gangreclaim``, ``gangpreempt``): reclaim evicts a borrowing
+team's pods, and every eviction restarts that team's whole gang (its Job's ``PodEvicted`` policy is
+``RestartJob``), spends one of its retries and loses the work since its last checkpoint on every
+node of the gang. It would also act before the cluster autoscaler could add the nodes (it knows
+nothing of max_size), and a training pod could not reclaim anyway: its priority class has
+``preemptionPolicy: Never``, which reclaim.go (line 144) refuses as a reclaimer. A returning team
+therefore waits for the borrower's run to end, or for new nodes while the shared group is below
+max_size (docs/capacity.md, "Teams that share node groups"). The other plugins are the chart's
+defaults.
 """
 
 from __future__ import annotations
@@ -30,7 +53,10 @@ import yaml
 from cluster_facts.versions import VOLCANO_IMAGE_NAMES, VOLCANO_IMAGE_REGISTRY, VOLCANO_IMAGE_TAG
 
 __all__ = [
+    "QUEUE_PLUGIN",
     "SCHEDULER_ACTIONS",
+    "VOLCANO_IMAGE_PULL_POLICY",
+    "VOLCANO_POLICY_EXCEPTIONS",
     "VOLCANO_SCHEDULER_CONFIG",
     "scheduler_configuration",
     "volcano_images",
@@ -38,7 +64,10 @@ __all__ = [
 ]
 
 SCHEDULER_ACTIONS = ("allocate", "backfill")
-"""No ``enqueue``: a gang that does not fit yet still gets its pods, so the autoscaler sees them."""
+"""No ``enqueue``: a gang that does not fit yet still gets its pods, so the autoscaler sees them.
+No ``reclaim`` or ``preempt``: nothing evicts a running gang to make room for another."""
+QUEUE_PLUGIN = "capacity"
+"""How queues share: each queue's ``deserved`` and ``capability`` as written (k8s_charts/volcano_queue.py)."""
 
 
 def scheduler_configuration() -> dict[str, Any]:
@@ -56,7 +85,7 @@ def scheduler_configuration() -> dict[str, Any]:
                 "plugins": [
                     {"name": "drf", "enablePreemptable": False},
                     {"name": "predicates"},
-                    {"name": "proportion"},
+                    {"name": QUEUE_PLUGIN},
                     {"name": "nodeorder"},
                     {"name": "binpack"},
                 ]
@@ -69,14 +98,36 @@ VOLCANO_SCHEDULER_CONFIG = yaml.safe_dump(scheduler_configuration(), sort_keys=F
 """The scheduler's configuration file (``volcano-scheduler.conf``) as the chart's override takes it."""
 
 
+VOLCANO_IMAGE_PULL_POLICY = "IfNotPresent"
+"""Every container of the chart takes ``basic.image_pull_policy`` (the chart's default is Always)."""
+
+VOLCANO_POLICY_EXCEPTIONS = {
+    "CKV_K8S_15": (
+        "the tag is a pinned Volcano release, pulled once per node through the account's pull-through "
+        "cache or from Docker Hub; Always would ask the registry again at every pod start, against "
+        "Docker Hub's anonymous limit of 10 pulls an hour per address that every node behind the NAT "
+        "gateway shares"
+    )
+}
+"""checkov's pull-policy check (``imagePullPolicy`` should be Always), accepted for Volcano's objects.
+The chart takes no annotations for its Deployments and Jobs, and the Helm release is rendered by the
+kubectl handler at deploy, outside checkov's reach (it reads cdk.out/k8s/): the exception is kept
+here, beside the value it excuses, with the reason a reviewer reads."""
+
+
 def volcano_values(
     *, image_registry: str = VOLCANO_IMAGE_REGISTRY, image_tag: str = VOLCANO_IMAGE_TAG
 ) -> dict[str, Any]:
     """The Volcano Helm release's values: the chart's defaults but for the scheduler configuration
     and the images, which come from ``image_registry`` (the account's pull-through cache of Docker
-    Hub, or Docker Hub) with the tag written here rather than left to the chart's default."""
+    Hub, or Docker Hub) with the tag written here rather than left to the chart's default, pulled
+    ``IfNotPresent`` (``VOLCANO_POLICY_EXCEPTIONS``)."""
     return {
-        "basic": {"image_registry": image_registry, "image_tag_version": image_tag},
+        "basic": {
+            "image_registry": image_registry,
+            "image_tag_version": image_tag,
+            "image_pull_policy": VOLCANO_IMAGE_PULL_POLICY,
+        },
         "custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG},
     }
 

@@ -8,6 +8,8 @@ versions) and compares it with the configuration, then shows what the configurat
 - ``facts``: the account's answers as plain frozen data;
 - ``aws``: the only module that calls AWS (boto3), turning answers into ``facts``;
 - ``quotas``: which Service Quota each node group draws on, and how many vCPUs it needs;
+- ``lambda_concurrency``: how many Lambda executions a deploy of the synthesized template holds at
+  once, from its dependency graph (pure, like ``quotas``);
 - ``checks``: pure functions, configuration and facts in, check results out;
 - ``costs``: which prices the configuration needs, and the cost rows (pure, like ``quotas``);
 - ``report``: the plain-text table;

@@ -35,6 +35,7 @@ from preflight.facts import (
     AccountFacts,
     InstancesInUse,
     KubernetesVersion,
+    LambdaLimits,
     NoPrice,
     Price,
     Reservation,
@@ -116,6 +117,10 @@ class EksClient(Protocol):
     def get_paginator(self, operation_name: str) -> _Paginator: ...
 
 
+class LambdaClient(Protocol):
+    def get_account_settings(self) -> Mapping[str, Any]: ...
+
+
 class PricingClient(Protocol):
     def get_paginator(self, operation_name: str) -> _Paginator: ...
 
@@ -133,6 +138,7 @@ class Clients:
     eks: EksClient
     pricing: PricingClient
     """The Price List, in ``PRICING_REGION``."""
+    lambda_: LambdaClient
     clock: Callable[[], datetime] = field(default=utc_now)
     """Now, for the checks that compare dates (a Capacity Block's window); tests fix it."""
 
@@ -168,6 +174,7 @@ def make_clients(
             service_quotas=session.client("service-quotas", region_name=region, config=config),
             eks=session.client("eks", region_name=region, config=config),
             pricing=session.client("pricing", region_name=PRICING_REGION, config=config),
+            lambda_=session.client("lambda", region_name=region, config=config),
             clock=clock,
         )
     except botocore.exceptions.BotoCoreError as error:
@@ -198,6 +205,7 @@ def gather_facts(config: StackConfig, clients: Clients) -> AccountFacts:
         quotas={code: _quota(clients.service_quotas, code) for code in quota_codes},
         in_use=_trn_in_use(clients.ec2, cluster_name=config.name) if quota_codes else {},
         kubernetes_versions=_kubernetes_versions(clients.eks),
+        lambda_limits=_lambda_limits(clients.lambda_),
         prices=_prices(clients.pricing, price_queries(config)),
         checked_at=clients.clock(),
     )
@@ -403,6 +411,20 @@ def _kubernetes_versions(eks: EksClient) -> tuple[KubernetesVersion, ...] | Unav
 
     answer = _ask(read, call="eks:DescribeClusterVersions")
     return answer if answer is not None else Unavailable("eks:DescribeClusterVersions", "no answer")
+
+
+def _lambda_limits(client: LambdaClient) -> LambdaLimits | Unavailable:
+    """The Region's Lambda concurrency (Lambda API reference, GetAccountSettings: ``AccountLimit``)."""
+    answer = _ask(client.get_account_settings, call="lambda:GetAccountSettings")
+    if answer is None:
+        return Unavailable("lambda:GetAccountSettings", "no answer")
+    if isinstance(answer, Unavailable):
+        return answer
+    limit = answer.get("AccountLimit", {})
+    return LambdaLimits(
+        concurrent_executions=int(limit.get("ConcurrentExecutions", 0)),
+        unreserved=int(limit.get("UnreservedConcurrentExecutions", 0)),
+    )
 
 
 # An answer that says the Price List cannot be asked now: the other prices are not asked either.

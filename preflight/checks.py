@@ -3,7 +3,7 @@
 No AWS here: ``aws.gather_facts`` reads the account once, and every check only compares. Each
 result says what was found (DETAIL) and, when it is not a PASS, what to change (WHAT TO DO),
 naming the configuration key. The order of the results is fixed: account, zones, offerings,
-quotas, reservations, Kubernetes version.
+quotas, Lambda concurrency, reservations, Kubernetes version.
 """
 
 from __future__ import annotations
@@ -15,10 +15,19 @@ from typing import Literal
 
 from cluster_facts.versions import KUBECTL_LAYERS, version_key
 from config.model import StackConfig, TrainiumNodeGroupSettings
-from preflight.facts import AccountFacts, InstancesInUse, KubernetesVersion, Reservation, Unavailable, Zone
+from preflight.facts import (
+    AccountFacts,
+    InstancesInUse,
+    KubernetesVersion,
+    LambdaLimits,
+    Reservation,
+    Unavailable,
+    Zone,
+)
+from preflight.lambda_concurrency import MINIMUM_UNRESERVED, LambdaDemand
 from preflight.quotas import QuotaDemand, quota_demands
 
-__all__ = ["UPDATE_SURGE", "CheckResult", "Status", "run_checks", "worst"]
+__all__ = ["LAMBDA_CONCURRENCY_QUOTA", "UPDATE_SURGE", "CheckResult", "Status", "run_checks", "worst"]
 
 Status = Literal["PASS", "WARN", "FAIL"]
 _RANK: dict[Status, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
@@ -40,7 +49,11 @@ def worst(statuses: Iterable[Status]) -> Status:
     return max(statuses, key=_RANK.__getitem__, default="PASS")
 
 
-def run_checks(config: StackConfig, facts: AccountFacts) -> list[CheckResult]:
+def run_checks(
+    config: StackConfig, facts: AccountFacts, lambda_demand: LambdaDemand | None = None
+) -> list[CheckResult]:
+    """``lambda_demand``: what a deploy of the configuration's synthesized template holds at once
+    (``lambda_concurrency.lambda_demand``); None when no template was given."""
     results = [
         check_account(config, facts),
         check_vpc_zones(config, facts),
@@ -48,6 +61,7 @@ def run_checks(config: StackConfig, facts: AccountFacts) -> list[CheckResult]:
     ]
     results += [check_offering(config, facts, index) for index in range(len(config.trainium.node_groups))]
     results += check_quotas(config, facts)
+    results.append(check_lambda_concurrency(facts, lambda_demand))
     results += [
         check_reservation(config, facts, index)
         for index, group in enumerate(config.trainium.node_groups)
@@ -214,6 +228,76 @@ def _check_quota(config: StackConfig, facts: AccountFacts, demand: QuotaDemand) 
             "Service Quotas console",
         )
     return CheckResult(check, "PASS", f"{needs}; {have}")
+
+
+LAMBDA_CONCURRENCY_QUOTA = ("L-B99A9384", "Concurrent executions")
+"""The Service Quotas code and name of the Region's Lambda concurrency (service code ``lambda``)."""
+
+
+def check_lambda_concurrency(facts: AccountFacts, demand: LambdaDemand | None) -> CheckResult:
+    """The deploy's custom resources must fit the Region's Lambda concurrency at their widest moment.
+
+    A custom resource's Lambda is invoked by CloudFormation asynchronously, but the provider
+    framework invokes the kubectl handler synchronously: throttled there, the invocation fails after
+    the SDK's retries, and with it the resource and the deploy (preflight/lambda_concurrency.py).
+    """
+    check = "lambda concurrency"
+    limits = facts.lambda_limits
+    if isinstance(limits, Unavailable):
+        return _unavailable(check, limits)
+    code, name = LAMBDA_CONCURRENCY_QUOTA
+    have = (
+        f"{code} {name} = {limits.concurrent_executions} ({limits.unreserved} unreserved)"
+        if isinstance(limits, LambdaLimits)
+        else "not asked"
+    )
+    if demand is None:
+        return CheckResult(
+            check,
+            "WARN",
+            f"{have}; what a deploy runs at once is read from the synthesized template, and none was given",
+            "run make preflight (it synthesizes first), or make synth and pass --template "
+            "cdk.out/TrainiumStack.template.json",
+        )
+    if not isinstance(limits, LambdaLimits):
+        return CheckResult(check, "WARN", f"needs {demand.peak} at once; {have}", "")
+    needs = (
+        f"a deploy runs up to {demand.peak} Lambda executions at once ({len(demand.peak_resources)} of the "
+        f"template's {demand.custom_resources} custom resources may run together; a kubectl one holds 2)"
+    )
+    # What the stack reserves comes out of the unreserved pool when its functions are created.
+    pool = limits.unreserved - demand.reserved_total
+    already_reserved = limits.concurrent_executions - limits.unreserved
+    wanted = max(
+        demand.peak + already_reserved + demand.reserved_total,
+        already_reserved + demand.reserved_total + MINIMUM_UNRESERVED if demand.reserved else 0,
+    )
+    problems: list[str] = []
+    if demand.reserved:
+        reserved = ", ".join(f"{fn} {n}" for fn, n in sorted(demand.reserved.items()))
+        needs += f"; the stack reserves {demand.reserved_total} ({reserved})"
+        if pool < MINIMUM_UNRESERVED:
+            problems.append(
+                f"Lambda keeps {MINIMUM_UNRESERVED} unreserved, the stack's reservations leave {pool}"
+            )
+        for function, peak in sorted(demand.reserved_peaks.items()):
+            if peak > demand.reserved[function]:
+                problems.append(
+                    f"{function} runs up to {peak} at once on a reservation of {demand.reserved[function]}"
+                )
+    if demand.peak > pool:
+        problems.append(f"{pool} left for them")
+    raise_it = (
+        f"request {code} {name} >= {wanted} in Service Quotas (lambda, {facts.region}); new accounts start "
+        "low and AWS raises it with use, a request is faster"
+    )
+    if problems:
+        return CheckResult(check, "FAIL", f"{needs}; {have}: {'; '.join(problems)}", raise_it)
+    return CheckResult(
+        check,
+        "PASS",
+        f"{needs}; {have}, shared with the account's other functions running at deploy time",
+    )
 
 
 def check_reservation(config: StackConfig, facts: AccountFacts, index: int) -> CheckResult:

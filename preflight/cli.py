@@ -13,6 +13,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from config.loader import ConfigError, load_config
 from preflight.aws import DEFAULT_MAX_ATTEMPTS, AwsUnavailable, Clients, gather_facts, make_clients
 from preflight.checks import run_checks
 from preflight.costs import cost_rows
+from preflight.lambda_concurrency import LambdaDemand, TemplateError, lambda_demand
 from preflight.report import DEFAULT_WIDTH, render, summary
 from preflight.rewrite import RewriteError, apply_zone_changes, plan_zone_changes
 
@@ -62,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
         "name trainium.availability_zone_id has in this account, keeping the file's comments",
     )
     parser.add_argument(
+        "--template",
+        type=Path,
+        help="the configuration's synthesized template (make synth: cdk.out/TrainiumStack.template.json), "
+        "from which the Lambda concurrency check reads what a deploy runs at once; make preflight passes it",
+    )
+    parser.add_argument(
         "--max-attempts",
         type=_positive,
         default=DEFAULT_MAX_ATTEMPTS,
@@ -81,6 +89,31 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive number")
     return number
+
+
+def _template_demand(template: Path, *, expected_cluster: str, config_path: Path) -> LambdaDemand:
+    """What a deploy of ``template`` runs at once; TemplateError (one line) when it cannot be read or
+    was synthesized from another configuration than ``config_path``."""
+    try:
+        data = json.loads(template.read_text())
+    except OSError as error:
+        raise TemplateError(
+            f"{template}: {error.strerror or error}; run make synth CONFIG={config_path}"
+        ) from None
+    except ValueError as error:
+        raise TemplateError(f"{template}: not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise TemplateError(f"{template}: not a CloudFormation template")
+    try:
+        demand = lambda_demand(data)
+    except TemplateError as error:
+        raise TemplateError(f"{template}: {error}") from None
+    if demand.cluster_name != expected_cluster:
+        raise TemplateError(
+            f"{template} is the template of cluster {demand.cluster_name!r}, not of {config_path} (name: "
+            f"{expected_cluster}); run make synth CONFIG={config_path}"
+        )
+    return demand
 
 
 def _default_clients(region: str, max_attempts: int) -> Clients:
@@ -104,6 +137,16 @@ def main(
     except ConfigError as error:
         for line in error.lines():
             print(line, file=err)
+        return EXIT_LOCAL_PROBLEM
+
+    try:
+        demand = (
+            None
+            if args.template is None
+            else _template_demand(args.template, expected_cluster=config.name, config_path=path)
+        )
+    except TemplateError as error:
+        print(f"--template: {error}", file=err)
         return EXIT_LOCAL_PROBLEM
 
     try:
@@ -134,7 +177,7 @@ def main(
                 config = load_config(path)
 
     # The cost rows come last: they PASS or WARN, and never fail the run.
-    results = run_checks(config, facts) + cost_rows(config, facts)
+    results = run_checks(config, facts, demand) + cost_rows(config, facts)
     print(f"Preflight of {path} for account {facts.account_id} in {facts.region}", file=out)
     print(file=out)
     print(render(results, width=args.width), file=out)

@@ -10,6 +10,7 @@ __all__ = [
     "AccountFacts",
     "InstancesInUse",
     "KubernetesVersion",
+    "LambdaLimits",
     "NoPrice",
     "Price",
     "Reservation",
@@ -66,6 +67,17 @@ class KubernetesVersion:
 
 
 @dataclass(frozen=True)
+class LambdaLimits:
+    """The Region's Lambda concurrency (``lambda:GetAccountSettings``, ``AccountLimit``)."""
+
+    concurrent_executions: int
+    """``ConcurrentExecutions``: the most executions the account runs at once in the Region (Service
+    Quotas L-B99A9384 "Concurrent executions")."""
+    unreserved: int
+    """``UnreservedConcurrentExecutions``: what is left of it for functions without reserved concurrency."""
+
+
+@dataclass(frozen=True)
 class InstancesInUse:
     """Pending and running Trn instances outside this stack's cluster that draw on one quota."""
 
@@ -111,6 +123,8 @@ class AccountFacts:
     in_use: Mapping[str, InstancesInUse] | Unavailable = field(default_factory=dict)
     """Service Quotas code -> the Trn instances other than this cluster's that already use it."""
     kubernetes_versions: tuple[KubernetesVersion, ...] | Unavailable = ()
+    lambda_limits: LambdaLimits | Unavailable | None = None
+    """None: not asked."""
     prices: Mapping[str, Price | NoPrice | Unavailable] = field(default_factory=dict)
     """``costs.PriceQuery.key`` -> the price; the queries come from ``costs.price_queries``."""
     checked_at: datetime | None = None

@@ -14,6 +14,11 @@ With ``fabric_check.pipeline`` (and a reachable API server) it then runs each gr
 deletes the last run, creates the Job the pipeline synth wrote (``cdk.out/fabric-check/<stage>/``),
 waits for it to end (bounded: the autoscaler's time to bring the nodes plus the pods' deadline),
 prints the launcher's table and verdict, and fails the stage with the verdict line unless it passed.
+
+With the pipeline file's ``waves[].environments[].canary`` it runs the canary before the fabric
+checks: ``make canary`` from the pipeline's checkout (the input ``CANARY_SOURCE``) with the stage's
+environment file, through a kubeconfig whose tokens assume the check role afresh from CodeBuild's
+own credentials; the canary's failure line fails the stage.
 """
 
 from __future__ import annotations
@@ -38,11 +43,14 @@ from cluster_facts.script_files import script_body
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from k8s_charts.fabric_check import job_name, skip_reason
+from stacks.canary_run import canary_scale_down_minutes, canary_timeout_minutes
 from stacks.fabric_check_commands import pipeline_fabric_checks, wait_seconds
 from stacks.kubernetes_values import fabric_checks
 from stacks.review_files import fabric_check_job_file
 
 __all__ = [
+    "CANARY_SETUP_MINUTES",
+    "CANARY_SOURCE",
     "CHECK_OUTPUTS",
     "DEVICE_WAIT_SECONDS",
     "deployment_check_env",
@@ -61,10 +69,18 @@ CHECK_OUTPUTS = {
 }
 # How long the check waits for the device plugins to advertise the devices of new nodes.
 DEVICE_WAIT_SECONDS = 900
+# Where the check finds the pipeline's checkout when it runs the canary (beside the synth output).
+CANARY_SOURCE = "source"
+# make canary's first step in a fresh build: the project's Python environment from the hashed lock.
+CANARY_SETUP_MINUTES = 15
 
 
-def deployment_check_env(config: StackConfig, *, stage_id: str, check_role_arn: str) -> dict[str, str]:
-    """What the check knows from the configuration (the stack's outputs arrive as variables)."""
+def deployment_check_env(
+    config: StackConfig, *, stage_id: str, check_role_arn: str, canary_config: str | None = None
+) -> dict[str, str]:
+    """What the check knows from the configuration (the stack's outputs arrive as variables).
+    ``canary_config``: the stage's environment file, relative to the repository, when the check
+    runs the canary."""
     return {
         "STAGE": stage_id,
         "TARGET_ACCOUNT": config.account,
@@ -95,6 +111,9 @@ def deployment_check_env(config: StackConfig, *, stage_id: str, check_role_arn: 
         "NEURON_RESOURCE": NEURON_RESOURCE,
         "EFA_RESOURCE": EFA_RESOURCE,
         **_fabric_check_env(config, stage_id=stage_id),
+        "CANARY": "true" if canary_config else "false",
+        "CANARY_SOURCE": CANARY_SOURCE,
+        "CANARY_CONFIG": canary_config or "",
     }
 
 
@@ -126,8 +145,14 @@ def deployment_check_script() -> str:
     return f"(\n{script_body('stacks', 'deployment_check.sh')})"
 
 
-def deployment_check_timeout_minutes(config: StackConfig) -> int:
-    """CodeBuild's limit for the check: 30 minutes, and the fabric checks' bounded waits when it runs
-    them (at most CodeBuild's own limit, 8 hours)."""
+def deployment_check_timeout_minutes(config: StackConfig, *, canary: bool = False) -> int:
+    """CodeBuild's limit for the check: 30 minutes, the fabric checks' bounded waits when it runs
+    them, and the canary's setup, run and scale-down bounds when it runs it (at most CodeBuild's own
+    limit, 8 hours)."""
     checks = len(pipeline_fabric_checks(config))
-    return min(480, 30 + checks * -(-wait_seconds(config) // 60))
+    canary_minutes = (
+        CANARY_SETUP_MINUTES + canary_timeout_minutes(config) + canary_scale_down_minutes(config)
+        if canary
+        else 0
+    )
+    return min(480, 30 + checks * -(-wait_seconds(config) // 60) + canary_minutes)

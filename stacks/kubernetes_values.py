@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from fractions import Fraction
 
-from cluster_facts.image_sources import ImageSource
+from cluster_facts.image_sources import ImageSource, cached_repository_arn
 from cluster_facts.kubernetes_names import (
+    EFA_RESOURCE,
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    NEURON_RESOURCE,
     TRAINING_POD_LABELS,
     team_rbac_group,
 )
@@ -22,6 +25,7 @@ from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.fabric_check import FabricCheckValues
 from k8s_charts.gang_watchdog import GangWatchdogValues
+from k8s_charts.node_check import NodeCheckValues
 from k8s_charts.plan import (
     FileSystemValues,
     KubernetesLayerValues,
@@ -30,13 +34,15 @@ from k8s_charts.plan import (
     TeamValues,
     plan_kubernetes_layer,
 )
+from k8s_charts.team_quota import PLATFORM_POD_ALLOWANCE, TeamQuota
 from k8s_charts.tensorboard import TensorBoardValues
 from k8s_charts.training_run import TrainingRun
-from k8s_charts.volcano_queue import trainium_capability
+from k8s_charts.volcano_queue import deserved_share, trainium_capability
 
 __all__ = [
     "applied_plan",
     "autoscaler_values",
+    "cached_repository_arns",
     "datasets",
     "fabric_checks",
     "file_system_generation",
@@ -49,6 +55,8 @@ __all__ = [
     "review_plan",
     "root_zones",
     "team_capability",
+    "team_deserved",
+    "team_quota",
     "training_run",
 ]
 
@@ -147,6 +155,44 @@ def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
     return trainium_capability([(group.instance, group.max_size) for group in config.team_node_groups(team)])
 
 
+def team_deserved(config: StackConfig, team: TeamSettings) -> dict[str, str]:
+    """The team's share of its node groups at max_size: of each group, its weight over the weights
+    of every team that uses the group (the whole group when no other team does)."""
+    shares = []
+    for group in config.team_node_groups(team):
+        sharing = [
+            other
+            for other in config.teams
+            if group.name in {mine.name for mine in config.team_node_groups(other)}
+        ]
+        shares.append((group.instance, group.max_size, Fraction(team.weight, sum(o.weight for o in sharing))))
+    return deserved_share(shares)
+
+
+def cached_repository_arns(config: StackConfig, plan: KubernetesLayerPlan) -> list[str]:
+    """The pull-through cache repositories of every image the stack names: the plan's (applied or
+    not: a rendered run may be applied by hand) and the training image the TorchX component submits
+    by default. The node roles may import into these and no others."""
+    images = [*plan.images(), image_source(config).resolve(DEFAULT_TRAINING_IMAGE)]
+    arns = {cached_repository_arn(image, account=config.account, region=config.region) for image in images}
+    return sorted(arn for arn in arns if arn is not None)
+
+
+def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
+    """The team's ``quota``; what it leaves out, what the team's groups hold at max_size (the queue's
+    capability) plus what the platform's pods in the namespace (its etcd) request."""
+    capability = team_capability(config, team)
+    configured = team.quota
+    return TeamQuota(
+        pods=configured.pods,
+        cpu=configured.cpu or int(capability["cpu"]) + PLATFORM_POD_ALLOWANCE["cpu"],
+        memory_gib=configured.memory_gib
+        or int(capability["memory"].removesuffix("Gi")) + PLATFORM_POD_ALLOWANCE["memory_gib"],
+        neuron_devices=configured.neuron_devices or int(capability[NEURON_RESOURCE]),
+        efa_interfaces=int(capability[EFA_RESOURCE]),
+    )
+
+
 def training_run(
     config: StackConfig, run: RunSettings, *, file_system: FileSystemValues, staged: dict[str, Dataset]
 ) -> TrainingRun:
@@ -162,6 +208,7 @@ def training_run(
                 batch_size=parameters.batch_size,
                 grad_accum_usteps=run.grad_accum_usteps,
                 bf16=parameters.bf16,
+                shards_per_ckpt=parameters.shards_per_ckpt,
             ),
         )
         # Set either way: the script turns stochastic rounding on for BF16 whenever it is absent.
@@ -201,6 +248,7 @@ def training_run(
         rendezvous_endpoint=f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}",
         pod_labels=TRAINING_POD_LABELS,
         run_as=team.owner_id,
+        stuck_minutes=run.stuck_minutes,
     )
 
 
@@ -214,10 +262,15 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             TeamValues(
                 name=team.name,
                 queue=QueueValues(
-                    name=team.queue_name, capability=team_capability(config, team), weight=team.weight
+                    name=team.queue_name,
+                    capability=team_capability(config, team),
+                    weight=team.weight,
+                    deserved=team_deserved(config, team),
                 ),
                 member_group=team_rbac_group(team.name),
                 uid=team.owner_id,
+                node_groups=tuple(group.name for group in config.team_node_groups(team)),
+                quota=team_quota(config, team),
             )
             for team in config.teams
         ),
@@ -235,6 +288,20 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
         autoscaler=autoscaler_values(config),
         gang_watchdog=gang_watchdog_values(config),
         fabric_checks=fabric_checks(config),
+        node_check=NodeCheckValues(
+            # The cluster's training image: it ships the Neuron and EFA tools and the AWS CLI, and its
+            # pull on a new node also serves that node's first training pod.
+            image=DEFAULT_TRAINING_IMAGE,
+            lustre_host=file_system.dns_name,
+            region=config.region,
+            vpc_cidr=config.vpc.cidr,
+            replace_failed_nodes=config.node_check.replace_failed_nodes,
+            replace_unresponsive_after_seconds=(
+                None
+                if config.node_check.replace_unresponsive_after_minutes is None
+                else config.node_check.replace_unresponsive_after_minutes * 60
+            ),
+        ),
         images=image_source(config),
     )
 
@@ -246,8 +313,13 @@ def gang_watchdog_values(config: StackConfig) -> GangWatchdogValues | None:
     return GangWatchdogValues(
         namespaces=tuple(team.name for team in config.teams),
         node_groups=tuple(group.name for group in config.trainium.node_groups),
+        # A gang is cordoned for only on its own team's groups.
+        team_node_groups={
+            team.name: tuple(group.name for group in config.team_node_groups(team)) for team in config.teams
+        },
         # A scale-up still under way is given as long as the autoscaler gives it.
         threshold_minutes=config.autoscaler.max_node_provision_minutes,
+        stuck_run_minutes=config.autoscaler.stuck_run_minutes,
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import aws_cdk as cdk
@@ -44,6 +45,7 @@ from constructs_trn.deployment_check_role import DeploymentCheckTrust, deploymen
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.nag import acknowledge, aws_managed_policy
 from stacks.deployment_check import (
+    CANARY_SOURCE,
     CHECK_OUTPUTS,
     deployment_check_env,
     deployment_check_script,
@@ -100,6 +102,7 @@ class TrainiumStage(cdk.Stage):
         config: StackConfig,
         deployment_check: DeploymentCheckTrust | None = None,
         permissions_boundary: str | None = None,
+        canary: bool = False,
     ) -> None:
         super().__init__(
             scope,
@@ -111,8 +114,11 @@ class TrainiumStage(cdk.Stage):
             ),
         )
         self.config = config
+        self.canary = canary
         # First child of the stage: add_trainium_stack seeds the stage's zone context (no lookup).
-        self.stack: TrainiumStack = add_trainium_stack(self, config, deployment_check=deployment_check)
+        self.stack: TrainiumStack = add_trainium_stack(
+            self, config, deployment_check=deployment_check, deployment_check_canary=canary
+        )
 
 
 class TrainiumPipeline(cdk.Stack):
@@ -152,7 +158,8 @@ class TrainiumPipeline(cdk.Stack):
         self.assets_cli_version = assets_cli_version or pinned_assets_cli_version()
         self.artifact_bucket = self._artifact_bucket()
 
-        source = pipelines.CodePipelineSource.connection(
+        self.pipeline_file = pipeline_file
+        self.source = source = pipelines.CodePipelineSource.connection(
             settings.source.repository,
             settings.source.branch,
             connection_arn=settings.source.connection_arn,
@@ -217,6 +224,7 @@ class TrainiumPipeline(cdk.Stack):
 
         self.stages: dict[str, TrainiumStage] = {}
         self.waves: dict[str, pipelines.Wave] = {}
+        self.canary_configs: dict[str, str] = {}
         for wave_settings in settings.waves:
             wave = self.pipeline.add_wave(construct_id_of(wave_settings.name))
             self.waves[wave_settings.name] = wave
@@ -228,7 +236,14 @@ class TrainiumPipeline(cdk.Stack):
                     config=config,
                     deployment_check=trust,
                     permissions_boundary=settings.permissions_boundary,
+                    canary=environment.canary,
                 )
+                if environment.canary:
+                    # The canary runs make canary from the checkout, with the environment file the
+                    # stage was built from (named relative to the repository, as the synth names it).
+                    self.canary_configs[environment.name] = (
+                        PurePosixPath(pipeline_file).parent / environment.config
+                    ).as_posix()
                 self.stages[environment.name] = stage
                 self._add_stage(wave, wave_settings, environment, stage)
 
@@ -350,15 +365,24 @@ class TrainiumPipeline(cdk.Stack):
                     ],
                 )
             )
-        wave.add_stage(stage, pre=pre, post=[self._deployment_check(stage)], stack_steps=stack_steps)
+        wave.add_stage(
+            stage,
+            pre=pre,
+            post=[self._deployment_check(stage, canary_config=self.canary_configs.get(environment.name))],
+            stack_steps=stack_steps,
+        )
 
-    def _deployment_check(self, stage: TrainiumStage) -> pipelines.CodeBuildStep:
+    def _deployment_check(
+        self, stage: TrainiumStage, *, canary_config: str | None
+    ) -> pipelines.CodeBuildStep:
         config = stage.config
         stack = stage.stack
         return pipelines.CodeBuildStep(
             "DeploymentCheck",
-            # The fabric checks' Jobs are files of the synth's output (cdk.out/fabric-check/<stage>/).
-            input=self.synth_step if pipeline_fabric_checks(config) else None,
+            # The fabric checks' Jobs are files of the synth's output (cdk.out/fabric-check/<stage>/);
+            # the canary runs from the checkout (make canary), in the folder CANARY_SOURCE.
+            input=self.synth_step if pipeline_fabric_checks(config) or canary_config else None,
+            additional_inputs={CANARY_SOURCE: self.source} if canary_config else None,
             commands=[deployment_check_script()],
             env_from_cfn_outputs={
                 variable: stack.outputs[output] for variable, output in CHECK_OUTPUTS.items()
@@ -370,12 +394,15 @@ class TrainiumPipeline(cdk.Stack):
                     f"arn:{self.partition}:iam::{config.account}:role/"
                     f"{deployment_check_role_name(config.name, config.region)}"
                 ),
+                canary_config=canary_config,
             ),
             role=self.check_role,
             # From the fixed egress address (``_check_egress``), never CodeBuild's shared ranges.
             vpc=self.check_vpc,
             subnet_selection=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
-            timeout=cdk.Duration.minutes(deployment_check_timeout_minutes(config)),
+            timeout=cdk.Duration.minutes(
+                deployment_check_timeout_minutes(config, canary=canary_config is not None)
+            ),
             # CodeBuild runs commands with /bin/sh unless told otherwise; the check is a bash script.
             partial_build_spec=codebuild.BuildSpec.from_object({"version": "0.2", "env": {"shell": "bash"}}),
         )

@@ -17,6 +17,7 @@ from cluster_facts.kubernetes_names import (
     system_node_group,
     team_rbac_group,
 )
+from cluster_facts.neuron_stack import DEFAULT_AMI_RELEASES
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
@@ -30,20 +31,25 @@ from constructs_trn.deployment_check_role import (
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
 from constructs_trn.image_repository import TrainingImageRepository
-from constructs_trn.kubernetes_layer import KubernetesLayer
+from constructs_trn.kubernetes_layer import KubernetesLayer, StepWaits
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
 from constructs_trn.network import TrainingNetwork
+from constructs_trn.node_check_access import NodeCheckAccess
 from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, fabric_check_job
+from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
-from k8s_charts.plan import render
+from k8s_charts.node_check import STEP as NODE_CHECK_STEP
+from k8s_charts.plan import CLUSTER_AUTOSCALER as AUTOSCALER_STEP
+from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP, render
+from k8s_charts.tensorboard import SERVICE_PROXY_NAME
+from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
-from stacks.kubernetes_values import applied_plan, review_plan, root_zones
+from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -66,7 +72,7 @@ _RETENTION = {
 def _repository_name(config: StackConfig) -> str | None:
     """The configured name; else ``<name>/training`` when the repository goes with the stack, and a
     generated name when it is retained (a fixed name would collide with the retained repository on
-    the next deployment after ``cdk destroy``; docs/day2.md says how to adopt one with cdk import)."""
+    the next deployment after ``cdk destroy``; docs/costs.md#how-to-get-to-zero lists what stays)."""
     if config.ecr.repository_name is not None:
         return config.ecr.repository_name
     return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
@@ -111,8 +117,12 @@ class TrainiumStack(Stack):
         *,
         config: StackConfig,
         deployment_check: DeploymentCheckTrust | None = None,
+        deployment_check_canary: bool = False,
         **kwargs: Any,
     ) -> None:
+        """``deployment_check_canary`` (with ``deployment_check``): the check runs the canary, so its
+        Kubernetes identity may create exactly the canary's rendered objects (the pipeline's
+        ``waves[].environments[].canary``)."""
         super().__init__(
             scope,
             construct_id,
@@ -186,6 +196,11 @@ class TrainiumStack(Stack):
         # shared: a node group's role cannot change without replacing the group, and replacing the
         # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
         pull_repositories = self._image_repository_arns()
+        # Rendered once, here: the node roles import into the cache only the images it names. The
+        # review files (stacks/review_files.py) are written from it, and the applied plan is the
+        # same with the file system's deploy-time values filled in (below).
+        self.review_plan = review_plan(config)
+        imports = cached_repository_arns(config, self.review_plan)
         # With the cache in use (rules of this stack or of another in the account), the nodes pull
         # from its repositories and may trigger a first import there.
         pull_through = (
@@ -199,6 +214,7 @@ class TrainiumStack(Stack):
             description=f"{config.name}: system nodes (join the cluster, pull the cluster's images)",
             pull_repository_arns=pull_repositories,
             pull_through_repository_arns=pull_through,
+            import_repository_arns=imports if pull_through else (),
         )
         self.trainium_node_role = node_role(
             self,
@@ -206,6 +222,7 @@ class TrainiumStack(Stack):
             description=f"{config.name}: Trainium nodes (join the cluster, pull the cluster's images)",
             pull_repository_arns=pull_repositories,
             pull_through_repository_arns=pull_through,
+            import_repository_arns=imports if pull_through else (),
         )
 
         self.cluster = TrainingCluster(
@@ -238,6 +255,7 @@ class TrainiumStack(Stack):
             self,
             "Addons",
             cluster=eks_cluster,
+            cluster_name=config.name,
             versions=config.cluster.addon_versions,
             wait_for=self.system_nodes,
         )
@@ -260,12 +278,15 @@ class TrainiumStack(Stack):
                 security_group_ids=interface_groups,
                 node_role=self.trainium_node_role,
                 min_size=group.min_size,
+                desired_size=group.desired_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
                 placement_group=group.uses_placement_group,
                 root_volume_gib=group.root_volume_gib,
                 update_strategy=group.update_strategy,
+                # The Neuron driver a scale-up boots: pinned, checked against the runs' images at synth.
+                ami_release=group.ami_release or DEFAULT_AMI_RELEASES[config.cluster.kubernetes_version],
             )
             self.trainium_node_groups[group.name] = node_group
         for nodes in (self.system_nodes, *(group.nodegroup for group in self.trainium_node_groups.values())):
@@ -277,14 +298,15 @@ class TrainiumStack(Stack):
         self.autoscaler = ClusterAutoscalerAccess(
             self, "ClusterAutoscaler", cluster=self.cluster.interface, cluster_name=config.name
         )
+        # The node check's AWS identity: it replaces a Trainium node that failed it.
+        self.node_check = NodeCheckAccess(
+            self, "NodeCheck", cluster=self.cluster.interface, cluster_name=config.name
+        )
 
         # Cluster services (the data staging Job) run on the system nodes, which carry only the
         # cluster security group; they mount the file system too.
         self.storage.allow_clients(eks_cluster.cluster_security_group)
 
-        # Rendered once: the review files (stacks/review_files.py) are written from review_plan, and
-        # the applied plan is the same with the file system's deploy-time values filled in.
-        self.review_plan = review_plan(config)
         self.kubernetes_plan = applied_plan(
             self.review_plan,
             file_system_id=self.storage.file_system_id,
@@ -296,17 +318,29 @@ class TrainiumStack(Stack):
             "Kubernetes",
             cluster=self.cluster.interface,
             plan=self.kubernetes_plan,
-            # Pods need running nodes, their CNI and (for /data) the FSx CSI driver; the autoscaler its
-            # Pod Identity association. Never the Trainium node groups: nothing here needs a Trainium
-            # node (the device plugins are DaemonSets that start when nodes come), and a group that
-            # cannot get capacity must not hold up, or roll back, the deployment.
-            # And the pull-through cache rules: a pod's first pull through a missing rule fails.
-            wait_for=[
-                self.addons,
-                self.system_nodes,
-                self.autoscaler.association,
-                *([self.pull_through_cache] if self.pull_through_cache is not None else []),
-            ],
+            # Each step waits only for what it uses (cluster_facts/step_needs.py): a step that waits
+            # for pods to run needs the system nodes, the pod network, kube-proxy and CoreDNS; a step
+            # that mounts the file system its CSI driver; the autoscaler's release its Pod Identity.
+            # Never CloudWatch or node monitoring, which no step uses, and never the Trainium node
+            # groups: nothing here needs a Trainium node (the device plugins are DaemonSets that
+            # start when nodes come), and a group that cannot get capacity must not hold up, or roll
+            # back, the deployment. Every step: the pull-through cache rules (a pod's first pull
+            # through a missing rule fails; they are created in seconds, beside the cluster).
+            waits=StepWaits(
+                every_step=[self.pull_through_cache] if self.pull_through_cache is not None else [],
+                running_pods=[
+                    self.system_nodes,
+                    self.addons.vpc_cni,
+                    self.addons.kube_proxy,
+                    self.addons.coredns,
+                ],
+                file_system=[self.addons.fsx_csi],
+                by_step={
+                    AUTOSCALER_STEP: [self.autoscaler.association, self.addons.pod_identity_agent],
+                    # Its pods get AWS credentials only if the association exists when they start.
+                    NODE_CHECK_STEP: [self.node_check.association, self.addons.pod_identity_agent],
+                },
+            ),
         )
 
         self.dashboard = (
@@ -343,6 +377,14 @@ class TrainiumStack(Stack):
                             for job in pipeline_fabric_check_manifests(config, self.kubernetes_plan)
                         ],
                         fabric_check_namespace=PLATFORM_NAMESPACE,
+                        # Read from the canary's rendered objects, which make canary renders alike.
+                        canary=canary_access(
+                            canary_manifests(canary_run(config))[1],
+                            tensorboard_namespace=PLATFORM_NAMESPACE,
+                            tensorboard_proxy=SERVICE_PROXY_NAME,
+                        )
+                        if deployment_check_canary
+                        else None,
                     )
                 ),
             )
@@ -354,6 +396,10 @@ class TrainiumStack(Stack):
             # Its Role for running the fabric checks lives in the platform namespace.
             # (its manifest is the cluster's child, not the access construct's).
             self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[ACCESS_STEP])
+        if self.deployment_check is not None and deployment_check_canary:
+            # The canary's Roles live in the first team's namespace and the platform namespace.
+            for step in (TEAMS_STEP, PLATFORM_STEP):
+                self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[step])
         self._add_outputs()
 
     def _encrypt_logs(self) -> None:

@@ -1,7 +1,8 @@
 """A JSON HTTP server on loopback that stands in for the Kubernetes API in tests of pod programs.
 
 The test decides every answer: ``answer(method, path, headers, body)`` returns a status and a JSON
-document. The server runs in a thread, on an ephemeral port, and is stopped when the block ends.
+document (a ``str`` is served as plain text, as the API serves a pod's log). The server runs in a thread,
+on an ephemeral port, and is stopped when the block ends.
 
 A stand-in, kept for unit tests of a program's decisions (each answer chosen by the test, in the
 fast tier). The gang watchdog also runs against the real API server and Volcano
@@ -25,21 +26,22 @@ Answer = Callable[[str, str, Mapping[str, str], Any], tuple[int, Any]]
 
 @contextmanager
 def json_api(answer: Answer) -> Iterator[str]:
-    """Serve ``answer`` for GET and PATCH on 127.0.0.1; yields the base URL."""
+    """Serve ``answer`` for GET, PATCH, POST and DELETE on 127.0.0.1; yields the base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length)) if length else None
             status, document = answer(self.command, self.path, dict(self.headers), body)
-            data = json.dumps(document).encode()
+            text = isinstance(document, str)
+            data = document.encode() if text else json.dumps(document).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_PATCH = _serve
+        do_GET = do_PATCH = do_POST = do_DELETE = _serve
 
         def log_message(self, *_: Any) -> None:
             pass

@@ -1,7 +1,7 @@
 """Capacity: Trainium nodes run only while work needs them, and capacity never breaks the deployment.
 
-What TrainiumStack builds for it: node groups the cluster autoscaler sizes (no DesiredSize in the
-template, node-template tags from the catalog on their Auto Scaling groups, updates that need no
+What TrainiumStack builds for it: node groups the cluster autoscaler sizes (a fixed DesiredSize in the
+template that changing the bounds never touches, node-template tags from the catalog on their Auto Scaling groups, updates that need no
 surge on reserved groups, node auto repair), the autoscaler's Helm release and least-privilege Pod
 Identity role, Volcano's scheduler configuration without ``enqueue``, and a dependency graph in which
 nothing waits for a Trainium node.
@@ -16,9 +16,15 @@ import jsonschema
 import pytest
 import yaml
 
-from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE, scale_from_zero_resources
+from cluster_facts.autoscaling import (
+    AUTOSCALER_NAME,
+    AUTOSCALER_NAMESPACE,
+    scale_from_zero_resources,
+    template_capacity,
+)
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
+from cluster_facts.node_check import STARTUP_TAINT_PREFIX
 from cluster_facts.versions import (
     CLUSTER_AUTOSCALER_CHART_VERSION,
     CLUSTER_AUTOSCALER_IMAGE_TAGS,
@@ -92,15 +98,18 @@ def every_instance_type_stack() -> Synthesized:
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
-def test_no_trainium_group_has_a_desired_size_in_the_template(
+def test_every_trainium_group_has_a_full_scaling_configuration_with_a_fixed_desired_size(
     fixture: str, request: pytest.FixtureRequest
 ) -> None:
+    """All or none at creation (EKS API); DesiredSize is desired_size, whatever the bounds."""
     synthesized: Synthesized = request.getfixturevalue(fixture)
     for name, (_, group) in trainium_groups(synthesized).items():
         configured = next(g for g in synthesized.config.trainium.node_groups if g.name == name)
-        assert group["ScalingConfig"] == {"MinSize": configured.min_size, "MaxSize": configured.max_size}, (
-            name
-        )
+        assert group["ScalingConfig"] == {
+            "MinSize": configured.min_size,
+            "DesiredSize": configured.desired_size,
+            "MaxSize": configured.max_size,
+        }, name
         assert group["NodeRepairConfig"] == {"Enabled": True}, name
 
 
@@ -123,7 +132,12 @@ def test_scale_from_zero_capacity_is_the_catalogs_for_every_instance_type(
         resources = {key.removeprefix(prefix): value for key, value in tags.items() if key.startswith(prefix)}
         assert resources[NEURON_RESOURCE] == str(instance.chips) == "16"
         assert resources[EFA_RESOURCE] == str(instance.efa_network_cards)
-        assert resources == {key: str(value) for key, value in scale_from_zero_resources(instance).items()}
+        # The devices, and cpu, memory and hugepages as the kubelet allocates them (test_node_allocatable.py).
+        assert resources == {
+            **{key: str(value) for key, value in scale_from_zero_resources(instance).items()},
+            **template_capacity(instance),
+        }
+        assert resources["hugepages-2Mi"] == "10256Mi"
     assert {CATALOG[n].efa_network_cards for n in CATALOG} == {8, 16}
 
 
@@ -136,11 +150,13 @@ def test_template_tags_carry_the_groups_labels_and_taint(example_stack: Synthesi
             if "/node-template/label/" in key
         }
         assert labels == group["Labels"], name  # what the nodes will carry, EKS puts them there
-        [taint] = group["Taints"]
+        # The startup taint is not a template taint: the autoscaler simulates a node without it.
+        [taint] = [taint for taint in group["Taints"] if not taint["Key"].startswith(STARTUP_TAINT_PREFIX)]
         assert (
             tags[f"k8s.io/cluster-autoscaler/node-template/taint/{taint['Key']}"]
             == f"{taint['Value']}:NoSchedule"
         )
+        assert not any(STARTUP_TAINT_PREFIX in key for key in tags), name
 
 
 def test_the_tagging_may_write_only_template_tags_on_this_clusters_group(default_stack: Synthesized) -> None:
@@ -255,7 +271,11 @@ def test_every_supported_kubernetes_version_has_its_autoscaler() -> None:
 
 
 def test_autoscaler_role_writes_only_to_this_clusters_trainium_groups(default_stack: Synthesized) -> None:
-    association_id, association = default_stack.only("AWS::EKS::PodIdentityAssociation")
+    [(association_id, association)] = [
+        (logical_id, resource)
+        for logical_id, resource in default_stack.resources("AWS::EKS::PodIdentityAssociation").items()
+        if resource["Properties"]["ServiceAccount"] == AUTOSCALER_NAME
+    ]
     assert (association["Properties"]["Namespace"], association["Properties"]["ServiceAccount"]) == (
         AUTOSCALER_NAMESPACE,
         AUTOSCALER_NAME,
@@ -318,8 +338,9 @@ def test_volcano_scheduler_configuration_has_no_action_that_hides_a_gang(default
     assert "enqueue" not in actions
     assert actions[0] == "allocate"
     plugins = [plugin["name"] for tier in configuration["tiers"] for plugin in tier["plugins"]]
-    # gang: nothing of a job starts before minAvailable of its pods fit.
-    assert "gang" in plugins and "predicates" in plugins and "proportion" in plugins
+    # gang: nothing of a job starts before minAvailable of its pods fit; capacity: the queues' shares
+    # (tests/test_queue_sharing.py).
+    assert "gang" in plugins and "predicates" in plugins and "capacity" in plugins
     assert len(plugins) == len(set(plugins))
 
 

@@ -78,11 +78,55 @@ BAD_CONFIGURATIONS = [
         id="min-above-max",
     ),
     pytest.param(
+        "runs.0.image",
+        "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04",
+        "env.yaml: runs[0].image: 'public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-"
+        "ubuntu24.04' is Neuron SDK 2.30.0, which no longer supports PyTorch/XLA training (Neuron 2.30 "
+        "announcement); allowed: 2.27.1, 2.29.1",
+        id="image-of-a-neuron-release-without-xla-training",
+    ),
+    pytest.param(
+        "runs.0.image",
+        "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1",
+        "env.yaml: runs[0].image: '111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1' "
+        "is Neuron SDK 2.31.0, which this cluster's Neuron table does not know; allowed: 2.27.1, 2.29.1",
+        id="image-of-an-unknown-neuron-release",
+    ),
+    pytest.param(
+        "trainium.node_groups.0.ami_release",
+        "1.34.2-20260107",
+        "env.yaml: runs[0].image: 'public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.1-"
+        "ubuntu24.04' is Neuron SDK 2.29.1, which needs Neuron driver 2.27.4.0 or later; AMI release "
+        "1.34.2-20260107 brings 2.25.4.0: use AMI release 1.34.7-20260505, 1.34.9-20260625, 1.34.9-20260714",
+        id="image-newer-than-the-node-groups-driver",
+    ),
+    pytest.param(
+        "trainium.node_groups.0.ami_release",
+        "1.33.11-20260505",
+        "env.yaml: trainium.node_groups[0].ami_release: '1.33.11-20260505' is not a Neuron AMI release of the "
+        "table for Kubernetes 1.34; allowed: 1.34.2-20260107, 1.34.7-20260505, 1.34.9-20260625, 1.34.9-20260714",
+        id="ami-release-of-another-kubernetes-version",
+    ),
+    pytest.param(
+        "trainium.node_groups.0.ami_release",
+        "latest",
+        "env.yaml: trainium.node_groups[0].ami_release: 'latest' is not an EKS AMI release version such as "
+        "1.34.7-20260505",
+        id="ami-release-not-a-version",
+    ),
+    pytest.param(
         "trainium.node_groups.0.desired_size",
-        2,
-        "env.yaml: trainium.node_groups[0].desired_size: the cluster autoscaler sets the node count now; "
-        "remove desired_size (min_size keeps warm nodes, max_size caps the group)",
-        id="desired-size-is-the-autoscalers",
+        3,
+        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: min_size to max_size",
+        id="desired-size-above-max",
+    ),
+    pytest.param(
+        "trainium.node_groups.0.min_size",
+        1,
+        "env.yaml: trainium.node_groups[0].desired_size: 0 is below min_size (1); allowed: min_size to max_size "
+        "(the count EKS creates the group with: set it with warm nodes, then leave it; changing it resizes "
+        "the group)",
+        id="warm-nodes-without-desired-size",
     ),
     pytest.param(
         "autoscaler.scale_down_unneeded_minutes",
@@ -101,6 +145,20 @@ BAD_CONFIGURATIONS = [
         2,
         "env.yaml: autoscaler.max_node_provision_minutes: 2 minutes is out of range; allowed: 5 to 60",
         id="provision-timeout-out-of-range",
+    ),
+    pytest.param(
+        "autoscaler.stuck_run_minutes",
+        5,
+        "env.yaml: autoscaler.stuck_run_minutes: 5 minutes is out of range; allowed: 10 (longer than an "
+        "image pull and the run's own quiet waits) to 1440",
+        id="stuck-run-limit-too-short",
+    ),
+    pytest.param(
+        "runs.0.stuck_minutes",
+        2000,
+        "env.yaml: runs[0].stuck_minutes: 2000 minutes is out of range; allowed: 10 (longer than an "
+        "image pull and the run's own quiet waits) to 1440",
+        id="a-runs-stuck-limit-too-long",
     ),
     pytest.param(
         "system_nodes.max_size",
@@ -273,6 +331,24 @@ BAD_CONFIGURATIONS = [
         "maybe",
         "env.yaml: autoscaler.gang_watchdog: Input should be a valid boolean, unable to interpret input",
         id="gang-watchdog-switch",
+    ),
+    pytest.param(
+        "node_check.replace_failed_nodes",
+        "sometimes",
+        "env.yaml: node_check.replace_failed_nodes: Input should be a valid boolean, unable to interpret input",
+        id="node-check-replace-switch",
+    ),
+    pytest.param(
+        "node_check.replace_unresponsive_after_minutes",
+        1,
+        "env.yaml: node_check.replace_unresponsive_after_minutes: 1 minutes is out of range; allowed: 3 to 29",
+        id="node-check-unresponsive-too-soon",
+    ),
+    pytest.param(
+        "node_check.replace_unresponsive_after_minutes",
+        30,
+        "env.yaml: node_check.replace_unresponsive_after_minutes: 30 minutes is out of range; allowed: 3 to 29",
+        id="node-check-unresponsive-not-before-eks-repair",
     ),
     pytest.param(
         "fabric_check.threshold",
@@ -870,6 +946,12 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="team-group-undefined",
         ),
         pytest.param(
+            with_runs(teams=[{"name": "a", "node_groups": ["trn1-32xl", "trn1-32xl"]}]),
+            "teams[0].node_groups[1]: 'trn1-32xl' is listed twice; list each node group once (the team's "
+            "queue counts what each holds at max_size once)",
+            id="team-group-twice",
+        ),
+        pytest.param(
             with_runs(datasets=[{"name": "d", "archive_sha256": "a" * 64}]),
             "datasets[0]: archive_sha256 without archive_url checks nothing",
             id="checksum-of-nothing",
@@ -905,6 +987,28 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="two-teams-one-owner",
         ),
         pytest.param(
+            with_runs(teams=[{"name": "a", "quota": {"neuron_devices": 8}}]),
+            "teams[0].quota.neuron_devices: 8 chips hold no training pod: one takes every chip of its node "
+            "(16 on node group 'trn1-32xl'); allowed: 16 or more",
+            id="quota-below-one-pod",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "quota": {"pods": 1}}]),
+            "teams[0].quota.pods: Input should be greater than or equal to 2",
+            id="quota-without-room-for-etcd-and-a-pod",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "quota": {"gpus": 1}}]),
+            "teams[0].quota.gpus: unknown key; allowed here: pods, neuron_devices, cpu, memory_gib",
+            id="quota-unknown-key",
+        ),
+        pytest.param(
+            with_runs(teams=[{"name": "a", "queue": "default"}]),
+            "teams[0].queue: 'default' is Volcano's own queue, where a Job without a queue lands (uncapped, "
+            "shared by everyone); pick another queue name",
+            id="volcanos-default-queue",
+        ),
+        pytest.param(
             with_runs(teams=[{"name": "a", "uid": 65534}]),
             "teams[0].uid: 65534 is the id root is squashed to on the file system; pick another",
             id="team-as-nobody",
@@ -920,6 +1024,12 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             "runs[0].script: '/data/train.py' is on a writable volume, where no checksum covers it: make it "
             "a file of a data set (checked by SHA-256 on every attempt) or a path in the pinned image",
             id="script-on-the-teams-volume",
+        ),
+        pytest.param(
+            with_runs({**GENERIC_RUN, "script": "/datasets/d/1234abcd/t.py"}),
+            "runs[0].script: '/datasets/d/1234abcd/t.py' is a data set's file by path, which no checksum "
+            "covers: name it $(DATASET_<NAME>)/<file> and list the file under the data set's files with its sha256",
+            id="script-of-a-data-set-by-path",
         ),
         pytest.param(
             with_runs(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import email
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
+import yaml
 from aws_cdk.assertions import Template
 
 from cluster_facts.instance_catalog import CATALOG
-from constructs_trn.efa_launch_template import EfaLaunchTemplate
+from cluster_facts.node_startup import ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND
+from constructs_trn.efa_launch_template import EfaLaunchTemplate, node_config_user_data
 from tests.conftest import Synthesized, project_context
 
 
@@ -49,8 +52,10 @@ def test_card_zero_carries_the_ip_the_others_are_efa_only(
 ) -> None:
     first, *others = one_template_per_instance_type[instance_type]["NetworkInterfaces"]
     assert (first["DeviceIndex"], first["InterfaceType"]) == (0, "efa")
+    # EC2 user guide, multiple network cards: "the next unused network card index, device index 0,
+    # for EFA-only network interface" (device index 1 is for an ENA interface there).
     assert {(interface["DeviceIndex"], interface["InterfaceType"]) for interface in others} == {
-        (1, "efa-only")
+        (0, "efa-only")
     }
 
 
@@ -61,8 +66,29 @@ def test_security_groups_on_every_interface_and_no_subnet_or_profile(
     data = one_template_per_instance_type[instance_type]
     assert all(interface["Groups"] == ["sg-efa", "sg-cluster"] for interface in data["NetworkInterfaces"])
     assert all("SubnetId" not in interface for interface in data["NetworkInterfaces"])
-    # An EKS managed node group rejects these in its launch template.
-    assert not {"SecurityGroupIds", "SecurityGroups", "IamInstanceProfile", "ImageId", "UserData"} & set(data)
+    # An EKS managed node group rejects these in its launch template (and an ImageId would make the
+    # AMI custom: EKS would then add no bootstrap of its own).
+    assert not {"SecurityGroupIds", "SecurityGroups", "IamInstanceProfile", "ImageId"} & set(data)
+
+
+@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+def test_nodes_pull_images_in_parallel_through_nodeadm(
+    one_template_per_instance_type: dict[str, dict[str, Any]], instance_type: str
+) -> None:
+    # EKS accepts user data for its own AMIs only as a MIME multi-part document, and merges the
+    # NodeConfig parts with its own: one part, turning on FastImagePull (SOCI parallel pull).
+    encoded = one_template_per_instance_type[instance_type]["UserData"]
+    assert encoded == {"Fn::Base64": node_config_user_data()}
+    message = email.message_from_string(node_config_user_data())
+    assert message.is_multipart()
+    [part] = message.get_payload()
+    assert part.get_content_type() == "application/node.eks.aws"
+    node_config = yaml.safe_load(part.get_payload())
+    assert node_config == {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"featureGates": {"FastImagePull": True}},
+    }
 
 
 def test_imdsv2_and_encrypted_gp3_root(one_template_per_instance_type: dict[str, dict[str, Any]]) -> None:
@@ -73,10 +99,18 @@ def test_imdsv2_and_encrypted_gp3_root(one_template_per_instance_type: dict[str,
         "HttpPutResponseHopLimit": 1,
     }
     [root] = data["BlockDeviceMappings"]
+    # Above gp3's 125 MiB/s baseline: a parallel pull unpacks onto this volume.
     assert root == {
         "DeviceName": "/dev/xvda",
-        "Ebs": {"VolumeSize": 500, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True},
+        "Ebs": {
+            "VolumeSize": 500,
+            "VolumeType": "gp3",
+            "Encrypted": True,
+            "DeleteOnTermination": True,
+            "Throughput": ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND,
+        },
     }
+    assert 125 < ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND <= 1000
 
 
 def test_plain_template_has_no_placement_reservation_or_market(

@@ -115,22 +115,13 @@ def test_a_run_is_applied_by_a_resource_of_its_own_identity(example_stack: Synth
     assert applied(example_stack)["run-bert-large"].startswith("Kubernetesrunbertlarge" + str(run.identity))
 
 
-def test_everything_waits_for_the_system_nodes_and_addons_never_for_trainium(
-    example_stack: Synthesized,
-) -> None:
-    system_nodes = example_stack.logical_id(example_stack.stack.system_nodes)
+def test_no_step_waits_for_a_trainium_node_group(example_stack: Synthesized) -> None:
+    # What each step does wait for, by what it uses: tests/test_deploy_path.py.
     trainium = {
         example_stack.logical_id(group.nodegroup)
         for group in example_stack.stack.trainium_node_groups.values()
     }
-    fsx_csi = next(
-        i
-        for i, r in example_stack.resources("AWS::EKS::Addon").items()
-        if r["Properties"]["AddonName"] == "aws-fsx-csi-driver"
-    )
-    pod_identity = example_stack.logical_id(example_stack.stack.autoscaler.association)
     for name, logical_id in applied(example_stack).items():
-        assert {system_nodes, fsx_csi, pod_identity} <= depends_on(example_stack, logical_id), name
         assert not trainium & depends_on(example_stack, logical_id), name
 
 

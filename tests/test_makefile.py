@@ -162,3 +162,21 @@ def test_synth_leaves_no_output_of_the_other_mode_and_says_what_it_wrote(tmp_pat
         "asset.0123",
         "asset.4567",
     }
+
+
+def test_preflight_synthesizes_then_checks_with_the_template() -> None:
+    """The Lambda concurrency check reads what a deploy runs at once from the template of the same
+    configuration: make preflight synthesizes it first and passes it."""
+    result = make("-n", *KEEP_INSTALLS, "preflight", "CONFIG=config/my-account.yaml")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    synth = next(i for i, line in enumerate(lines) if "cdk synth" in line)
+    assert "-c config=config/my-account.yaml" in lines[synth]
+    assert (
+        lines[-1]
+        .rstrip()
+        .endswith(
+            "/python -m preflight --config config/my-account.yaml --template cdk.out/TrainiumStack.template.json"
+        )
+    )
+    assert synth < len(lines) - 1

@@ -590,8 +590,28 @@ def test_etcd_and_platform_services_reach_nothing(cluster_now: Cluster, project:
 
 def test_nothing_reaches_the_platform_pods(cluster_now: Cluster, project: dict[str, Pod]) -> None:
     for target in ("staging", "tensorboard", "fsx-layout"):
-        for source in ("a-worker-0", "b-worker-0", "default-pod"):
+        for source in ("a-worker-0", "b-worker-0", "a-etcd", "staging"):
             assert not cluster_now.may_connect(project[source], project[target], 6006), (source, target)
+    for target in ("staging", "fsx-layout"):
+        assert not cluster_now.may_connect(project["default-pod"], project[target], 6006), target
+
+
+def test_the_api_servers_service_proxy_reaches_tensorboard_on_its_port_only(
+    cluster_now: Cluster, project: dict[str, Pod]
+) -> None:
+    """make canary reads TensorBoard's run list through the API server's service proxy: the API
+    server dials the pod from the control plane's interfaces in the VPC (k8s_charts/tensorboard.py)."""
+    tensorboard = project["tensorboard"]
+    assert cluster_now.may_be_reached_from_ip(API_ENDPOINT_ENI, tensorboard, 6006)
+    assert not cluster_now.may_be_reached_from_ip(API_ENDPOINT_ENI, tensorboard, 22)
+    assert not cluster_now.may_be_reached_from_ip(EXTERNAL, tensorboard, 6006)
+    # The block holds the pods' addresses too: what stops a team's pods is their own egress ...
+    for source in ("a-worker-0", "a-torchx", "a-self-labelled", "b-worker-0"):
+        assert not cluster_now.may_connect(project[source], tensorboard, 6006), source
+    # ... and a pod of a namespace without an egress policy (the cluster's own components) reaches it,
+    # as the module says; the other platform pods admit no one.
+    assert cluster_now.may_connect(project["default-pod"], tensorboard, 6006)
+    assert not cluster_now.may_connect(project["default-pod"], tensorboard, 6007)
 
 
 def test_no_pod_may_connect_to_the_device_plugin(cluster_now: Cluster, project: dict[str, Pod]) -> None:

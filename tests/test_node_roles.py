@@ -163,3 +163,47 @@ def test_imds_hop_limit_is_one_on_every_launch_template(stack: Synthesized) -> N
         assert "LaunchTemplate" in group["Properties"], (
             "a node group without launch template gets EKS's IMDS defaults"
         )
+
+
+def test_every_pod_identity_role_trusts_only_its_clusters_service_account(stack: Synthesized) -> None:
+    """Both trust statements (AssumeRole, TagSession) carry the session-tag conditions EKS documents
+    for pods.eks.amazonaws.com: this cluster's ARN, and the namespace and service account of the one
+    association that uses the role; no other association in the account can be given the role."""
+    associations = [
+        (
+            "kube-system"
+            if a["Properties"]["AddonName"] != "amazon-cloudwatch-observability"
+            else "amazon-cloudwatch",
+            pia,
+        )
+        for a in stack.resources("AWS::EKS::Addon").values()
+        for pia in a["Properties"].get("PodIdentityAssociations", [])
+    ]
+    associations += [
+        (p["Properties"]["Namespace"], p["Properties"])
+        for p in stack.resources("AWS::EKS::PodIdentityAssociation").values()
+    ]
+    assert len(associations) == 5  # VPC CNI, FSx CSI, CloudWatch agent, cluster autoscaler, node check
+    roles = [
+        r for r in stack.resources("AWS::IAM::Role").values() if "pods.eks.amazonaws.com" in json.dumps(r)
+    ]
+    assert len(roles) == len(associations)
+    for namespace, association in associations:
+        role = stack.json["Resources"][association["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+        statements = role["AssumeRolePolicyDocument"]["Statement"]
+        actions = {
+            a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        }
+        assert actions == {"sts:AssumeRole", "sts:TagSession"}
+        for statement in statements:
+            equals = statement["Condition"]["StringEquals"]
+            assert equals["aws:RequestTag/kubernetes-namespace"] == namespace
+            assert equals["aws:RequestTag/kubernetes-service-account"] == association["ServiceAccount"]
+            cluster_arn = json.dumps(equals["aws:RequestTag/eks-cluster-arn"])
+            assert f":cluster/{stack.config.name}" in cluster_arn and stack.config.account in cluster_arn
+            # Documented keys only: a condition on a key Pod Identity does not send would lock it out.
+            assert set(equals) == {
+                "aws:RequestTag/eks-cluster-arn",
+                "aws:RequestTag/kubernetes-namespace",
+                "aws:RequestTag/kubernetes-service-account",
+            }

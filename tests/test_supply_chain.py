@@ -21,6 +21,7 @@ from cluster_facts.image_sources import (
     UPSTREAM_REGISTRIES,
     ImageSource,
     cache_rule_prefix,
+    cached_repository_arn,
     digest_exception_reason,
     pull_through_image,
     pull_through_repository_arn,
@@ -33,9 +34,10 @@ from config.model import StackConfig
 from constructs_trn.pull_through_cache import PullThroughCache
 from k8s_charts.policy_exceptions import DIGEST_CHECK
 from k8s_charts.volcano_scheduler import volcano_images
-from stacks.kubernetes_values import review_plan
+from stacks.kubernetes_values import cached_repository_arns, review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT, Synthesized
 from tests.k8s.manifests import containers
+from tests.plans import shared_review_plan
 from tests.yaml_edits import with_change
 
 ACCOUNT, REGION = "111122223333", "us-west-2"
@@ -289,21 +291,63 @@ def test_docker_hub_gets_a_rule_only_with_its_credential() -> None:
 
 
 def test_both_node_roles_may_pull_and_import_through_the_cache_only(default_stack: Synthesized) -> None:
+    """Pull from any cached repository; import (a first pull) only into those of the images the stack
+    names, never an upstream repository of the node's choosing."""
     arn = f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/upstream/*"
     assert (default_stack.config.account, default_stack.config.region) == (ACCOUNT, REGION)
-    grants = {}
+    pulls, imports = {}, {}
     for policy in default_stack.resources("AWS::IAM::Policy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            if statement["Resource"] == arn or arn in json.dumps(statement["Resource"]):
-                grants[json.dumps(policy["Properties"]["Roles"])] = set(statement["Action"])
-    assert len(grants) == 2  # the system nodes' role and the Trainium nodes' role
-    for actions in grants.values():
-        assert actions == {
-            "ecr:BatchGetImage",
-            "ecr:GetDownloadUrlForLayer",
-            "ecr:BatchImportUpstreamImage",
-            "ecr:CreateRepository",
-        }
+            role = json.dumps(policy["Properties"]["Roles"])
+            resources = (
+                statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            )
+            if arn in resources:
+                pulls[role] = set(statement["Action"])
+            if "ecr:BatchImportUpstreamImage" in statement["Action"]:
+                imports[role] = (set(statement["Action"]), statement["Resource"])
+    assert len(pulls) == len(imports) == 2  # the system nodes' role and the Trainium nodes' role
+    named = cached_repository_arns(default_stack.config, default_stack.stack.review_plan)
+    for actions in pulls.values():
+        assert actions == {"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"}
+    for actions, resources in imports.values():
+        assert actions == {"ecr:BatchImportUpstreamImage", "ecr:CreateRepository"}
+        assert resources == named
+    prefix = f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/upstream/"
+    assert all(r.startswith(prefix) and "*" not in r for r in named)
+    # The images the stack runs and the TorchX component's default, each once.
+    assert f"{prefix}public.ecr.aws/neuron/pytorch-training-neuronx" in named
+    assert f"{prefix}quay.io/coreos/etcd" in named
+    assert f"{prefix}public.ecr.aws/neuron/neuron-device-plugin" in named
+
+
+def test_every_image_of_the_plan_through_the_cache_may_be_imported(default_stack: Synthesized) -> None:
+    named = set(cached_repository_arns(default_stack.config, default_stack.stack.review_plan))
+    for _, image in plan_images(default_stack.stack.kubernetes_plan):
+        arn = cached_repository_arn(image, account=ACCOUNT, region=REGION)
+        assert arn is None or arn in named, image
+
+
+def test_cached_repositories_keep_their_tags(default_stack: Synthesized) -> None:
+    [template] = default_stack.resources("AWS::ECR::RepositoryCreationTemplate").values()
+    assert template["Properties"]["ImageTagMutability"] == "IMMUTABLE"
+    assert template["Properties"]["AppliedFor"] == ["PULL_THROUGH_CACHE"]
+
+
+def test_pinned_images_are_pulled_once_per_node() -> None:
+    """IfNotPresent for every pinned image the charts run (immutable cache tags make the first
+    pull the only one), each object saying so to checkov."""
+    plan = shared_review_plan(load_config(DEFAULT_CONFIG))
+    seen = 0
+    for step in plan.manifest_sets():
+        for manifest in step.manifests:
+            for container in containers(dict(manifest)):
+                if "imagePullPolicy" in container:
+                    seen += 1
+                    assert container["imagePullPolicy"] == "IfNotPresent", (step.name, container["name"])
+                    annotations = manifest["metadata"].get("annotations", {})
+                    assert any(value.startswith("CKV_K8S_15=") for value in annotations.values()), step.name
+    assert seen >= 7
 
 
 # --- configuration ----------------------------------------------------------------------------------

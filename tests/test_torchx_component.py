@@ -4,8 +4,10 @@
 For each documented command (tests/torchx_dryrun.py), against the rendered Kubernetes layer of the
 command's configuration: the Job passes strict schema validation (the Volcano 1.15.1 CRDs), uses
 the team's queue and namespace, asks for every Neuron device and EFA interface of the instance type
-with one worker per NeuronCore, mounts the team's claims, rendezvouses at the team's etcd (whose
-NetworkPolicy admits its pods) under an id of each attempt's own. The id's behaviour with a real
+with one worker per NeuronCore, on the team's node group, mounts the team's claims (the data sets
+read-only), rendezvouses at the team's etcd (whose NetworkPolicy admits its pods) under an id of each
+attempt's own, and runs as the team's uid from the start. The team admission policies' verdicts on
+these Jobs are in tests/test_torchx_admission.py. The id's behaviour with a real
 etcd and real torchrun agents is in tests/runtime/test_torchx_rendezvous.py.
 """
 
@@ -34,7 +36,9 @@ from cluster_facts.kubernetes_names import (
     INSTANCE_TYPE_LABEL,
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
+    NODE_GROUP_LABEL,
     PLATFORM_NAMESPACE,
+    ROOT_SQUASH_ID,
     RUNS_ROOT,
     TORCHX_POD_LABELS,
     VOLCANO_JOB_NAME_LABEL,
@@ -47,14 +51,17 @@ from tests.k8s_validation import assert_valid, schema_problems
 from tests.netpol import Cluster, Pod
 from tests.torchx_dryrun import (
     CASES,
+    DOC,
     Case,
     docs_commands,
     dryrun_job,
     plan_objects,
     run_torchx,
+    submission_environment,
     team_claim,
     torchx_available,
 )
+from tests.volcano_retries_model import restarts_before_failure
 from torchx_trn import trainium
 from torchx_trn.scripts.rendezvous_attempt import attempt_id
 
@@ -106,7 +113,11 @@ def test_every_pod_takes_a_whole_node_of_the_instance_type(rendered: tuple[Case,
     assert len(job["spec"]["tasks"]) == case.nnodes
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]
-        assert spec["nodeSelector"] == {INSTANCE_TYPE_LABEL: case.instance_type}
+        # The team's node group of that instance type (the admission policy allows only the team's).
+        assert spec["nodeSelector"] == {
+            INSTANCE_TYPE_LABEL: case.instance_type,
+            NODE_GROUP_LABEL: submission_environment(case)["NODE_GROUP"],
+        }
         [container] = spec["containers"]
         limits = container["resources"]["limits"]
         assert (limits[NEURON_RESOURCE], limits[EFA_RESOURCE]) == (
@@ -129,19 +140,28 @@ def test_pods_mount_the_teams_claims(rendered: tuple[Case, dict[str, Any]]) -> N
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]
         volumes = {
-            volume["name"]: volume["persistentVolumeClaim"]["claimName"]
+            volume["name"]: volume["persistentVolumeClaim"]
             for volume in spec["volumes"]
             if "persistentVolumeClaim" in volume
         }
         [container] = spec["containers"]
+        # (claim, the volume read-only, the mount read-only): the kubelet mounts read-only only
+        # when the volume says so (kubernetes#69843).
         mounted = {
-            mount["mountPath"]: (volumes[mount["name"]], mount.get("readOnly", False))
+            mount["mountPath"]: (
+                volumes[mount["name"]]["claimName"],
+                volumes[mount["name"]].get("readOnly", False),
+                mount.get("readOnly", False),
+            )
             for mount in container["volumeMounts"]
             if mount["name"] in volumes
         }
         claim = team_claim(case.config, case.namespace)
-        assert mounted == {DATA_MOUNT: (claim, False), DATASETS_ROOT: (f"{claim}-datasets", True)}
-        assert set(volumes.values()) <= claims
+        assert mounted == {
+            DATA_MOUNT: (claim, False, False),
+            DATASETS_ROOT: (f"{claim}-datasets", True, True),
+        }
+        assert {volume["claimName"] for volume in volumes.values()} <= claims
 
 
 def test_the_etcd_networkpolicy_of_the_team_admits_the_pods_and_no_other_teams(
@@ -243,7 +263,7 @@ def test_output_directory_and_script_arguments_reach_the_pod() -> None:
         # Kubernetes expands $(OUTPUT_DIR) in the command from the env above.
         assert container["command"][-4:] == [
             "--data",
-            "/data/datasets/wikitext",
+            "/datasets/wikitext",
             "--output_dir",
             "$(OUTPUT_DIR)",
         ]
@@ -253,12 +273,22 @@ def test_output_directory_and_script_arguments_reach_the_pod() -> None:
         for container in containers(job)
     }
     assert len(caches) == case.nnodes
-    assert job["spec"]["maxRetry"] == 2
     for task in job["spec"]["tasks"]:
         assert {(policy["event"], policy["action"]) for policy in task["policies"]} == {
             ("PodEvicted", "RestartJob"),
             ("PodFailed", "RestartJob"),
         }
+    # --max_retries 2: two whole-gang restarts, so maxRetry 3 (tests/volcano_retries_model.py).
+    assert job["spec"]["maxRetry"] == 3
+    assert restarts_before_failure(job) == 2
+
+
+def test_no_retries_means_no_restart() -> None:
+    """--max_retries 0 (the default): TorchX renders no RestartJob policy, so a failed pod ends the
+    run, whatever maxRetry Volcano's webhook stores."""
+    job = dryrun_job(BY_NAME["default-team"])
+    assert all("policies" not in task for task in job["spec"]["tasks"])
+    assert restarts_before_failure(job) == 0
 
 
 def test_the_pods_environment_is_the_clusters_own_runs() -> None:
@@ -286,15 +316,27 @@ def test_the_pods_environment_is_the_clusters_own_runs() -> None:
         ("--image public.ecr.aws/neuron/pytorch-training-neuronx:latest", "--image 'public.ecr.aws/neuron/"),
         ("--claim fsx-12c4d6-datasets", "--claim 'fsx-12c4d6-datasets' is not the file system's claim"),
         ("--nnodes 0", "--nnodes must be at least 1, got 0"),
+        ("--node_group 'trn1 32xl'", "--node_group 'trn1 32xl' is not a node group's name"),
+        ("--uid 0", "--uid 0 is not a team's uid"),
+        (f"--uid {ROOT_SQUASH_ID}", f"--uid {ROOT_SQUASH_ID} is not a team's uid"),
+        (
+            "-cfg priority_class=system-node-critical",
+            "-cfg priority_class=system-node-critical: a team's jobs run at priority class trainium-training",
+        ),
     ],
 )
 def test_a_bad_argument_gives_one_line_that_names_it(arguments: str, line: str) -> None:
+    cfg = "queue=test,namespace=training"
+    if arguments.startswith("-cfg "):
+        cfg += "," + arguments.removeprefix("-cfg ")
+        arguments = ""
     command = (
-        'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+        f'torchx run --dryrun --workspace "" -s kubernetes -cfg {cfg} '
         f"torchx_trn/components.py:trainium_ddp --script my_train.py {arguments}"
     )
-    if "--claim" not in arguments:
-        command += " --claim fsx-12c4d6"
+    for option, value in (("--claim", "fsx-12c4d6"), ("--node_group", "trn1-32xl"), ("--uid", "123456")):
+        if option not in arguments:
+            command += f" {option} {value}"
     result = run_torchx(command, env={})
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
@@ -313,6 +355,20 @@ def test_the_docs_show_exactly_the_tested_commands() -> None:
     assert submitted and all(
         line.replace("torchx run ", "torchx run --dryrun ", 1) in tested for line in submitted
     )
+
+
+def test_the_team_values_the_docs_show_are_the_configurations() -> None:
+    """The node groups and uids docs/torchx.md and the README show for their examples are what the
+    tests pass for them: the configuration's (and the derived uid the page prints, team_uid's)."""
+    page = DOC.read_text()
+    for case in CASES:
+        values = submission_environment(case)
+        assert f"NODE_GROUP={values['NODE_GROUP']}" in page, case.name
+        assert f"TEAM_UID={values['TEAM_UID']}" in page, case.name
+    default = submission_environment(BY_NAME["default-team"])
+    assert f'print(team_uid("training"))\'   # {default["TEAM_UID"]}' in page
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f"NODE_GROUP={default['NODE_GROUP']} TEAM_UID={default['TEAM_UID']}" in readme
 
 
 def test_the_readmes_torchx_command_is_a_tested_one() -> None:
@@ -387,9 +443,7 @@ def test_the_documented_submission_creates_the_job_in_the_teams_namespace(tmp_pa
                 }
             )
         )
-        result = run_torchx(
-            submit, env={"CLAIM": team_claim(case.config, case.namespace), "KUBECONFIG": str(kubeconfig)}
-        )
+        result = run_torchx(submit, env={**submission_environment(case), "KUBECONFIG": str(kubeconfig)})
     finally:
         server.shutdown()
         thread.join(timeout=10)
@@ -407,30 +461,40 @@ def _without_name(job: dict[str, Any]) -> dict[str, Any]:
     return renamed
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="changing uid needs root")
-def test_the_pod_leaves_root_for_the_owner_of_the_teams_directory(tmp_path: Path) -> None:
-    """Root is squashed to nobody on the file system and the team's directory belongs to the team's
-    uid: the rendered program, run as root (as TorchX's pods start), execs the launcher as that uid,
-    with no capability left. Here the "launcher" reports who it is."""
-    team_directory = tmp_path / "data"
-    team_directory.mkdir()
-    os.chown(team_directory, 23456, 23457)
-    # A shell, not this venv's python: the new uid may not enter /root, where the interpreter lives.
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="starting as another uid needs root"
+)
+@pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="needs a python3 any uid may run")
+def test_the_rendered_program_runs_as_the_pods_uid_and_changes_no_identity() -> None:
+    """The pod starts as the team's uid (runAsUser and runAsGroup, no passwd entry in the image): the
+    rendered program, started so with the rendered environment, execs the launcher as that uid and
+    gid, with no capability and HOME at /tmp. Here the "launcher" reports who it is."""
+    case = BY_NAME["default-team"]
+    job = dryrun_job(case)
+    [container] = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    security = job["spec"]["tasks"][0]["template"]["spec"]["securityContext"]
+    uid, gid = security["runAsUser"], security["runAsGroup"]
+    assert uid == gid == int(submission_environment(case)["TEAM_UID"])
+    environment = {item["name"]: item["value"] for item in container["env"]}
     report = "echo \"$(id -u) $(id -g) $(id -G) $(awk '/^CapEff/ {print $2}' /proc/self/status) $HOME\""
     # The launcher argv must hold the rendezvous options; a stand-in etcd answers "no such run".
     with etcd_without_runs() as endpoint:
         launcher = ["/bin/sh", "-c", report, "--rdzv_endpoint", endpoint, "--rdzv_id", "job"]
         result = subprocess.run(
-            [sys.executable, "-c", trainium.RENDEZVOUS_PROGRAM, *launcher],
-            env={"TRAINIUM_DATA_MOUNT": str(team_directory), "HOME": "/root", "PATH": os.environ["PATH"]},
+            # The system's python3, not this venv's: the team's uid may not enter /root.
+            ["/usr/bin/python3", "-c", container["command"][2], *launcher],
+            env={**environment, "PATH": "/usr/bin:/bin"},
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            cwd="/",
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
         )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "23456 23457 23457 0000000000000000 /tmp"
-    assert "running as uid 23456" in result.stdout
+    assert result.stdout.splitlines()[-1] == f"{uid} {gid} {gid} 0000000000000000 /tmp"
 
 
 @contextlib.contextmanager

@@ -9,8 +9,11 @@ script's Logger.log, wrapped as the add-on's Fluent Bit ships them.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -24,6 +27,14 @@ from cluster_facts.cloudwatch_metrics import (
     application_log_group,
     node_efa_rx_bytes,
 )
+from cluster_facts.log_lines import (
+    ATTEMPT_FILTER,
+    ATTEMPT_PATTERN,
+    NODE_CHECK_FILTER,
+    NODE_CHECK_PATTERN,
+    NODE_CHECK_STATES,
+)
+from cluster_facts.node_check import NODE_CHECK_NAMESPACE
 from cluster_facts.stack_outputs import StackOutput
 from config import load_config, parse_config
 from constructs_trn.training_dashboard import (
@@ -33,6 +44,8 @@ from constructs_trn.training_dashboard import (
     dashboard_url,
 )
 from tests.conftest import DEFAULT_CONFIG, Synthesized, synthesize
+from tests.k8s.test_training_run import environment, job, pod_for, with_verified_script
+from tests.pod_programs import program
 from tests.yaml_edits import with_change
 
 FILE_SYSTEM = "${Ref:FileSystem}"
@@ -157,7 +170,7 @@ def test_trainium_node_count_counts_the_nodes_reporting(body: dict[str, Any]) ->
 
 
 def test_log_widgets_query_the_clusters_application_log_group(body: dict[str, Any]) -> None:
-    queries = [p["query"] for p in widgets(body, "log")]
+    queries = [p["query"] for p in widgets(body, "log") if "step_loss" in p["query"]]
     assert len(queries) == 2
     for query in queries:
         assert query.startswith(f"SOURCE '{application_log_group('trn-test')}' |")
@@ -332,3 +345,90 @@ def test_dashboard_and_tensorboard_can_be_turned_off() -> None:
         ]
     )
     assert "tensorboard" not in manifests
+
+
+# --- Runs and the node check: the lines the pods print, the patterns that read them -------------------
+
+ATTEMPT = python_regex(ATTEMPT_PATTERN)
+NODE_CHECK = python_regex(NODE_CHECK_PATTERN)
+
+
+def log_queries(body: dict[str, Any]) -> dict[str, str]:
+    return {p["title"]: p["query"] for p in widgets(body, "log")}
+
+
+def test_the_run_and_node_check_widgets_parse_with_the_one_pattern_of_each_line(body: dict[str, Any]) -> None:
+    queries = log_queries(body)
+    runs = [q for q in queries.values() if f"parse log /{ATTEMPT_PATTERN}/" in q]
+    checks = [q for q in queries.values() if f"parse log /{NODE_CHECK_PATTERN}/" in q]
+    assert len(runs) == 2 and len(checks) == 3
+    for query in runs:
+        assert (
+            f'filter kubernetes.namespace_name in ["research", "training"] and log like /{ATTEMPT_FILTER}/'
+            in query
+        )
+    for query in checks:
+        assert (
+            f'filter kubernetes.namespace_name = "{NODE_CHECK_NAMESPACE}" and log like /{NODE_CHECK_FILTER}/'
+            in query
+        )
+    # A restart counts once per attempt, however many replicas report it: grouped by attempt first.
+    per_run = queries["Runs: restarts, time lost, nodes replaced"]
+    assert per_run.index("by run, attempt") < per_run.index("max(attempt) as restarts")
+
+
+def test_every_node_check_state_prints_a_line_the_widgets_read() -> None:
+    checker = program("node_check")
+    assert tuple(checker.STATES) == NODE_CHECK_STATES
+    for state in NODE_CHECK_STATES:
+        line = checker.status_line(
+            "ip-10-0-3-17.us-west-2.compute.internal", state, "EfaErrors", "detail text"
+        )
+        log = json.loads(fluent_bit_event(line, namespace=NODE_CHECK_NAMESPACE))["log"]
+        assert python_regex(NODE_CHECK_FILTER).search(log)
+        match = NODE_CHECK.search(log)
+        assert match is not None
+        assert (match["node"], match["state"], match["reason"]) == (
+            "ip-10-0-3-17.us-west-2.compute.internal",
+            state,
+            "EfaErrors",
+        )
+
+
+@pytest.mark.process
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("flock") is None, reason="needs bash, flock")
+def test_run_worker_prints_one_attempt_line_the_widgets_read(tmp_path: Path) -> None:
+    """run_worker.sh itself, three attempts of replica 0: the first; a restart on another node that
+    resumes from a checkpoint written 100 s before; a restart on the same node."""
+    matching_run = with_verified_script()
+    pod = pod_for(matching_run, tmp_path)
+
+    def attempt(version: int, node: str) -> dict[str, str]:
+        result, _ = pod.run(index="0", VC_JOB_VERSION=str(version), NODE_NAME=node)
+        assert result.returncode == 0, result.stderr
+        [line] = [line for line in result.stdout.splitlines() if python_regex(ATTEMPT_FILTER).search(line)]
+        match = ATTEMPT.search(json.loads(fluent_bit_event(line))["log"])
+        assert match is not None, line
+        return match.groupdict()
+
+    rendered = environment(job(matching_run))
+    run_id = rendered["RUN_ID"]
+    first = attempt(0, "node-a")
+    assert first == {
+        "run": run_id,
+        "attempt": "0",
+        "replica": "0",
+        "node_changed": "0",
+        "resume_step": "none",
+        "lost_seconds": "0",
+    }
+    output = pod.path(rendered["OUTPUT_DIR"])
+    checkpoint = output / "ckpt_120.pt"
+    checkpoint.write_bytes(b"")
+    written = time.time() - 100
+    os.utime(checkpoint, (written, written))
+    second = attempt(1, "node-b")
+    assert (second["attempt"], second["node_changed"], second["resume_step"]) == ("1", "1", "120")
+    assert 100 <= int(second["lost_seconds"]) <= 130
+    third = attempt(2, "node-b")
+    assert (third["attempt"], third["node_changed"], third["resume_step"]) == ("2", "0", "120")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cluster_facts.instance_catalog import CATALOG
+from cluster_facts.node_check import NODE_CHECK_TAINT_KEY, STARTUP_TAINT_PREFIX
 from cluster_facts.versions import ADDON_NAMES
 from constructs_trn.lustre_storage import lustre_nid_range
 from stacks.kubernetes_values import review_plan, root_zones
@@ -195,11 +196,32 @@ def trainium_node_groups(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
 def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_stack: Synthesized) -> None:
     group = trainium_node_groups(default_stack)["trn1-32xl"]
     assert group["CapacityType"] == "ON_DEMAND"
-    assert group["Taints"] == [{"Key": "aws.amazon.com/neuron", "Value": "present", "Effect": "NO_SCHEDULE"}]
+    assert group["Taints"] == [
+        {"Key": "aws.amazon.com/neuron", "Value": "present", "Effect": "NO_SCHEDULE"},
+        # Until the node check passes (k8s_charts/node_check.py).
+        {
+            "Key": "startup-taint.cluster-autoscaler.kubernetes.io/node-check",
+            "Value": "pending",
+            "Effect": "NO_SCHEDULE",
+        },
+    ]
     # The instance type is in the launch template; on the node group aws-eks-v2 would reject it.
     assert "InstanceTypes" not in group
-    # No DesiredSize: the autoscaler owns it, and CloudFormation leaves it alone when the template does.
-    assert group["ScalingConfig"] == {"MinSize": 0, "MaxSize": 2}
+    # All three (the EKS API takes all or none at creation); DesiredSize is the fixed count the group
+    # starts at, which changing the bounds never touches (tests/test_update_safety.py).
+    assert group["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 2}
+
+
+@pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
+def test_every_trainium_node_starts_with_the_node_checks_startup_taint(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """The cluster autoscaler ignores taints of this prefix when it simulates a new node (its source:
+    cluster_facts/node_check.py), so scale-up from zero works; EKS takes keys of at most 63 characters."""
+    for group in trainium_node_groups(request.getfixturevalue(fixture)).values():
+        [startup] = [taint for taint in group["Taints"] if taint["Key"].startswith(STARTUP_TAINT_PREFIX)]
+        assert startup == {"Key": NODE_CHECK_TAINT_KEY, "Value": "pending", "Effect": "NO_SCHEDULE"}
+        assert len(startup["Key"]) <= 63 and len(startup["Value"]) <= 63
 
 
 def test_trainium_labels_come_from_the_catalog(example_stack: Synthesized) -> None:
@@ -275,7 +297,16 @@ def test_fsx_admits_lustre_ports_from_the_nodes_and_itself(default_stack: Synthe
         )
         for rule in rules(default_stack, "AWS::EC2::SecurityGroupEgress", fsx_group)
     }
-    assert ("tcp", 988, 988, efa_group) in egress and ("tcp", 1018, 1023, efa_group) in egress
+    # FSx for Lustre user guide, "File system access control with Amazon VPC": outbound 988 and
+    # 1018-1023 to the file system's own group (its servers) and to its clients' groups.
+    assert egress == {
+        ("tcp", 988, 988, efa_group),
+        ("tcp", 1018, 1023, efa_group),
+        ("tcp", 988, 988, cluster),
+        ("tcp", 1018, 1023, cluster),
+        ("tcp", 988, 988, fsx_group),
+        ("tcp", 1018, 1023, fsx_group),
+    }
     inline = default_stack.json["Resources"][fsx_group]["Properties"]
     assert "SecurityGroupIngress" not in inline
 
@@ -327,6 +358,19 @@ def test_vpc_cni_enforces_network_policies_and_takes_pinned_versions(
     assert "AddonVersion" not in vpc_cni["Properties"]
     _, pinned = addons(example_stack)["vpc-cni"]
     assert pinned["Properties"]["AddonVersion"] == "v1.20.4-eksbuild.1"
+
+
+def test_the_network_policy_agent_stays_in_standard_mode(
+    default_stack: Synthesized, example_stack: Synthesized
+) -> None:
+    """No ``env.NETWORK_POLICY_ENFORCING_MODE`` in the add-on's configuration: the agent's default,
+    ``standard`` (amazon-vpc-cni-k8s README, "NETWORK_POLICY_ENFORCING_MODE"; EKS User Guide,
+    "Restrict Pod network traffic"). docs/security-policies.md says why not ``strict``."""
+    for synthesized in (default_stack, example_stack):
+        _, vpc_cni = addons(synthesized)["vpc-cni"]
+        configuration = json.loads(vpc_cni["Properties"]["ConfigurationValues"])
+        assert configuration == {"enableNetworkPolicy": "true"}
+        assert "NETWORK_POLICY_ENFORCING_MODE" not in json.dumps(configuration)
 
 
 @pytest.mark.parametrize(

@@ -26,8 +26,8 @@ from stacks.kubernetes_values import (
     kubernetes_plan,
     review_plan,
 )
-from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
-from tests.update_rules import helm_release_updates, refused_update, update_problems
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, synthesize
+from tests.update_rules import helm_release_updates, node_group_resizes, refused_update, update_problems
 from tests.yaml_edits import with_change
 
 
@@ -90,7 +90,7 @@ CHANGES = {
         run_change(
             DEFAULT_ON,
             "image",
-            "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.2-ubuntu24.04",
+            "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04",
         ),
     ),
     "the gang watchdog switched off": (
@@ -330,3 +330,49 @@ def test_the_stacks_plan_is_the_review_plan_with_the_file_systems_values_filled_
         rendered, default=vars, sort_keys=True
     )
     assert "fs-0abc" in json.dumps(filled, default=vars)
+
+
+# --- The node groups' size (CloudFormation) ---------------------------------------------------------
+
+
+def _trainium_group_change(**group: Any) -> dict[str, Any]:
+    config_data = data(DEFAULT_CONFIG)
+    config_data["trainium"]["node_groups"][0].update(group)
+    return config_data
+
+
+def test_changing_min_size_or_max_size_never_resizes_a_node_group() -> None:
+    """The template's DesiredSize is the fixed desired_size: new bounds leave the autoscaler's count
+    alone; only a changed desired_size resizes (and the rule sees it)."""
+    base = _trainium_group_change(min_size=0, desired_size=1, max_size=2)
+    templates = {
+        name: synthesize(parse_config(config_data)).template.to_json()
+        for name, config_data in {
+            "base": base,
+            "min": _trainium_group_change(min_size=1, desired_size=1, max_size=2),
+            "max": _trainium_group_change(min_size=0, desired_size=1, max_size=6),
+            "desired": _trainium_group_change(min_size=0, desired_size=2, max_size=2),
+        }.items()
+    }
+    scaling = [
+        resource["Properties"]["ScalingConfig"]
+        for resource in templates["max"]["Resources"].values()
+        if resource["Type"] == "AWS::EKS::Nodegroup" and resource["Properties"]["AmiType"].endswith("NEURON")
+    ]
+    assert scaling == [{"MinSize": 0, "DesiredSize": 1, "MaxSize": 6}]
+    for change in ("min", "max"):
+        assert node_group_resizes(templates["base"], templates[change]) == [], change
+        assert node_group_resizes(templates[change], templates["base"]) == [], change
+    [resize] = node_group_resizes(templates["base"], templates["desired"])
+    assert resize.endswith("DesiredSize 1 -> 2 resizes the group")
+
+
+def test_the_rule_sees_a_desired_size_that_appears_in_the_template() -> None:
+    """This stack's templates before had no DesiredSize on Trainium groups: adding one resizes once."""
+    before = {
+        "Resources": {"G": {"Type": "AWS::EKS::Nodegroup", "Properties": {"ScalingConfig": {"MinSize": 0}}}}
+    }
+    after = copy.deepcopy(before)
+    after["Resources"]["G"]["Properties"]["ScalingConfig"]["DesiredSize"] = 0
+    assert node_group_resizes(before, after) == ["G: DesiredSize None -> 0 resizes the group"]
+    assert node_group_resizes(after, before) == []  # removed: "no action occurs"

@@ -3,7 +3,9 @@
 The CLI runs from .venv-torchx (requirements-torchx.txt: torchx and the Kubernetes client, no
 aws-cdk, cdk8s or pydantic), in the repository's root, as a user runs it. Each command line is run
 by bash exactly as written in the docs (``docs_commands`` reads them back); ``$CLAIM`` is the team's
-file system claim, taken from the rendered plan of the command's configuration.
+file system claim, taken from the rendered plan of the command's configuration, ``$NODE_GROUP`` the
+team's first node group of the instance type and ``$TEAM_UID`` the team's uid, from the configuration
+(``submission_environment``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "docs_commands",
     "plan_objects",
     "run_torchx",
+    "submission_environment",
     "team_claim",
     "torchx_available",
 ]
@@ -40,6 +43,8 @@ TORCHX_BIN = REPO_ROOT / ".venv-torchx" / "bin"
 DOC = REPO_ROOT / "docs" / "torchx.md"
 _REQUEST_MARKER = "=== SCHEDULER REQUEST ==="
 _COMPONENT = "torchx_trn/components.py:trainium_ddp"
+# What every documented command passes for the team, from the variables its setup block sets.
+_TEAM_ARGUMENTS = '--claim "$CLAIM" --node_group "$NODE_GROUP" --uid "$TEAM_UID"'
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +71,7 @@ CASES = (
         nnodes=2,
         command=(
             'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
-            f'{_COMPONENT} --script my_train.py --nnodes 2 --claim "$CLAIM"'
+            f"{_COMPONENT} --script my_train.py --nnodes 2 {_TEAM_ARGUMENTS}"
         ),
     ),
     # config/example.yaml: the training team on its trn1n group (16 EFA interfaces per node).
@@ -79,7 +84,7 @@ CASES = (
         nnodes=4,
         command=(
             'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
-            f'{_COMPONENT} --instance_type trn1n.32xlarge --script my_train.py --nnodes 4 --claim "$CLAIM"'
+            f"{_COMPONENT} --instance_type trn1n.32xlarge --script my_train.py --nnodes 4 {_TEAM_ARGUMENTS}"
         ),
     ),
     # config/example.yaml's second team, with retries and script arguments.
@@ -92,8 +97,8 @@ CASES = (
         nnodes=8,
         command=(
             'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=research,namespace=research '
-            f'{_COMPONENT} --script /data/code/train.py --nnodes 8 --max_retries 2 --claim "$CLAIM" '
-            "-- --data /data/datasets/wikitext --output_dir '$(OUTPUT_DIR)'"
+            f"{_COMPONENT} --script /data/code/train.py --nnodes 8 --max_retries 2 {_TEAM_ARGUMENTS} "
+            "-- --data /datasets/wikitext --output_dir '$(OUTPUT_DIR)'"
         ),
     ),
 )
@@ -134,6 +139,21 @@ def team_claim(config: Path, namespace: str) -> str:
     return str(claims[0])
 
 
+def submission_environment(case: Case) -> dict[str, str]:
+    """The variables a documented command reads: the team's claim (from the plan), its first node
+    group of the command's instance type and its uid (from the configuration)."""
+    config = load_config(case.config)
+    team = config.team(case.namespace)
+    assert team.name == case.namespace, f"no team {case.namespace} in {case.config}"
+    groups = [g.name for g in config.team_node_groups(team) if g.instance_type == case.instance_type]
+    assert groups, f"team {team.name} has no node group of {case.instance_type}"
+    return {
+        "CLAIM": team_claim(case.config, case.namespace),
+        "NODE_GROUP": groups[0],
+        "TEAM_UID": str(team.owner_id),
+    }
+
+
 def run_torchx(
     command: str, *, env: Mapping[str, str], timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
@@ -160,7 +180,7 @@ def dryrun_job(case: Case) -> dict[str, Any]:
     """The Volcano Job the case's command would submit, in the namespace it names: TorchX's
     scheduler passes the namespace in the API call, not in the object (the submission test in
     tests/test_torchx_component.py checks the call's)."""
-    result = run_torchx(case.command, env={"CLAIM": team_claim(case.config, case.namespace)})
+    result = run_torchx(case.command, env=submission_environment(case))
     assert result.returncode == 0, result.stderr[-3000:]
     assert _REQUEST_MARKER in result.stdout, result.stdout[-3000:]
     job: dict[str, Any] = yaml.safe_load(result.stdout.split(_REQUEST_MARKER, 1)[1])

@@ -55,6 +55,7 @@ __all__ = [
     "ObjectKey",
     "helm_release_problems",
     "helm_release_updates",
+    "node_group_resizes",
     "refused_update",
     "update_problems",
 ]
@@ -271,3 +272,30 @@ def update_problems(before: KubernetesLayerPlan, after: KubernetesLayerPlan) -> 
 def objects(plan: KubernetesLayerPlan) -> Iterator[ObjectKey]:
     for resource in _resources(plan).values():
         yield from resource
+
+
+def node_group_resizes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The managed node groups a stack update resizes: those whose ScalingConfig.DesiredSize changes
+    (appears, goes or takes another value) between two templates.
+
+    The EKS API (NodegroupScalingConfig, desiredSize): "Whenever this parameter changes, the number of
+    worker nodes in the node group is updated to the specified size. [...] When using CloudFormation,
+    no action occurs if you remove this parameter from your CFN template." A model of that sentence:
+    the CloudFormation handler's source (aws-cloudformation-resource-providers-eks) could not be read
+    here; its own docs say the same of DesiredSize. A resize sets the count the cluster autoscaler
+    manages, terminating running nodes when it is lower: a redeploy must never do it by accident.
+    """
+
+    def sizes(template: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            logical_id: resource["Properties"].get("ScalingConfig", {}).get("DesiredSize")
+            for logical_id, resource in template["Resources"].items()
+            if resource["Type"] == "AWS::EKS::Nodegroup"
+        }
+
+    old, new = sizes(before), sizes(after)
+    return [
+        f"{logical_id}: DesiredSize {old[logical_id]} -> {new[logical_id]} resizes the group"
+        for logical_id in sorted(old.keys() & new.keys())
+        if old[logical_id] != new[logical_id] and new[logical_id] is not None
+    ]

@@ -4,19 +4,25 @@ From the repository's root, with torchx installed (requirements-torchx.txt) and 
 the cluster (docs/torchx.md)::
 
     torchx run -s kubernetes -cfg queue=test,namespace=training \\
-        torchx_trn/components.py:trainium_ddp --script my_train.py --nnodes 2 --claim fsx-<generation>
+        torchx_trn/components.py:trainium_ddp --script my_train.py --nnodes 2 --claim fsx-<generation> \\
+        --node_group trn1-32xl --uid <the team's uid>
 
 What it derives, and from where, is in torchx_trn/trainium.py. This file only turns that into a
-TorchX AppDef. TorchX runs this file's text with ``exec`` in a module of its own (the
-``<file>:<function>`` form), so its names land among TorchX's: keep them few. The component's
-annotations are the ``typing`` forms TorchX's argument parser reads (Optional, Dict), not ``X | None``.
+TorchX AppDef, whose role completes the Volcano Job TorchX's Kubernetes scheduler renders with what
+the team admission policies require and the scheduler cannot render (``Role.pre_proc``, TorchX's
+hook for a role to amend its scheduler's request, run on every dry run and submission).
+TorchX runs this file's text with ``exec`` in a module of its own (the ``<file>:<function>`` form),
+so its names land among TorchX's: keep them few. The component's annotations are the ``typing``
+forms TorchX's argument parser reads (Optional, Dict), not ``X | None``.
 """
 
 import os
 import sys
-from typing import Dict, Optional  # noqa: UP035 - TorchX's parser reads the typing forms
+from dataclasses import dataclass
+from typing import Any, Dict, Optional  # noqa: UP035 - TorchX's parser reads the typing forms
 
 from torchx import specs
+from torchx.schedulers.kubernetes_scheduler import sanitize_for_serialization as _plain_data
 from torchx.specs.finder import ComponentValidationException
 
 # Its imports resolve through sys.path, which holds the torchx script's directory, not this
@@ -31,10 +37,34 @@ except ImportError as _error:
     ) from None
 
 
+@dataclass
+class _TrainiumRole(specs.Role):  # type: ignore[misc]  # torchx has no type information here
+    """The role, and the Job it completes for the Kubernetes scheduler."""
+
+    trainium: Optional[_trainium.TrainiumJob] = None  # noqa: UP045
+
+    def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
+        if scheduler != "kubernetes" or self.trainium is None:
+            return dryrun_info
+        request = dryrun_info.request
+        # Plain data (the pod templates are the Kubernetes client's objects); the scheduler prints
+        # and submits plain data as it is.
+        rendered = _plain_data(request.resource)
+        try:
+            request.resource = self.trainium.admitted_job(
+                rendered, priority_class=rendered["spec"].get("priorityClassName")
+            )
+        except ValueError as error:
+            raise ComponentValidationException(str(error)) from None
+        return dryrun_info
+
+
 def trainium_ddp(
     *script_args: str,
     script: str,
     claim: str,
+    node_group: str,
+    uid: int,
     nnodes: int = 1,
     instance_type: str = _trainium.DEFAULT_INSTANCE_TYPE,
     name: str = "trainium-ddp",
@@ -51,6 +81,8 @@ def trainium_ddp(
         script_args: arguments to the script (after --); $(OUTPUT_DIR) and $(RUN_ID) are expanded in the pod
         script: the training script: a path in the image or under /data
         claim: the file system's claim in the namespace, fsx-<generation> (kubectl get pvc)
+        node_group: the team's node group to run on, of the instance type (teams[].node_groups)
+        uid: the team's uid, owner of its directory (teams[].uid, or derived from the team's name)
         nnodes: number of nodes (pods), each taking a whole node
         instance_type: the Trainium instance type of the nodes
         name: the job's name; TorchX appends a unique suffix
@@ -64,6 +96,8 @@ def trainium_ddp(
             script=script,
             script_args=script_args,
             claim=claim,
+            node_group=node_group,
+            uid=uid,
             nnodes=nnodes,
             instance_type=instance_type,
             image=image,
@@ -73,7 +107,8 @@ def trainium_ddp(
         )
     except ValueError as error:
         raise ComponentValidationException(str(error)) from None
-    role = specs.Role(
+    role = _TrainiumRole(
+        trainium=job,
         name="worker",
         image=job.image,
         entrypoint="python3",
@@ -87,7 +122,7 @@ def trainium_ddp(
             capabilities=job.node_selector,
         ),
         env=job.pod_environment(job_id=specs.macros.app_id, replica=specs.macros.replica_id),
-        max_retries=job.max_retries,
+        max_retries=job.volcano_max_retries,
         retry_policy=specs.RetryPolicy.APPLICATION,
         mounts=[
             specs.VolumeMount(src=mount.claim, dst_path=mount.path, read_only=mount.read_only)

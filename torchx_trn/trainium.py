@@ -1,7 +1,8 @@
 """What a distributed training job on this cluster's Trainium nodes needs, derived from the cluster's
 facts: the devices and EFA interfaces of the instance type and ``--nproc_per_node`` from the
 catalog, the instance-type label, the team's etcd Service, the file system's claims and where they
-mount, the EFA and Neuron runtime environment.
+mount, the EFA and Neuron runtime environment; and what the team admission policies
+(k8s_charts/tenant_admission.py) require of a team's Job and pods that TorchX does not render.
 
 Plain values only (no torchx import): torchx_trn/components.py turns them into a TorchX AppDef, and
 the tests read them directly. Every refusal is a ValueError of one line that names the argument.
@@ -9,9 +10,11 @@ the tests read them directly. Every refusal is a ValueError of one line that nam
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
@@ -25,11 +28,18 @@ from cluster_facts.kubernetes_names import (
     NEURON_CACHE_DIR,
     NEURON_RESOURCE,
     NEURON_TAINT_KEY,
+    NODE_GROUP_LABEL,
+    POD_USER_ENVIRONMENT,
+    ROOT_SQUASH_ID,
     RUNS_ROOT,
+    TRAINING_PRIORITY_CLASS,
     datasets_claim,
     file_system_claim,
 )
+from cluster_facts.metadata_proxy import proxy_environment
+from cluster_facts.neuron_stack import TRAINING_IMAGE
 from cluster_facts.script_files import script_body
+from cluster_facts.volcano_retries import volcano_max_retry
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -41,9 +51,9 @@ __all__ = [
     "trainium_job",
 ]
 
-# The cluster's default training image (config.workloads.DEFAULT_TRAINING_IMAGE; a test keeps the two
-# equal: this package may not import the configuration).
-DEFAULT_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+# The cluster's training image, from its one home (the Neuron table, which the configuration's
+# default and docker/Dockerfile follow).
+DEFAULT_IMAGE = TRAINING_IMAGE
 # The instance type of the default configuration's node group.
 DEFAULT_INSTANCE_TYPE = "trn1.32xlarge"
 # A short name resolves in the pod's own namespace: the job's team's etcd, which admits TorchX pods.
@@ -56,11 +66,6 @@ RENDEZVOUS_PROGRAM = script_body("torchx_trn", "rendezvous_attempt.py")
 # same name, which every pod of this job does.
 assert NEURON_TAINT_KEY == NEURON_RESOURCE, "the Trainium taint is tolerated only through the resource's name"
 
-# The pinned BERT script (and others) call the instance metadata service over plain HTTP with no
-# timeout, which hangs with the nodes' hop limit of 1; plain-HTTP requests go to a closed local port
-# instead (as in the cluster's own runs, k8s_charts/training_run.py; a test keeps them equal).
-_CLOSED_PROXY = "http://127.0.0.1:9"
-_NO_PROXY = "localhost,127.0.0.1,.svc,.cluster.local,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
 # The EFA and Neuron runtime settings of the cluster's own runs.
 FABRIC_ENVIRONMENT: Mapping[str, str] = {
     "CCOM_SOCKET_IFNAME": "eth0",
@@ -69,12 +74,12 @@ FABRIC_ENVIRONMENT: Mapping[str, str] = {
     "FI_EFA_FORK_SAFE": "1",
     "NEURON_RT_RESET_CORES": "1",
     "XLA_TRANSFER_SEED_ASYNC": "1",
-    "http_proxy": _CLOSED_PROXY,
-    "HTTP_PROXY": _CLOSED_PROXY,
-    "no_proxy": _NO_PROXY,
-    "NO_PROXY": _NO_PROXY,
 }
 _CACHESET = re.compile(r"[A-Za-z0-9_-]+")
+# A Kubernetes label value (the node group's name is the value of NODE_GROUP_LABEL on its nodes).
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+# The largest uid the configuration takes for a team (teams[].uid); 0 and the squashed id never are.
+_MAX_UID = 2**31 - 1
 _GENERATION = re.compile(r"[a-z0-9]+")
 _CLAIM_PREFIX = file_system_claim("")
 
@@ -96,10 +101,24 @@ class TrainiumJob:
     script_args: tuple[str, ...]
     image: str
     claim: str
+    node_group: str
+    """The team's node group its pods run on (the admission policy allows only the team's)."""
+    uid: int
+    """The team's uid and gid: they own the team's directory (k8s_charts/fsx_layout.py)."""
     cacheset: str | None
     """None: the job's own (its app id); a name reuses that cache set's compiled graphs."""
     max_retries: int
+    """Whole-gang restarts after a pod fails or is evicted: exactly this many, 0 for none."""
     environment: Mapping[str, str]
+
+    @property
+    def volcano_max_retries(self) -> int:
+        """The TorchX role's ``max_retries``. TorchX writes it as the Job's and each task's ``maxRetry``
+        and, only when above 0, adds the RestartJob policies. Volcano fails a Job when its retry count
+        reaches ``maxRetry`` (cluster_facts/volcano_retries.py), so N restarts need N + 1; with 0 the
+        job has no restart policy at all and its ``maxRetry`` (which Volcano's webhook makes 3) is
+        never consulted."""
+        return volcano_max_retry(self.max_retries) if self.max_retries > 0 else 0
 
     @property
     def node_selector(self) -> dict[str, str]:
@@ -153,6 +172,10 @@ class TrainiumJob:
         cacheset = self.cacheset or job_id
         return {
             **FABRIC_ENVIRONMENT,
+            # Instance-metadata calls fail at once, nothing else is proxied (as in the cluster's runs).
+            **proxy_environment(job=job_id),
+            # The team's uid (the pod's runAsUser) has no passwd entry in the image.
+            **POD_USER_ENVIRONMENT,
             "RUN_ID": job_id,
             "OUTPUT_DIR": f"{RUNS_ROOT}/{job_id}",
             # Never two running jobs on one cache directory: concurrent writers corrupt it.
@@ -160,12 +183,59 @@ class TrainiumJob:
             **self.environment,
         }
 
+    def admitted_job(self, job: Mapping[str, Any], *, priority_class: str | None) -> dict[str, Any]:
+        """TorchX's Volcano Job (plain data, as its scheduler renders it) with what the team admission
+        policies require and its Kubernetes scheduler (0.7.0) cannot render: the team's priority
+        class; in every pod, the team's node group beside the instance type, the team's uid and gid
+        from the start (non-root, no privilege escalation, no capability, the runtime's seccomp
+        profile), the data sets' claim read-only on the volume as well as on the mount, and no
+        service-account token (training never calls the Kubernetes API). ``priority_class`` is
+        what ``-cfg priority_class`` asked for, if anything: only the team's class is allowed.
+        """
+        if priority_class not in (None, TRAINING_PRIORITY_CLASS):
+            raise ValueError(
+                f"-cfg priority_class={priority_class}: a team's jobs run at priority class "
+                f"{TRAINING_PRIORITY_CLASS}, which the component sets; leave priority_class out"
+            )
+        admitted = copy.deepcopy(dict(job))
+        spec = admitted["spec"]
+        # Volcano gives the Job's class to every pod it creates (as the stack's runs do).
+        spec["priorityClassName"] = TRAINING_PRIORITY_CLASS
+        read_only = {mount.claim for mount in self.mounts if mount.read_only}
+        for task in spec["tasks"]:
+            pod = task["template"]["spec"]
+            pod["nodeSelector"] = {**pod.get("nodeSelector", {}), NODE_GROUP_LABEL: self.node_group}
+            pod["automountServiceAccountToken"] = False
+            pod["securityContext"] = {
+                **pod.get("securityContext", {}),
+                "runAsNonRoot": True,
+                "runAsUser": self.uid,
+                "runAsGroup": self.uid,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            }
+            for volume in pod.get("volumes", []):
+                claim = volume.get("persistentVolumeClaim")
+                if claim is not None and claim.get("claimName") in read_only:
+                    # The kubelet mounts a claim read-only only when the pod's volume says so
+                    # (kubernetes#69843); the mount's readOnly alone is TorchX's.
+                    claim["readOnly"] = True
+            for container in pod["containers"]:
+                container["securityContext"] = {
+                    **container.get("securityContext", {}),
+                    # Neuron devices and EFA need no capability (k8s_charts/training_run.py says why).
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                }
+        return admitted
+
 
 def trainium_job(
     *,
     script: str,
     script_args: tuple[str, ...],
     claim: str,
+    node_group: str,
+    uid: int,
     nnodes: int,
     instance_type: str,
     image: str,
@@ -195,6 +265,16 @@ def trainium_job(
             f"--claim {claim!r} is not the file system's claim: `kubectl -n <namespace> get pvc` "
             f"lists it as {_CLAIM_PREFIX}<generation> (the one without -datasets)"
         )
+    if not _LABEL_VALUE.fullmatch(node_group):
+        raise ValueError(
+            f"--node_group {node_group!r} is not a node group's name: one of the team's "
+            "(teams[].node_groups in the cluster's configuration; all trainium.node_groups when empty)"
+        )
+    if not 0 < uid <= _MAX_UID or uid == ROOT_SQUASH_ID:
+        raise ValueError(
+            f"--uid {uid} is not a team's uid: the one that owns the team's directory (teams[].uid in "
+            f"the cluster's configuration, or derived from the team's name), never 0 or {ROOT_SQUASH_ID}"
+        )
     if cacheset is not None and not _CACHESET.fullmatch(cacheset):
         raise ValueError(f"--cacheset {cacheset!r} may hold only letters, digits, '-' and '_'")
     return TrainiumJob(
@@ -204,6 +284,8 @@ def trainium_job(
         script_args=script_args,
         image=image,
         claim=claim,
+        node_group=node_group,
+        uid=uid,
         cacheset=cacheset,
         max_retries=max_retries,
         environment=dict(environment),

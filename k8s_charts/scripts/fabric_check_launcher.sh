@@ -5,8 +5,9 @@
 # The last line of the log is the verdict; it is also the container's termination message, and
 # the exit status (0 PASS, non-zero FAIL) becomes the pod's and so the Volcano Job's result.
 #
-# Arguments: $1 the text of k8s_charts/scripts/fabric_verdict.py, $2 that of fabric_taint.py,
-#            both run with python3 -c.
+# Arguments: $1 the text of k8s_charts/scripts/fabric_verdict.py (run with python3 -c), $2 that
+#            of fabric_taint.py and $3 that of kube_api.py (the API client it imports), written
+#            into one temporary directory and run from there.
 # Environment:
 #   NODES, CORES_PER_NODE      nodes in the check and NeuronCores (ranks) per node.
 #   VC_WORKER_HOSTS            comma-separated worker host names, from Volcano's svc plugin.
@@ -24,6 +25,7 @@
 set -u
 verdict_program=$1
 taint_program=${2:-}
+api_client=${3:-}
 termination_log=${TERMINATION_LOG:-/dev/termination-log}
 
 fail() {
@@ -89,7 +91,10 @@ fi
 # A failed check whose verdict implicates the nodes takes them out of training (fabric_taint.py
 # decides, and prints "tainted nodes: ..." last); the verdict, with what was tainted, stays last.
 line=${output##*$'\n'}
-taint_output=$(python3 -c "$taint_program" --verdict "$line" --namespace "$POD_NAMESPACE" \
+programs=$(mktemp -d)
+printf '%s\n' "$taint_program" >"$programs/fabric_taint.py"
+printf '%s\n' "$api_client" >"$programs/kube_api.py"
+taint_output=$(python3 "$programs/fabric_taint.py" --verdict "$line" --namespace "$POD_NAMESPACE" \
   --pods "$WORKER_PODS" --taint "$TAINT" 2>&1)
 printf '%s\n' "$taint_output"
 tainted=${taint_output##*tainted nodes: }

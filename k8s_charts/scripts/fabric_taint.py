@@ -1,7 +1,8 @@
 """Taint the nodes of a failed fabric check out of training.
 
 Runs inside the fabric check's launcher pod after the verdict (k8s_charts/scripts/fabric_check_launcher.sh
-passes this file's text to ``python3 -c``), with the standard library only, on Python 3.11+.
+writes this file and kube_api.py, the platform programs' API client, into one directory and runs
+it), with the standard library only, on Python 3.11+.
 
 Only a verdict that implicates the nodes taints them: collectives over TCP, EFA below the
 threshold, or an nccom-test run that did not complete (a rank or node never joined or died). An
@@ -22,14 +23,11 @@ status 0 when every implicated node carries the taint (or none is implicated), 1
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import ssl
 import sys
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Sequence
-from typing import Any
+
+from kube_api import Api, ApiError, in_cluster
 
 __all__ = ["NODE_FAULTS", "implicates_nodes", "main", "parse_taint"]
 
@@ -40,10 +38,6 @@ NODE_FAULTS = (
     "bandwidth below threshold over EFA",
     "nccom-test did not complete",
 )
-# In the pod: the API server's in-cluster name and the mounted token. Tests point both elsewhere.
-_SERVER = os.environ.get("KUBERNETES_API_URL", "https://kubernetes.default.svc")
-_SERVICE_ACCOUNT = os.environ.get("SERVICE_ACCOUNT_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
-_TIMEOUT_SECONDS = 30
 
 
 def implicates_nodes(verdict_line: str) -> bool:
@@ -63,27 +57,11 @@ def parse_taint(text: str) -> dict[str, str]:
     return {"key": key, "value": value, "effect": effect}
 
 
-class _Api:
-    def __init__(self, *, server: str, token: str, ca_file: str | None) -> None:
-        self.server = server.rstrip("/")
-        self.token = token
-        self.context = ssl.create_default_context(cafile=ca_file) if server.startswith("https:") else None
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.server + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", content_type)
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self.context) as response:
-            return json.load(response)
-
-
-def _taint_node(api: _Api, node: str, taint: dict[str, str]) -> str:
+def _taint_node(api: Api, node: str, taint: dict[str, str]) -> str:
     """Add ``taint`` to ``node``; what was done, in a few words."""
+    path = f"/api/v1/nodes/{urllib.parse.quote(node)}"
     for _ in range(3):
-        current = api.call("GET", f"/api/v1/nodes/{node}")
+        current = api.get(path)
         taints = current.get("spec", {}).get("taints") or []
         if any(existing.get("key") == taint["key"] for existing in taints):
             return "already tainted"
@@ -98,9 +76,9 @@ def _taint_node(api: _Api, node: str, taint: dict[str, str]) -> str:
             else {"op": "add", "path": "/spec/taints", "value": [taint]},
         ]
         try:
-            api.call("PATCH", f"/api/v1/nodes/{node}", patch, content_type="application/json-patch+json")
-        except urllib.error.HTTPError as error:
-            if error.code in (409, 422):  # the node changed since it was read: read it again
+            api.json_patch(path, patch)
+        except ApiError as error:
+            if error.status in (409, 422):  # the node changed since it was read: read it again
                 continue
             raise
         return "tainted"
@@ -115,9 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--namespace", required=True, help="the namespace of the check's pods")
     parser.add_argument("--pods", required=True, help="comma-separated worker pod names")
     parser.add_argument("--taint", required=True, help="key=value:Effect")
-    parser.add_argument("--server", default=_SERVER, help="the API server")
-    parser.add_argument("--token-file", default=f"{_SERVICE_ACCOUNT}/token")
-    parser.add_argument("--ca-file", default=f"{_SERVICE_ACCOUNT}/ca.crt")
+    # Default: the pod's own (kube_api.in_cluster).
+    parser.add_argument("--server", help="the API server")
+    parser.add_argument("--token-file")
+    parser.add_argument("--ca-file")
     return parser
 
 
@@ -128,21 +107,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not implicates_nodes(arguments.verdict):
         print("no node tainted: the verdict does not implicate the nodes")
         return 0
-    try:
-        with open(arguments.token_file, encoding="utf-8") as handle:
-            token = handle.read().strip()
-    except OSError as error:
-        print(f"no node tainted: no service-account token ({error})")
-        return 1
-    api = _Api(server=arguments.server, token=token, ca_file=arguments.ca_file)
+    own = in_cluster()
+    api = Api(
+        server=arguments.server or own.server,
+        token_file=arguments.token_file or own.token_file,
+        ca_file=arguments.ca_file or own.ca_file,
+    )
     nodes: list[str] = []
     failed = False
     for pod in filter(None, arguments.pods.split(",")):
         try:
-            node = api.call("GET", f"/api/v1/namespaces/{arguments.namespace}/pods/{pod}")["spec"].get(
-                "nodeName"
-            )
-        except (OSError, ValueError, KeyError) as error:
+            node = api.get(f"/api/v1/namespaces/{arguments.namespace}/pods/{pod}")["spec"].get("nodeName")
+        except (ApiError, KeyError) as error:
             print(f"cannot find the node of pod {pod}: {error}")
             failed = True
             continue
@@ -153,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             print(f"node {node}: {_taint_node(api, node, taint)} {label}")
             tainted.append(node)
-        except (OSError, ValueError, KeyError, RuntimeError) as error:
+        except (ApiError, KeyError, RuntimeError) as error:
             print(f"node {node}: NOT tainted: {error}")
             failed = True
     # The launcher reads this line (the last) into the verdict it repeats.

@@ -11,11 +11,23 @@
 # its one capability: it modifies only directories root owns.
 #
 # Arguments: the teams, as <name>:<uid> (the gid is the uid).
-# Environment: DATA_MOUNT (the whole file system), TEAMS_DIR, DATASETS_DIR.
+# The data sets' directory belongs to the platform's uid (DATASETS_OWNER, gid the same, mode 755),
+# which the staging Jobs run as: handed over whole, once, like a team's (root staged before).
+#
+# Environment: DATA_MOUNT (the whole file system), TEAMS_DIR, DATASETS_DIR, DATASETS_OWNER.
 set -eu
 umask 022
 mkdir -p "$DATA_MOUNT/$DATASETS_DIR" "$DATA_MOUNT/$TEAMS_DIR"
-echo "$DATA_MOUNT/$DATASETS_DIR: ready"
+# Every team's pods mount it read-only (as their own uid): readable and searchable by all, writable
+# by the platform's uid alone, which stages the data sets (never root, never a team).
+datasets="$DATA_MOUNT/$DATASETS_DIR"
+owner=$(stat -c %u:%g "$datasets")
+if [ "$owner" != "$DATASETS_OWNER:$DATASETS_OWNER" ]; then
+  chmod 755 "$datasets"
+  chown -R "$DATASETS_OWNER:$DATASETS_OWNER" "$datasets"
+  echo "$datasets: handed from $owner to $DATASETS_OWNER:$DATASETS_OWNER"
+fi
+echo "$datasets: ready, owned by $(stat -c %u:%g "$datasets") mode $(stat -c %a "$datasets")"
 for entry in "$@"; do
   team=${entry%%:*}
   id=${entry#*:}

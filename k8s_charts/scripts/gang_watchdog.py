@@ -22,7 +22,9 @@ ConfigMap), with the standard library only, on Python 3.11+. Each pass:
    project's training pods take a whole node), cordons every usable idle node older than the
    threshold: a node of a listed group, matching a signature pod's nodeSelector and required node
    affinity, tolerating nothing the pod does not, with room for the pod, Ready, schedulable, running
-   no pod but DaemonSet and mirror pods. The cordon (``spec.unschedulable``) comes with the
+   no pod but DaemonSet and mirror pods, and of a group the gang's namespace may use (``--team
+   <namespace>=<groups>``: a team's pods can select another team's group only if admission
+   failed, and a gang that can never fit must not churn another team's warm nodes). The cordon (``spec.unschedulable``) comes with the
    annotation ``--annotation`` = ``<namespace>/<podgroup>``, so a node a person cordoned (no such
    annotation) is never touched;
 4. lifts its own cordon (both fields) when no gang that wants nodes can use the node any more (the
@@ -35,32 +37,27 @@ Every write is a merge patch carrying the node's resourceVersion (a concurrent c
 the next pass reads again). One line per decision on stdout. An API error ends the pass, is logged,
 and the next pass retries; ``--once`` runs one pass and exits 0, or 1 when the pass met an error.
 
-The API server: ``KUBERNETES_SERVICE_HOST``/``_PORT`` in the pod; ``GANG_WATCHDOG_API_URL``,
-``GANG_WATCHDOG_TOKEN_FILE`` and ``GANG_WATCHDOG_CA_FILE`` override the address, the
-service-account token and CA (tests point them at a stand-in on loopback).
+The API server is reached through ``kube_api`` (k8s_charts/scripts/kube_api.py, in the same
+ConfigMap): the pod's service account, or the ``KUBE_API_*`` overrides tests point at loopback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import ssl
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kube_api import Api, ApiError, in_cluster
+from stuck_runs import GuardSettings, guard_pass
+
 __all__ = ["main", "parse_quantity", "run_pass"]
 
-_SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-_TIMEOUT_SECONDS = 30
 # Volcano's job controller names a pod's PodGroup in this annotation (volcano v1.15.1
 # staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/labels.go, KubeGroupNameAnnotationKey).
 _GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -71,50 +68,6 @@ _SIGNATURE_REASON = "Schedulable"
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
 
 Obj = Mapping[str, Any]
-
-
-class ApiError(Exception):
-    """A request to the API server failed."""
-
-
-# --- The API --------------------------------------------------------------------------------------
-
-
-class Api:
-    def __init__(self, *, server: str, token: str, ca_file: str | None) -> None:
-        self.server = server.rstrip("/")
-        self.token = token
-        self.context = (
-            ssl.create_default_context(cafile=ca_file) if self.server.startswith("https:") else None
-        )
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.server + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self.context) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            detail = error.read(300).decode("utf-8", "replace").strip()
-            raise ApiError(f"{method} {path}: HTTP {error.code} {detail}") from None
-        except (OSError, ValueError) as error:
-            raise ApiError(f"{method} {path}: {error}") from None
-
-    def items(self, path: str, **query: str) -> list[dict[str, Any]]:
-        """Every item of a list, following ``continue`` tokens."""
-        found: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            parameters = {**query, "limit": "500", **({"continue": token} if token else {})}
-            answer = self.call("GET", f"{path}?{urllib.parse.urlencode(parameters)}")
-            found.extend(answer.get("items") or [])
-            token = (answer.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return found
 
 
 # --- Reading objects ------------------------------------------------------------------------------
@@ -345,6 +298,13 @@ class Settings:
     node_group_label: str
     annotation: str
     threshold_seconds: float
+    team_node_groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Namespace -> the node groups its gangs may use; a namespace not listed may use none."""
+
+    def may_use(self, gang: Gang, node: Node) -> bool:
+        """The gang's namespace owns the node's group."""
+        group = ((node.obj.get("metadata") or {}).get("labels") or {}).get(self.node_group_label)
+        return group in self.team_node_groups.get(gang.namespace, frozenset())
 
 
 def _usable(node: Node, pod: Obj) -> bool:
@@ -429,13 +389,15 @@ class _Pass:
     def idle(node: Node) -> bool:
         return node.ready and not node.busy_with
 
+    def serves(self, node: Node, gang: Gang, pods: Sequence[Obj] | None = None) -> bool:
+        """A waiting pod of the gang (of ``pods``) could use the node, and its team may."""
+        return self.settings.may_use(gang, node) and any(
+            _usable(node, pod) for pod in (gang.pods if pods is None else pods)
+        )
+
     def free_for(self, gang: Gang) -> list[Node]:
         """Idle, schedulable nodes that a waiting pod of the gang could use."""
-        return [
-            n
-            for n in self.nodes
-            if not n.cordoned and self.idle(n) and any(_usable(n, pod) for pod in gang.pods)
-        ]
+        return [n for n in self.nodes if not n.cordoned and self.idle(n) and self.serves(n, gang)]
 
     def ours_for(self, gang: Gang) -> list[Node]:
         """Idle nodes this watchdog cordoned that a waiting pod of the gang could use."""
@@ -445,7 +407,7 @@ class _Pass:
             if n.cordoned
             and n.owner(self.settings.annotation) is not None
             and self.idle(n)
-            and any(_usable(n, pod) for pod in gang.pods)
+            and self.serves(n, gang)
         ]
 
     def patch(self, node: Node, owner: str | None, message: str) -> None:
@@ -467,7 +429,7 @@ class _Pass:
                 f"node {node.name}: uncordoned by someone else; removing the mark for gang {owner}",
             )
             return
-        wanting = [gang for gang in self.waiting if any(_usable(node, pod) for pod in gang.pods)]
+        wanting = [gang for gang in self.waiting if self.serves(node, gang)]
         if not wanting:
             self.patch(
                 node,
@@ -511,7 +473,7 @@ class _Pass:
                 f"{gang.min_member} pods: not a missing-node stall, nothing cordoned"
             )
             return
-        candidates = [n for n in free if any(_usable(n, pod) for pod in signature)]
+        candidates = [n for n in free if self.serves(n, gang, signature)]
         if not candidates:
             self.log(
                 f"gang {gang.key}: stalled {_minutes(stalled_for)}; no idle node of its groups to cordon"
@@ -530,8 +492,16 @@ class _Pass:
             )
 
 
-def run_pass(api: Api, settings: Settings, *, now: datetime, log: Callable[[str], object] = print) -> bool:
-    """One pass; False when an API call failed (logged; the next pass starts afresh)."""
+def run_pass(
+    api: Api,
+    settings: Settings,
+    *,
+    now: datetime,
+    log: Callable[[str], object] = print,
+    guard: GuardSettings | None = None,
+) -> bool:
+    """One pass; False when an API call failed (logged; the next pass starts afresh). With ``guard``,
+    the runs that hold Trainium nodes without progressing are judged next (stuck_runs.py)."""
     try:
         selector = f"{settings.node_group_label} in ({','.join(settings.node_groups)})"
         node_objects = api.items("/api/v1/nodes", labelSelector=selector)
@@ -563,6 +533,9 @@ def run_pass(api: Api, settings: Settings, *, now: datetime, log: Callable[[str]
     for gang in work.waiting:
         if gang.stalled_since is not None:
             work.cordon_for(gang, gang.stalled_since)
+    if guard is not None:
+        guarded = guard_pass(api, guard, pods=pods, trainium_nodes=[n.name for n in nodes], now=now, log=log)
+        work.ok = work.ok and guarded
     return work.ok
 
 
@@ -573,6 +546,13 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(part for part in (item.strip() for item in text.split(",")) if part)
 
 
+def _team(text: str) -> tuple[str, frozenset[str]]:
+    namespace, _, groups = text.partition("=")
+    if not namespace.strip() or not _split(groups):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE=GROUP[,GROUP...]")
+    return namespace.strip(), frozenset(_split(groups))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gang_watchdog", description="Cordon idle nodes that stall a partly placeable Volcano gang."
@@ -581,25 +561,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--node-groups", required=True, type=_split, help="comma-separated Trainium node groups"
     )
+    parser.add_argument(
+        "--team",
+        action="append",
+        default=[],
+        type=_team,
+        metavar="NAMESPACE=GROUPS",
+        help="a team namespace and the comma-separated node groups its gangs may use (repeated)",
+    )
     parser.add_argument("--node-group-label", required=True, help="the node label naming a node's group")
     parser.add_argument(
         "--annotation", required=True, help="the node annotation that marks this watchdog's cordon"
     )
     parser.add_argument("--threshold-minutes", required=True, type=float)
     parser.add_argument("--interval-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--stuck-minutes",
+        type=float,
+        help="end the runs on Trainium nodes that have not progressed for this long (stuck_runs.py)",
+    )
+    parser.add_argument(
+        "--stuck-annotation", default="", help="the Job annotation that sets a run's own limit, in minutes"
+    )
     parser.add_argument("--once", action="store_true", help="one pass; exit 1 if it met an API error")
     return parser
-
-
-def _server() -> str:
-    override = os.environ.get("GANG_WATCHDOG_API_URL")
-    if override:
-        return override
-    host = os.environ.get("KUBERNETES_SERVICE_HOST")
-    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    if not host:
-        return "https://kubernetes.default.svc"
-    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -607,31 +592,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not arguments.namespaces or not arguments.node_groups or arguments.threshold_minutes <= 0:
         print("error: --namespaces and --node-groups must name something, --threshold-minutes be positive")
         return 2
+    unowned = sorted(set(arguments.namespaces) - {namespace for namespace, _ in arguments.team})
+    if unowned:
+        print(f"error: no --team names the node groups of {', '.join(unowned)}")
+        return 2
     settings = Settings(
         namespaces=arguments.namespaces,
         node_groups=arguments.node_groups,
         node_group_label=arguments.node_group_label,
         annotation=arguments.annotation,
         threshold_seconds=arguments.threshold_minutes * 60,
+        team_node_groups=dict(arguments.team),
     )
-    token_file = os.environ.get("GANG_WATCHDOG_TOKEN_FILE", f"{_SERVICE_ACCOUNT}/token")
-    ca_file = os.environ.get("GANG_WATCHDOG_CA_FILE", f"{_SERVICE_ACCOUNT}/ca.crt")
+    guard = None
+    if arguments.stuck_minutes is not None:
+        if arguments.stuck_minutes <= 0 or not arguments.stuck_annotation:
+            print("error: --stuck-minutes must be positive and come with --stuck-annotation")
+            return 2
+        guard = GuardSettings(
+            namespaces=settings.namespaces,
+            threshold_seconds=arguments.stuck_minutes * 60,
+            annotation=arguments.stuck_annotation,
+            component="gang-watchdog",
+        )
+    api = in_cluster()
     if not arguments.once:
         print(
             f"gang watchdog: namespaces {','.join(settings.namespaces)}, node groups {','.join(settings.node_groups)}, "
-            f"threshold {arguments.threshold_minutes:g}m, a pass every {arguments.interval_seconds:g}s",
+            f"threshold {arguments.threshold_minutes:g}m, a pass every {arguments.interval_seconds:g}s, "
+            + (
+                f"runs that make no progress for {arguments.stuck_minutes:g}m are ended"
+                if guard is not None
+                else "stuck runs not judged"
+            ),
             flush=True,
         )
     while True:
         try:
-            # Read every pass: the kubelet rotates the projected token.
-            with open(token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
-            api = Api(server=_server(), token=token, ca_file=ca_file)
-            ok = run_pass(api, settings, now=datetime.now(UTC), log=lambda line: print(line, flush=True))
-        except (OSError, ssl.SSLError) as error:
-            print(f"error: cannot reach the API server ({error}); retrying next pass", flush=True)
-            ok = False
+            ok = run_pass(
+                api, settings, now=datetime.now(UTC), log=lambda line: print(line, flush=True), guard=guard
+            )
         except (ValueError, KeyError, TypeError) as error:
             # An object this program cannot read: nothing is changed on its account.
             print(f"error: unreadable object in the API's answer ({error!r}); retrying next pass", flush=True)

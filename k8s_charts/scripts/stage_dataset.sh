@@ -28,7 +28,8 @@ finish() {
   status=$?
   if [ -n "$heartbeat_pid" ]; then kill "$heartbeat_pid" 2>/dev/null || true; fi
   if [ "$status" -ne 0 ]; then
-    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $DATASET_NAME: $reason (exit $status)" >> "$failures"
+    # Where the record cannot be written (the layout has not handed the directory over), the log says it.
+    { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $DATASET_NAME: $reason (exit $status)" >> "$failures"; } 2>/dev/null || true
     echo "staging $DATASET_NAME failed: $reason" >&2
   fi
 }
@@ -39,6 +40,20 @@ if [ -e "$MARKER" ] && [ "$(head -n 1 "$MARKER")" = "$STAGED_VERSION" ]; then
   echo "$DATASET_NAME: already staged in $DATASET_DIR"
   exit 0
 fi
+# This Job runs as the platform's uid, never root; the layout Job hands /datasets to it (once,
+# recursively, from root on a file system staged before). Until it has, wait: a failed attempt
+# would count against the data set.
+versions=$(dirname "$MARKER")
+waited=0
+until mkdir -p "$versions" 2>/dev/null && [ -w "$versions" ]; do
+  if [ "$waited" -ge "${LAYOUT_WAIT_SECONDS:-1800}" ]; then
+    reason="$versions is not writable by uid $(id -u) after ${waited}s: has the fsx-layout Job run?"
+    exit 1
+  fi
+  echo "waiting for the fsx-layout Job to hand $versions to uid $(id -u)"
+  sleep 10
+  waited=$((waited + 10))
+done
 # A marker without this version's line (an older release's empty marker) vouches for nothing.
 rm -f "$MARKER"
 mkdir -p "$(dirname "$MARKER")"
@@ -74,7 +89,8 @@ if [ -n "${ARCHIVE_URL:-}" ]; then
   mkfifo "$fifo"
   sha256sum < "$fifo" > "$sums" &
   sum_pid=$!
-  # -o: keep the files owned by this user; the archive's owners mean nothing here. In the
+  # -o: keep the files owned by this user (the platform's uid: no file can come out root's, setuid
+  # root or a device, whatever the archive says); the archive's owners mean nothing here. In the
   # background: the shell runs its TERM trap (a deadline, a deletion) only between commands, and
   # `wait` is the one that a signal interrupts.
   wget -q -O - "$ARCHIVE_URL" | tee "$fifo" | tar -x -o -f - -C "$DATASET_DIR" &
@@ -93,7 +109,7 @@ while [ "$#" -ge 3 ]; do
   fetch "$1" "$2" "$3"
   shift 3
 done
-# Readable by every team's uid whatever modes the archive carried; written by nobody but root here.
+# Readable by every team's uid whatever modes the archive carried; written by nobody but this uid.
 reason="cannot make $DATASET_DIR readable"
 chmod -R a+rX,go-w "$DATASET_DIR"
 reason="cannot write $MARKER"

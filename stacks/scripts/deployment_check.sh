@@ -20,6 +20,9 @@
 #   FABRIC_CHECK_NAMESPACE   where the checks run; FABRIC_CHECK_SKIPPED "job: reason" lines
 #   FABRIC_CHECK_WAIT_SECONDS   how long one check may take to end (nodes, then the pods' deadline)
 #   FABRIC_CHECK_POLL_SECONDS   (optional) how often to look, 30 by default
+#   CANARY                   true: run the canary (make canary) before the fabric checks
+#   CANARY_SOURCE            the pipeline's checkout (a folder beside the synth output)
+#   CANARY_CONFIG            the stage's environment file, relative to the checkout
 set -euo pipefail
 echo "Deployment check of ${STAGE}: ${EXPECTED_CLUSTER_NAME} in ${TARGET_ACCOUNT} ${TARGET_REGION}"
 
@@ -159,7 +162,30 @@ while true; do
   sleep 30
 done
 
-# 7. The fabric check of each group (fabric_check.pipeline): collectives over EFA at EFA speed. Its
+# 7. The canary (the pipeline file's waves[].environments[].canary): a run of the first team through
+# every stage, from scale-up to scale-down (docs/health.md). make installs the project's Python
+# environment from the hashed lock, then runs the canary with the stage's environment file. Its
+# kubeconfig signs each token by assuming the check role afresh with CodeBuild's own credentials:
+# the session assumed above is a role chain, which lasts at most an hour, and the canary may run
+# longer; so the exported session is left out of the canary's environment.
+if [ "${CANARY:-false}" = true ]; then
+  kubeconfig="${PWD}/canary-kubeconfig"
+  aws eks update-kubeconfig --name "${CLUSTER_NAME}" --role-arn "${CHECK_ROLE_ARN}" \
+    --kubeconfig "${kubeconfig}" >/dev/null
+  echo "Canary of ${STAGE}: make canary CONFIG=${CANARY_CONFIG}"
+  status=0
+  env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN KUBECONFIG="${kubeconfig}" \
+    make -C "${CANARY_SOURCE}" canary CONFIG="${CANARY_CONFIG}" 2>&1 | tee canary.log || status=$?
+  if [ "${status}" -ne 0 ]; then
+    echo "FAIL: $(grep -m 1 '^CANARY FAIL at ' canary.log || echo "the canary did not run: $(tail -n 1 canary.log)")"
+    exit 1
+  fi
+  echo "ok: the canary passed every stage"
+else
+  echo "Canary not run (waves[].environments[].canary is false for ${STAGE})"
+fi
+
+# 8. The fabric check of each group (fabric_check.pipeline): collectives over EFA at EFA speed. Its
 # pending pods make the autoscaler bring the group's nodes; once the job ends they go again.
 if [ "${FABRIC_CHECK:-false}" != true ]; then
   echo "Fabric check not run (fabric_check.pipeline is false; make fabric-check prints how to run it)"

@@ -31,6 +31,7 @@ CLUSTER_SCOPED = {
     "ClusterRoleBinding",
     "Namespace",
     "PersistentVolume",
+    "PriorityClass",
     "Queue",
     "StorageClass",
     "ValidatingAdmissionPolicy",
@@ -82,7 +83,29 @@ EXPECTED_NAMES = {
         ("ServiceAccount", "kube-system", "neuron-device-plugin"),
     ],
     "efa-device-plugin": [("DaemonSet", "kube-system", "aws-efa-k8s-device-plugin")],
+    "node-check-admission": [
+        ("ValidatingAdmissionPolicy", None, "node-check"),
+        ("ValidatingAdmissionPolicyBinding", None, "node-check"),
+    ],
+    "node-check": [
+        ("ClusterRole", None, "node-check"),
+        ("ClusterRoleBinding", None, "node-check"),
+        ("ConfigMap", "kube-system", "node-check"),
+        ("DaemonSet", "kube-system", "node-check"),
+        ("NetworkPolicy", "kube-system", "node-check"),
+        ("Role", "kube-system", "node-check"),
+        ("RoleBinding", "kube-system", "node-check"),
+        ("ServiceAccount", "kube-system", "node-check"),
+    ],
     "volcano-namespace": [("Namespace", None, "volcano-system")],
+    "volcano-network": [
+        ("NetworkPolicy", "volcano-system", "default-deny"),
+        ("NetworkPolicy", "volcano-system", "volcano-admission"),
+        ("NetworkPolicy", "volcano-system", "volcano-admission-init"),
+        ("NetworkPolicy", "volcano-system", "volcano-controllers"),
+        ("NetworkPolicy", "volcano-system", "volcano-scheduler"),
+    ],
+    "cluster-autoscaler-network": [("NetworkPolicy", "kube-system", "cluster-autoscaler")],
     "volcano-job-pod-admission": [
         ("ValidatingAdmissionPolicy", None, "trainium-volcano-job-pods"),
         ("ValidatingAdmissionPolicyBinding", None, "trainium-volcano-job-pods"),
@@ -107,10 +130,23 @@ EXPECTED_NAMES = {
         ("Namespace", None, "trainium-system"),
         ("NetworkPolicy", "trainium-system", "default-deny"),
     ],
+    "priority-classes": [
+        ("PriorityClass", None, "trainium-platform"),
+        ("PriorityClass", None, "trainium-training"),
+    ],
+    "team-admission": [
+        ("ValidatingAdmissionPolicy", None, "trainium-team-pods"),
+        ("ValidatingAdmissionPolicy", None, "trainium-team-volcano-jobs"),
+        ("ValidatingAdmissionPolicyBinding", None, "trainium-team-pods"),
+        ("ValidatingAdmissionPolicyBinding", None, "trainium-team-volcano-jobs"),
+    ],
     "training-namespace": [
+        ("LimitRange", "training", "team-defaults"),
         ("Namespace", None, "training"),
         ("NetworkPolicy", "training", "default-deny"),
         ("NetworkPolicy", "training", "volcano-job-pods"),
+        ("ResourceQuota", "training", "no-critical-priority"),
+        ("ResourceQuota", "training", "team-quota"),
         ("Role", "training", "trainium-team-member"),
         ("RoleBinding", "training", "trainium-team-member"),
     ],
@@ -125,7 +161,6 @@ EXPECTED_NAMES = {
     ],
     "run-bert-large": [("Job", "training", r"bert-large-[0-9a-f]{8}")],
     "tensorboard": [
-        ("ConfigMap", "trainium-system", "tensorboard"),
         ("Deployment", "trainium-system", "tensorboard"),
         ("NetworkPolicy", "trainium-system", "tensorboard"),
         ("Service", "trainium-system", "tensorboard"),
@@ -133,7 +168,9 @@ EXPECTED_NAMES = {
     # The gang watchdog's leash (applied first), then the watchdog: a Role in each team namespace.
     "gang-watchdog-admission": [
         ("ValidatingAdmissionPolicy", None, "gang-watchdog"),
+        ("ValidatingAdmissionPolicy", None, "gang-watchdog-runs"),
         ("ValidatingAdmissionPolicyBinding", None, "gang-watchdog"),
+        ("ValidatingAdmissionPolicyBinding", None, "gang-watchdog-runs"),
     ],
     "gang-watchdog": [
         ("ClusterRole", None, "gang-watchdog"),

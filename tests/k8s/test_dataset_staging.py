@@ -14,12 +14,15 @@ import stat
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cluster_facts.kubernetes_names import PLATFORM_PRIORITY_CLASS, PLATFORM_UID
 from k8s_charts.dataset_staging import (
     DEFAULT_IMAGE,
     STAGING_ATTEMPTS,
@@ -80,8 +83,19 @@ def test_a_data_set_version_is_one_job_named_after_its_identity() -> None:
     assert job["metadata"]["name"] == staging_job_name(
         DATASET, namespace="training", claim_name="fsx-abc123", root_zones=ROOT_ZONES
     )
-    assert DATASET.directory == f"/data/datasets/corpus/{DATASET.identity}"
+    assert DATASET.directory == f"/datasets/corpus/{DATASET.identity}"
     assert DATASET.marker == f"{DATASET.directory}.staged"
+
+
+def test_the_job_mounts_only_the_data_sets_at_the_path_runs_see_them() -> None:
+    """The file system's /datasets, by sub-path, at /datasets: what a team's pods mount read-only
+    there (k8s_charts/fsx_storage.py), and no team's directory."""
+    job = only(staging(), "Job")
+    assert container(job)["volumeMounts"] == [
+        {"mountPath": "/datasets", "name": "data", "subPath": "datasets"}
+    ]
+    [volume] = pod_spec(job)["volumes"]
+    assert volume == {"name": "data", "persistentVolumeClaim": {"claimName": "fsx-abc123"}}
 
 
 @pytest.mark.parametrize(
@@ -115,12 +129,18 @@ def test_the_job_retries_a_few_times_and_is_bounded_in_time() -> None:
     assert "ttlSecondsAfterFinished" not in spec  # the finished Job stays as the record
 
 
-def test_the_pod_runs_as_a_locked_down_root_writer_with_no_token() -> None:
+def test_the_pod_runs_locked_down_as_the_platforms_uid_never_root_with_no_token() -> None:
     job = only(staging(), "Job")
     spec = pod_spec(job)
     assert spec["restartPolicy"] == "Never"
     assert spec["automountServiceAccountToken"] is False
-    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert spec["securityContext"] == {
+        "runAsGroup": PLATFORM_UID,
+        "runAsNonRoot": True,
+        "runAsUser": PLATFORM_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert spec["priorityClassName"] == PLATFORM_PRIORITY_CLASS
     assert container(job)["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -188,9 +208,10 @@ else:
 """
 
 
-def moved_path(value: str, data: Path) -> str:
-    """A /data path under ``data``; anything else (a URL, a checksum) as it is."""
-    return str(data) + value.removeprefix("/data") if value.startswith("/data/") else value
+def moved_path(value: str, data: Path, mount_path: str) -> str:
+    """A path under the pod's ``mount_path``, moved under ``data``; anything else (a URL, a checksum)
+    as it is."""
+    return str(data) + value.removeprefix(mount_path) if value.startswith(f"{mount_path}/") else value
 
 
 def tarball(files: dict[str, bytes], *, mode: int = 0o644) -> bytes:
@@ -220,13 +241,15 @@ class Staging:
         (self.server / "train.py").write_bytes(SCRIPT_TEXT)
         self.dataset = dataset
         job_container = container(only(staging(dataset), "Job"))
+        [mount] = job_container["volumeMounts"]
+        mount_path = mount["mountPath"]
         moved = {
             **job_container,
             "env": [
-                {**variable, "value": moved_path(variable["value"], self.data)}
+                {**variable, "value": moved_path(variable["value"], self.data, mount_path)}
                 for variable in job_container["env"]
             ],
-            "args": [moved_path(argument, self.data) for argument in job_container["args"]],
+            "args": [moved_path(argument, self.data, mount_path) for argument in job_container["args"]],
         }
         self.env = container_environment(moved) | {
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -276,6 +299,56 @@ def test_a_first_run_stages_everything_and_marks_it_last(tmp_path: Path) -> None
     assert (stage.directory / "train.py").read_bytes() == SCRIPT_TEXT
     assert stage.marker.exists() and stage.failures() == []
     assert sorted(path.name for path in stage.directory.iterdir()) == ["seqlen128", "train.py"]
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+needs_setpriv = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access(SYSTEM_PYTHON, os.X_OK),
+    reason="running as another uid needs root, setpriv and a system python3",
+)
+
+
+def as_platform_uid(stage: Staging) -> None:
+    """Run the script as the Job does: the platform's uid and gid, no other group."""
+    uid = str(PLATFORM_UID)
+    stage.command = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *stage.command]
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A directory the platform's uid can reach (pytest's own are private to their user)."""
+    path = Path(tempfile.mkdtemp(prefix="staging-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.mark.process
+@needs_tools
+@needs_setpriv
+def test_staging_as_the_platforms_uid_waits_for_the_layout_then_owns_what_it_unpacks(open_tmp: Path) -> None:
+    stage = Staging(open_tmp)
+    for path in (stage.server, stage.log.parent / "bin"):
+        path.chmod(0o755)
+    stage.log.write_text("")
+    stage.log.chmod(0o666)
+    # The test's own Python lives under root's home; the stand-in wget needs one this uid can run.
+    (stage.log.parent / "bin" / "wget").write_text(FAKE_WGET.format(python=SYSTEM_PYTHON))
+    # The Job mounts the file system's /datasets itself (stage.data stands in for it): root's, as
+    # before the layout hands it over.
+    datasets = stage.data
+    as_platform_uid(stage)
+    result = stage.run(LAYOUT_WAIT_SECONDS="0")
+    assert result.returncode != 0 and not stage.marker.exists()
+    assert (
+        f"{stage.marker.parent} is not writable by uid {PLATFORM_UID} after 0s: has the fsx-layout Job run?"
+        in result.stderr
+    )
+    os.chown(datasets, PLATFORM_UID, PLATFORM_UID)  # what the layout Job does
+    result = stage.run(LAYOUT_WAIT_SECONDS="0")
+    assert result.returncode == 0, result.stderr
+    for path in (stage.marker, stage.directory / "seqlen128" / "part-0.hdf5", stage.directory / "train.py"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (PLATFORM_UID, PLATFORM_UID), path
 
 
 @pytest.mark.process

@@ -32,8 +32,11 @@ NO_NODE_TOKEN = (
     "the Neuron device plugin must call with a pod-bound service-account token "
     "(user extra authentication.kubernetes.io/node-name)"
 )
-NOT_AN_UPDATE = "the Neuron device plugin may only update pods and nodes/status"
-NOT_ITS_NODE = "the Neuron device plugin may only change pods on its own node and its own node's status"
+NOT_AN_UPDATE = "the Neuron device plugin may only update pods and nodes/status, and connect to nodes/proxy"
+NOT_ITS_NODE = (
+    "the Neuron device plugin may only change pods on its own node and its own node's status, "
+    "and reach only its own node's kubelet"
+)
 NOT_ANNOTATIONS = "the Neuron device plugin may only change the annotations of a pod"
 NOT_NEURON_RESOURCES = (
     "the Neuron device plugin may only change the aws.amazon.com/neuron* entries of its node's "
@@ -342,6 +345,8 @@ def test_plugin_may_not_update_its_node_object(edit: Callable[[dict[str, Any]], 
         pytest.param("CREATE", "pods", "binding", {"apiVersion": "v1", "kind": "Binding"}, None, id="bind"),
         pytest.param("DELETE", "nodes", "", None, node(), id="delete-node"),
         pytest.param("CREATE", "nodes", "", node("fake-node"), None, id="create-node"),
+        # exec and attach are CONNECTs too; its RBAC grants none, and the policy refuses them anyway
+        pytest.param("CONNECT", "pods", "exec", {"kind": "PodExecOptions"}, None, id="exec"),
     ],
 )
 def test_plugin_may_do_nothing_else_to_pods_and_nodes(
@@ -538,3 +543,41 @@ def test_the_plan_applies_the_policy_before_the_plugin_and_it_lets_the_plugin_wo
     assert admit(planned, status, obj=new_node, old=old_node).allowed
     image = changed(old, lambda p: p["spec"]["containers"][0].__setitem__("image", "evil:1"))
     assert not admit(planned, pod_update, obj=image, old=old).allowed
+
+
+# --- nodes/proxy: the kubelet API of its own node only ------------------------------------------
+
+
+def plugin_node_proxy(node_name: str, *, token_node: str | None = OWN_NODE) -> Decision:
+    """A request through the API server's node proxy: admission sees a CONNECT of nodes/proxy whose
+    object is the NodeProxyOptions, named after the node (the proxy is a rest.Connecter)."""
+    request = admission_request(
+        user=PLUGIN,
+        operation="CONNECT",
+        resource="nodes",
+        name=node_name,
+        sub_resource="proxy",
+        node=token_node,
+        kind="NodeProxyOptions",
+    )
+    return admit(
+        MANIFESTS, request, obj={"kind": "NodeProxyOptions", "apiVersion": "v1", "path": "/pods"}, old=None
+    )
+
+
+def test_plugin_may_reach_its_own_nodes_kubelet() -> None:
+    assert plugin_node_proxy(OWN_NODE).allowed
+
+
+def test_plugin_may_not_reach_another_nodes_kubelet() -> None:
+    """RBAC's nodes/proxy (as the Helm chart grants it) names no node: the policy does."""
+    decision = plugin_node_proxy("ip-10-0-9-9.us-west-2.compute.internal")
+    assert decision.matched and decision.messages == (NOT_ITS_NODE,)
+    decision = plugin_node_proxy(OWN_NODE, token_node=None)
+    assert not decision.allowed
+
+
+def test_the_policy_judges_connect_as_well() -> None:
+    [policy] = [m for m in MANIFESTS if m["kind"] == "ValidatingAdmissionPolicy"]
+    [rule] = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["CREATE", "UPDATE", "DELETE", "CONNECT"]

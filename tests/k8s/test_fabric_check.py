@@ -3,7 +3,6 @@ with a stand-in nccom-test, and the Volcano Job and NetworkPolicy its chart rend
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -15,14 +14,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
 from cluster_facts.instance_catalog import CATALOG
-from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NODE_GROUP_LABEL
+from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NODE_GROUP_LABEL, SAFE_TO_EVICT_ANNOTATION
 from k8s_charts.fabric_check import (
     DEFAULT_MESSAGE_BYTES,
     DEFAULT_THRESHOLD,
@@ -36,6 +34,7 @@ from tests.conftest import REPO_ROOT
 from tests.guardrails.test_k8s_policy import checkov, failures
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
+from tests.pod_programs import program
 
 SAMPLES = Path(__file__).parent / "fabric_samples"
 VERDICT_FILE = REPO_ROOT / "k8s_charts" / "scripts" / "fabric_verdict.py"
@@ -44,17 +43,7 @@ TRN1 = CATALOG["trn1.32xlarge"]
 GIB = 1024**3
 
 
-def load_verdict() -> ModuleType:
-    """k8s_charts/scripts/fabric_verdict.py as a module: it is a pod script, not a package module."""
-    spec = importlib.util.spec_from_file_location("fabric_verdict", VERDICT_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-verdict = load_verdict()
+verdict = program("fabric_verdict")
 
 
 def sample(name: str) -> str:
@@ -666,6 +655,14 @@ def test_every_pod_follows_the_project_rules_on_the_node_group(task_name: str) -
     assert only_container["securityContext"] == {"allowPrivilegeEscalation": False}
     assert {"cpu", "memory"} <= set(only_container["resources"]["requests"])
     assert fabric_check_labels("trn1n-reserved").items() <= template["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("task_name", ["worker", "launcher"])
+def test_a_scale_down_never_takes_a_node_from_under_a_running_check(task_name: str) -> None:
+    # Without it the autoscaler may remove a node mid-check (the launcher's node looks
+    # underused), and a healthy group's verdict becomes a failure, as for a training pod.
+    annotations = task(chart(), task_name)["template"]["metadata"]["annotations"]
+    assert annotations[SAFE_TO_EVICT_ANNOTATION] == "false"
 
 
 def test_both_tasks_use_efa_and_log_the_selected_provider() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import importlib.util
 import io
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from tests.k8s.test_fabric_check import (
     verdict,
 )
 from tests.k8s_validation import assert_valid
+from tests.pod_programs import program
 from tests.stand_in_api import json_api
 
 # The two workers' sshd on loopback, as the launcher's tests use it (a fixture of that module).
@@ -51,16 +51,8 @@ LAUNCHER = f"system:serviceaccount:{NAMESPACE}:fabric-check-{GROUP}"
 NEURON_TAINT = {"key": NEURON_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
 
 
-@functools.cache
 def taint_module() -> ModuleType:
-    """k8s_charts/scripts/fabric_taint.py as a module: it is a pod script, not a package module."""
-    spec = importlib.util.spec_from_file_location(
-        "fabric_taint", REPO_ROOT / "k8s_charts" / "scripts" / "fabric_taint.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return program("fabric_taint")
 
 
 @functools.cache
@@ -291,7 +283,8 @@ def test_a_node_of_another_group_is_refused_by_the_policy_and_reported(
     state.nodes = {"node-a": node("node-a"), "node-x": node("node-x", group="trn2")}
     status, output = run_taint(server, token_dir)
     assert status == 1
-    assert "node node-x: NOT tainted: HTTP Error 403" in output
+    assert "node node-x: NOT tainted: PATCH /api/v1/nodes/node-x: HTTP 403" in output
+    assert "may only change nodes of that group" in output
     assert output.splitlines()[-1] == "tainted nodes: node-a"
     assert FABRIC_CHECK_TAINT not in state.nodes["node-x"]["spec"]["taints"]
 
@@ -312,7 +305,7 @@ def test_the_launcher_taints_the_nodes_of_a_tcp_fallback_and_says_so_last(
         output=sample("tcp_fallback"),
         ssh_port=workers_listening,
         manifests=chart(taint=True),
-        environ={"KUBERNETES_API_URL": server, "SERVICE_ACCOUNT_DIR": str(token_dir)},
+        environ={"KUBE_API_URL": server, "KUBE_API_TOKEN_FILE": str(token_dir / "token")},
     )
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stdout.splitlines()[-1]
@@ -333,7 +326,7 @@ def test_a_passing_launcher_touches_no_node(
         output=sample("healthy_efa"),
         ssh_port=workers_listening,
         manifests=chart(taint=True),
-        environ={"KUBERNETES_API_URL": server, "SERVICE_ACCOUNT_DIR": str(token_dir)},
+        environ={"KUBE_API_URL": server, "KUBE_API_TOKEN_FILE": str(token_dir / "token")},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert state.requests == []
@@ -354,9 +347,10 @@ def test_only_the_launcher_gets_a_token_and_only_when_it_taints() -> None:
     assert environment["TAINT"] == "trainium/fabric-check=failed:NoSchedule"
     assert environment["WORKER_PODS"] == "fabric-check-trn1-worker-0,fabric-check-trn1-worker-1"
     assert "TAINT" not in plain_environment(chart(), "launcher")
-    assert container(chart(), "launcher")["command"][-1].startswith(
-        '"""Taint the nodes of a failed fabric check'
-    )
+    # The taint program, then the API client it imports.
+    *_, taint_program, api_client = container(chart(), "launcher")["command"]
+    assert taint_program.startswith('"""Taint the nodes of a failed fabric check')
+    assert api_client == (REPO_ROOT / "k8s_charts" / "scripts" / "kube_api.py").read_text()
 
 
 def test_without_taint_the_access_chart_is_the_network_policy_alone() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cluster_facts.kubernetes_names import PLATFORM_UID
 from k8s_charts.fsx_layout import FsxLayoutChart
 from tests.k8s.expansion import container_environment, expanded_command
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
@@ -95,8 +96,28 @@ def test_each_team_directory_belongs_to_the_team(tmp_path: Path) -> None:
         # The team writes, its group (TensorBoard's supplemental group) reads, others nothing;
         # setgid: what the team creates keeps the team's group.
         assert stat.S_IMODE(info.st_mode) == 0o2750
+    # The data sets belong to the platform's uid, which the staging Jobs run as (never root).
     datasets = (tmp_path / "datasets").stat()
-    assert (datasets.st_uid, stat.S_IMODE(datasets.st_mode)) == (0, 0o755)
+    assert (datasets.st_uid, datasets.st_gid, stat.S_IMODE(datasets.st_mode)) == (
+        PLATFORM_UID,
+        PLATFORM_UID,
+        0o755,
+    )
+
+
+@pytest.mark.process
+@needs_root
+def test_data_sets_root_staged_before_are_handed_to_the_platforms_uid_once(tmp_path: Path) -> None:
+    old = tmp_path / "datasets" / "wikitext" / "0123abcd"
+    old.mkdir(parents=True)
+    (old / "train.py").write_bytes(b"x")
+    result = run_layout(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"handed from 0:0 to {PLATFORM_UID}:{PLATFORM_UID}" in result.stdout
+    for path in (old, old / "train.py"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (PLATFORM_UID, PLATFORM_UID)
+    again = run_layout(tmp_path)
+    assert again.returncode == 0 and "handed from" not in again.stdout
 
 
 @pytest.mark.process
@@ -112,3 +133,14 @@ def test_a_directory_root_filled_before_is_handed_over_whole_once(tmp_path: Path
         assert (path.stat().st_uid, path.stat().st_gid) == (100001, 100001)
     again = run_layout(tmp_path)
     assert again.returncode == 0 and "handed from" not in again.stdout
+
+
+@pytest.mark.process
+@needs_root
+def test_the_data_sets_directory_is_readable_by_every_team_whoever_made_it(tmp_path: Path) -> None:
+    """A staging pod's sub-path mount may have made /datasets first (the kubelet, as root): the
+    layout opens it to every team's uid anyway, and to root alone for writing."""
+    (tmp_path / "datasets").mkdir(mode=0o700)
+    result = run_layout(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE((tmp_path / "datasets").stat().st_mode) == 0o755

@@ -11,7 +11,6 @@ program really sends.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from tests.admission import Decision, admission_request, admit
 from tests.conftest import REPO_ROOT
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
+from tests.pod_programs import program
 from tests.stand_in_api import json_api
 
 PROGRAM = REPO_ROOT / "k8s_charts" / "scripts" / "gang_watchdog.py"
@@ -80,7 +80,8 @@ def policy() -> list[Manifest]:
         lambda app: GangWatchdogAdmissionChart(app, "admission", namespace=PLATFORM, node_groups=GROUPS)
     )
     assert_valid(manifests)
-    return manifests
+    # The node policy; the chart's second one (gang-watchdog-runs) judges only Volcano objects.
+    return [m for m in manifests if m["metadata"]["name"] == NAME]
 
 
 def rendered_arguments() -> list[str]:
@@ -286,7 +287,7 @@ class FakeApi:
         self.pods = list(pods)
         self.podgroups = list(podgroups)
 
-    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:
+    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:  # noqa: PLR0911 (one per route)
         with self.lock:
             parsed = urllib.parse.urlsplit(url)
             query = dict(urllib.parse.parse_qsl(parsed.query))
@@ -314,6 +315,13 @@ class FakeApi:
                 namespace = parts[4]
                 items = [g for g in self.podgroups if g["metadata"]["namespace"] == namespace]
                 return 200, {"kind": "PodGroupList", "metadata": {}, "items": copy.deepcopy(items)}
+            if (
+                method == "GET"
+                and parts[:3] == ["apis", "batch.volcano.sh", "v1alpha1"]
+                and parts[-1] == "jobs"
+            ):
+                # The stuck-run guard's list (tests/k8s/test_stuck_runs.py judges runs).
+                return 200, {"kind": "JobList", "metadata": {}, "items": []}
             if method == "PATCH" and parts[:3] == ["api", "v1", "nodes"] and parts[3] in self.nodes:
                 return self._patch(parts[3], body)
             return 404, {"kind": "Status", "code": 404}
@@ -362,9 +370,9 @@ def environment(api: tuple[FakeApi, str], tmp_path: Path) -> dict[str, str]:
     token.write_text(f"{TOKEN}\n")
     return {
         "PATH": os.environ.get("PATH", ""),
-        "GANG_WATCHDOG_API_URL": api[1],
-        "GANG_WATCHDOG_TOKEN_FILE": str(token),
-        "GANG_WATCHDOG_CA_FILE": str(tmp_path / "no-ca.crt"),
+        "KUBE_API_URL": api[1],
+        "KUBE_API_TOKEN_FILE": str(token),
+        "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
     }
 
 
@@ -784,21 +792,16 @@ def test_the_loop_retries_after_an_error_and_then_acts(
 
 @pytest.mark.process
 def test_a_missing_token_fails_the_pass(api: tuple[FakeApi, str], environment: dict[str, str]) -> None:
-    status, output = run_once({**environment, "GANG_WATCHDOG_TOKEN_FILE": "/nonexistent/token"})
+    status, output = run_once({**environment, "KUBE_API_TOKEN_FILE": "/nonexistent/token"})
     assert status == 1
-    assert output.startswith("error: cannot reach the API server")
+    assert output.startswith("error: no service-account token")
 
 
 # --- The program's reading of quantities (the pods' requests against the nodes' allocatable) ----------------------
 
 
-def test_quantities_are_read_as_kubernetes_writes_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = importlib.util.spec_from_file_location("gang_watchdog", PROGRAM)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "gang_watchdog", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    parse = module.parse_quantity
+def test_quantities_are_read_as_kubernetes_writes_them() -> None:
+    parse = program("gang_watchdog").parse_quantity
     assert parse("100m") == pytest.approx(0.1)
     assert parse("448Gi") == 448 * 2**30
     assert parse("16") == 16
@@ -835,3 +838,92 @@ def test_an_object_it_cannot_read_fails_the_pass_without_a_change(
     assert output.startswith(
         "error: unreadable object in the API's answer (ValueError(\"'many' is not a resource quantity\""
     )
+
+
+# --- Tenants: a gang acts only on its own team's groups ---------------------------------------------------
+
+TEAM_OWNED = GangWatchdogValues(
+    namespaces=TEAMS,
+    node_groups=GROUPS,
+    threshold_minutes=THRESHOLD_MINUTES,
+    team_node_groups={"training": ("trn1",), "research": ("trn2",)},
+)
+
+
+def team_owned_arguments() -> list[str]:
+    manifests = synth(
+        lambda app: GangWatchdogChart(
+            app, "watchdog", values=TEAM_OWNED, namespace=PLATFORM, vpc_cidr="10.0.0.0/16"
+        )
+    )
+    [container] = pod_spec(only(manifests, "Deployment"))["containers"]
+    return list(container["args"])
+
+
+def research_gang_on(group: str) -> dict[str, Any]:
+    """A stalled gang of team research whose pods select ``group``."""
+    selector = {NODE_GROUP_LABEL: group}
+    return {
+        "podgroups": [podgroup(namespace="research")],
+        "pods": [
+            training_pod("bert-worker-0", namespace="research", reason="Schedulable", node_selector=selector),
+            training_pod(
+                "bert-worker-1", namespace="research", reason="Unschedulable", node_selector=selector
+            ),
+        ],
+    }
+
+
+def test_the_rendered_watchdog_names_each_teams_groups() -> None:
+    assert [a for a in team_owned_arguments() if a.startswith("--team=")] == [
+        "--team=training=trn1",
+        "--team=research=trn2",
+    ]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("group, cordoned", [("trn1", None), ("trn2", "research/bert")])
+def test_a_team_member_cannot_make_the_watchdog_cordon_another_teams_nodes(
+    api: tuple[FakeApi, str], environment: dict[str, str], group: str, cordoned: str | None
+) -> None:
+    """A research gang that selects training's group trn1 (which admission refuses; here as if it had
+    got through) and can never fit: the watchdog leaves trn1's warm node alone. On its own group it
+    acts as before."""
+    state, _ = api
+    gang = research_gang_on(group)
+    state.load(nodes=[node("n1", group=group)], pods=gang["pods"], podgroups=gang["podgroups"])
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), *team_owned_arguments(), "--once"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert cordoned_for(state, "n1") == cordoned, done.stdout
+    if cordoned is None:
+        assert state.patches == []
+        assert "gang research/bert: stalled 30m; no idle node of its groups to cordon" in done.stdout
+
+
+@pytest.mark.process
+def test_a_namespace_without_its_groups_named_stops_the_program(environment: dict[str, str]) -> None:
+    arguments = [a for a in team_owned_arguments() if a != "--team=research=trn2"]
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), *arguments, "--once"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (2, "error: no --team names the node groups of research")
+
+
+def test_the_values_give_every_namespace_some_of_the_groups() -> None:
+    for team_node_groups in ({"training": ("trn1",)}, {"training": ("trn1",), "research": ("trn9",)}):
+        with pytest.raises(ValueError, match="team_node_groups"):
+            GangWatchdogValues(
+                namespaces=TEAMS, node_groups=GROUPS, threshold_minutes=1, team_node_groups=team_node_groups
+            )

@@ -7,7 +7,6 @@ the whole default plan through tests/netpol.py, the pod through tests/pod_securi
 from __future__ import annotations
 
 import copy
-import hashlib
 from functools import cache
 from typing import Any
 
@@ -19,6 +18,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
     PLATFORM_NAMESPACE,
+    STUCK_MINUTES_ANNOTATION,
     VOLCANO_JOB_NAME_LABEL,
 )
 from cluster_facts.kubernetes_plan import ManifestSet
@@ -31,13 +31,15 @@ from k8s_charts.gang_watchdog import (
     GANG_WATCHDOG_LABELS,
     NAME,
     PROGRAM,
+    PROGRAM_FILES,
     STEP,
     GangWatchdogAdmissionChart,
     GangWatchdogValues,
 )
 from k8s_charts.plan import TEAMS_STEP
+from k8s_charts.pod_programs import program_digest
 from tests.admission import Decision, admission_request, admit
-from tests.conftest import DEFAULT_CONFIG
+from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
 from tests.k8s.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
 from tests.netpol import Cluster, Pod
@@ -66,13 +68,16 @@ def policy() -> list[Manifest]:
         )
     )
     assert_valid(rendered)
-    return rendered
+    # The node policy; the chart's second one (gang-watchdog-runs) judges only Volcano objects.
+    return [m for m in rendered if m["metadata"]["name"] == NAME]
 
 
 # --- RBAC ----------------------------------------------------------------------------------------------------
 
 
-def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_nothing_more() -> None:
+def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_and_end_team_runs_nothing_more() -> (
+    None
+):
     objects = manifests()
     assert_valid(objects)
     rules = {
@@ -88,7 +93,15 @@ def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_nothing_
             (("",), ("pods",), ("get", "list"), None),
             (("",), ("nodes",), ("get", "list", "patch"), None),
         ],
-        ("Role", "training"): [(("scheduling.volcano.sh",), ("podgroups",), ("get", "list"), None)],
+        ("Role", "training"): [
+            (("scheduling.volcano.sh",), ("podgroups",), ("get", "list"), None),
+            # The stuck-run guard (k8s_charts/scripts/stuck_runs.py): judge a team's runs, end one.
+            (("batch.volcano.sh",), ("jobs",), ("get", "list"), None),
+            (("batch.volcano.sh",), ("jobs/status",), ("patch",), None),
+            (("bus.volcano.sh",), ("commands",), ("create",), None),
+            (("",), ("pods/log",), ("get",), None),
+            (("",), ("events",), ("create",), None),
+        ],
     }
     subjects = [s for m in objects if m["kind"].endswith("Binding") for s in m["subjects"]]
     assert subjects == [{"kind": "ServiceAccount", "name": NAME, "namespace": PLATFORM_NAMESPACE}] * 2
@@ -321,24 +334,33 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
     ]["limits"]
     # No toleration for the Trainium taint: the system nodes.
     assert "tolerations" not in spec and "nodeSelector" not in spec
-    assert only(objects, "ConfigMap")["data"] == {"gang_watchdog.py": PROGRAM}
+    # The program and the stuck-run guard it imports, beside the one API client the platform's programs share.
+    assert only(objects, "ConfigMap")["data"] == {
+        "gang_watchdog.py": PROGRAM,
+        "stuck_runs.py": (REPO_ROOT / "k8s_charts" / "scripts" / "stuck_runs.py").read_text(),
+        "kube_api.py": (REPO_ROOT / "k8s_charts" / "scripts" / "kube_api.py").read_text(),
+    }
     assert container["command"] == ["python", "/opt/gang-watchdog/gang_watchdog.py"]
     assert container["args"] == [
         "--namespaces=training",
         "--node-groups=trn1-32xl",
+        "--team=training=trn1-32xl",
         f"--node-group-label={NODE_GROUP_LABEL}",
         f"--annotation={GANG_WATCHDOG_ANNOTATION}",
         "--threshold-minutes=15",
         "--interval-seconds=60",
+        "--stuck-minutes=10",
+        f"--stuck-annotation={STUCK_MINUTES_ANNOTATION}",
     ]
 
 
-def test_a_new_program_rolls_the_deployment() -> None:
+def test_a_new_program_or_api_client_rolls_the_deployment() -> None:
     template = only(manifests(), "Deployment")["spec"]["template"]
-    assert (
-        template["metadata"]["annotations"]["trainium/program-sha256"]
-        == hashlib.sha256(PROGRAM.encode()).hexdigest()
-    )
+    digest = template["metadata"]["annotations"]["trainium/program-sha256"]
+    assert digest == program_digest(PROGRAM_FILES)
+    for name in PROGRAM_FILES:
+        changed = {**PROGRAM_FILES, name: PROGRAM_FILES[name] + "# changed\n"}
+        assert program_digest(changed) != digest, name
 
 
 def test_the_image_is_the_pinned_python_through_the_accounts_cache() -> None:
@@ -370,6 +392,17 @@ def test_the_threshold_is_the_autoscalers_provision_time_and_the_switch_turns_it
     assert "--threshold-minutes=25" in container["args"]
     off = shared_review_plan(parse_config(with_change(data, "autoscaler.gang_watchdog", False)))
     assert not {ADMISSION_STEP, STEP} & {step.name for step in off}
+
+
+def test_without_a_stuck_run_limit_it_neither_judges_runs_nor_holds_the_rights_to_end_them() -> None:
+    config = parse_config(with_change(read_yaml(DEFAULT_CONFIG), "autoscaler.stuck_run_minutes", None))
+    step = shared_review_plan(config).step(STEP)
+    assert isinstance(step, ManifestSet)
+    objects = [dict(m) for m in step.manifests]
+    [container] = pod_spec(only(objects, "Deployment"))["containers"]
+    assert not any(argument.startswith("--stuck") for argument in container["args"])
+    role = only(objects, "Role")
+    assert [rule["resources"] for rule in role["rules"]] == [["podgroups"]]
 
 
 @pytest.mark.parametrize(

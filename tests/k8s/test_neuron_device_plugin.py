@@ -6,12 +6,14 @@ import pytest
 
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY
+from cluster_facts.neuron_stack import NEURON_RELEASES, TRAINING_IMAGE, image_neuron_release
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE, NeuronDevicePluginChart
 from tests.k8s.manifests import host_paths, node_affinity_values, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
 
 
 def neuron_plugin(**props):
+    props.setdefault("vpc_cidr", "10.0.0.0/16")
     return synth(lambda app: NeuronDevicePluginChart(app, "neuron-device-plugin", **props))
 
 
@@ -62,13 +64,23 @@ def test_no_instance_types_fails() -> None:
         neuron_plugin(instance_types=[])
 
 
-def test_the_only_host_path_is_the_kubelet_device_plugin_dir(manifests) -> None:
+def test_the_host_paths_are_the_kubelet_device_plugin_dir_and_opt_aws_read_only(manifests) -> None:
     """Not the host's /run (containerd's and D-Bus's sockets), which upstream mounts for a file of
-    Neuron Runtime 1.x; not /dev or /sys: the kubelet hands devices to the pods, sysfs is visible."""
+    Neuron Runtime 1.x; not /dev or /sys: the kubelet hands devices to the pods, sysfs is visible.
+    /opt/aws read-only, as Neuron's Helm chart gives the plugin of this generation ("aws-config")."""
     daemonset = only(manifests, "DaemonSet")
-    assert host_paths(daemonset) == {"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins"}
-    [volume] = pod_spec(daemonset)["volumes"]
-    assert volume["hostPath"] == {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}
+    assert host_paths(daemonset) == {
+        "/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
+        "/opt/aws": "/opt/aws",
+    }
+    volumes = {volume["name"]: volume["hostPath"] for volume in pod_spec(daemonset)["volumes"]}
+    assert volumes == {
+        "device-plugin": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"},
+        "aws-config": {"path": "/opt/aws", "type": "Directory"},
+    }
+    [container] = pod_spec(daemonset)["containers"]
+    [aws] = [mount for mount in container["volumeMounts"] if mount["name"] == "aws-config"]
+    assert aws["readOnly"] is True
 
 
 def test_container_env_names_the_kubeconfig_and_its_node(manifests) -> None:
@@ -88,7 +100,15 @@ def test_container_is_unprivileged_without_capabilities(manifests) -> None:
 
 def test_image_is_the_pinned_default_or_the_given_one(manifests) -> None:
     [container] = pod_spec(only(manifests, "DaemonSet"))["containers"]
-    assert container["image"] == DEFAULT_IMAGE == "public.ecr.aws/neuron/neuron-device-plugin:2.22.4.0"
+    # The device plugin Neuron's release manifest names for the SDK of the cluster's training image.
+    sdk = image_neuron_release(TRAINING_IMAGE)
+    assert sdk is not None
+    assert (
+        container["image"]
+        == DEFAULT_IMAGE
+        == f"public.ecr.aws/neuron/neuron-device-plugin:{NEURON_RELEASES[sdk].device_plugin}"
+    )
+    assert DEFAULT_IMAGE == "public.ecr.aws/neuron/neuron-device-plugin:2.29.147.0"
     custom = "public.ecr.aws/neuron/neuron-device-plugin:2.24.23.0"
     [container] = pod_spec(only(neuron_plugin(image=custom), "DaemonSet"))["containers"]
     assert container["image"] == custom
@@ -107,6 +127,8 @@ def test_cluster_role_grants_what_the_plugin_uses_and_nothing_more(manifests) ->
         "nodes/status": {"patch", "update"},
         "pods": {"get", "list", "watch", "update", "patch"},
         "events": {"create", "patch"},
+        # Read only, as the Helm chart's device-plugin-rbac.yaml grants it since 2.22.4.0.
+        "nodes/proxy": {"get", "list"},
     }
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from functools import cache
 from typing import Any
 
@@ -18,11 +16,12 @@ from cluster_facts.kubernetes_names import (
     TRAINING_POD_LABELS,
 )
 from cluster_facts.kubernetes_plan import ManifestSet
+from cluster_facts.neuron_stack import TRAINING_IMAGE
 from config import load_config, parse_config
+from k8s_charts.plan import PLATFORM_STEP
 from k8s_charts.tensorboard import (
     DEFAULT_IMAGE,
     PORT,
-    REQUIREMENTS,
     TENSORBOARD_LABELS,
     TensorBoardChart,
     runs_directory,
@@ -51,12 +50,11 @@ def manifests() -> list[Manifest]:
 
 def containers_by_name(manifests: list[Manifest]) -> dict[str, dict[str, Any]]:
     spec = pod_spec(only(manifests, "Deployment"))
-    return {c["name"]: c for c in [*spec["initContainers"], *spec["containers"]]}
+    return {c["name"]: c for c in [*spec.get("initContainers", []), *spec["containers"]]}
 
 
-def test_chart_is_a_config_map_a_deployment_a_service_and_a_network_policy(manifests: list[Manifest]) -> None:
+def test_chart_is_a_deployment_a_service_and_a_network_policy(manifests: list[Manifest]) -> None:
     assert sorted((m["kind"], m["metadata"]["name"]) for m in manifests) == [
-        ("ConfigMap", "tensorboard"),
         ("Deployment", "tensorboard"),
         ("NetworkPolicy", "tensorboard"),
         ("Service", "tensorboard"),
@@ -120,31 +118,15 @@ def test_memory_is_requested_and_limited_as_configured() -> None:
     assert resources["requests"]["memory"] == resources["limits"]["memory"] == "6Gi"
 
 
-def test_the_packages_are_installed_by_hash_only_from_wheels(manifests: list[Manifest]) -> None:
-    install = containers_by_name(manifests)["install"]
-    assert install["command"] == ["python", "-m", "pip"]
-    for flag in ("--require-hashes", "--only-binary=:all:", "--no-deps", "--no-cache-dir"):
-        assert flag in install["args"]
-    config_map = only(manifests, "ConfigMap")
-    requirements = config_map["data"]["requirements.txt"]
-    assert requirements.splitlines() == list(REQUIREMENTS)
-    for line in REQUIREMENTS:
-        assert re.fullmatch(r"[a-z0-9-]+==[0-9.]+( --hash=sha256:[0-9a-f]{64})+", line), line
-    names = [line.split("==")[0] for line in REQUIREMENTS]
-    assert len(names) == len(set(names))
-    assert names[0] == "tensorboard"
-    # The packages the server imports land in an emptyDir it mounts read-only.
-    server = containers_by_name(manifests)["tensorboard"]
-    target = next(arg.split("=", 1)[1] for arg in install["args"] if arg.startswith("--target="))
-    assert {"name": "PYTHONPATH", "value": target} in server["env"]
-    assert any(m["mountPath"] == target and m.get("readOnly") for m in server["volumeMounts"])
-
-
-def test_a_new_pin_rolls_the_deployment(manifests: list[Manifest]) -> None:
-    """The pod template names the hash of the requirements, so a changed ConfigMap is a new pod."""
-    requirements = only(manifests, "ConfigMap")["data"]["requirements.txt"]
-    annotations = only(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["trainium/requirements-sha256"] == hashlib.sha256(requirements.encode()).hexdigest()
+def test_nothing_is_installed_at_run_time_the_image_has_tensorboard(manifests: list[Manifest]) -> None:
+    """trainium-system denies all egress: TensorBoard comes in the image (the training image, whose
+    Dockerfile installs it), not from PyPI in an init container."""
+    spec = pod_spec(only(manifests, "Deployment"))
+    assert "initContainers" not in spec
+    [server] = spec["containers"]
+    assert server["command"] == ["python3", "-m", "tensorboard.main"]
+    assert server["image"] == DEFAULT_IMAGE == TRAINING_IMAGE
+    assert "pip" not in str(spec)
 
 
 def test_service_is_cluster_ip_on_the_tensorboard_pods(manifests: list[Manifest]) -> None:
@@ -167,12 +149,44 @@ def test_no_pod_may_connect_to_tensorboard(manifests: list[Manifest]) -> None:
         Pod(PLATFORM_NAMESPACE, {}, "10.0.1.43", "notebook"),
         Pod("default", {}, "10.0.2.10", "elsewhere"),
     ]
-    cluster = Cluster(manifests, [board, *others])
-    assert cluster.policies_selecting(board, "Ingress") == [f"{PLATFORM_NAMESPACE}/tensorboard"]
+    # The chart with the policies the plan deploys beside it in its namespace (the platform step:
+    # deny-all), as tests/test_netpol.py evaluates the whole plan.
+    cluster = Cluster([*manifests, *platform_namespace_policies()], [board, *others])
+    assert f"{PLATFORM_NAMESPACE}/tensorboard" in cluster.policies_selecting(board, "Ingress")
     assert not any(cluster.may_connect(pod, board, PORT) for pod in others)
     assert not cluster.may_be_reached_from_ip("198.51.100.7", board, PORT)
-    # Its own egress is open: the init container installs from PyPI.
-    assert cluster.may_connect_to_ip(board, "198.51.100.7", 443)
+    # No egress at all: it needs none (nothing is installed at run time).
+    assert cluster.policies_selecting(board, "Egress")
+    assert not cluster.may_connect_to_ip(board, "198.51.100.7", 443)
+    assert not cluster.may_connect_to_ip(board, "10.0.0.2", 53, "UDP")
+
+
+def platform_namespace_policies() -> list[Manifest]:
+    """The NetworkPolicies the plan applies to every pod of the platform namespace."""
+    step = shared_review_plan(load_config(DEFAULT_CONFIG)).step(PLATFORM_STEP)
+    assert isinstance(step, ManifestSet)
+    return [dict(m) for m in step.manifests if m["kind"] == "NetworkPolicy"]
+
+
+def test_the_api_servers_service_proxy_is_admitted_from_the_vpc_on_tensorboards_port_only() -> None:
+    """With ``api_server_cidr`` (the plan passes the VPC's CIDR): the one rule the service proxy
+    needs, TCP 6006 from the control plane's interfaces in the VPC, and nothing else."""
+    manifests = tensorboard(api_server_cidr="10.0.0.0/16")
+    policy = only(manifests, "NetworkPolicy")
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}], "ports": [{"port": PORT, "protocol": "TCP"}]}
+    ]
+    board = Pod(PLATFORM_NAMESPACE, TENSORBOARD_LABELS, "10.0.1.50", "tensorboard")
+    cluster = Cluster(manifests, [board])
+    control_plane_interface = "10.0.64.10"
+    assert cluster.may_be_reached_from_ip(control_plane_interface, board, PORT)
+    assert not cluster.may_be_reached_from_ip(control_plane_interface, board, 22)
+    assert not cluster.may_be_reached_from_ip("198.51.100.7", board, PORT)
+    # The plan passes the configuration's VPC.
+    config = load_config(DEFAULT_CONFIG)
+    [step] = [s for s in shared_review_plan(config).manifest_sets() if s.name == "tensorboard"]
+    planned = only([dict(m) for m in step.manifests], "NetworkPolicy")
+    assert planned["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": config.vpc.cidr}}]
 
 
 def test_tensorboard_pods_carry_no_label_that_admits_them_to_etcd(manifests: list[Manifest]) -> None:
@@ -181,8 +195,9 @@ def test_tensorboard_pods_carry_no_label_that_admits_them_to_etcd(manifests: lis
     assert not TORCHX_POD_LABELS.items() <= labels.items()
 
 
-def test_default_image_is_a_pinned_python_from_ecr_public() -> None:
-    assert re.fullmatch(r"public\.ecr\.aws/docker/library/python:3\.12\.\d+-slim-[a-z]+", DEFAULT_IMAGE)
+def test_default_image_is_the_clusters_training_image() -> None:
+    assert DEFAULT_IMAGE == TRAINING_IMAGE
+    assert DEFAULT_IMAGE.startswith("public.ecr.aws/neuron/pytorch-training-neuronx:")
 
 
 @pytest.mark.parametrize(

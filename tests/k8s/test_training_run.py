@@ -8,20 +8,25 @@ neuron_parallel_compile, and /data moved under a temporary directory.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import is_pinned_image
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import (
@@ -29,13 +34,15 @@ from cluster_facts.kubernetes_names import (
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
     SAFE_TO_EVICT_ANNOTATION,
+    STUCK_MINUTES_ANNOTATION,
     TRAINING_POD_LABELS,
 )
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, Dataset, RemoteFile
-from k8s_charts.training_run import TrainingRun, TrainingRunChart, launcher_arguments, run_id
+from k8s_charts.training_run import TrainingRun, TrainingRunChart, compile_key, launcher_arguments, run_id
 from tests.k8s.expansion import container_environment, expand, expanded_command
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
+from tests.volcano_retries_model import admitted_max_retry, restarts_before_failure
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.27.1-1"
 SCRIPT_SHA = "a" * 64
@@ -70,9 +77,12 @@ RUN = TrainingRun(
     run_as=123456,
 )
 # What Volcano writes on the pods of attempt 2 of job llm-<hash> with uid 1234...
+GROUP_ANNOTATION = "metadata.annotations['scheduling.k8s.io/group-name']"
+VERSION_ANNOTATION = "metadata.annotations['volcano.sh/job-version']"
 ANNOTATIONS = {
-    "metadata.annotations['scheduling.k8s.io/group-name']": "llm-job-uid-1234",
-    "metadata.annotations['volcano.sh/job-version']": "2",
+    GROUP_ANNOTATION: "llm-job-uid-1234",
+    VERSION_ANNOTATION: "2",
+    "spec.nodeName": "ip-10-0-3-17.us-west-2.compute.internal",
 }
 
 
@@ -133,6 +143,15 @@ def test_the_same_run_keeps_its_name() -> None:
     assert run_id(dataclasses.replace(RUN)) == run_id(RUN)
 
 
+def test_a_runs_stuck_limit_is_an_annotation_that_does_not_change_its_identity() -> None:
+    """Volcano admits annotation changes on a live Job: a new limit applies in place, no restart."""
+    limited = dataclasses.replace(RUN, stuck_minutes=45)
+    assert run_id(limited) == run_id(RUN)
+    annotations = job(limited)["metadata"]["annotations"]
+    assert annotations[STUCK_MINUTES_ANNOTATION] == "45"
+    assert STUCK_MINUTES_ANNOTATION not in job(RUN)["metadata"]["annotations"]
+
+
 def test_a_run_whose_identity_holds_a_deploy_time_token_is_refused() -> None:
     with pytest.raises(ValueError, match="deploy-time token"):
         run_id(dataclasses.replace(RUN, claim_name="${Token[TOKEN.12]}"))
@@ -143,9 +162,18 @@ def test_the_job_is_the_torchx_shape_gang_scheduled_on_the_queue() -> None:
     assert spec["schedulerName"] == "volcano"
     assert spec["queue"] == "research"
     assert spec["minAvailable"] == 3
-    assert spec["maxRetry"] == 3
+    assert spec["maxRetry"] == 4  # retries: 3
     assert spec["plugins"] == {"svc": ["--publish-not-ready-addresses"], "env": []}
     assert task(job(nodes=3))["replicas"] == 3
+
+
+@pytest.mark.parametrize("retries", [0, 1, 2, 3, 10])
+def test_retries_n_restarts_the_gang_exactly_n_times(retries: int) -> None:
+    """Volcano fails a Job once its retry count reaches maxRetry, and turns 0 into 3
+    (tests/volcano_retries_model.py, from v1.15.1's source): retries: N renders N + 1."""
+    manifest = job(retries=retries)
+    assert admitted_max_retry(manifest) == manifest["spec"]["maxRetry"], "never the webhook's default"
+    assert restarts_before_failure(manifest) == retries
 
 
 def test_a_pod_that_cannot_proceed_ends_the_job_and_any_other_failure_restarts_it() -> None:
@@ -160,7 +188,22 @@ def test_a_pod_that_cannot_proceed_ends_the_job_and_any_other_failure_restarts_i
 def test_pods_select_their_node_group_and_tolerate_the_trainium_taint() -> None:
     spec = pod(job())
     assert spec["nodeSelector"] == {NODE_GROUP_LABEL: "trn1-32xl"}
-    assert spec["tolerations"] == [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["tolerations"][0] == {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_pod_on_a_lost_node_is_evicted_after_a_minute_not_five() -> None:
+    """Set here, DefaultTolerationSeconds adds nothing (it adds 300 s only when the pod has none)."""
+    lost = [toleration for toleration in pod(job())["tolerations"] if toleration["effect"] == "NoExecute"]
+    assert lost == [
+        {
+            "key": key,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": NODE_LOST_TOLERATION_SECONDS,
+        }
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
+    assert NODE_LOST_TOLERATION_SECONDS < 300
 
 
 def test_the_autoscaler_never_evicts_a_worker() -> None:
@@ -208,7 +251,9 @@ def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() ->
     mounts = {mount["name"]: mount["mountPath"] for mount in container(job())["volumeMounts"]}
     assert mounts == {
         "data": "/data",
-        "datasets": "/data/datasets",
+        # Beside /data, never inside it: root squash keeps the runtime from making a mount point
+        # inside the team's directory (tests/test_mount_layout.py walks every pod).
+        "datasets": "/datasets",
         "dshm": "/dev/shm",
         "python": "/opt/run/python",
     }
@@ -386,6 +431,8 @@ class Pod:
             # Never the host's /dev/termination-log.
             "TERMINATION_LOG": str(self.tmp / "termination-log"),
             "PYTHON_TARGET": python_target,
+            # The container's own disk (the image's /tmp).
+            "LOCAL_CODE_DIR": str(self.tmp / "local-code"),
             **extra,
         }
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
@@ -410,6 +457,10 @@ def verified_script() -> bytes:
 @pytest.fixture
 def matching_run() -> TrainingRun:
     """The run with its script's real checksum, so verification passes."""
+    return with_verified_script()
+
+
+def with_verified_script() -> TrainingRun:
     digest = hashlib.sha256(verified_script()).hexdigest()
     dataset = dataclasses.replace(
         DATASET, files=(RemoteFile(url="https://example.com/train.py", sha256=digest, name="train.py"),)
@@ -459,23 +510,70 @@ def test_a_first_attempt_installs_precompiles_then_trains(matching_run: Training
     output = pod.path(environment(pod.manifest)["OUTPUT_DIR"])
     assert train["NEURON_CC_FLAGS"] == f"--cache_dir={pod.data}/neuron_cache/llm_0"
     assert train["PYTHONPATH"].split(":")[0].startswith(f"{tmp_path}/python-1/")
-    assert (output / "precompiled" / "replica-0").exists()
+    assert not (output / "precompiled").exists()
+    # The marker sits beside the replica's cache: any later run of the same graphs finds it.
+    assert (pod.data / "neuron_cache" / "llm_0.precompiled" / compile_key(matching_run)).exists()
 
 
 @pytest.mark.process
 @needs_tools
-def test_precompile_is_skipped_only_when_every_replica_has_precompiled(
+def test_precompile_is_skipped_only_when_every_replicas_cache_holds_the_graph_key(
     matching_run: TrainingRun, tmp_path: Path
 ) -> None:
     pod = pod_for(matching_run, tmp_path)
-    markers = pod.path(environment(pod.manifest)["OUTPUT_DIR"]) / "precompiled"
-    markers.mkdir(parents=True)
-    (markers / "replica-0").touch()
+    key = compile_key(matching_run)
+    for replica in ("0", "1"):
+        (pod.data / "neuron_cache" / f"llm_{replica}.precompiled").mkdir(parents=True)
+    (pod.data / "neuron_cache" / "llm_0.precompiled" / key).touch()
     _, calls = pod.run(index="1")
     assert [call["tool"] for call in calls] == ["python3", "neuron_parallel_compile", "python3"]
-    (markers / "replica-1").touch()
+    # Replica 1's own precompile has now written its marker: the next attempt trains at once.
     _, calls = pod.run(index="1")
     assert [call["tool"] for call in calls] == ["python3", "python3"]
+
+
+@pytest.mark.process
+@needs_tools
+def test_a_new_run_of_the_same_graphs_skips_the_precompile_another_graph_does_not(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """A second Job (another name, more retries) on the same cacheset reuses the first one's
+    compiled graphs; changed arguments are other graphs, so they precompile again."""
+    first = pod_for(matching_run, tmp_path)
+    for replica in ("0", "1"):
+        _, calls = first.run(index=replica)
+        assert "neuron_parallel_compile" in [call["tool"] for call in calls]
+    renamed = dataclasses.replace(matching_run, name="llm-again", retries=5)
+    assert run_id(renamed) != run_id(matching_run) and compile_key(renamed) == compile_key(matching_run)
+    result, calls = Pod(tmp_path, job(renamed)).run(index="0")
+    assert "neuron_parallel_compile" not in [call["tool"] for call in calls], result.stdout
+    assert calls[-1]["argv"][:2] == ["-m", "torch.distributed.run"]
+    assert f"graph key {compile_key(matching_run)}: skipping" in result.stdout
+    reshaped = dataclasses.replace(matching_run, script_args=("--epochs", "3", "--batch_size", "32"))
+    _, calls = Pod(tmp_path, job(reshaped)).run(index="0")
+    assert [call["tool"] for call in calls][-2:] == ["neuron_parallel_compile", "python3"]
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        ({"name": "other", "retries": 7, "queue": "other", "namespace": "team-b", "run_as": 20001}, True),
+        ({"resume_glob": "ckpt_*.pt", "resume_args": ("--resume_ckpt",)}, True),
+        ({"image": IMAGE.replace("sdk2.27.1-1", "sdk2.27.1-2")}, False),
+        ({"nodes": 4}, False),
+        ({"instance": CATALOG["trn1n.32xlarge"]}, False),
+        ({"script_args": ("--epochs", "4")}, False),
+        ({"environment": {"MY_SETTING": "off"}}, False),
+        ({"python_requirements": ()}, False),
+        ({"precompile_args": ("--steps_this_run", "20")}, False),
+        ({"verify_files": {"/data/extra.py": "b" * 64}}, False),
+    ],
+)
+def test_the_compile_key_follows_what_shapes_the_graphs_and_nothing_else(
+    change: dict[str, Any], same: bool
+) -> None:
+    assert (compile_key(dataclasses.replace(RUN, **change)) == compile_key(RUN)) is same
+    assert re.fullmatch(r"[0-9a-f]{16}", compile_key(RUN))
 
 
 @pytest.mark.process
@@ -553,29 +651,153 @@ def test_packages_that_do_not_match_their_hashes_end_the_job(
     assert [call["tool"] for call in calls] == ["python3"]
 
 
+def _hold_lock(lock: Path, holder_run: str) -> subprocess.Popen[bytes]:
+    """A process holding ``lock`` with a real flock, recorded as ``holder_run``'s, as a pod of that
+    run leaves it (the record beside the lock names the run, its attempt and its host)."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.touch()
+    lock.with_suffix(".holder").write_text(f"{holder_run} {holder_run}-uid-v0 ip-10-0-0-1\n")
+    # Its own process group: flock and the sleep it forks (which inherits the lock) die together.
+    holder = subprocess.Popen(
+        ["flock", str(lock), "sleep", "60"], env={"PATH": os.environ["PATH"]}, start_new_session=True
+    )
+    deadline = time.monotonic() + 10
+    # Until the holder has the lock: a non-blocking attempt fails.
+    while subprocess.run(["flock", "--nonblock", str(lock), "true"], check=False).returncode == 0:
+        assert time.monotonic() < deadline, "the holder never took the lock"
+        time.sleep(0.05)
+    return holder
+
+
+def _end(holder: subprocess.Popen[bytes]) -> None:
+    """The holder dies with every process that has the lock open (a node lost, as Lustre sees it
+    once it has evicted the client)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(holder.pid, signal.SIGKILL)
+    holder.wait()
+
+
+def _cache_flags(calls: list[dict[str, Any]]) -> str:
+    [launch] = [
+        call
+        for call in calls
+        if call["tool"] == "python3" and call["argv"][:2] == ["-m", "torch.distributed.run"]
+    ]
+    return str(launch["NEURON_CC_FLAGS"])
+
+
 @pytest.mark.process
 @needs_tools
 def test_a_compile_cache_held_by_another_run_is_not_shared(matching_run: TrainingRun, tmp_path: Path) -> None:
     pod = pod_for(matching_run, tmp_path)
-    lock = pod.data / "neuron_cache" / "llm_0.lock"
-    lock.parent.mkdir(parents=True)
-    lock.touch()
-    with subprocess.Popen(["flock", str(lock), "sleep", "30"], env={"PATH": os.environ["PATH"]}) as holder:
-        try:
-            result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="0")
-        finally:
-            holder.kill()
+    holder = _hold_lock(pod.data / "neuron_cache" / "llm_0.lock", "other-run-0a1b2c3d")
+    try:
+        result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="1")
+    finally:
+        _end(holder)
     assert result.returncode == CANNOT_PROCEED_EXIT_CODE
-    assert "another run holds the compile cache" in result.stderr
+    assert "another run (other-run-0a1b2c3d) holds the compile cache" in result.stderr
     assert [call["tool"] for call in calls] == ["python3"]
+    # The wait is announced: the gang watchdog reads a silent log as a run that does not progress.
+    assert "waiting up to 1s for another holder to release the compile cache" in result.stdout
+
+
+@pytest.mark.process
+@needs_tools
+def test_precompile_says_so_while_the_neuron_compiler_works(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """The heartbeat the gang watchdog's stuck-run guard reads as progress (k8s_charts/scripts/stuck_runs.py)."""
+    pod = pod_for(matching_run, tmp_path)
+    compiling = pod.bin / "neuron_parallel_compile"
+    # A compiler process for a second (its argv[0] is what pgrep -f sees), then the recorded call.
+    compiling.write_text(
+        compiling.read_text().replace("#!/bin/bash\n", "#!/bin/bash\n(exec -a neuronx-cc /bin/sleep 1)\n", 1)
+    )
+    result, calls = pod.run(HEARTBEAT_SECONDS="0")
+    assert result.returncode == 0, result.stderr
+    assert "precompile: 1 Neuron compiler processes at work" in result.stdout
+    assert [call["tool"] for call in calls] == ["python3", "neuron_parallel_compile", "python3"]
+
+
+@pytest.mark.process
+@needs_tools
+def test_precompile_without_a_compiler_at_work_prints_no_heartbeat(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """A hung trial run (no compiler process) stays silent, so the guard can end it."""
+    pod = pod_for(matching_run, tmp_path)
+    stalled = pod.bin / "neuron_parallel_compile"
+    stalled.write_text(stalled.read_text().replace("#!/bin/bash\n", "#!/bin/bash\n/bin/sleep 1\n", 1))
+    result, _ = pod.run(HEARTBEAT_SECONDS="0")
+    assert result.returncode == 0, result.stderr
+    assert "Neuron compiler processes at work" not in result.stdout
+
+
+@pytest.mark.process
+@needs_tools
+def test_a_lock_left_by_this_runs_lost_node_never_ends_the_job(
+    matching_run: TrainingRun, tmp_path: Path
+) -> None:
+    """The lock of a pod of this run whose node was lost (Lustre keeps it until it evicts that
+    client): past the wait, this attempt trains with a cache of its own instead of failing the job."""
+    pod = pod_for(matching_run, tmp_path)
+    cache = pod.data / "neuron_cache" / "llm_0"
+    holder = _hold_lock(cache.with_suffix(".lock"), run_id(matching_run))
+    try:
+        result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="1")
+    finally:
+        _end(holder)
+    assert result.returncode == 0, result.stderr
+    assert "still locked by" in result.stderr
+    attempt = f"{ANNOTATIONS[GROUP_ANNOTATION]}-v{ANNOTATIONS[VERSION_ANNOTATION]}"
+    assert _cache_flags(calls) == f"--cache_dir={cache}.unshared/{attempt}"
+    # The shared cache's record still names the lost holder: nothing was written under its lock.
+    assert cache.with_suffix(".holder").read_text().startswith(run_id(matching_run))
+
+
+@pytest.mark.process
+@needs_tools
+def test_a_lock_released_while_waiting_is_taken(matching_run: TrainingRun, tmp_path: Path) -> None:
+    """When the holder goes (Lustre evicted the lost client), the waiting pod takes the shared cache."""
+    pod = pod_for(matching_run, tmp_path)
+    cache = pod.data / "neuron_cache" / "llm_0"
+    holder = _hold_lock(cache.with_suffix(".lock"), run_id(matching_run))
+    killer = threading.Timer(1.0, _end, args=(holder,))
+    killer.start()
+    started = time.monotonic()
+    try:
+        result, calls = pod.run(CACHE_LOCK_TIMEOUT_SECONDS="30")
+    finally:
+        killer.cancel()
+        _end(holder)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 20
+    assert _cache_flags(calls) == f"--cache_dir={cache}"
+    assert cache.with_suffix(".holder").read_text().split()[0] == run_id(matching_run)
+
+
+def test_the_cache_lock_wait_outlasts_lustres_eviction_of_a_dead_client() -> None:
+    assert int(environment(job())["CACHE_LOCK_TIMEOUT_SECONDS"]) > LUSTRE_DEAD_CLIENT_EVICTION_SECONDS
 
 
 @pytest.mark.process
 @needs_tools
 def test_the_pod_refuses_to_run_without_the_replica_index(tmp_path: Path) -> None:
-    result, calls = Pod(tmp_path).run(index="")
-    assert result.returncode not in (0, CANNOT_PROCEED_EXIT_CODE) and calls == []
+    pod = Pod(tmp_path)
+    result, calls = pod.run(index="")
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
     assert "VC_TASK_INDEX" in result.stderr
+    assert "env plugin" in (tmp_path / "termination-log").read_text()
+
+
+@pytest.mark.process
+@needs_tools
+@pytest.mark.parametrize("variable", ["VC_JOB_GROUP", "VC_JOB_VERSION"])
+def test_the_pod_refuses_to_run_without_volcanos_annotations(tmp_path: Path, variable: str) -> None:
+    result, calls = Pod(tmp_path).run(**{variable: ""})
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
+    assert variable in (tmp_path / "termination-log").read_text()
 
 
 # --- Code integrity: what runs was checked, on every attempt (docs/code-integrity.md) -------------
@@ -736,6 +958,41 @@ def test_a_tampered_script_is_refused_with_its_reason(checked: CheckedPod, match
     result, calls = checked.run()
     assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls == []
     assert checked.reason() == f"checksum mismatch: {script}: FAILED"
+
+
+@pytest.mark.process
+@needs_tools
+def test_the_launcher_runs_a_checked_copy_of_the_script_on_the_pods_own_disk(
+    checked: CheckedPod, matching_run: TrainingRun
+) -> None:
+    """Checked where it is used: the launcher gets the pod-local copy, not the shared file, so a
+    change to the shared file after the check (the precompile phase takes minutes) runs nowhere."""
+    shared = checked.pod.path(matching_run.datasets[0].path("train.py"))
+    result, calls = checked.run()
+    assert result.returncode == 0, result.stderr
+    local = checked.pod.tmp / "local-code" / "train.py"
+    for call in calls[1:]:  # precompile and training, after pip
+        assert str(local) in call["argv"] and str(shared) not in call["argv"], call["argv"]
+    assert local.read_bytes() == shared.read_bytes() == verified_script()
+    assert f"running the checked copy {local} of {shared}" in result.stdout
+
+
+@pytest.mark.process
+@needs_tools
+def test_a_script_that_changes_while_it_is_copied_is_refused(
+    checked: CheckedPod, matching_run: TrainingRun
+) -> None:
+    """The copy is checked again: a swap between the first check and the copy is caught."""
+    shared = checked.pod.path(matching_run.datasets[0].path("train.py"))
+    # A cp that copies other bytes than those checked: what a swap at that moment would give.
+    fake_cp = checked.pod.bin / "cp"
+    fake_cp.write_text('#!/bin/sh\nfor last; do :; done\nprintf "evil" > "$last/train.py"\n')
+    fake_cp.chmod(0o755)
+    result, calls = checked.run()
+    assert result.returncode == CANNOT_PROCEED_EXIT_CODE and calls[1:] == []
+    local = checked.pod.tmp / "local-code" / "train.py"
+    assert checked.reason() == f"checksum mismatch of the local copy: {local}: FAILED"
+    assert shared.read_bytes() == verified_script()
 
 
 @pytest.mark.process

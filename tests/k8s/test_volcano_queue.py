@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from cluster_facts.instance_catalog import CATALOG
-from k8s_charts.volcano_queue import VolcanoQueueChart, queue_capability
+from k8s_charts.volcano_queue import VolcanoQueueChart, deserved_share, quantity_value, queue_capability
 from tests.k8s.manifests import only, synth
 from tests.k8s_validation import assert_valid
 
@@ -71,3 +73,38 @@ def test_bad_sizes_fail() -> None:
         queue_capability(CATALOG["trn1.32xlarge"], 0)
     with pytest.raises(ValueError, match="weight"):
         queue(weight=0)
+
+
+def test_a_team_alone_on_its_groups_deserves_what_they_hold() -> None:
+    whole = deserved_share([(CATALOG["trn1.32xlarge"], 2, Fraction(1))])
+    assert whole == queue_capability(CATALOG["trn1.32xlarge"], 2)
+
+
+def test_a_shared_group_is_deserved_by_weight_rounded_down() -> None:
+    # A third of 2 trn1.32xlarge: 256 vCPU, 1024 GiB, 32 chips, 16 EFA interfaces.
+    assert deserved_share([(CATALOG["trn1.32xlarge"], 2, Fraction(1, 3))]) == {
+        "cpu": "85333m",
+        "memory": "349525Mi",
+        "aws.amazon.com/neuron": "10666m",
+        "vpc.amazonaws.com/efa": "5333m",
+    }
+    with pytest.raises(ValueError, match="share"):
+        deserved_share([(CATALOG["trn1.32xlarge"], 2, Fraction(0))])
+
+
+def test_deserved_is_rendered_into_a_queue_valid_against_the_crd() -> None:
+    capability = queue_capability(CATALOG["trn1.32xlarge"], 2)
+    deserved = deserved_share([(CATALOG["trn1.32xlarge"], 2, Fraction(1, 3))])
+    manifest = queue(name="research", weight=1, capability=capability, deserved=deserved)
+    assert manifest["spec"]["deserved"] == deserved
+    assert manifest["spec"]["capability"] == capability
+    assert "guarantee" not in manifest["spec"]
+
+
+def test_a_deserved_amount_above_the_capability_is_refused_as_volcanos_webhook_refuses_it() -> None:
+    """validate_queue.go (v1.15.1) lines 271-290: deserved[r] must be <= capability[r]."""
+    capability = queue_capability(CATALOG["trn1.32xlarge"], 1)
+    with pytest.raises(ValueError, match=r"deserved aws.amazon.com/neuron 17 exceeds its capability 16"):
+        queue(capability=capability, deserved={**capability, "aws.amazon.com/neuron": "17"})
+    assert quantity_value("16001m") > quantity_value("16") > quantity_value("15999m")
+    assert quantity_value("1Gi") == quantity_value("1024Mi")

@@ -107,6 +107,7 @@ def raw_queue(spec: dict[str, Any]) -> Manifest:
     [
         {},
         {"weight": 5, "reclaimable": True, "capability": {"cpu": "768", "aws.amazon.com/neuron": "64"}},
+        {"capability": {"cpu": "768"}, "deserved": {"cpu": "256", "aws.amazon.com/neuron": "10666m"}},
     ],
 )
 def test_the_typed_queue_renders_the_raw_queue(props: dict[str, Any]) -> None:
@@ -127,6 +128,13 @@ def test_the_stack_queue_is_the_raw_queue() -> None:
             # The team's one group at max_size: 4 x trn1n.32xlarge (the research team's
             # Capacity Block group counts toward its own queue, not this one).
             "capability": {
+                "cpu": "512",
+                "memory": "2048Gi",
+                "aws.amazon.com/neuron": "64",
+                "vpc.amazonaws.com/efa": "64",
+            },
+            # No other team uses the group: the team deserves all of it.
+            "deserved": {
                 "cpu": "512",
                 "memory": "2048Gi",
                 "aws.amazon.com/neuron": "64",

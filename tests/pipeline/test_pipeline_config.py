@@ -10,6 +10,7 @@ import yaml
 
 from config import ConfigError
 from config.pipeline import (
+    EnvironmentSettings,
     PipelineSettings,
     construct_id_of,
     load_pipeline,
@@ -234,6 +235,20 @@ BAD_PIPELINES = [
         id="region-disagrees-with-environment-file",
     ),
     pytest.param(
+        "waves.0.environments.0.canary",
+        "sometimes",
+        f"{SOURCE}: waves[0].environments[0].canary: Input should be a valid boolean, unable to interpret input",
+        id="canary-not-a-boolean",
+    ),
+    pytest.param(
+        "waves.2.environments.0.canary",
+        True,
+        f"{SOURCE}: waves[2].environments[0].canary: true, but config/environments/prod-us-east-1.yaml has "
+        "cluster.endpoint_public_cidrs empty: the canary runs from the pipeline's check, which reaches the "
+        "API server only through its public endpoint",
+        id="canary-on-a-private-endpoint",
+    ),
+    pytest.param(
         "tooling.account",
         "333333333333",
         f"{SOURCE}: tooling.account: 333333333333 is also the account of production environment "
@@ -292,7 +307,7 @@ def test_an_invalid_environment_file_reports_its_own_lines_under_its_own_name(tm
         ),
         (
             f"{dev}: fsxx: unknown key; did you mean 'fsx'? allowed here: name, account, region, vpc, cluster, "
-            "system_nodes, trainium, fsx, ecr, autoscaler, observability, fabric_check, teams, datasets, runs"
+            "system_nodes, trainium, fsx, ecr, autoscaler, observability, fabric_check, node_check, teams, datasets, runs"
         ),
     ]
 
@@ -345,3 +360,13 @@ def test_every_key_of_the_example_is_documented_in_the_model() -> None:
     data = example_data()
     assert set(data) == set(PipelineSettings.model_fields)
     assert set(data["waves"][2]) == {"name", "production", "approval", "environments"}
+    assert set(data["waves"][0]["environments"][0]) == set(EnvironmentSettings.model_fields)
+
+
+def test_the_canary_is_off_unless_an_environment_turns_it_on() -> None:
+    pipeline = load_pipeline(EXAMPLE)
+    assert [environment.canary for _, environment, _ in pipeline.stages()] == [False] * 4
+    on = parse_pipeline(
+        with_change("waves.1.environments.0.canary", True), source=SOURCE, folder=Path("config")
+    )
+    assert [environment.canary for _, environment, _ in on.stages()] == [False, True, False, False]

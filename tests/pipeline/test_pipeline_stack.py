@@ -696,3 +696,93 @@ def test_every_build_of_the_pipeline_logs_to_the_group_under_its_logs_key(synth:
         assert (cloud_watch["Status"], cloud_watch["GroupName"]) == ("ENABLED", {"Ref": group_id}), logical_id
     statements = key["Properties"]["KeyPolicy"]["Statement"]
     assert any("kms:EncryptionContext:aws:logs:arn" in json.dumps(s.get("Condition", {})) for s in statements)
+
+
+def test_a_stage_with_the_canary_runs_it_from_the_checkout_with_the_rights_and_the_time(
+    tmp_path: Path,
+) -> None:
+    """staging with canary: true in the pipeline file: its check step gets the checkout beside the
+    synth output and runs the script whose step 7 is make canary with staging's environment file;
+    its CodeBuild limit covers the canary's bounds; the stage's RBAC carries the canary's Roles and
+    fences, applied after the namespaces they live in. Other stages are as they were."""
+    import shutil  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP  # noqa: PLC0415
+    from stacks.canary_run import canary_manifests, canary_run  # noqa: PLC0415
+    from stacks.deployment_check import deployment_check_timeout_minutes  # noqa: PLC0415
+
+    shutil.copytree(REPO_ROOT / "config" / "environments", tmp_path / "environments")
+    data = yaml.safe_load((REPO_ROOT / PIPELINE_FILE).read_text())
+    data["waves"][1]["environments"][0]["canary"] = True
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(data))
+    pipeline = load_pipeline(tmp_path / "pipeline.yaml")
+    outdir = tmp_path / "out"
+    app = cdk.App(context=project_context(), outdir=str(outdir))
+    stack = TrainiumPipeline(app, pipeline=pipeline, pipeline_file="config/pipeline.yaml")
+    app.synth()
+    checked = PipelineSynth(app=app, stack=stack, pipeline=pipeline, outdir=outdir)
+
+    check = actions_of(checked, "staging", "staging")["DeploymentCheck"]
+    synth_output = checked.stage("Build")[0]["OutputArtifacts"][0]["Name"]
+    source_output = checked.stage("Source")[0]["OutputArtifacts"][0]["Name"]
+    assert [artifact["Name"] for artifact in check["InputArtifacts"]] == [synth_output, source_output]
+    project = checked.project(check)
+    plain = {item["Name"]: item["Value"] for item in project["Environment"]["EnvironmentVariables"]}
+    assert (plain["CANARY"], plain["CANARY_SOURCE"], plain["CANARY_CONFIG"]) == (
+        "true",
+        "source",
+        "config/environments/staging.yaml",
+    )
+    spec = checked.build_spec(check)
+    assert spec["phases"]["build"]["commands"] == [deployment_check_script()]
+    assert 'make -C "${CANARY_SOURCE}" canary CONFIG="${CANARY_CONFIG}"' in deployment_check_script()
+    # CDK Pipelines places the checkout at the folder the script reads it from.
+    assert any("source" in command for command in spec["phases"]["install"]["commands"]), spec
+    staging = pipeline.environments["staging"]
+    assert (
+        project["TimeoutInMinutes"]
+        == deployment_check_timeout_minutes(staging, canary=True)
+        == 30 + 15 + 45 + 10
+    )
+    dev = checked.project(actions_of(checked, "dev", "dev")["DeploymentCheck"])
+    assert dev["TimeoutInMinutes"] == 30
+    assert {item["Name"]: item["Value"] for item in dev["Environment"]["EnvironmentVariables"]}[
+        "CANARY"
+    ] == "false"
+
+    # The stage's check may create exactly the canary's rendered objects, once their namespaces exist.
+    run_id, _ = canary_manifests(canary_run(staging))
+    [template_file] = (outdir / "assembly-Staging").glob("StagingTrainiumStack*.template.json")
+    resources = json.loads(template_file.read_text())["Resources"]
+    [rbac] = [
+        resource
+        for resource in resources.values()
+        if "trainium-deployment-check-canary" in json.dumps(resource)
+    ]
+    text = json.dumps(rbac)
+    for expected in (
+        run_id,
+        "trainium-deployment-check-volcano-jobs",
+        "trainium-deployment-check-config-maps",
+    ):
+        assert expected in text, expected
+    staging_stack = stack.stages["staging"].stack
+    steps = {
+        step: staging_stack.resolve(
+            staging_stack.get_logical_id(
+                next(
+                    c
+                    for c in staging_stack.kubernetes.applied[step].node.find_all()
+                    if isinstance(c, cdk.CfnResource)
+                )
+            )
+        )
+        for step in (TEAMS_STEP, PLATFORM_STEP)
+    }
+    assert set(steps) == {TEAMS_STEP, PLATFORM_STEP}, steps
+    assert set(steps.values()) <= set(rbac.get("DependsOn", [])), rbac.get("DependsOn")
+    # Without the option the stage's check has no canary access.
+    [dev_template] = (outdir / "assembly-Dev").glob("DevTrainiumStack*.template.json")
+    assert "trainium-deployment-check-canary" not in dev_template.read_text()

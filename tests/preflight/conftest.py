@@ -13,6 +13,7 @@ import copy
 import functools
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,12 +29,15 @@ from botocore.stub import Stubber
 from config import StackConfig, load_config, parse_config
 from preflight.aws import Clients, make_clients
 from preflight.costs import price_queries
+from preflight.lambda_concurrency import LambdaDemand, lambda_demand
 from preflight.quotas import ON_DEMAND, SPOT, quota_demands
 from tests.preflight import price_list
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
 EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
+DEFAULT_TEMPLATE = REPO_ROOT / "tests" / "snapshots" / "TrainiumStack.default.json"
+"""The reviewed template of config/default.yaml (asset hashes masked; the dependency graph is whole)."""
 
 ODCR_ID = "cr-0123456789abcdef0"  # example.yaml: trn1n-32xl, on_demand, max_size 4
 BLOCK_ID = "cr-0fedcba9876543210"  # example.yaml: trn1-32xl-block, capacity_block, max_size 8
@@ -85,14 +89,16 @@ def config_from(path: Path, edit: Callable[[dict[str, Any]], None] | None = None
 
 def resize(group: dict[str, Any], *, min_size: int | None = None, max_size: int | None = None) -> None:
     """Set a node group's min_size/max_size in file data. The checks never read desired_size (the
-    autoscaler owns it, and the key is leaving the files); where a file still has it, it is kept
-    between the two so that the file stays valid."""
+    count at creation; the autoscaler owns it after): it is kept between the two (default 0) so that
+    the file stays valid."""
     if min_size is not None:
         group["min_size"] = min_size
     if max_size is not None:
         group["max_size"] = max_size
-    if "desired_size" in group:
-        group["desired_size"] = min(max(group["desired_size"], group["min_size"]), group["max_size"])
+    desired = group.get("desired_size", 0)
+    clamped = min(max(desired, group.get("min_size", 0)), group["max_size"])
+    if clamped != desired or "desired_size" in group:
+        group["desired_size"] = clamped
 
 
 @functools.cache
@@ -109,6 +115,34 @@ def example_config() -> StackConfig:
 @functools.cache
 def default_config() -> StackConfig:
     return load_config(DEFAULT_CONFIG)
+
+
+@functools.cache
+def default_template() -> dict[str, Any]:
+    return dict(json.loads(DEFAULT_TEMPLATE.read_text()))
+
+
+@functools.cache
+def template_of(name: str) -> Path:
+    """A template file for ``python -m preflight --template`` with a configuration named ``name``:
+    the default template under that cluster name. The CLI checks only that the names agree; the
+    Lambda check's numbers come from the real templates (test_lambda_concurrency.py)."""
+    template = copy.deepcopy(default_template())
+    [cluster] = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]
+    cluster["Properties"]["Name"] = name
+    path = Path(tempfile.mkdtemp(prefix="preflight-template-")) / "TrainiumStack.template.json"
+    path.write_text(json.dumps(template))
+    return path
+
+
+EXAMPLE_TEMPLATE = ("--template", str(template_of("trainium-prod")))
+"""``--template`` for config/example.yaml (name: trainium-prod)."""
+
+
+@functools.cache
+def default_demand() -> LambdaDemand:
+    """What a deploy of config/default.yaml runs at once (test_lambda_concurrency.py)."""
+    return lambda_demand(default_template())
 
 
 def _reservation(
@@ -234,6 +268,8 @@ class FakeAccount:
         default_factory=lambda: {region: price_list.answers(region) for region in ("us-east-1", "us-west-2")}
     )
     """Region -> ``PriceQuery.key`` -> the Price List items ``GetProducts`` answers (price_list.py)."""
+    lambda_limits: tuple[int, int] = (1000, 1000)
+    """``GetAccountSettings``' AccountLimit: (ConcurrentExecutions, UnreservedConcurrentExecutions)."""
     errors: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Operation name -> (error code, message) that AWS answers instead, e.g. AccessDenied."""
 
@@ -285,7 +321,14 @@ def no_network(request: Any, **_: Any) -> None:
 def real_clients(region: str, *, max_attempts: int = 8, now: datetime = NOW) -> Clients:
     """Production clients (same retry settings), fake credentials, a fixed clock, the network guard."""
     clients = make_clients(region, session=fake_session(), max_attempts=max_attempts, clock=lambda: now)
-    for client in (clients.sts, clients.ec2, clients.service_quotas, clients.eks, clients.pricing):
+    for client in (
+        clients.sts,
+        clients.ec2,
+        clients.service_quotas,
+        clients.eks,
+        clients.pricing,
+        clients.lambda_,
+    ):
         client.meta.events.register_last("before-send", no_network)
     return clients
 
@@ -304,14 +347,15 @@ def stub_clients(
     and no network guard: the test answers them at the HTTP layer with its own ``before-send`` handler.
     """
     clients = real_clients(config.region, max_attempts=max_attempts, now=now)
-    sts, ec2, quotas, eks, pricing = (
+    sts, ec2, quotas, eks, pricing, lambda_ = (
         Stubber(clients.sts),
         Stubber(clients.ec2),
         Stubber(clients.service_quotas),
         Stubber(clients.eks),
         Stubber(clients.pricing),
+        Stubber(clients.lambda_),
     )
-    stubbers = [sts, eks]
+    stubbers = [sts, eks, lambda_]
     for name, client, stubber in (
         ("ec2", clients.ec2, ec2),
         ("service-quotas", clients.service_quotas, quotas),
@@ -332,6 +376,9 @@ def stub_clients(
         _queue_ec2(account, config, ec2)
         _queue_quotas(account, config, quotas)
         _queue(account, eks, "describe_cluster_versions", {"clusterVersions": account.versions}, {})
+        concurrent, unreserved = account.lambda_limits
+        limits = {"ConcurrentExecutions": concurrent, "UnreservedConcurrentExecutions": unreserved}
+        _queue(account, lambda_, "get_account_settings", {"AccountLimit": limits}, {})
         _queue_prices(account, config, pricing)
     for stubber in stubbers:
         stubber.activate()

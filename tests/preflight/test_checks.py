@@ -25,6 +25,7 @@ from tests.preflight.conftest import (
     FakeAccount,
     config_from,
     default_config,
+    default_demand,
     example_config,
     stub_clients,
     trn_instance,
@@ -32,10 +33,12 @@ from tests.preflight.conftest import (
 
 
 def evaluate(account: FakeAccount, config: StackConfig) -> dict[str, CheckResult]:
+    """The checks, with the Lambda demand of config/default.yaml's template (the Lambda check does
+    not read the configuration; test_lambda_concurrency.py reads each template's own)."""
     stubbed = stub_clients(account, config)
     facts = gather_facts(config, stubbed.clients)
     stubbed.assert_all_asked()
-    return {result.check: result for result in run_checks(config, facts)}
+    return {result.check: result for result in run_checks(config, facts, default_demand())}
 
 
 def failed(results: dict[str, CheckResult]) -> dict[str, CheckResult]:
@@ -58,6 +61,7 @@ def test_passing_account_passes_every_check_of_the_example_in_order(account: Fak
         "offering trn1n-32xl",
         "offering trn1-32xl-block",
         "quota on-demand",
+        "lambda concurrency",
         "reservation trn1n-32xl",
         "reservation trn1-32xl-block",
         "kubernetes 1.34",
@@ -87,6 +91,7 @@ def test_passing_account_passes_the_default_configuration(account: FakeAccount) 
         "trainium zone",
         "offering trn1-32xl",
         "quota on-demand",
+        "lambda concurrency",
         "kubernetes 1.34",
     ]
     assert not failed(results)

@@ -16,6 +16,7 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from preflight.cli import EXIT_AWS_UNAVAILABLE, EXIT_CHECK_FAILED, EXIT_LOCAL_PROBLEM, EXIT_OK, main
 from tests.preflight.conftest import (
     EXAMPLE_CONFIG,
+    EXAMPLE_TEMPLATE,
     REPO_ROOT,
     FakeAccount,
     default_config,
@@ -67,13 +68,15 @@ def run_module(args: list[str], environment: dict[str, str]) -> subprocess.Compl
 def test_passing_account_prints_the_table_and_exits_0(
     account: FakeAccount, stubbed_factory: Callable[..., Any]
 ) -> None:
-    code, out, err = run(["--config", str(EXAMPLE_CONFIG)], stubbed_factory(account, example_config()))
+    code, out, err = run(
+        ["--config", str(EXAMPLE_CONFIG), *EXAMPLE_TEMPLATE], stubbed_factory(account, example_config())
+    )
 
     assert (code, err) == (EXIT_OK, "")
     lines = out.splitlines()
     assert lines[0] == f"Preflight of {EXAMPLE_CONFIG} for account 444455556666 in us-east-1"
     assert lines[2].split() == ["CHECK", "STATUS", "DETAIL", "WHAT", "TO", "DO"]
-    assert lines[-1] == "14 checks: 14 passed, 0 warned, 0 failed; ready for make deploy"
+    assert lines[-1] == "15 checks: 15 passed, 0 warned, 0 failed; ready for make deploy"
     assert all(len(line) <= 100 for line in lines)
 
 
@@ -104,7 +107,9 @@ def test_a_failed_check_exits_1_and_says_so(
 ) -> None:
     account.quotas["L-2C3B7624"] = 128.0
     account.offerings["trn1n.32xlarge"] = ["use1-az4", "use1-az5"]
-    code, out, _ = run(["--config", str(EXAMPLE_CONFIG)], stubbed_factory(account, example_config()))
+    code, out, _ = run(
+        ["--config", str(EXAMPLE_CONFIG), *EXAMPLE_TEMPLATE], stubbed_factory(account, example_config())
+    )
 
     assert code == EXIT_CHECK_FAILED
     statuses = {check: status for check, (status, _, _) in parse_table(out).items()}
@@ -115,6 +120,7 @@ def test_a_failed_check_exits_1_and_says_so(
         "offeringtrn1n-32xl": "FAIL",
         "offeringtrn1-32xl-block": "PASS",
         "quotaon-demand": "FAIL",
+        "lambdaconcurrency": "PASS",
         "reservationtrn1n-32xl": "PASS",
         "reservationtrn1-32xl-block": "PASS",
         "kubernetes1.34": "PASS",
@@ -126,7 +132,7 @@ def test_a_failed_check_exits_1_and_says_so(
     }
     assert (
         out.splitlines()[-1]
-        == "14 checks: 12 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
+        == "15 checks: 13 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
     )
 
 
@@ -136,7 +142,8 @@ def test_report_wraps_long_rows_within_the_width(
     del account.zones["us-east-1"]["us-east-1a"]
     account.offerings["trn1n.32xlarge"] = ["use1-az4", "use1-az5"]
     code, out, _ = run(
-        ["--config", str(EXAMPLE_CONFIG), "--width", "90"], stubbed_factory(account, example_config())
+        ["--config", str(EXAMPLE_CONFIG), "--width", "90", *EXAMPLE_TEMPLATE],
+        stubbed_factory(account, example_config()),
     )
 
     assert code == EXIT_CHECK_FAILED
@@ -158,12 +165,14 @@ def test_report_wraps_long_rows_within_the_width(
 
 def test_warnings_alone_exit_0(account: FakeAccount, stubbed_factory: Callable[..., Any]) -> None:
     account.zone_states["us-east-1a"] = "impaired"
-    code, out, _ = run(["--config", str(EXAMPLE_CONFIG)], stubbed_factory(account, example_config()))
+    code, out, _ = run(
+        ["--config", str(EXAMPLE_CONFIG), *EXAMPLE_TEMPLATE], stubbed_factory(account, example_config())
+    )
 
     assert code == EXIT_OK
     assert (
         out.splitlines()[-1]
-        == "14 checks: 13 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        == "15 checks: 14 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 
@@ -203,7 +212,9 @@ def test_refused_credentials_exit_2(account: FakeAccount, stubbed_factory: Calla
         "InvalidClientTokenId",
         "The security token included in the request is invalid.",
     )
-    code, out, err = run(["--config", str(EXAMPLE_CONFIG)], stubbed_factory(account, example_config()))
+    code, out, err = run(
+        ["--config", str(EXAMPLE_CONFIG), *EXAMPLE_TEMPLATE], stubbed_factory(account, example_config())
+    )
 
     assert (code, out) == (EXIT_AWS_UNAVAILABLE, "")
     assert err == (
@@ -273,7 +284,7 @@ def test_network_errors_are_retried_then_exit_2(error: Exception, sleeps: list[f
         clients.sts.meta.events.register_first("before-send", unreachable)
         return clients
 
-    code, out, err = run(["--config", str(EXAMPLE_CONFIG), "--max-attempts", "3"], factory)
+    code, out, err = run(["--config", str(EXAMPLE_CONFIG), "--max-attempts", "3", *EXAMPLE_TEMPLATE], factory)
 
     assert (code, out) == (EXIT_AWS_UNAVAILABLE, "")
     assert len(sent) == 3 and len(sleeps) == 2

@@ -26,6 +26,7 @@ from tests.preflight.conftest import (
     BLOCK_ID,
     DEFAULT_CONFIG,
     EXAMPLE_CONFIG,
+    EXAMPLE_TEMPLATE,
     ODCR_ID,
     FakeAccount,
     config_from,
@@ -177,7 +178,7 @@ def test_denied_price_list_does_not_fail_the_run(account: FakeAccount, stubbed_f
     account.errors["get_products"] = DENIED
     out, err = io.StringIO(), io.StringIO()
     code = main(
-        ["--config", str(EXAMPLE_CONFIG), "--width", "300"],
+        ["--config", str(EXAMPLE_CONFIG), "--width", "300", *EXAMPLE_TEMPLATE],
         clients_factory=stubbed_factory(account, example_config()),
         stdout=out,
         stderr=err,
@@ -185,7 +186,7 @@ def test_denied_price_list_does_not_fail_the_run(account: FakeAccount, stubbed_f
 
     assert (code, err.getvalue()) == (EXIT_OK, "")
     assert out.getvalue().splitlines()[-1] == (
-        "10 checks: 9 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        "11 checks: 10 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 
@@ -236,7 +237,15 @@ def run_with_throttled_pricing(*, throttles: int, max_attempts: int) -> tuple[in
         return stubbed.clients
 
     out, err = io.StringIO(), io.StringIO()
-    argv = ["--config", str(EXAMPLE_CONFIG), "--width", "300", "--max-attempts", str(max_attempts)]
+    argv = [
+        "--config",
+        str(EXAMPLE_CONFIG),
+        "--width",
+        "300",
+        "--max-attempts",
+        str(max_attempts),
+        *EXAMPLE_TEMPLATE,
+    ]
     code = main(argv, clients_factory=factory, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue(), handler
 
@@ -426,7 +435,7 @@ cost total                PASS    idle $102.31/h (about $2,456/day);   -
                                   AWS Price List, published
                                   2026-11-23
 
-14 checks: 14 passed, 0 warned, 0 failed; ready for make deploy
+15 checks: 15 passed, 0 warned, 0 failed; ready for make deploy
 """
 
 
@@ -441,7 +450,7 @@ def test_cli_prints_the_cost_rows_after_the_checks(stubbed_factory: Any) -> None
         reservation.update(TotalInstanceCount=count, AvailableInstanceCount=count)
     out, err = io.StringIO(), io.StringIO()
     code = main(
-        ["--config", str(EXAMPLE_CONFIG)],
+        ["--config", str(EXAMPLE_CONFIG), *EXAMPLE_TEMPLATE],
         clients_factory=stubbed_factory(account, example_config()),
         stdout=out,
         stderr=err,

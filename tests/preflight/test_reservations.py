@@ -33,6 +33,7 @@ from tests.preflight.conftest import (
     example_config,
     resize,
     stub_clients,
+    template_of,
 )
 from tests.preflight.test_cli import parse_table, squeezed
 
@@ -194,7 +195,7 @@ def test_a_reservation_too_small_for_max_size_fails_without_a_surge_warning(acco
 def run_cli(account: FakeAccount, stubbed_factory: Any, path: Path, now: datetime) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(
-        ["--config", str(path), "--width", "400"],
+        ["--config", str(path), "--width", "400", "--template", str(template_of(load_config(path).name))],
         clients_factory=stubbed_factory(account, load_config(path), now=now),
         stdout=out,
         stderr=err,

@@ -244,6 +244,8 @@ def volcano_pod_fields(
         "metadata.annotations['volcano.sh/task-spec']": task,
         "metadata.annotations['volcano.sh/task-index']": str(index),
         "metadata.labels['volcano.sh/job-name']": job,
+        # The scheduler binds each pod to a node of its own (one worker per node).
+        "spec.nodeName": f"node-{index}",
     }
 
 

@@ -19,10 +19,8 @@
 # ``--rdzv_endpoint``, under torchrun's default prefix ``/torchelastic/p2p``. Its text holds no
 # dollar sign: TorchX substitutes its macros and Kubernetes its variable references in the command.
 #
-# Before the launcher starts, the program leaves root for the owner of the team's directory (the
-# claim at TRAINIUM_DATA_MOUNT, default /data): the file system squashes root to nobody, each team's
-# directory belongs to the team's own uid (k8s_charts/fsx_layout.py), and TorchX (0.7.0) cannot
-# render a pod securityContext. Changing from uid 0 to another uid also clears every capability.
+# It runs as the pod runs: as the team's uid from the start (the pod's runAsUser, which the component
+# sets from --uid), never as root; it changes no identity.
 #
 # Environment: RDZV_WAIT_SECONDS (default 300) bounds how long an unreachable etcd is retried.
 # Exit status: the launcher's; 1 when etcd cannot be asked or the argv has no id to replace.
@@ -75,21 +73,6 @@ def attempt_id(base: str, status: Callable[[str], str | None]) -> str:
     raise RuntimeError(f"the first {MAX_ATTEMPTS} rendezvous of {base} are all closed")
 
 
-def become_owner_of(path: str) -> int | None:
-    """As root, take the uid and gid that own ``path`` (the team's directory); the uid taken, or None."""
-    if os.geteuid() != 0 or not os.path.isdir(path):
-        return None  # not root, or no team directory mounted (the component always mounts one)
-    owner = os.stat(path)
-    if owner.st_uid == 0:
-        return None
-    os.setgroups([owner.st_gid])
-    os.setgid(owner.st_gid)
-    os.setuid(owner.st_uid)
-    if os.environ.get("HOME", "/root") == "/root":
-        os.environ["HOME"] = "/tmp"  # root's home is not the new user's to write
-    return owner.st_uid
-
-
 def main(argv: list[str]) -> int:
     try:
         endpoint = argv[option_index(argv, "--rdzv_endpoint")]
@@ -111,14 +94,6 @@ def main(argv: list[str]) -> int:
                 return 1
             time.sleep(5)
     print(f"rendezvous_attempt: this attempt rendezvouses as {run_id} at {endpoint}", flush=True)
-    data_mount = os.environ.get("TRAINIUM_DATA_MOUNT", "/data")
-    try:
-        uid = become_owner_of(data_mount)
-    except OSError as error:
-        print(f"rendezvous_attempt: cannot take the owner of {data_mount}: {error}", file=sys.stderr)
-        return 1
-    if uid is not None:
-        print(f"rendezvous_attempt: running as uid {uid}, the owner of {data_mount}", flush=True)
     launcher = [*argv[:id_index], run_id, *argv[id_index + 1 :]]
     os.execvp(launcher[0], launcher)
 

@@ -1,0 +1,661 @@
+"""Prove a new Trainium node before any training lands on it; lift its startup taint, or have it replaced.
+
+Runs in the node check's DaemonSet pod on every Trainium node (k8s_charts/node_check.py), with the
+standard library only, beside kube_api.py (the platform's API client), node_check_verdict.py and
+fabric_verdict.py (the parsers). On a node that still carries the startup taint it runs, each with
+a time limit: ``neuron-ls``, a local ``nccom-test`` all-reduce across every NeuronCore, ``fi_info``
+and an ``fi_pingpong`` loopback per EFA device, and a TCP connection to the file system. Then:
+
+- PASS: the node condition ``TrainiumNodeCheck=True`` (reason ``NodeCheckPassed``), then the
+  startup taint removed; training pods may now be scheduled there;
+- FAIL: the condition ``False`` with the failing check as reason and what it found as message
+  (``kubectl describe node``), a Warning event on the node, the taint kept; then, with
+  ``REPAIR=replace``, the node's instance is marked ``Unhealthy`` in its Auto Scaling group
+  (``aws autoscaling set-instance-health``, with the pod's own AWS role), which terminates it and
+  launches a replacement that is checked in turn.
+
+A node without the taint (checked before; the pod restarted) is left alone: the check never runs
+next to a training pod.
+
+Afterwards the pod stays and, every ``WATCH_SECONDS``, watches (``Watch``):
+
+- **this node's EFA counters** (``/sys/class/infiniband/*/ports/*/hw_counters``): when an error
+  counter of one device grows by more than ``EFA_ERROR_LIMIT`` within ``EFA_ERROR_WINDOW_SECONDS``,
+  the node gets the taint ``EFA_SUSPECT_TAINT`` (no new pod lands; running pods are never touched)
+  and the condition ``False`` (reason ``EfaErrors``). Once no process uses its Neuron devices, the
+  EFA part of the check runs again (``fi_info``, a loopback per device): a pass lifts the taint, a
+  failure keeps it and has the node replaced (``REPAIR=replace``). A peer that died moves the same
+  counters; the loopback on the idle node tells the two apart;
+- **the other Trainium nodes' kubelets** (``FENCE_AFTER_SECONDS``, with ``REPAIR=replace``): the
+  check of the first Ready Trainium node (by name) marks Unhealthy, in its Auto Scaling group, the
+  instance of every Trainium node whose ``Ready`` condition has been ``Unknown`` that long, which
+  terminates it: its pods are then deleted with its Node and the gang can start again, instead of
+  waiting 30 minutes for EKS's repair. A terminated instance runs no second copy of a worker. Not
+  when more than one node in five (at least one) is silent at once: that is the network or the
+  control plane, not the nodes;
+- **its own node while held** (the startup taint or the EFA taint on): one line per pass.
+
+Every verdict and action is one line ``TRAINIUM_NODE_CHECK node=<node> state=<state> reason=<reason>
+<detail>`` (states in ``STATES``), which the cluster's dashboard reads from the application log
+group (cluster_facts/log_lines.py holds its pattern).
+
+Writes go through the API server's admission policy ``node-check`` (k8s_charts/node_check.py): this
+service account may remove the startup taint, put on or remove the EFA taint, and set only this
+condition, on its own node. Fencing another node writes nothing to it: the instance goes through
+its Auto Scaling group, and the event is recorded in the check's namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kube_api import Api, ApiError, in_cluster
+from node_check_verdict import (
+    PASSED,
+    CounterKey,
+    Expected,
+    Outputs,
+    Verdict,
+    busy_devices,
+    counter_increases,
+    efa_domains,
+    judge,
+    judge_efa,
+    neuron_devices,
+)
+
+__all__ = [
+    "STATES",
+    "Watch",
+    "WatchSettings",
+    "check_node",
+    "efa_counters",
+    "expected_from_labels",
+    "instance_id",
+    "lift_taint",
+    "main",
+    "run_checks",
+    "set_condition",
+    "status_line",
+]
+
+COMPONENT = "node-check"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced")
+"""passed/failed: a new node's verdict; held: a pass that found the node still tainted by the check;
+suspect: EFA errors on a node in use (tainted); cleared: a suspect node passed the loopback again;
+fenced: another node's unresponsive instance was marked Unhealthy."""
+# The EFA vendor id in PCI config space (the node monitoring agent's efa.go checks the same).
+_EFA_VENDOR = "0x1d0f"
+# Ports for fi_pingpong's control socket (its default is 47592), one per device, on loopback.
+_PINGPONG_PORT = 47600
+
+
+def _run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> tuple[str, int]:
+    """The command's output (stdout and stderr) and exit status; 124 when it timed out, 127 when missing."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **(env or {})},
+        )
+    except subprocess.TimeoutExpired as expired:
+        partial = expired.stdout if isinstance(expired.stdout, str) else ""
+        return partial + f"\n{argv[0]} timed out after {timeout:.0f}s", 124
+    except OSError as error:
+        return f"{argv[0]}: {error}", 127
+    return done.stdout + done.stderr, done.returncode
+
+
+def _pingpong(domain: str, port: int, timeout: float) -> tuple[str, int]:
+    """Server and client of ``fi_pingpong`` on one EFA device of this node."""
+    # Through the device, not libfabric's shared-memory shortcut for peers on one host.
+    env = {"FI_EFA_ENABLE_SHM_TRANSFER": "0"}
+    common = ["-p", "efa", "-e", "rdm", "-d", domain, "-I", "100", "-S", "4096"]
+    with tempfile.TemporaryFile(mode="w+") as server_log:
+        server = subprocess.Popen(
+            ["fi_pingpong", *common, "-B", str(port)],
+            stdout=server_log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
+        try:
+            time.sleep(0.5)  # the server binds its control socket
+            return _run(["fi_pingpong", *common, "-P", str(port), "127.0.0.1"], timeout, env)
+        finally:
+            server.kill()
+            server.wait()
+
+
+def _lustre_problem(host: str, port: int, timeout: float) -> str | None:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as error:
+        return f"no TCP connection to the file system at {host}:{port} within {timeout:.0f}s: {error}"
+
+
+def run_checks(expected: Expected, *, lustre_host: str, lustre_port: int, step_timeout: float) -> Outputs:
+    neuron_ls, neuron_ls_status = _run(["neuron-ls", "--json-output"], step_timeout)
+    nccom, nccom_status = _run(
+        ["nccom-test", "-r", str(expected.cores), "-d", "fp32", "-b", "32M", "-e", "32M", "--check", "allr"],
+        step_timeout * 4,
+    )
+    fi_info, fi_info_status = _run(["fi_info", "-p", "efa", "-t", "FI_EP_RDM"], step_timeout)
+    domains = efa_domains(fi_info) if fi_info_status == 0 else []
+    pingpongs = {
+        domain: _pingpong(domain, _PINGPONG_PORT + index, step_timeout)
+        for index, domain in enumerate(domains)
+    }
+    return Outputs(
+        neuron_ls=neuron_ls,
+        neuron_ls_status=neuron_ls_status,
+        nccom=nccom,
+        nccom_status=nccom_status,
+        fi_info=fi_info,
+        fi_info_status=fi_info_status,
+        pingpongs=pingpongs,
+        lustre_problem=_lustre_problem(lustre_host, lustre_port, min(step_timeout, 10.0)),
+    )
+
+
+def status_line(node: str, state: str, reason: str, detail: str) -> str:
+    """The one line per verdict or action that the dashboard reads (cluster_facts/log_lines.py)."""
+    assert state in STATES and reason.isalnum(), (state, reason)
+    return f"TRAINIUM_NODE_CHECK node={node} state={state} reason={reason} {detail}".rstrip()
+
+
+def _say(node: str, state: str, reason: str, detail: str) -> None:
+    print(status_line(node, state, reason, detail), flush=True)
+
+
+def efa_counters(names: Sequence[str], sysfs: str = "/sys") -> dict[CounterKey, int]:
+    """Every watched EFA port counter of this node: (device, port, name) -> value.
+
+    The pod is privileged, so its /sys shows the host's devices; RDMA devices are visible in every
+    network namespace unless the kernel's RDMA subsystem is switched to exclusive mode (``rdma system
+    show``: "netns shared" is the default)."""
+    found: dict[CounterKey, int] = {}
+    for counters in sorted(glob.glob(os.path.join(sysfs, "class/infiniband/*/ports/*/hw_counters"))):
+        port_dir = os.path.dirname(counters)
+        device_dir = os.path.dirname(os.path.dirname(port_dir))
+        device, port = os.path.basename(device_dir), os.path.basename(port_dir)
+        try:
+            with open(os.path.join(device_dir, "device", "vendor"), encoding="ascii") as handle:
+                if handle.read().strip() != _EFA_VENDOR:
+                    continue
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(counters, name), encoding="ascii") as handle:
+                    found[(device, port, name)] = int(handle.read().strip())
+            except (OSError, ValueError):
+                continue  # an older driver without this counter
+    return found
+
+
+def run_efa_checks(step_timeout: float) -> Outputs:
+    """The EFA part of the check alone: ``fi_info`` and a loopback per device."""
+    fi_info, fi_info_status = _run(["fi_info", "-p", "efa", "-t", "FI_EP_RDM"], step_timeout)
+    domains = efa_domains(fi_info) if fi_info_status == 0 else []
+    pingpongs = {
+        domain: _pingpong(domain, _PINGPONG_PORT + index, step_timeout)
+        for index, domain in enumerate(domains)
+    }
+    return Outputs(neuron_ls="", fi_info=fi_info, fi_info_status=fi_info_status, pingpongs=pingpongs)
+
+
+def _node_path(name: str) -> str:
+    return f"/api/v1/nodes/{urllib.parse.quote(name)}"
+
+
+def has_taint(node: Mapping[str, Any], key: str) -> bool:
+    return any(taint.get("key") == key for taint in (node.get("spec") or {}).get("taints") or [])
+
+
+def set_condition(api: Api, node: str, condition_type: str, verdict: Verdict) -> None:
+    """This check's condition on the node's status (a strategic merge: the other conditions stay)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": condition_type,
+        "status": "True" if verdict.passed else "False",
+        "reason": verdict.reason,
+        "message": verdict.message[:1024],
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    api.call("PATCH", _node_path(node) + "/status", {"status": {"conditions": [condition]}}, STRATEGIC_MERGE)
+
+
+def lift_taint(api: Api, node: str, key: str) -> str:
+    """Remove the taint ``key``; what was done. The patch tests the node's version first, so a
+    concurrent change of its taints is read again rather than overwritten."""
+    path = _node_path(node)
+    for _ in range(3):
+        current = api.get(path)
+        taints = (current.get("spec") or {}).get("taints") or []
+        kept = [taint for taint in taints if taint.get("key") != key]
+        if len(kept) == len(taints):
+            return f"no {key} taint"
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": current["metadata"]["resourceVersion"],
+            },
+            {"op": "replace", "path": "/spec/taints", "value": kept},
+        ]
+        try:
+            api.json_patch(path, patch)
+        except ApiError as error:
+            if error.status in (409, 422):
+                continue
+            raise
+        return f"{key} removed"
+    raise RuntimeError(f"node {node} kept changing; gave up after 3 attempts")
+
+
+def add_taint(api: Api, node: str, taint: Mapping[str, str]) -> str:
+    """Put ``taint`` on the node (once); what was done. Conditional on the node's version, as lift_taint."""
+    path = _node_path(node)
+    for _ in range(3):
+        current = api.get(path)
+        taints = (current.get("spec") or {}).get("taints") or []
+        if any(t.get("key") == taint["key"] for t in taints):
+            return f"{taint['key']} already on"
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": current["metadata"]["resourceVersion"],
+            },
+            {"op": "add", "path": "/spec/taints", "value": [*taints, dict(taint)]},
+        ]
+        try:
+            api.json_patch(path, patch)
+        except ApiError as error:
+            if error.status in (409, 422):
+                continue
+            raise
+        return f"{taint['key']}={taint['value']}:{taint['effect']} put on"
+    raise RuntimeError(f"node {node} kept changing; gave up after 3 attempts")
+
+
+def instance_id(node: Mapping[str, Any]) -> str | None:
+    """The EC2 instance of a node, from ``spec.providerID`` (``aws:///<zone>/<instance id>``)."""
+    provider = (node.get("spec") or {}).get("providerID") or ""
+    last = provider.rsplit("/", 1)[-1]
+    return last if provider.startswith("aws://") and last.startswith("i-") else None
+
+
+def replace_instance(node: Mapping[str, Any], timeout: float) -> str:
+    """Mark the node's instance Unhealthy in its Auto Scaling group, which replaces it."""
+    instance = instance_id(node)
+    if instance is None:
+        return f"not replaced: no EC2 instance in providerID {(node.get('spec') or {}).get('providerID')!r}"
+    output, status = _run(
+        [
+            "aws", "autoscaling", "set-instance-health",
+            "--instance-id", instance,
+            "--health-status", "Unhealthy",
+            "--no-should-respect-grace-period",
+        ],
+        timeout,
+    )  # fmt: skip
+    if status != 0:
+        return f"not replaced: aws autoscaling set-instance-health exited {status}: {output.strip()[:300]}"
+    return f"instance {instance} marked Unhealthy in its Auto Scaling group: it is replaced"
+
+
+def expected_from_labels(node: Mapping[str, Any], labels: Mapping[str, str]) -> Expected:
+    """What the node's instance type promises, from the labels its node group gives it (the catalog's
+    counts, cluster_facts/kubernetes_names.py ``trainium_node_labels``); ``labels`` names the keys."""
+    values = (node.get("metadata") or {}).get("labels") or {}
+    try:
+        return Expected(
+            devices=int(values[labels["devices"]]),
+            cores=int(values[labels["cores"]]),
+            efa_interfaces=int(values[labels["efa_interfaces"]]),
+        )
+    except (KeyError, ValueError) as error:
+        raise RuntimeError(f"the node lacks its node group's device labels ({error})") from None
+
+
+def check_node(
+    api: Api,
+    *,
+    node_name: str,
+    taint_key: str,
+    condition_type: str,
+    labels: Mapping[str, str],
+    lustre_host: str,
+    lustre_port: int,
+    step_timeout: float,
+    repair: str,
+    namespace: str,
+) -> int:
+    """One pass on this node; 0 when the node passed (or had been checked), 1 when it failed."""
+    node = api.get(_node_path(node_name))
+    if not has_taint(node, taint_key):
+        print(f"node {node_name} carries no {taint_key} taint: checked before, nothing to do")
+        return 0
+    expected = expected_from_labels(node, labels)
+    # A node whose devices a process already uses (a taint put back on a node in use, say by a
+    # change of its node group's taints) is in use, not new: no collective next to a training run.
+    listing, listing_status = _run(["neuron-ls", "--json-output"], step_timeout)
+    busy = busy_devices(neuron_devices(listing) or []) if listing_status == 0 else []
+    if busy:
+        print(
+            f"node {node_name}: Neuron devices {busy} are in use: not checked; {lift_taint(api, node_name, taint_key)}"
+        )
+        return 0
+    started = time.monotonic()
+    verdict = judge(
+        run_checks(expected, lustre_host=lustre_host, lustre_port=lustre_port, step_timeout=step_timeout),
+        expected,
+    )
+    seconds = time.monotonic() - started
+    print(f"{verdict.line} (in {seconds:.0f}s)")
+    set_condition(api, node_name, condition_type, verdict)
+    if verdict.passed:
+        _say(
+            node_name,
+            "passed",
+            verdict.reason,
+            f"seconds={seconds:.0f} {lift_taint(api, node_name, taint_key)}",
+        )
+        return 0
+    api.event(
+        namespace=namespace,
+        involved={**node, "kind": "Node", "apiVersion": "v1"},
+        reason=verdict.reason,
+        message=f"node check failed, {taint_key} kept: {verdict.message}",
+        component=COMPONENT,
+    )
+    if repair == "replace":
+        action = replace_instance(node, step_timeout)
+    else:
+        action = f"left tainted for a person (REPAIR={repair})"
+    _say(node_name, "failed", verdict.reason, f"seconds={seconds:.0f} {action}")
+    return 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchSettings:
+    node_name: str
+    taint_key: str
+    """The startup taint."""
+    efa_taint: Mapping[str, str]
+    condition_type: str
+    labels: Mapping[str, str]
+    node_group_label: str
+    efa_counters: tuple[str, ...]
+    efa_limit: int
+    efa_window_seconds: float
+    watch_seconds: float
+    step_timeout: float
+    repair: str
+    fence_after_seconds: float | None
+    """None: never fence another node."""
+    namespace: str
+    sysfs: str = "/sys"
+
+
+def _condition(node: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def _since(condition: Mapping[str, Any] | None) -> datetime | None:
+    text = (condition or {}).get("lastTransitionTime")
+    return datetime.fromisoformat(text) if text else None
+
+
+class Watch:
+    """What the check does on its node after the first verdict, one ``run_pass`` per ``watch_seconds``."""
+
+    def __init__(
+        self,
+        api: Api,
+        settings: WatchSettings,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.now = now
+        window = max(1, round(settings.efa_window_seconds / settings.watch_seconds))
+        self.samples: deque[dict[CounterKey, int]] = deque(maxlen=window + 1)
+        self.replaced = False
+        self.fenced: set[str] = set()
+
+    def run_pass(self) -> None:
+        """One pass; an API error ends it (the next pass reads everything again)."""
+        node = self.api.get(_node_path(self.settings.node_name))
+        self._held(node)
+        self._efa(node)
+        if self.settings.fence_after_seconds is not None and self.settings.repair == "replace":
+            self._fence()
+
+    # --- a held node --------------------------------------------------------------------------
+
+    def _held(self, node: Mapping[str, Any]) -> None:
+        settings = self.settings
+        if has_taint(node, settings.taint_key):
+            condition = _condition(node, settings.condition_type) or {}
+            _say(
+                settings.node_name,
+                "held",
+                str(condition.get("reason") or "NodeCheckPending"),
+                f"taint={settings.taint_key} {str(condition.get('message') or '')[:200]}",
+            )
+
+    # --- EFA errors on a node in use ----------------------------------------------------------
+
+    def _efa(self, node: Mapping[str, Any]) -> None:
+        settings = self.settings
+        name = settings.node_name
+        self.samples.append(efa_counters(settings.efa_counters, settings.sysfs))
+        if has_taint(node, settings.efa_taint["key"]):
+            self._recheck(node)
+            return
+        if has_taint(node, settings.taint_key) or len(self.samples) < 2:
+            return  # not yet judged, or a full window is not yet read
+        grown = counter_increases(self.samples[0], self.samples[-1], settings.efa_limit)
+        if not grown:
+            return
+        seconds = (len(self.samples) - 1) * settings.watch_seconds
+        listing = "; ".join(
+            f"{device}:{port} {counter} +{rise}" for (device, port, counter), rise in grown[:4]
+        )
+        message = (
+            f"EFA error counters grew past {settings.efa_limit} in {seconds:.0f}s ({listing}); no new work "
+            f"until the node is idle and its EFA loopback passes again"
+        )
+        verdict = Verdict("EfaErrors", message)
+        set_condition(self.api, name, settings.condition_type, verdict)
+        action = add_taint(self.api, name, settings.efa_taint)
+        self.api.event(
+            namespace=settings.namespace,
+            involved={**node, "kind": "Node", "apiVersion": "v1"},
+            reason=verdict.reason,
+            message=message,
+            component=COMPONENT,
+        )
+        _say(name, "suspect", verdict.reason, f"{action}: {listing}")
+
+    def _recheck(self, node: Mapping[str, Any]) -> None:
+        """A suspect node: once idle, the EFA loopback decides."""
+        settings = self.settings
+        name = settings.node_name
+        listing, status = _run(["neuron-ls", "--json-output"], settings.step_timeout)
+        devices = neuron_devices(listing) if status == 0 else None
+        busy = busy_devices(devices or [])
+        if devices is None or busy:
+            why = f"Neuron devices {busy} in use" if busy else "neuron-ls gave no device list"
+            _say(name, "held", "EfaErrors", f"taint={settings.efa_taint['key']} {why}: the loopback waits")
+            return
+        if self.replaced:
+            _say(
+                name, "held", "EfaLoopbackFailed", f"taint={settings.efa_taint['key']} replacement asked for"
+            )
+            return
+        expected = expected_from_labels(node, settings.labels)
+        verdict = judge_efa(run_efa_checks(settings.step_timeout), expected)
+        if verdict is None:
+            passed = Verdict(
+                PASSED,
+                f"EFA errors seen in use; idle, its {expected.efa_interfaces} EFA devices pass loopback again",
+            )
+            set_condition(self.api, name, settings.condition_type, passed)
+            action = lift_taint(self.api, name, settings.efa_taint["key"])
+            self.samples.clear()
+            _say(name, "cleared", passed.reason, action)
+            return
+        set_condition(self.api, name, settings.condition_type, verdict)
+        self.api.event(
+            namespace=settings.namespace,
+            involved={**node, "kind": "Node", "apiVersion": "v1"},
+            reason=verdict.reason,
+            message=f"EFA re-check failed, {settings.efa_taint['key']} kept: {verdict.message}",
+            component=COMPONENT,
+        )
+        if settings.repair == "replace":
+            action = replace_instance(node, settings.step_timeout)
+            self.replaced = True
+        else:
+            action = f"left tainted for a person (REPAIR={settings.repair})"
+        _say(name, "failed", verdict.reason, action)
+
+    # --- unresponsive Trainium nodes ----------------------------------------------------------
+
+    def _fence(self) -> None:
+        settings = self.settings
+        assert settings.fence_after_seconds is not None
+        nodes = self.api.items("/api/v1/nodes", labelSelector=settings.node_group_label)
+        ready = sorted(
+            n["metadata"]["name"] for n in nodes if (_condition(n, "Ready") or {}).get("status") == "True"
+        )
+        # One node's check acts for all: the first Ready Trainium node by name (all agree on it).
+        if not ready or ready[0] != settings.node_name:
+            return
+        now = self.now()
+        silent = [n for n in nodes if (_condition(n, "Ready") or {}).get("status") == "Unknown"]
+        allowed = max(1, len(nodes) // 5)
+        if len(silent) > allowed:
+            names = ", ".join(sorted(n["metadata"]["name"] for n in silent))
+            print(
+                f"not fencing: {len(silent)} of {len(nodes)} Trainium nodes unresponsive at once ({names}); "
+                f"more than {allowed} is the network or the control plane, not the nodes",
+                flush=True,
+            )
+            return
+        for silent_node in silent:
+            since = _since(_condition(silent_node, "Ready"))
+            instance = instance_id(silent_node)
+            if since is None or instance is None or instance in self.fenced:
+                continue
+            if now - since < timedelta(seconds=settings.fence_after_seconds):
+                continue
+            action = replace_instance(silent_node, settings.step_timeout)
+            self.fenced.add(instance)
+            minutes = (now - since).total_seconds() / 60
+            message = f"kubelet silent for {minutes:.1f} min (Ready Unknown): {action}"
+            self.api.event(
+                namespace=settings.namespace,
+                involved={**silent_node, "kind": "Node", "apiVersion": "v1"},
+                reason="NodeUnresponsive",
+                message=message,
+                component=COMPONENT,
+            )
+            _say(
+                silent_node["metadata"]["name"],
+                "fenced",
+                "NodeUnresponsive",
+                f"by={settings.node_name} {message}",
+            )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="node_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--once", action="store_true", help="exit after the pass instead of idling")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    env = os.environ
+    try:
+        api = in_cluster()
+        labels = {
+            "devices": env["NEURON_DEVICES_LABEL"],
+            "cores": env["NEURON_CORES_LABEL"],
+            "efa_interfaces": env["EFA_INTERFACES_LABEL"],
+        }
+        step_timeout = float(env.get("STEP_TIMEOUT_SECONDS", "30"))
+        repair = env.get("REPAIR", "replace")
+        status = check_node(
+            api,
+            node_name=env["NODE_NAME"],
+            taint_key=env["TAINT_KEY"],
+            condition_type=env["CONDITION_TYPE"],
+            labels=labels,
+            lustre_host=env["LUSTRE_HOST"],
+            lustre_port=int(env.get("LUSTRE_PORT", "988")),
+            step_timeout=step_timeout,
+            repair=repair,
+            namespace=env["POD_NAMESPACE"],
+        )
+        key, value, effect = env["EFA_TAINT"].split(":")
+        fence_after = env.get("FENCE_AFTER_SECONDS", "")
+        settings = WatchSettings(
+            node_name=env["NODE_NAME"],
+            taint_key=env["TAINT_KEY"],
+            efa_taint={"key": key, "value": value, "effect": effect},
+            condition_type=env["CONDITION_TYPE"],
+            labels=labels,
+            node_group_label=env["NODE_GROUP_LABEL"],
+            efa_counters=tuple(env["EFA_ERROR_COUNTERS"].split()),
+            efa_limit=int(env["EFA_ERROR_LIMIT"]),
+            efa_window_seconds=float(env["EFA_ERROR_WINDOW_SECONDS"]),
+            watch_seconds=float(env["WATCH_SECONDS"]),
+            step_timeout=step_timeout,
+            repair=repair,
+            fence_after_seconds=float(fence_after) if fence_after else None,
+            namespace=env["POD_NAMESPACE"],
+        )
+    except (ApiError, KeyError, RuntimeError, ValueError) as error:
+        # The pod restarts (DaemonSet) and the check runs again while the taint is on.
+        print(f"node check could not finish: {error}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    if arguments.once:
+        return status
+    watch = Watch(api, settings)
+    while True:  # a DaemonSet's pod cannot end without being restarted
+        time.sleep(settings.watch_seconds)
+        try:
+            watch.run_pass()
+        except (ApiError, RuntimeError, KeyError, ValueError) as error:
+            print(f"node watch pass failed (the next one reads again): {error}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

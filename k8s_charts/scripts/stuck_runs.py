@@ -1,0 +1,411 @@
+"""End the Volcano Jobs whose pods hold Trainium nodes without progressing (issue 21, item 4).
+
+A run's pods carry the autoscaler's safe-to-evict "false", so a node under a pod that never starts
+(CreateContainerError from a mount, an image that does not pull, a crash loop) or a run that hangs
+bills until someone notices: the pods never fail, so Volcano never restarts or ends the job, and the
+autoscaler keeps the nodes. Only ending the Job frees them. Imported by the gang watchdog
+(k8s_charts/scripts/gang_watchdog.py), which runs ``guard_pass`` after its own pass when it is given
+``--stuck-minutes``; shipped beside it in its ConfigMap (k8s_charts/gang_watchdog.py).
+
+A run (a Volcano Job in a team namespace, not already ending or ended) is judged only when its pods
+are bound to Trainium nodes: a gang not yet placed is the autoscaler's and the gang watchdog's
+business. It is **stuck** when one of its bound pods has waited longer than the threshold:
+
+- a container or init container waiting (ContainerCreating, CreateContainerError,
+  CreateContainerConfigError, ImagePullBackOff, ErrImagePull, CrashLoopBackOff, ...), or an init
+  container still running, since the pod reached its node (``status.startTime``) or since the end of
+  the container's last run that lasted at least the threshold;
+- a bound pod with no container status at all, since it was bound.
+
+It is **silent** when every pod of it runs and none has written a log line for longer than the
+threshold (the newest line over all its pods and containers, or the container's start when it has
+written none). run_worker.sh prints while it legitimately waits (data staging every 15 s, the
+compile-cache lock, a heartbeat during precompile), so its waits are never silent.
+
+The threshold is the Job's annotation ``--annotation`` (minutes; ``runs[].stuck_minutes``), or
+``--stuck-minutes``. An ended run gets, in this order: a Volcano ``Command`` with action
+``TerminateJob`` (what vcctl writes: bus.volcano.sh/v1alpha1, target the Job; the job controller
+deletes the command and kills the job's pods, Succeeded and Failed ones kept, phase Terminating then
+Terminated: volcano v1.15.1 pkg/controllers/job/job_controller_handler.go processNextCommand,
+state/pending.go and state/running.go); its reason in the Job's ``status.state.reason`` and
+``message`` (Volcano's controller copies the whole status on every update of its own and never sets
+these two, so they stay); and a Warning Event on the Job. A Job whose state reason is already one of
+ours is not ended twice.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kube_api import Api, ApiError
+
+__all__ = [
+    "ENDED_PHASES",
+    "GUARD_REASONS",
+    "SILENT_REASON",
+    "STUCK_REASON",
+    "GuardSettings",
+    "Verdict",
+    "guard_pass",
+    "judge_run",
+    "parse_log_time",
+    "pod_stuck",
+]
+
+Obj = Mapping[str, Any]
+
+STUCK_REASON = "StuckRun"
+SILENT_REASON = "NoProgress"
+GUARD_REASONS = frozenset({STUCK_REASON, SILENT_REASON})
+# Volcano Job phases in which the job is ending or over (batch/v1alpha1 job.go): nothing to end.
+ENDED_PHASES = frozenset(
+    {"Aborting", "Aborted", "Completing", "Completed", "Terminating", "Terminated", "Failed"}
+)
+_JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+_COMMAND_API_VERSION = "bus.volcano.sh/v1alpha1"
+_ACTION = "TerminateJob"
+_LOG_BYTES = 4096
+
+
+def _time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text)
+
+
+def parse_log_time(line: str) -> datetime | None:
+    """The timestamp the kubelet puts before a log line (``timestamps=true``: RFC 3339, nanoseconds)."""
+    stamp = line.split(" ", 1)[0]
+    if not stamp.endswith("Z") or "T" not in stamp:
+        return None
+    body = stamp[:-1]
+    if "." in body:
+        whole, fraction = body.split(".", 1)
+        body = f"{whole}.{fraction[:6]}"
+    try:
+        return datetime.fromisoformat(body + "+00:00")
+    except ValueError:
+        return None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f}m"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    reason: str
+    """STUCK_REASON or SILENT_REASON: the Job's status.state.reason and the Event's reason."""
+    message: str
+
+
+def _waiting_since(pod: Obj, status: Obj, threshold: float) -> datetime | None:
+    """Since when this container has made no progress: the pod's arrival on its node, or the end of
+    its last run that lasted at least the threshold (a container that ran that long was working)."""
+    pod_status = pod.get("status") or {}
+    since = _time(pod_status.get("startTime"))
+    terminated = (status.get("lastState") or {}).get("terminated") or {}
+    started, finished = _time(terminated.get("startedAt")), _time(terminated.get("finishedAt"))
+    if started is not None and finished is not None and (finished - started).total_seconds() >= threshold:
+        since = finished if since is None else max(since, finished)
+    return since
+
+
+def _describe(kind: str, status: Obj) -> tuple[str, str] | None:
+    """(state, what a person reads) of a container that is not running its main work, or None."""
+    state = status.get("state") or {}
+    name = status.get("name", "?")
+    if "waiting" in state:
+        waiting = state["waiting"] or {}
+        reason = waiting.get("reason") or "Waiting"
+        message = (waiting.get("message") or "").strip().splitlines()
+        detail = f": {message[0][:300]}" if message else ""
+        restarts = status.get("restartCount") or 0
+        again = f" after {restarts} restarts" if restarts else ""
+        return reason, f"{kind} {name} {reason}{again}{detail}"
+    if kind == "init container" and "running" in state:
+        return "Running", f"init container {name} still running"
+    return None
+
+
+def pod_stuck(pod: Obj, *, now: datetime, threshold: float) -> str | None:
+    """Why a bound pod has not progressed for longer than ``threshold`` seconds, or None."""
+    metadata = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if metadata.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    name = metadata.get("name", "?")
+    init_done = all(
+        "terminated" in (s.get("state") or {}) and (s["state"]["terminated"] or {}).get("exitCode") == 0
+        for s in status.get("initContainerStatuses") or []
+    )
+    statuses: list[tuple[str, Obj]] = []
+    if not init_done:
+        statuses = [("init container", s) for s in status.get("initContainerStatuses") or []]
+    else:
+        statuses = [("container", s) for s in status.get("containerStatuses") or []]
+    for kind, container in statuses:
+        described = _describe(kind, container)
+        if described is None:
+            continue
+        since = _waiting_since(pod, container, threshold)
+        if since is None:
+            continue
+        waited = (now - since).total_seconds()
+        if waited > threshold:
+            return f"pod {name}: {described[1]} for {_minutes(waited)}"
+    if not status.get("containerStatuses") and not status.get("initContainerStatuses"):
+        scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        since = _time(status.get("startTime")) or _time((scheduled or {}).get("lastTransitionTime"))
+        if since is not None and (now - since).total_seconds() > threshold:
+            return (
+                f"pod {name}: on its node {_minutes((now - since).total_seconds())} with no container status"
+            )
+    return None
+
+
+def _running_since(pod: Obj) -> datetime | None:
+    """When the pod's last container to start started (None: not every container runs)."""
+    starts = []
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        running = (status.get("state") or {}).get("running")
+        if running is None:
+            return None
+        starts.append(_time(running.get("startedAt")))
+    known = [moment for moment in starts if moment is not None]
+    return max(known) if known and len(known) == len(starts) else None
+
+
+def judge_run(
+    job: Obj,
+    pods: Sequence[Obj],
+    *,
+    trainium_nodes: Iterable[str],
+    last_lines: Mapping[str, tuple[datetime, str]] | None,
+    now: datetime,
+    threshold: float,
+) -> Verdict | None:
+    """Whether a run must end, and why (pure: the objects as the API returned them).
+
+    ``last_lines``: pod name -> (time, text) of its newest log line, for the pods that wrote one;
+    None when the logs were not read (silence is then not judged).
+    """
+    state = (job.get("status") or {}).get("state") or {}
+    if state.get("phase") in ENDED_PHASES or state.get("reason") in GUARD_REASONS:
+        return None
+    nodes = set(trainium_nodes)
+    live = [
+        pod
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    bound = [pod for pod in live if (pod.get("spec") or {}).get("nodeName") in nodes]
+    if not bound:
+        return None
+    limit = _minutes(threshold)
+    for pod in bound:
+        problem = pod_stuck(pod, now=now, threshold=threshold)
+        if problem is not None:
+            return Verdict(STUCK_REASON, f"{problem} (limit {limit}); ended to free its Trainium nodes")
+    if last_lines is None or len(bound) != len(live):
+        return None
+    return _silence(bound, last_lines, now=now, threshold=threshold)
+
+
+def _silence(
+    pods: Sequence[Obj], last_lines: Mapping[str, tuple[datetime, str]], *, now: datetime, threshold: float
+) -> Verdict | None:
+    """NoProgress when every pod runs and the newest line over all of them is older than the threshold."""
+    latest: tuple[datetime, str, str] | None = None
+    for pod in pods:
+        started = _running_since(pod)
+        if started is None:
+            return None
+        name = pod["metadata"]["name"]
+        moment, text = last_lines.get(name, (started, ""))
+        if latest is None or moment > latest[0]:
+            latest = (moment, name, text)
+    if latest is None or (now - latest[0]).total_seconds() <= threshold:
+        return None
+    moment, name, text = latest
+    last = f"last line ({name}): {text.strip()[:200]}" if text else "no line written since the pods started"
+    return Verdict(
+        SILENT_REASON,
+        f"no log output from any of its {len(pods)} pods for {_minutes((now - moment).total_seconds())} "
+        f"(limit {_minutes(threshold)}); {last}; ended to free its Trainium nodes",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardSettings:
+    namespaces: tuple[str, ...]
+    threshold_seconds: float
+    annotation: str
+    """The Job annotation that sets a run's own threshold, in minutes."""
+    component: str
+
+
+def _threshold(job: Obj, settings: GuardSettings, log: Callable[[str], object]) -> float:
+    value = ((job.get("metadata") or {}).get("annotations") or {}).get(settings.annotation)
+    if value is None:
+        return settings.threshold_seconds
+    try:
+        minutes = float(value)
+    except ValueError:
+        minutes = 0.0
+    if minutes <= 0:
+        log(
+            f"run {job['metadata'].get('name')}: annotation {settings.annotation}={value!r} is not a positive number of minutes; using the default"
+        )
+        return settings.threshold_seconds
+    return minutes * 60
+
+
+def _owner(pod: Obj) -> str | None:
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if (
+            owner.get("controller")
+            and owner.get("kind") == "Job"
+            and owner.get("apiVersion") == _JOB_API_VERSION
+        ):
+            return str(owner.get("name"))
+    return None
+
+
+def _last_line(api: Api, pod: Obj) -> tuple[datetime, str] | None:
+    """The newest log line of any container of the pod, with its time."""
+    namespace = pod["metadata"]["namespace"]
+    name = pod["metadata"]["name"]
+    newest: tuple[datetime, str] | None = None
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        query = urllib.parse.urlencode(
+            {
+                "container": container["name"],
+                "tailLines": "1",
+                "timestamps": "true",
+                "limitBytes": str(_LOG_BYTES),
+            }
+        )
+        path = (
+            f"/api/v1/namespaces/{urllib.parse.quote(namespace)}/pods/{urllib.parse.quote(name)}/log?{query}"
+        )
+        text = api.text(path).strip()
+        if not text:
+            continue
+        line = text.splitlines()[-1]
+        moment = parse_log_time(line)
+        if moment is not None and (newest is None or moment > newest[0]):
+            newest = (moment, line.split(" ", 1)[1] if " " in line else "")
+    return newest
+
+
+def end_run(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
+    """TerminateJob through a Volcano Command, the reason into the Job's status, and an Event."""
+    metadata = job["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    target = {
+        "apiVersion": _JOB_API_VERSION,
+        "kind": "Job",
+        "name": name,
+        "uid": metadata["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    command = {
+        "apiVersion": _COMMAND_API_VERSION,
+        "kind": "Command",
+        "metadata": {
+            "generateName": f"{name}-{_ACTION.lower()}-",
+            "namespace": namespace,
+            "ownerReferences": [target],
+        },
+        "target": target,
+        "action": _ACTION,
+        "reason": verdict.reason,
+        "message": verdict.message[:1024],
+    }
+    quoted = urllib.parse.quote(namespace)
+    api.call("POST", f"/apis/bus.volcano.sh/v1alpha1/namespaces/{quoted}/commands", command)
+    api.merge_patch(
+        f"/apis/batch.volcano.sh/v1alpha1/namespaces/{quoted}/jobs/{urllib.parse.quote(name)}/status",
+        {"status": {"state": {"reason": verdict.reason, "message": verdict.message[:1024]}}},
+    )
+    api.event(
+        namespace=namespace,
+        involved={**job, "apiVersion": _JOB_API_VERSION, "kind": "Job"},
+        reason=verdict.reason,
+        message=verdict.message,
+        component=component,
+    )
+
+
+def guard_pass(
+    api: Api,
+    settings: GuardSettings,
+    *,
+    pods: Sequence[Obj],
+    trainium_nodes: Iterable[str],
+    now: datetime,
+    log: Callable[[str], object] = print,
+) -> bool:
+    """Judge every run of the team namespaces and end the stuck ones; False when an API call failed."""
+    nodes = set(trainium_nodes)
+    by_job: dict[tuple[str, str], list[Obj]] = {}
+    for pod in pods:
+        owner = _owner(pod)
+        if owner is not None:
+            by_job.setdefault((pod["metadata"].get("namespace", ""), owner), []).append(pod)
+    ok = True
+    for namespace in settings.namespaces:
+        try:
+            jobs = api.items(
+                f"/apis/batch.volcano.sh/v1alpha1/namespaces/{urllib.parse.quote(namespace)}/jobs"
+            )
+        except ApiError as error:
+            log(f"error: {error}; runs of {namespace} not judged this pass")
+            ok = False
+            continue
+        for job in jobs:
+            name = job["metadata"]["name"]
+            run_pods = by_job.get((namespace, name), [])
+            threshold = _threshold(job, settings, log)
+            lines: dict[str, tuple[datetime, str]] = {}
+            try:
+                verdict = judge_run(
+                    job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
+                )
+                if verdict is None and _silence_possible(run_pods, nodes, now, threshold):
+                    for pod in run_pods:
+                        line = _last_line(api, pod)
+                        if line is not None:
+                            lines[pod["metadata"]["name"]] = line
+                    verdict = judge_run(
+                        job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
+                    )
+                if verdict is None:
+                    continue
+                end_run(api, job, verdict, component=settings.component)
+                log(f"run {namespace}/{name}: ended ({verdict.reason}): {verdict.message}")
+            except ApiError as error:
+                log(f"run {namespace}/{name}: NOT judged or ended: {error}")
+                ok = False
+    return ok
+
+
+def _silence_possible(pods: Sequence[Obj], nodes: set[str], now: datetime, threshold: float) -> bool:
+    """Every pod bound to a Trainium node and running for longer than the threshold: worth reading logs."""
+    live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    if not live:
+        return False
+    for pod in live:
+        if (pod.get("spec") or {}).get("nodeName") not in nodes:
+            return False
+        started = _running_since(pod)
+        if started is None or (now - started).total_seconds() <= threshold:
+            return False
+    return True
