@@ -81,8 +81,6 @@ def service_account_policy_spec(
                     "apiVersions": ["v1"],
                     "operations": list(operations),
                     "resources": list(resources),
-                    # The server's default, written out: without it every apply patches the rule.
-                    "scope": "*",
                 }
             ]
         },

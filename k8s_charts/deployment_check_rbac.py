@@ -535,8 +535,6 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
                     "apiVersions": ["*"],
                     "operations": ["CREATE", "UPDATE"],
                     "resources": ["jobs", "jobs/*"],
-                    # The server's default, written out: without it every apply patches the rule.
-                    "scope": "*",
                 }
             ]
         },

@@ -123,8 +123,6 @@ class JobPodAdmissionChart(cdk8s.Chart):
                             "operations": ["CREATE", "UPDATE"],
                             # Every way to write a pod object's labels.
                             "resources": ["pods", "pods/status", "pods/ephemeralcontainers"],
-                            # The server's default, written out: without it every apply patches the rule.
-                            "scope": "*",
                         }
                     ]
                 },

@@ -12,10 +12,10 @@ kind; ``as_stored`` removes or completes them once, for every chart (k8s_charts.
 - a Service's ``externalIPs: []`` (cdk8s-plus ``Service``): dropped;
 - a container's environment entry with ``value: ""``: the entry without ``value`` (same empty value);
 - a PersistentVolume's ``storageClassName: ""`` (a plain string there; a claim's is a pointer, where
-  ``""`` means "no class" and is kept).
-
-The admission policies' resource rules carry the server's default ``scope: "*"`` where they are
-written (k8s_charts/admission_policy.py and the two charts with rules of their own).
+  ``""`` means "no class" and is kept);
+- a PriorityClass's ``globalDefault: false`` (a plain bool, omitted when false);
+- a ValidatingAdmissionPolicy's resource rule without ``scope``: the server's default ``"*"`` written
+  out (first written beside each policy; every policy added since lacked it, so it lives here).
 """
 
 from __future__ import annotations
@@ -35,6 +35,16 @@ _POD_TEMPLATE_PATHS = (
 def as_stored(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``manifest`` with what the API server would drop or fill in made explicit as it stores it."""
     obj: dict[str, Any] = _copy(manifest)
+    _by_kind(obj)
+    for path in _POD_TEMPLATE_PATHS:
+        pod = _at(obj, path)
+        for container in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])] if pod else []:
+            for entry in container.get("env") or []:
+                _drop_if(entry, "value", "")
+    return obj
+
+
+def _by_kind(obj: dict[str, Any]) -> None:
     kind = obj.get("kind")
     spec = obj.get("spec")
     if kind in ("Role", "ClusterRole"):
@@ -48,12 +58,11 @@ def as_stored(manifest: Mapping[str, Any]) -> dict[str, Any]:
         _drop_if(spec, "externalIPs", [])
     if kind == "PersistentVolume" and isinstance(spec, dict):
         _drop_if(spec, "storageClassName", "")
-    for path in _POD_TEMPLATE_PATHS:
-        pod = _at(obj, path)
-        for container in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])] if pod else []:
-            for entry in container.get("env") or []:
-                _drop_if(entry, "value", "")
-    return obj
+    if kind == "PriorityClass":
+        _drop_if(obj, "globalDefault", False)
+    if kind == "ValidatingAdmissionPolicy" and isinstance(spec, dict):
+        for rule in (spec.get("matchConstraints") or {}).get("resourceRules") or []:
+            rule.setdefault("scope", "*")
 
 
 def _drop_if(obj: dict[str, Any], key: str, empty: object) -> None:

@@ -41,4 +41,6 @@ def test_the_same_plan_again_changes_nothing(deployed: ControlPlane, default_con
     ``configured`` on every deployment."""
     plan = deployed_plan(default_config)
     report = deployed.apply_plan(plan, update_all=True)
-    assert report.configured() == [], json.dumps(deployed.stored_differences(plan), indent=1)
+    assert report.configured() == [], "\n".join(
+        [*report.configured(), json.dumps(deployed.stored_differences(plan), indent=1)]
+    )

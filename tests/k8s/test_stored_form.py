@@ -50,3 +50,31 @@ def test_an_empty_environment_value_is_written_as_the_server_keeps_it() -> None:
     ]
     # The input is left as it was.
     assert job["spec"]["template"]["spec"]["containers"][0]["env"][0] == {"name": "A", "value": ""}
+
+
+def test_a_priority_class_that_is_not_the_default_says_nothing_about_it() -> None:
+    """``globalDefault`` is a plain bool the server omits when false (tests/cluster/test_deploy.py
+    found both PriorityClasses ``configured`` on every apply)."""
+    rendered = {"kind": "PriorityClass", "value": 1000, "globalDefault": False}
+    assert as_stored(rendered) == {"kind": "PriorityClass", "value": 1000}
+    default = {"kind": "PriorityClass", "value": 1000, "globalDefault": True}
+    assert as_stored(default) == default
+
+
+def test_every_admission_policy_rule_names_the_servers_default_scope() -> None:
+    """The server stores ``scope: "*"`` on a rule that names none (tests/cluster/test_deploy.py found
+    the team and watchdog policies added after the first three ``configured`` on every apply)."""
+    policy = {
+        "kind": "ValidatingAdmissionPolicy",
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "resources": ["pods"]},
+                    {"apiGroups": [""], "resources": ["nodes"], "scope": "Cluster"},
+                ]
+            }
+        },
+    }
+    rules = as_stored(policy)["spec"]["matchConstraints"]["resourceRules"]
+    assert [rule["scope"] for rule in rules] == ["*", "Cluster"]
+    assert "scope" not in policy["spec"]["matchConstraints"]["resourceRules"][0]
