@@ -17,7 +17,11 @@ directory, is waited for with a bound, and is stopped by its PID (``ControlPlane
   accounts of the Deployments the chart rendered (read back from the API server, not retyped),
   the webhook reachable from the API server through tests/cluster/egress.py;
 - after the plan's gang-watchdog step, the watchdog program from its ConfigMap, with the arguments
-  of its Deployment and its own service account's token.
+  of its Deployment and its own service account's token;
+- for each Trainium node added, the node check's writes once its tools have passed (the node
+  check's pod on that node is real, simulated by kwok; its program's ``set_condition`` and
+  ``lift_taint`` run from its ConfigMap with a token bound to that pod, so the API server's
+  ``node-check`` admission policy judges them): tests/cluster/node_check_pass.py.
 
 The cluster autoscaler is not among them: the Go module proxy serves no cluster-autoscaler module
 version that builds (docs/testing.md, "The real control plane"); its Helm release is installed and
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
+from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
 from cluster_facts.vendored_charts import repository_path
 from cluster_facts.versions import VOLCANO_IMAGE_NAMES
 from k8s_charts import gang_watchdog
@@ -59,6 +64,7 @@ PRUNE_LABEL_PREFIX = "aws.cdk.eks/prune-"
 """aws-eks-v2's KubernetesManifest labels every object with ``aws.cdk.eks/prune-<construct address>``
 and prunes by it on update (aws-cdk-lib lib/aws-eks-v2/lib/k8s-manifest.js)."""
 KWOK_STAGES = Path(__file__).with_name("kwok_stages.yaml")
+NODE_CHECK_PASS = Path(__file__).with_name("node_check_pass.py")
 # The deploy-time readiness gates poll every 10 s in the handler; here every second (same outcome).
 GATE_INTERVAL_SECONDS = 1.0
 
@@ -363,6 +369,15 @@ class ControlPlane:
         """kubectl as ``user`` in ``groups`` (and ``system:authenticated``), through impersonation."""
         return Kubectl(self.binaries.kubectl, self.kubeconfig, (user, (*groups, "system:authenticated")))
 
+    def kube_api_environment(self, token_file: Path) -> dict[str, str]:
+        """What points an in-cluster program's API client (k8s_charts/scripts/kube_api.py) at this
+        API server with ``token_file``'s token, in place of the pod's service and mounted token."""
+        return {
+            "KUBE_API_URL": f"https://127.0.0.1:{self.api_port}",
+            "KUBE_API_TOKEN_FILE": str(token_file),
+            "KUBE_API_CA_FILE": str(self.ca.cert),
+        }
+
     def service_account_token(self, namespace: str, name: str, *, hours: int = 24) -> str:
         return self.kubectl("create", "token", name, "-n", namespace, f"--duration={hours}h").stdout.strip()
 
@@ -380,11 +395,90 @@ class ControlPlane:
     def create(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self.kubectl("create", "-f", "-", input="".join(json.dumps(obj) for obj in objects))
 
-    def add_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Simulated nodes (kwok runs them), each with the CSINode the FSx CSI driver would register."""
+    def add_nodes(self, nodes: Iterable[Mapping[str, Any]], *, node_check: bool = True) -> list[str]:
+        """Simulated nodes (kwok runs them), each with the CSINode the FSx CSI driver would register;
+        with ``node_check``, each registered with the node check's startup taint then passes the
+        check (``pass_node_check``), as a healthy Trainium node does before any gang lands on it."""
         created = list(nodes)
         self.create([*created, *(csi_node(node["metadata"]["name"]) for node in created)])
-        return [str(node["metadata"]["name"]) for node in created]
+        names = [str(node["metadata"]["name"]) for node in created]
+        if node_check:
+            self.pass_node_check(
+                [
+                    str(node["metadata"]["name"])
+                    for node in created
+                    if any(t["key"] == NODE_CHECK_TAINT_KEY for t in node.get("spec", {}).get("taints", []))
+                ]
+            )
+        return names
+
+    def node_check_pod(self, node: str) -> dict[str, Any]:
+        """The node check's pod on ``node`` (its DaemonSet's), once kwok runs it."""
+        daemon_set = self.kubectl.json("get", "daemonset", NODE_CHECK_NAME, "-n", NODE_CHECK_NAMESPACE)
+        selector = ",".join(f"{k}={v}" for k, v in daemon_set["spec"]["selector"]["matchLabels"].items())
+
+        def running() -> dict[str, Any] | None:
+            pods = self.kubectl.json(
+                "get", "pods", "-n", NODE_CHECK_NAMESPACE, "-l", selector,
+                f"--field-selector=spec.nodeName={node}",
+            )["items"]  # fmt: skip
+            live = [
+                p
+                for p in pods
+                if p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"]
+            ]
+            return live[0] if live else None
+
+        found: dict[str, Any] = self.wait_for(running, timeout=60, what=f"the node check's pod on {node}")
+        return found
+
+    def node_check_program(self) -> tuple[Path, dict[str, str]]:
+        """The node check's ConfigMap written to a directory (as the pod mounts it) and the plain
+        environment of its DaemonSet's container."""
+        daemon_set = self.kubectl.json("get", "daemonset", NODE_CHECK_NAME, "-n", NODE_CHECK_NAMESPACE)
+        pod = daemon_set["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        self._local_args("node-check", NODE_CHECK_NAMESPACE, pod, container)
+        [mount] = container["volumeMounts"]
+        directory = self.work_dir / "mounts" / "node-check" / mount["name"]
+        return directory, {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+    def node_check_token(self, node: str) -> Path:
+        """A token of the node check's service account bound to its pod on ``node``: the API server
+        then names the node in the token's user (what the node-check policy reads)."""
+        pod = self.node_check_pod(node)
+        token = self.kubectl(
+            "create", "token", pod["spec"]["serviceAccountName"], "-n", NODE_CHECK_NAMESPACE,
+            "--bound-object-kind=Pod", f"--bound-object-name={pod['metadata']['name']}",
+            f"--bound-object-uid={pod['metadata']['uid']}", "--duration=1h",
+        ).stdout.strip()  # fmt: skip
+        path = self.work_dir / "node-check-tokens" / node
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(token)
+        return path
+
+    def pass_node_check(self, nodes: Iterable[str]) -> None:
+        """The node check's writes on each of ``nodes`` after its tools passed: its condition, then
+        the startup taint lifted, by the check's own program and its pod's token
+        (tests/cluster/node_check_pass.py); a refusal by the API server fails the test."""
+        names = list(nodes)
+        if not names:
+            return
+        directory, environment = self.node_check_program()
+        for node in names:
+            token = self.node_check_token(node)
+            result = subprocess.run(
+                [sys.executable, str(NODE_CHECK_PASS), str(directory)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env={**os.environ, **environment, "NODE_NAME": node, **self.kube_api_environment(token)},
+            )
+            if result.returncode != 0:
+                raise AssertionError(
+                    f"the node check's pass on {node} was refused:\n{result.stderr}{result.stdout}"
+                )
 
     def remove_nodes(self, names: Iterable[str]) -> None:
         for name in names:
@@ -696,9 +790,7 @@ class ControlPlane:
         env = {
             **os.environ,
             **{e["name"]: e["value"] for e in container.get("env", []) if "value" in e},
-            "GANG_WATCHDOG_API_URL": f"https://127.0.0.1:{self.api_port}",
-            "GANG_WATCHDOG_TOKEN_FILE": str(token_file),
-            "GANG_WATCHDOG_CA_FILE": str(self.ca.cert),
+            **self.kube_api_environment(token_file),
         }
         return self.processes.start("gang-watchdog", [sys.executable, script, *args], env=env)
 

@@ -1,5 +1,6 @@
 """Simulated nodes (kwok): the system nodes as the stack's system node group labels them, and Trainium
-nodes made from exactly the facts the stack writes into each Auto Scaling group's node-template tags.
+nodes made from exactly the facts the stack writes into each Auto Scaling group's node-template tags,
+registered with the node group's startup taint (the node check's, cluster_facts/node_check.py).
 
 ``trainium_node`` is the one conversion from those tags (``cluster_facts.autoscaling.node_template_tags``:
 labels, taint, Neuron and EFA resources) plus the catalog's CPU and memory (the autoscaler reads those
@@ -19,6 +20,7 @@ from cluster_facts.autoscaling import (
 )
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, system_node_group
+from cluster_facts.node_check import NODE_CHECK_TAINT
 from config import StackConfig
 
 __all__ = [
@@ -97,8 +99,19 @@ def system_nodes(config: StackConfig) -> list[dict[str, Any]]:
     ]
 
 
-def trainium_node(name: str, *, instance: TrainiumInstanceType, node_group: str, zone: str) -> dict[str, Any]:
-    """A node of ``node_group`` as the autoscaler pictures it from the group's tags, and as EKS labels it."""
+def trainium_node(
+    name: str,
+    *,
+    instance: TrainiumInstanceType,
+    node_group: str,
+    zone: str,
+    instance_id: str | None = None,
+) -> dict[str, Any]:
+    """A node of ``node_group`` as the autoscaler pictures it from the group's tags, and as EKS labels
+    it, registered as every Trainium node registers: with the node check's startup taint besides the
+    template's (constructs_trn/trainium_node_group.py; the autoscaler's template leaves it out, as a
+    startup taint). ``ControlPlane.add_nodes`` plays the check that lifts it. ``instance_id``: the
+    ``providerID`` EKS gives the node (``aws:///<zone>/<instance>``), which the node check reads."""
     tags = node_template_tags(instance, node_group=node_group)
     labels = {k.removeprefix(LABEL_TAG_PREFIX): v for k, v in tags.items() if k.startswith(LABEL_TAG_PREFIX)}
     taints = []
@@ -106,6 +119,7 @@ def trainium_node(name: str, *, instance: TrainiumInstanceType, node_group: str,
         if key.startswith(TAINT_TAG_PREFIX):
             taint_value, _, effect = value.rpartition(":")
             taints.append({"key": key.removeprefix(TAINT_TAG_PREFIX), "value": taint_value, "effect": effect})
+    taints.append(dict(NODE_CHECK_TAINT))
     resources = {
         k.removeprefix(RESOURCE_TAG_PREFIX): v for k, v in tags.items() if k.startswith(RESOURCE_TAG_PREFIX)
     }
@@ -128,4 +142,6 @@ def trainium_node(name: str, *, instance: TrainiumInstanceType, node_group: str,
         taints=taints,
     )
     node["metadata"]["annotations"][SIMULATED_GROUP_ANNOTATION] = node_group
+    if instance_id is not None:
+        node["spec"]["providerID"] = f"aws:///{zone}/{instance_id}"
     return node

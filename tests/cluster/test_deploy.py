@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.plans import deployed_plan
@@ -44,3 +45,23 @@ def test_the_same_plan_again_changes_nothing(deployed: ControlPlane, default_con
     assert report.configured() == [], "\n".join(
         [*report.configured(), json.dumps(deployed.stored_differences(plan), indent=1)]
     )
+
+
+def test_a_fabric_check_job_applied_again_is_unchanged(
+    deployed: ControlPlane, default_config: StackConfig
+) -> None:
+    """A fabric check's rendered Job (rendered only; `make fabric-check` applies it), applied twice
+    without a delete in between: Volcano's job webhook completes each task at create (minAvailable,
+    maxRetry), a second apply replaces the task list (a merge patch) and Volcano's update
+    validation refuses any change to the tasks but their sizes, unless the rendering names what the
+    webhook writes (k8s_charts/fabric_check.py)."""
+    step = deployed_plan(default_config).step(f"fabric-check-{default_config.trainium.node_groups[0].name}")
+    assert isinstance(step, ManifestSet) and not step.applied
+    manifests = "".join(json.dumps(m) for m in step.manifests)
+    try:
+        deployed.kubectl("apply", "-f", "-", input=manifests)
+        again = deployed.kubectl("apply", "-f", "-", input=manifests, check=False)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.strip().endswith(" unchanged"), again.stdout
+    finally:
+        deployed.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=true", input=manifests)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cluster_facts.kubernetes_plan import ManifestSet
+from cluster_facts.neuron_stack import NEURON_RELEASES, TRAINING_IMAGE
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.plans import config_data, plan_of
 from tests.conftest import DEFAULT_CONFIG
@@ -24,6 +25,14 @@ def _run_change(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return with_change(data, f"runs.0.{path}", value)
 
 
+# Another training image the cluster's Neuron table supports (a run may use no other).
+OTHER_IMAGE = next(
+    image
+    for release in NEURON_RELEASES.values()
+    if release.pytorch_xla_training
+    for image in release.training_images
+    if image != TRAINING_IMAGE
+)
 BASE = _run_change(config_data(DEFAULT_CONFIG), "apply", True)
 TWO_TEAMS = with_change(BASE, "teams", [{"name": "training", "queue": "test"}, {"name": "research"}])
 # (what changes, the configuration after it), each deployed over the one before.
@@ -32,11 +41,7 @@ CHAIN: list[tuple[str, dict[str, Any]]] = [
     ("another batch size", _run_change(BASE, "parameters.batch_size", 8)),
     (
         "another image",
-        _run_change(
-            BASE,
-            "image",
-            "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.27.2-ubuntu24.04",
-        ),
+        _run_change(BASE, "image", OTHER_IMAGE),
     ),
     ("fewer nodes", _run_change(BASE, "nodes", 1)),
     ("a larger file system (replaced)", with_change(BASE, "fsx.storage_capacity_gib", 2400)),

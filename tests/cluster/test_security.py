@@ -21,12 +21,16 @@ from cluster_facts.kubernetes_names import (
     NEURON_RESOURCE,
     PLATFORM_NAMESPACE,
     TRAINING_NAMESPACE,
+    VOLCANO_JOB_NAME_LABEL,
+    VOLCANO_JOB_NAMESPACE_LABEL,
     team_rbac_group,
 )
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.nodes import trainium_node
 from tests.cluster.plans import deployed_plan
+from tests.cluster.runs import run_handle
+from tests.tenant_cases import volcano_pod
 
 MEMBER = ("alice@training", (team_rbac_group(TRAINING_NAMESPACE),))
 GROUP = "trn1-32xl"
@@ -49,6 +53,19 @@ def cluster(control_plane: ControlPlane, default_config: StackConfig) -> Iterato
     )
     yield control_plane
     control_plane.remove_nodes(names)
+
+
+def _team_pod(cluster: ControlPlane, config: StackConfig, name: str, *, job_labels: bool) -> str:
+    """A pod of the default run as Volcano's controller creates it: everything the team namespace's
+    Pod Security (restricted) and the team admission policy ask for, so that only the policy under
+    test can refuse it; with ``job_labels`` False, without the job's labels and owner."""
+    pod = volcano_pod(run_handle(cluster, deployed_plan(config), config.runs[0].name).job)
+    pod["metadata"]["name"] = name
+    if not job_labels:
+        for label in (VOLCANO_JOB_NAME_LABEL, VOLCANO_JOB_NAMESPACE_LABEL):
+            pod["metadata"]["labels"].pop(label)
+        pod["metadata"].pop("ownerReferences")
+    return json.dumps(pod)
 
 
 def _refused(result: Any, *words: str) -> str:
@@ -101,17 +118,20 @@ def test_a_team_member_acts_only_in_the_teams_namespace_and_only_as_its_role_say
 # ----- labels that etcd and the workers trust --------------------------------------------------
 
 
-def test_no_one_but_volcanos_controller_may_create_a_pod_labelled_as_a_jobs(cluster: ControlPlane) -> None:
+def test_no_one_but_volcanos_controller_may_create_a_pod_labelled_as_a_jobs(
+    cluster: ControlPlane, default_config: StackConfig
+) -> None:
     """Even the cluster admin: the ValidatingAdmissionPolicy judges every user."""
-    labels = {"volcano.sh/job-name": "someone-elses", "volcano.sh/job-namespace": TRAINING_NAMESPACE}
-    result = cluster.kubectl(
-        "create", "-n", TRAINING_NAMESPACE, "-f", "-", input=_pod("impostor", labels=labels), check=False
-    )
+    impostor = _team_pod(cluster, default_config, "impostor", job_labels=True)
+    result = cluster.kubectl("create", "-n", TRAINING_NAMESPACE, "-f", "-", input=impostor, check=False)
     _refused(result, "trainium-volcano-job-pods", "job controller")
 
 
-def test_no_one_else_may_label_an_existing_pod_as_a_jobs(cluster: ControlPlane) -> None:
-    cluster.kubectl("create", "-n", TRAINING_NAMESPACE, "-f", "-", input=_pod("plain"))
+def test_no_one_else_may_label_an_existing_pod_as_a_jobs(
+    cluster: ControlPlane, default_config: StackConfig
+) -> None:
+    plain = _team_pod(cluster, default_config, "plain", job_labels=False)
+    cluster.kubectl("create", "-n", TRAINING_NAMESPACE, "-f", "-", input=plain)
     try:
         result = cluster.kubectl(
             "label", "pod", "plain", "-n", TRAINING_NAMESPACE, "volcano.sh/job-name=bert-large", check=False

@@ -2,8 +2,8 @@
 
 The example configuration is deployed over whatever the session's cluster holds (a redeploy: every
 step it adds is created in plan order, the rest updated), then every step again, which must change
-nothing. Then its two teams' runs: each lands only on its team's node group and queue, and a queue's
-capability holds under Volcano's real scheduler even with free nodes in the group.
+nothing. Then its two teams' runs: each lands only on its team's node group and queue; a team's share
+holds even with free nodes in the group; a Job aimed at another team's group is refused.
 """
 
 from __future__ import annotations
@@ -18,10 +18,17 @@ import pytest
 
 from cluster_facts.autoscaling import scale_from_zero_resources
 from cluster_facts.instance_catalog import instance_type
-from cluster_facts.kubernetes_names import NEURON_CORE_RESOURCE, NODE_GROUP_LABEL, team_rbac_group
+from cluster_facts.kubernetes_names import (
+    NEURON_CORE_RESOURCE,
+    NEURON_RESOURCE,
+    NODE_GROUP_LABEL,
+    team_rbac_group,
+)
 from cluster_facts.kubernetes_names import TRAINING_NAMESPACE as TRAINING
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
+from k8s_charts.team_quota import QUOTA_NAME
+from k8s_charts.tenant_admission import JOBS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import SIMULATED_GROUP_ANNOTATION, trainium_node
 from tests.cluster.plans import deployed_plan
@@ -109,12 +116,14 @@ def test_each_run_lands_only_on_its_teams_group_and_queue(
         assert queues == {team.queue_name}, (name, queues)
 
 
-def test_a_queues_capability_holds_with_free_nodes_in_its_group(
+def test_a_teams_second_gang_waits_with_free_nodes_in_its_group(
     example: ControlPlane, example_config: StackConfig
 ) -> None:
-    """The training team's queue holds what its group holds at max_size; its run takes all of it.
+    """The training team's share is what its group holds at max_size; its run takes all of it.
     A second gang of the team, with as many free nodes of the group as it needs, stays unplaced
-    while the first runs, and is placed once the first has finished."""
+    while the first runs, and is placed once the first has finished. What keeps it off is the
+    team's ResourceQuota (teams[].quota, by default the same share as the queue's capability): it
+    refuses the second gang's pods at creation, before Volcano's scheduler could weigh them."""
     plan = deployed_plan(example_config)
     first = run_handle(example, plan, "bert-large")
     group = example_config.run_node_group(next(r for r in example_config.runs if r.name == "bert-large")).name
@@ -123,9 +132,11 @@ def test_a_queues_capability_holds_with_free_nodes_in_its_group(
     second = _copy_of(first, "capacity-probe")
     example.kubectl("create", "-f", "-", input=json.dumps(second))
     probe = RunHandle(example, ManifestSet(name="capacity-probe", manifests=(second,)))
-    example.wait_for(lambda: len(probe.pods()) == probe.replicas(), timeout=60, what="the second gang's pods")
-    time.sleep(10)  # ten scheduling sessions
-    assert all(not pod["spec"].get("nodeName") for pod in probe.pods()), "the queue's capability did not hold"
+    quota = example.kubectl.json("get", "resourcequota", QUOTA_NAME, "-n", first.namespace)
+    neuron = f"requests.{NEURON_RESOURCE}"
+    assert quota["status"]["used"][neuron] == quota["status"]["hard"][neuron], quota["status"]
+    time.sleep(10)  # ten scheduling sessions, and the controller's retries
+    assert all(not pod["spec"].get("nodeName") for pod in probe.pods()), "the team's share did not hold"
     first.finish(0)
     example.wait_for(
         lambda: _running(probe), timeout=90, what="the second gang placed once the first finished"
@@ -151,28 +162,13 @@ def test_a_team_member_may_submit_only_in_the_teams_namespace(
     assert not member.can_i("create", "pods", namespace="training")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open (seen 2026-11-25 on this harness): nothing keeps a team's pods off another team's node "
-        "group; the queue's capability counts resources, not groups, so a training member's pod sized "
-        "for research's Capacity Block node ran there. A tenant admission policy on the pods' node "
-        "selection (issue 23's area) would close it; strict: this fails once it is closed, to be unmarked"
-    ),
-)
-def test_a_team_members_job_aimed_at_another_teams_group_is_not_placed_there(
+def test_a_team_members_job_aimed_at_another_teams_group_is_refused(
     example: ControlPlane, example_config: StackConfig
 ) -> None:
     """A member of `training` submits a gang whose pods select `research`'s Capacity Block group,
-    with free nodes there. Nothing of the team's may run on another team's group."""
+    sized for its nodes, with free nodes there. The queue's capability counts resources, not
+    groups (this ran there before issue 23): the team admission policy refuses the Job itself."""
     plan = deployed_plan(example_config)
-    # The team's queue empty first: only the group, never the queue's capability, may keep it off.
-    example.kubectl("delete", "jobs.batch.volcano.sh", "--all", "-n", TRAINING, "--wait=true")
-    example.wait_for(
-        lambda: not example.kubectl.json("get", "pods", "-n", TRAINING, "-l", "volcano.sh/job-name")["items"],
-        timeout=60,
-        what="the training team's pods gone",
-    )
     theirs = example_config.run_node_group(next(r for r in example_config.runs if r.team == "research")).name
     _add_group_nodes(example, example_config, theirs, 1, first=200)
     job = _copy_of(run_handle(example, plan, "bert-large"), "other-group-probe")
@@ -190,10 +186,11 @@ def test_a_team_members_job_aimed_at_another_teams_group_is_not_placed_there(
             }
     member = example.impersonate("member@training", [team_rbac_group("training")])
     submitted = member("create", "-f", "-", input=json.dumps(job), check=False)
-    if submitted.returncode != 0:
-        return  # refused at admission: the strongest answer
-    probe = RunHandle(example, ManifestSet(name="other-group-probe", manifests=(job,)))
-    example.wait_for(probe.pods, timeout=60, what="the probe's pod")
-    time.sleep(10)
-    placed = [p["spec"].get("nodeName") for p in probe.pods() if p["spec"].get("nodeName")]
-    assert not placed, f"a training pod was placed on {theirs} (research's group): {placed}"
+    assert submitted.returncode != 0, f"accepted: {submitted.stdout}"
+    assert (
+        f"ValidatingAdmissionPolicy '{JOBS_POLICY}' with binding '{JOBS_POLICY}' denied request: "
+        f"{Message.NODE_GROUP}"
+    ) in submitted.stderr, submitted.stderr
+    assert not example.kubectl.json(
+        "get", "pods", "-n", TRAINING, "-l", "volcano.sh/job-name=other-group-probe"
+    )["items"]

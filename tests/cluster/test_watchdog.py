@@ -2,7 +2,8 @@
 and the gang watchdog program from its ConfigMap, with its own token against the real API server.
 
 Shortened here: the watchdog's threshold (the product passes ``autoscaler.max_node_provision_minutes``,
-15) to 0.2 minutes and its pass interval (60 s) to 2 s; everything else is the rendered Deployment's.
+15) to 0.2 minutes and its pass interval (60 s) to 2 s; its stuck-run guard's threshold is set to
+``STUCK_MINUTES``; everything else is the rendered Deployment's.
 The autoscaler's part (adding the whole gang once every pod of it is ``Unschedulable``) is played by
 the test: no autoscaler can be built here (``ControlPlane.autoscaler_note``).
 """
@@ -25,11 +26,21 @@ from tests.cluster.runs import RunHandle, run_handle
 
 THRESHOLD_MINUTES = 0.2
 INTERVAL_SECONDS = 2.0
+STUCK_MINUTES = 30
+"""The stuck-run guard's threshold, set here rather than inherited: kwok's pods never write a log
+line, so the guard would end any run of this module that outlived it as silent; none lives that long."""
 
 
 def _shortened(args: list[str]) -> list[str]:
-    kept = [a for a in args if not a.startswith(("--threshold-minutes", "--interval-seconds"))]
-    return [*kept, f"--threshold-minutes={THRESHOLD_MINUTES}", f"--interval-seconds={INTERVAL_SECONDS}"]
+    kept = [
+        a for a in args if not a.startswith(("--threshold-minutes", "--interval-seconds", "--stuck-minutes"))
+    ]
+    return [
+        *kept,
+        f"--threshold-minutes={THRESHOLD_MINUTES}",
+        f"--interval-seconds={INTERVAL_SECONDS}",
+        f"--stuck-minutes={STUCK_MINUTES}",
+    ]
 
 
 @pytest.fixture(scope="module")
