@@ -27,7 +27,13 @@ import pytest
 
 from cluster_facts.instance_catalog import instance_type
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY
-from cluster_facts.node_check import NODE_CHECK_CONDITION, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
+from cluster_facts.node_check import (
+    EFA_SUSPECT_TAINT,
+    EFA_SUSPECT_TAINT_KEY,
+    NODE_CHECK_CONDITION,
+    NODE_CHECK_NAMESPACE,
+    NODE_CHECK_TAINT_KEY,
+)
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import trainium_node
@@ -204,7 +210,8 @@ def test_the_checks_token_lifts_only_its_own_nodes_startup_taint(
     cluster: ControlPlane, default_config: StackConfig
 ) -> None:
     """The fence the API server holds the check to (the ``node-check`` policy): with a token bound
-    to its pod on one node, it may not touch another node, nor any other taint of its own."""
+    to its pod on one node, it may lift that node's startup taint, put on and lift exactly the EFA
+    taint there, and touch no other node and no other taint."""
     own, other = _nodes(cluster, default_config, [f"{GROUP}-check-own", f"{GROUP}-check-other"])
     check = cluster.with_token("node-check-own", cluster.node_check_token(own).read_text())
 
@@ -221,4 +228,20 @@ def test_the_checks_token_lifts_only_its_own_nodes_startup_taint(
     lifted = check("patch", "node", own, "--type=json", "-p", without(own, NODE_CHECK_TAINT_KEY), check=False)
     assert lifted.returncode == 0, lifted.stderr
     assert NODE_CHECK_TAINT_KEY in _taints(_node(cluster, other))
+
+    # The watch's EFA taint: exactly that taint may come and go on its own node, nothing like it.
+    def with_taint(node: str, taint: dict[str, str]) -> str:
+        taints = [*_node(cluster, node)["spec"]["taints"], taint]
+        return json.dumps([{"op": "replace", "path": "/spec/taints", "value": taints}])
+
+    other_value = {**EFA_SUSPECT_TAINT, "value": "bad"}
+    refused = check("patch", "node", own, "--type=json", "-p", with_taint(own, other_value), check=False)
+    assert refused.returncode != 0 and "may only remove the taint" in refused.stderr, refused.stderr
+    put_on = check("patch", "node", own, "--type=json", "-p", with_taint(own, EFA_SUSPECT_TAINT), check=False)
+    assert put_on.returncode == 0, put_on.stderr
+    assert EFA_SUSPECT_TAINT_KEY in _taints(_node(cluster, own))
+    lifted = check(
+        "patch", "node", own, "--type=json", "-p", without(own, EFA_SUSPECT_TAINT_KEY), check=False
+    )
+    assert lifted.returncode == 0, lifted.stderr
     cluster.remove_nodes([own, other])

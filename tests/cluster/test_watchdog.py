@@ -1,5 +1,6 @@
 """Scenario e: a gang that only partly fits (volcano-sh/volcano#3976), under Volcano's real scheduler
-and the gang watchdog program from its ConfigMap, with its own token against the real API server.
+and the gang watchdog program from its ConfigMap, with its own token against the real API server;
+then a stuck run (issue 21.4) ended by the watchdog's guard through Volcano's real controller.
 
 Shortened here: the watchdog's threshold (the product passes ``autoscaler.max_node_provision_minutes``,
 15) to 0.2 minutes and its pass interval (60 s) to 2 s; its stuck-run guard's threshold is set to
@@ -10,6 +11,7 @@ the test: no autoscaler can be built here (``ControlPlane.autoscaler_note``).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +20,7 @@ import pytest
 
 from cluster_facts.instance_catalog import instance_type
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
+from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import trainium_node
@@ -27,6 +30,10 @@ from tests.cluster.runs import RunHandle, run_handle
 THRESHOLD_MINUTES = 0.2
 INTERVAL_SECONDS = 2.0
 STUCK_MINUTES = 30
+SHORT_STUCK_MINUTES = 0.2
+"""The guard's threshold in the stuck-run scenario."""
+WAITING_ANNOTATION = "cluster-test/waiting-reason"
+"""kwok keeps a pod so annotated Pending, its containers waiting for that reason (kwok_stages.yaml)."""
 """The stuck-run guard's threshold, set here rather than inherited: kwok's pods never write a log
 line, so the guard would end any run of this module that outlived it as silent; none lives that long."""
 
@@ -134,3 +141,63 @@ def test_a_partial_gang_is_cordoned_then_placed_whole_and_the_cordon_lifted(
         what="the watchdog's cordon lifted",
     )
     assert cordoned_after <= THRESHOLD_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30
+
+
+def test_a_stuck_run_is_ended_through_volcano_with_its_reason_kept(
+    run: RunHandle, control_plane: ControlPlane
+) -> None:
+    """A run whose containers never start (CreateContainerError, as a bad mount leaves them) on the
+    nodes the last test added: the guard, its threshold shortened, sends Volcano a TerminateJob
+    Command, writes its reason into the Job's status and records an Event; Volcano's controller
+    terminates the Job (its pods go) and keeps the reason through its own status updates."""
+    run.delete()
+    control_plane.wait_for(lambda: not run.pods(), timeout=60, what="the run's pods gone")
+    job = copy.deepcopy(dict(run.job))
+    job["metadata"] = {
+        "name": "stuck-probe",
+        "namespace": run.namespace,
+        "labels": dict(job["metadata"]["labels"]),
+    }
+    for task in job["spec"]["tasks"]:
+        task["template"]["metadata"].setdefault("annotations", {})[WAITING_ANNOTATION] = (
+            "CreateContainerError"
+        )
+    stuck = RunHandle(control_plane, ManifestSet(name="stuck-probe", manifests=(job,)))
+    control_plane.watchdog_args_override = lambda args: [
+        *(a for a in _shortened(args) if not a.startswith("--stuck-minutes")),
+        f"--stuck-minutes={SHORT_STUCK_MINUTES}",
+    ]
+    control_plane.start_watchdog()
+    try:
+        stuck.apply()
+        control_plane.wait_for(
+            lambda: (
+                len(stuck.pods()) == stuck.replicas()
+                and all(p["spec"].get("nodeName") and p["status"].get("startTime") for p in stuck.pods())
+            ),
+            timeout=60,
+            what="the stuck run's pods bound, their containers waiting",
+        )
+        status = control_plane.wait_for(
+            lambda: (
+                s
+                if (s := stuck.job_status()).get("state", {}).get("phase") in ("Terminating", "Terminated")
+                else None
+            ),
+            timeout=SHORT_STUCK_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30,
+            what="the stuck run terminated by Volcano",
+        )
+        control_plane.wait_for(lambda: not stuck.pods(), timeout=60, what="the stuck run's pods gone")
+        status = stuck.job_status()
+        assert status["state"]["phase"] == "Terminated", status
+        assert status["state"].get("reason") == "StuckRun", status
+        assert "CreateContainerError" in status["state"].get("message", ""), status
+        events = control_plane.kubectl.json(
+            "get", "events", "-n", run.namespace, "--field-selector=involvedObject.name=stuck-probe"
+        )["items"]
+        assert "StuckRun" in {e["reason"] for e in events}, events
+    finally:
+        control_plane.kubectl(
+            "delete", "jobs.batch.volcano.sh", "stuck-probe", "-n", run.namespace, "--ignore-not-found"
+        )
+        control_plane.watchdog_args_override = _shortened
