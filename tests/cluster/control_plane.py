@@ -485,6 +485,27 @@ class ControlPlane:
             self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
             self.kubectl("delete", "csinode", name, "--ignore-not-found", "--wait=false")
 
+    def policy_type_checking(self) -> tuple[list[str], dict[str, list[Any]]]:
+        """Every ValidatingAdmissionPolicy once the API server has type-checked its current
+        generation, and the expression warnings it found (status.typeChecking), by policy."""
+
+        def checked() -> list[dict[str, Any]] | None:
+            found: list[dict[str, Any]] = self.kubectl.json("get", "validatingadmissionpolicies")["items"]
+            done = all(
+                p.get("status", {}).get("observedGeneration") == p["metadata"]["generation"]
+                and "typeChecking" in p.get("status", {})
+                for p in found
+            )
+            return found if done else None
+
+        policies: list[dict[str, Any]] = self.wait_for(checked, timeout=60, what="every policy type-checked")
+        warnings = {
+            p["metadata"]["name"]: p["status"]["typeChecking"]["expressionWarnings"]
+            for p in policies
+            if p["status"]["typeChecking"].get("expressionWarnings")
+        }
+        return [p["metadata"]["name"] for p in policies], warnings
+
     def stored_differences(self, plan: KubernetesLayerPlan) -> dict[str, list[str]]:
         """For each applied object of ``plan``, where its rendering says what the server did not
         store (``stored_differences``): why a second apply reports it ``configured``."""

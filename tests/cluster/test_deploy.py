@@ -65,3 +65,12 @@ def test_a_fabric_check_job_applied_again_is_unchanged(
         assert again.stdout.strip().endswith(" unchanged"), again.stdout
     finally:
         deployed.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=true", input=manifests)
+
+
+def test_every_admission_policy_type_checks(deployed: ControlPlane) -> None:
+    """The API server type-checks each ValidatingAdmissionPolicy's CEL against the schemas of the
+    kinds it matches (status.typeChecking): a warning there is an expression that may not compile or
+    evaluate as written (an error at admission refuses the request under failurePolicy Fail)."""
+    checked, warnings = deployed.policy_type_checking()
+    assert len(checked) >= 5, checked
+    assert warnings == {}, json.dumps(warnings, indent=1)

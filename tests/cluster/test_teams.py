@@ -94,6 +94,13 @@ def test_every_step_of_the_example_is_accepted_and_a_second_apply_changes_nothin
     assert report.configured() == [], json.dumps(example.stored_differences(plan), indent=1)
 
 
+def test_every_admission_policy_of_the_example_type_checks(example: ControlPlane) -> None:
+    """As for the default plan (test_deploy.py): the two teams' policies too."""
+    checked, warnings = example.policy_type_checking()
+    assert len(checked) >= 5, checked
+    assert warnings == {}, json.dumps(warnings, indent=1)
+
+
 def test_each_run_lands_only_on_its_teams_group_and_queue(
     example: ControlPlane, example_config: StackConfig
 ) -> None:
