@@ -13,9 +13,10 @@ kind; ``as_stored`` removes or completes them once, for every chart (k8s_charts.
 - a container's environment entry with ``value: ""``: the entry without ``value`` (same empty value);
 - a PersistentVolume's ``storageClassName: ""`` (a plain string there; a claim's is a pointer, where
   ``""`` means "no class" and is kept);
-- a PriorityClass's ``globalDefault: false`` (a plain bool, omitted when false);
-- a ValidatingAdmissionPolicy's resource rule without ``scope``: the server's default ``"*"`` written
-  out (first written beside each policy; every policy added since lacked it, so it lives here).
+- a PriorityClass's ``globalDefault: false`` (a plain bool, omitted when false).
+
+The admission policies' resource rules carry the server's default ``scope: "*"``, written where every
+policy is made (k8s_charts/admission_policy.py ``admission_policy``).
 """
 
 from __future__ import annotations
@@ -60,9 +61,6 @@ def _by_kind(obj: dict[str, Any]) -> None:
         _drop_if(spec, "storageClassName", "")
     if kind == "PriorityClass":
         _drop_if(obj, "globalDefault", False)
-    if kind == "ValidatingAdmissionPolicy" and isinstance(spec, dict):
-        for rule in (spec.get("matchConstraints") or {}).get("resourceRules") or []:
-            rule.setdefault("scope", "*")
 
 
 def _drop_if(obj: dict[str, Any], key: str, empty: object) -> None:

@@ -5,7 +5,15 @@ reports nothing ``configured``); these say what ``as_stored`` does with each cas
 
 from __future__ import annotations
 
+import cdk8s
+from constructs import Construct
+
+from config import load_config
+from k8s_charts.admission_policy import admission_policy
 from k8s_charts.stored_form import as_stored
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
+from tests.k8s.manifests import synth
+from tests.plans import shared_review_plan
 
 
 def test_empty_resource_names_and_service_account_api_group_are_dropped() -> None:
@@ -63,18 +71,30 @@ def test_a_priority_class_that_is_not_the_default_says_nothing_about_it() -> Non
 
 def test_every_admission_policy_rule_names_the_servers_default_scope() -> None:
     """The server stores ``scope: "*"`` on a rule that names none (tests/cluster/test_deploy.py found
-    the team and watchdog policies added after the first three ``configured`` on every apply)."""
-    policy = {
-        "kind": "ValidatingAdmissionPolicy",
-        "spec": {
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "resources": ["pods"]},
-                    {"apiGroups": [""], "resources": ["nodes"], "scope": "Cluster"},
-                ]
-            }
-        },
+    the team and watchdog policies ``configured`` on every apply); every policy is made by
+    ``admission_policy``, which writes it."""
+    spec = {
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "resources": ["pods"]},
+                {"apiGroups": [""], "resources": ["nodes"], "scope": "Cluster"},
+            ]
+        }
     }
-    rules = as_stored(policy)["spec"]["matchConstraints"]["resourceRules"]
+
+    def chart(app: Construct) -> cdk8s.Chart:
+        built = cdk8s.Chart(app, "policy")
+        admission_policy(built, name="p", labels={}, spec=spec, binding_spec={"validationActions": ["Deny"]})
+        return built
+
+    [policy] = [m for m in synth(chart) if m["kind"] == "ValidatingAdmissionPolicy"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
     assert [rule["scope"] for rule in rules] == ["*", "Cluster"]
-    assert "scope" not in policy["spec"]["matchConstraints"]["resourceRules"][0]
+    assert "scope" not in spec["matchConstraints"]["resourceRules"][0]
+    # Every policy of both shipped plans is made so.
+    for config in (DEFAULT_CONFIG, EXAMPLE_CONFIG):
+        for step in shared_review_plan(load_config(config)).manifest_sets():
+            for manifest in step.manifests:
+                if manifest["kind"] == "ValidatingAdmissionPolicy":
+                    for rule in manifest["spec"]["matchConstraints"]["resourceRules"]:
+                        assert rule.get("scope") == "*", (step.name, manifest["metadata"]["name"])
