@@ -45,6 +45,13 @@ def example(control_plane: ControlPlane, example_config: StackConfig) -> Iterato
         control_plane.kubectl(
             "delete", "jobs.batch.volcano.sh", "--all", "-n", handle.namespace, "--ignore-not-found"
         )
+    # The runs' pods go while their nodes still answer (kwok confirms the deletion); a pod left on a
+    # removed node waits for the pod garbage collector's 40 s quarantine.
+    control_plane.wait_for(
+        lambda: not control_plane.kubectl.json("get", "pods", "-A", "-l", "volcano.sh/job-name")["items"],
+        timeout=60,
+        what="the runs' pods gone",
+    )
     control_plane.remove_nodes(_simulated_nodes(control_plane))
 
 
