@@ -50,7 +50,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock
+.PHONY: help setup synth diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -155,12 +155,21 @@ check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole st
 	# --dist loadscope: a module's tests stay on one worker, so what it renders once it renders once.
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
 
-test: setup lint $(TORCH_STAMP) ## lint, then every test and policy check (pytest; about 5 minutes)
-	# Everything but the runtime tests on both cores (a module's tests on one worker, so a stack it
-	# synthesizes is synthesized once there); then the runtime tests alone, which time real etcd
-	# and torchrun agents and must not share the cores with other tests.
-	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime
+test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and policy check (pytest; about 5 minutes)
+	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
+	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
+	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
+	# the real control plane, one session sharing one API server (tests/cluster/README.md).
+	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime
+	$(BIN)/python -m pytest tests/cluster
+
+# The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,
+# helm, kwok and Volcano, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod
+# (go.sum verifies them) into ~/.cache/trainium-cluster/ (XDG_CACHE_HOME), keyed by what decides
+# their bytes: a second run, another worktree or clone on the machine builds nothing. Needs Go 1.26.
+cluster-binaries: $(PY_STAMP) ## build the control plane binaries for tests/cluster (Go 1.26; once per machine)
+	$(BIN)/python -m tools.cluster_binaries
 
 snapshot: setup ## rewrite tests/snapshots/ after an intended template change (review the diff)
 	UPDATE_SNAPSHOTS=1 $(BIN)/python -m pytest tests/test_snapshot.py

@@ -7,6 +7,7 @@ code: ``cel_string`` refuses any value that could end one.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "same_except",
     "service_account_policy_spec",
     "service_account_username",
+    "with_default_scope",
 ]
 
 _API_VERSION = "admissionregistration.k8s.io/v1"
@@ -96,6 +98,16 @@ def service_account_policy_spec(
     }
 
 
+def with_default_scope(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` with each resource rule's ``scope`` written out where it names none, as ``"*"``: the
+    API server stores that default, and a rule rendered without it is patched by every apply
+    (tests/cluster/test_deploy.py found each policy that lacked it 'configured' on every deploy)."""
+    written = copy.deepcopy(dict(spec))
+    for rule in (written.get("matchConstraints") or {}).get("resourceRules") or []:
+        rule.setdefault("scope", "*")
+    return written
+
+
 def admission_policy(
     scope: Construct,
     *,
@@ -110,7 +122,7 @@ def admission_policy(
     policy = cdk8s.ApiObject(
         scope, "Policy", api_version=_API_VERSION, kind="ValidatingAdmissionPolicy", metadata=metadata
     )
-    policy.add_json_patch(cdk8s.JsonPatch.add("/spec", dict(spec)))
+    policy.add_json_patch(cdk8s.JsonPatch.add("/spec", with_default_scope(spec)))
     binding = cdk8s.ApiObject(
         scope,
         binding_id,

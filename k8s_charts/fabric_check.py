@@ -53,6 +53,7 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import script_body, script_text
+from cluster_facts.volcano_retries import VOLCANO_DEFAULT_MAX_RETRY
 from k8s_charts.admission_policy import (
     admission_policy,
     cel_string,
@@ -396,6 +397,12 @@ class FabricCheckChart(cdk8s.Chart):
                         {
                             "name": WORKER_TASK,
                             "replicas": nodes,
+                            # What Volcano's job webhook writes into a task at create (minAvailable =
+                            # replicas, maxRetry 0 -> 3: cluster_facts/volcano_retries.py), written out:
+                            # a second kubectl apply replaces the task list (a merge patch), and
+                            # without them Volcano's update validation refuses the changed tasks.
+                            "minAvailable": nodes,
+                            "maxRetry": VOLCANO_DEFAULT_MAX_RETRY,
                             "template": _pod_template(
                                 labels={**labels, "app.kubernetes.io/component": WORKER_TASK},
                                 node_group=node_group,
@@ -405,6 +412,8 @@ class FabricCheckChart(cdk8s.Chart):
                         {
                             "name": LAUNCHER_TASK,
                             "replicas": 1,
+                            "minAvailable": 1,
+                            "maxRetry": VOLCANO_DEFAULT_MAX_RETRY,
                             "policies": end_job,
                             "template": _pod_template(
                                 labels=launcher_labels(node_group),

@@ -58,6 +58,7 @@ from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeC
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.stored_form import as_stored
 from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
 from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
 from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
@@ -189,8 +190,9 @@ def queue_step(queue: str) -> str:
 
 
 def render(build: ChartBuilder, name: str = "chart") -> tuple[Mapping[str, Any], ...]:
-    """The objects of one chart, built under a cdk8s App of its own (one chart per app)."""
-    return tuple(build(cdk8s.App(), name).to_json())
+    """The objects of one chart, built under a cdk8s App of its own (one chart per app), as the API
+    server stores them (k8s_charts/stored_form.py: a second apply then changes nothing)."""
+    return tuple(as_stored(manifest) for manifest in build(cdk8s.App(), name).to_json())
 
 
 def _volcano(images: ImageSource) -> HelmRelease:

@@ -375,6 +375,9 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                 vc.JobSpecTasks(
                     name=_TASK,
                     replicas=run.nodes,
+                    # Volcano's job webhook writes this default (replicas) at create; written out, a
+                    # second apply of the same run finds nothing to change.
+                    min_available=run.nodes,
                     # Counts container restarts (none under restartPolicy Never); 0 would become 3.
                     max_retry=volcano_max_retry(run.retries),
                     # First match wins (Volcano's applyPolicies): the exit code before the events, so a

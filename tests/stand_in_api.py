@@ -1,7 +1,12 @@
 """A JSON HTTP server on loopback that stands in for the Kubernetes API in tests of pod programs.
 
 The test decides every answer: ``answer(method, path, headers, body)`` returns a status and a JSON
-document (a ``str`` is served as plain text, as the API serves a pod's log). The server runs in a thread, on an ephemeral port, and is stopped when the block ends.
+document (a ``str`` is served as plain text, as the API serves a pod's log). The server runs in a thread,
+on an ephemeral port, and is stopped when the block ends.
+
+A stand-in, kept for unit tests of a program's decisions (each answer chosen by the test, in the
+fast tier). The gang watchdog also runs against the real API server and Volcano
+(tests/cluster/test_watchdog.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,885 @@
+"""A real Kubernetes 1.34 control plane on loopback, with Volcano, kwok's simulated nodes and the gang
+watchdog, and the plan applied as aws-cdk-lib's kubectl handler applies it.
+
+Every process listens on 127.0.0.1 only, writes its output to a file under the session's temporary
+directory, is waited for with a bound, and is stopped by its PID (``ControlPlane.stop``). What runs:
+
+- etcd 3.5 (.venv-torch), kube-apiserver (RBAC and Node authorization, the default admission chain
+  plus EKS's NodeRestriction and ExtendedResourceToleration, so PodSecurity and
+  ValidatingAdmissionPolicy decide as on EKS; EKS's Service range 10.100.0.0/16; service-account
+  tokens signed with a key made here; the admin is a client certificate in ``system:masters``),
+  kube-controller-manager (each controller with its own service account) and kube-scheduler;
+- kwok, the kubelet of every node: nodes and pods are API objects whose status kwok writes
+  (tests/cluster/kwok_stages.yaml); no container runs;
+- after the plan's Volcano release is installed (its Deployments' pods simulated on the system
+  nodes, so Helm's wait means what it means on EKS), Volcano's scheduler, controller manager and
+  webhook manager as local processes, with the arguments, configuration files and service
+  accounts of the Deployments the chart rendered (read back from the API server, not retyped),
+  the webhook reachable from the API server through tests/cluster/egress.py;
+- after the plan's gang-watchdog step, the watchdog program from its ConfigMap, with the arguments
+  of its Deployment and its own service account's token;
+- for each Trainium node added, the node check's writes once its tools have passed (the node
+  check's pod on that node is real, simulated by kwok; its program's ``set_condition`` and
+  ``lift_taint`` run from its ConfigMap with a token bound to that pod, so the API server's
+  ``node-check`` admission policy judges them): tests/cluster/node_check_pass.py.
+
+The cluster autoscaler is not among them: the Go module proxy serves no cluster-autoscaler module
+version that builds (docs/testing.md, "The real control plane"); its Helm release is installed and
+its pod simulated, and ``autoscaler_note`` says so wherever a test would have needed it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
+from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
+from cluster_facts.vendored_charts import repository_path
+from cluster_facts.versions import VOLCANO_IMAGE_NAMES
+from k8s_charts import gang_watchdog
+from tests.cluster.binaries import Binaries
+from tests.cluster.egress import EgressProxy
+from tests.cluster.nodes import csi_node
+from tests.cluster.pki import CertificateAuthority, KeyPair, service_account_keys
+from tests.cluster.processes import CLIENT_ENVIRONMENT, Process, Processes, free_port, wait_until
+
+__all__ = ["SERVICE_CIDR", "ApplyReport", "ControlPlane", "Kubectl", "StepResult"]
+
+SERVICE_CIDR = "10.100.0.0/16"
+"""EKS's default Service range (the API server's own Service is 10.100.0.1)."""
+ISSUER = "https://kubernetes.default.svc"
+PRUNE_LABEL_PREFIX = "aws.cdk.eks/prune-"
+"""aws-eks-v2's KubernetesManifest labels every object with ``aws.cdk.eks/prune-<construct address>``
+and prunes by it on update (aws-cdk-lib lib/aws-eks-v2/lib/k8s-manifest.js)."""
+KWOK_STAGES = Path(__file__).with_name("kwok_stages.yaml")
+NODE_CHECK_PASS = Path(__file__).with_name("node_check_pass.py")
+# The deploy-time readiness gates poll every 10 s in the handler; here every second (same outcome).
+GATE_INTERVAL_SECONDS = 1.0
+
+
+@dataclass
+class Kubectl:
+    """kubectl against the control plane, as the admin or as an impersonated user."""
+
+    binary: Path
+    kubeconfig: Path
+    impersonate: tuple[str, tuple[str, ...]] | None = None
+
+    def args(self, *args: str) -> list[str]:
+        command = [str(self.binary), "--kubeconfig", str(self.kubeconfig)]
+        if self.impersonate is not None:
+            user, groups = self.impersonate
+            command += ["--as", user, *(f"--as-group={group}" for group in groups)]
+        return [*command, *args]
+
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            self.args(*args),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **CLIENT_ENVIRONMENT},
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}{result.stdout}"
+            )
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json").stdout)
+
+    def can_i(
+        self, verb: str, resource: str, *, namespace: str | None = None, subresource: str | None = None
+    ) -> bool:
+        args = ["auth", "can-i", verb, resource]
+        if namespace is not None:
+            args += ["-n", namespace]
+        if subresource is not None:
+            args += ["--subresource", subresource]
+        return self(*args, check=False).stdout.strip() == "yes"
+
+
+@dataclass
+class StepResult:
+    name: str
+    action: str
+    """Create, Update, Delete (what CloudFormation would ask the handler for) or Unchanged."""
+    output: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ApplyReport:
+    steps: list[StepResult] = field(default_factory=list)
+
+    def step(self, name: str) -> StepResult:
+        for result in self.steps:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+    def configured(self) -> list[str]:
+        """Every ``kubectl apply`` output line that changed an object (``configured`` or ``created``)."""
+        return [
+            f"{result.name}: {line}"
+            for result in self.steps
+            if result.action in ("Create", "Update")
+            for line in result.output.splitlines()
+            if line.endswith((" configured", " created"))
+        ]
+
+
+@dataclass
+class _Deployed:
+    step: ManifestSet | HelmRelease | ReadinessGate
+    properties: str
+
+
+@dataclass
+class ControlPlane:
+    binaries: Binaries
+    work_dir: Path
+    processes: Processes = field(init=False)
+    egress: EgressProxy = field(init=False)
+    api_port: int = 0
+    kubeconfig: Path = field(init=False)
+    kubectl: Kubectl = field(init=False)
+    ca: CertificateAuthority = field(init=False)
+    deployed: dict[str, _Deployed] = field(default_factory=dict)
+    """Custom resources of the plan as CloudFormation holds them: id -> step and its properties."""
+    watchdog_args_override: Callable[[list[str]], list[str]] | None = None
+    """How a test changes the watchdog's arguments (shorter thresholds) before it is (re)started."""
+    autoscaler_note: str = (
+        "no real cluster autoscaler runs here (the Go module proxy serves no buildable "
+        "k8s.io/autoscaler/cluster-autoscaler version); the test adds the nodes it would add"
+    )
+    _volcano_values: str | None = None
+    _watchdog_properties: str | None = None
+
+    def __post_init__(self) -> None:
+        self.processes = Processes(self.work_dir / "logs")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.egress = EgressProxy(str(self.work_dir / "egress.sock"))
+
+    # ----- start and stop -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        # A safety net for an interpreter that exits without running the fixture's finalizer.
+        atexit.register(self.stop)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        pki = self.work_dir / "pki"
+        self.ca = CertificateAuthority.create(pki, "cluster-ca")
+        serving = self.ca.issue(
+            "apiserver",
+            common_name="kube-apiserver",
+            dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            ips=["127.0.0.1", "10.100.0.1"],
+        )
+        admin = self.ca.issue("admin", common_name="cluster-test-admin", organizations=["system:masters"])
+        kcm = self.ca.issue("kcm", common_name="system:kube-controller-manager")
+        scheduler = self.ca.issue("scheduler", common_name="system:kube-scheduler")
+        sa_keys = service_account_keys(pki)
+        self.egress.start()
+
+        etcd_port, etcd_peer = free_port(), free_port()
+        etcd = self.processes.start(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+                "--unsafe-no-fsync",
+            ],
+        )
+        egress_config = self.work_dir / "egress-selector.yaml"
+        egress_config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "apiserver.k8s.io/v1beta1",
+                    "kind": "EgressSelectorConfiguration",
+                    "egressSelections": [
+                        {
+                            "name": "cluster",
+                            "connection": {
+                                "proxyProtocol": "HTTPConnect",
+                                "transport": {"uds": {"udsName": self.egress.socket_path}},
+                            },
+                        }
+                    ],
+                }
+            )
+        )
+        self.api_port = free_port()
+        apiserver = self.processes.start(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={self.ca.cert}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=Node,RBAC",
+                # On top of the default chain (PodSecurity, ValidatingAdmissionPolicy, webhooks, ...):
+                # what EKS enables besides (its documented list of admission controllers).
+                "--enable-admission-plugins=NodeRestriction,ExtendedResourceToleration",
+                f"--service-account-issuer={ISSUER}",
+                f"--service-account-key-file={sa_keys.cert}",
+                f"--service-account-signing-key-file={sa_keys.key}",
+                f"--egress-selector-config-file={egress_config}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                # etcd 3.5.1 answers no progress requests, so the watch cache refuses the streaming
+                # lists of newer clients (kwok's client-go 0.36, Volcano's 0.35), which then relist
+                # with backoff and see changes 20-30 s late; etcd's own watcher serves them.
+                "--watch-cache=false",
+            ],
+        )
+        self.kubeconfig = self._write_kubeconfig("admin", client=admin)
+        self.kubectl = Kubectl(self.binaries.kubectl, self.kubeconfig)
+        wait_until(
+            lambda: self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).stdout.strip() == "ok",
+            timeout=90,
+            what="kube-apiserver /readyz",
+            processes=self.processes,
+            watch=[etcd, apiserver],
+        )
+        controller_manager = self.processes.start(
+            "kube-controller-manager",
+            [
+                str(self.binaries.kube_controller_manager),
+                *self._component_flags("kube-controller-manager", kcm),
+                f"--service-account-private-key-file={sa_keys.key}",
+                f"--root-ca-file={self.ca.cert}",
+                "--use-service-account-credentials=true",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+            ],
+        )
+        scheduler_process = self.processes.start(
+            "kube-scheduler",
+            [str(self.binaries.kube_scheduler), *self._component_flags("kube-scheduler", scheduler)],
+        )
+        kwok = self.processes.start(
+            "kwok",
+            [
+                str(self.binaries.kwok),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={KWOK_STAGES}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{free_port()}",
+                "--cidr=10.244.0.0/16",
+            ],
+        )
+        # The default ServiceAccount of a new namespace comes from the controller manager: a proof it works.
+        wait_until(
+            lambda: (
+                self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+            ),
+            timeout=90,
+            what="the controller manager (the default ServiceAccount)",
+            processes=self.processes,
+            watch=[controller_manager, scheduler_process, kwok],
+        )
+
+    def _component_flags(self, name: str, client: KeyPair) -> list[str]:
+        kubeconfig = self._write_kubeconfig(name, client=client)
+        return [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            "--leader-elect=false",
+        ]
+
+    def _write_kubeconfig(
+        self, name: str, *, client: KeyPair | None = None, token: str | None = None
+    ) -> Path:
+        user: dict[str, str] = (
+            {"client-certificate": str(client.cert), "client-key": str(client.key)}
+            if client is not None
+            else {"token": token or ""}
+        )
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {
+                        "server": f"https://127.0.0.1:{self.api_port}",
+                        "certificate-authority": str(self.ca.cert),
+                    },
+                }
+            ],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {"cluster": "local", "user": name}}],
+            "current-context": name,
+        }
+        path = self.work_dir / "kubeconfigs" / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config))
+        path.chmod(0o600)
+        return path
+
+    def stop(self) -> None:
+        self.processes.stop_all()
+        with contextlib.suppress(Exception):
+            self.egress.stop()
+
+    def report(self) -> str:
+        return self.processes.report()
+
+    # ----- helpers for tests ----------------------------------------------------------------------
+
+    def impersonate(self, user: str, groups: Iterable[str] = ()) -> Kubectl:
+        """kubectl as ``user`` in ``groups`` (and ``system:authenticated``), through impersonation."""
+        return Kubectl(self.binaries.kubectl, self.kubeconfig, (user, (*groups, "system:authenticated")))
+
+    def kube_api_environment(self, token_file: Path) -> dict[str, str]:
+        """What points an in-cluster program's API client (k8s_charts/scripts/kube_api.py) at this
+        API server with ``token_file``'s token, in place of the pod's service and mounted token."""
+        return {
+            "KUBE_API_URL": f"https://127.0.0.1:{self.api_port}",
+            "KUBE_API_TOKEN_FILE": str(token_file),
+            "KUBE_API_CA_FILE": str(self.ca.cert),
+        }
+
+    def service_account_token(self, namespace: str, name: str, *, hours: int = 24) -> str:
+        return self.kubectl("create", "token", name, "-n", namespace, f"--duration={hours}h").stdout.strip()
+
+    def as_service_account(self, namespace: str, name: str) -> Kubectl:
+        """kubectl with a real token of that ServiceAccount (not impersonation)."""
+        return self.with_token(f"sa-{namespace}-{name}", self.service_account_token(namespace, name))
+
+    def with_token(self, name: str, token: str) -> Kubectl:
+        """kubectl that authenticates with ``token`` (a service account's, bound to a pod or not)."""
+        return Kubectl(self.binaries.kubectl, self._write_kubeconfig(name, token=token))
+
+    def wait_for(self, probe: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.5) -> Any:
+        return wait_until(probe, timeout=timeout, what=what, interval=interval, processes=self.processes)
+
+    def create(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self.kubectl("create", "-f", "-", input="".join(json.dumps(obj) for obj in objects))
+
+    def add_nodes(self, nodes: Iterable[Mapping[str, Any]], *, node_check: bool = True) -> list[str]:
+        """Simulated nodes (kwok runs them), each with the CSINode the FSx CSI driver would register;
+        with ``node_check``, each registered with the node check's startup taint then passes the
+        check (``pass_node_check``), as a healthy Trainium node does before any gang lands on it."""
+        created = list(nodes)
+        self.create([*created, *(csi_node(node["metadata"]["name"]) for node in created)])
+        names = [str(node["metadata"]["name"]) for node in created]
+        if node_check:
+            self.pass_node_check(
+                [
+                    str(node["metadata"]["name"])
+                    for node in created
+                    if any(t["key"] == NODE_CHECK_TAINT_KEY for t in node.get("spec", {}).get("taints", []))
+                ]
+            )
+        return names
+
+    def node_check_pod(self, node: str) -> dict[str, Any]:
+        """The node check's pod on ``node`` (its DaemonSet's), once kwok runs it."""
+        daemon_set = self.kubectl.json("get", "daemonset", NODE_CHECK_NAME, "-n", NODE_CHECK_NAMESPACE)
+        selector = ",".join(f"{k}={v}" for k, v in daemon_set["spec"]["selector"]["matchLabels"].items())
+
+        def running() -> dict[str, Any] | None:
+            pods = self.kubectl.json(
+                "get", "pods", "-n", NODE_CHECK_NAMESPACE, "-l", selector,
+                f"--field-selector=spec.nodeName={node}",
+            )["items"]  # fmt: skip
+            live = [
+                p
+                for p in pods
+                if p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"]
+            ]
+            return live[0] if live else None
+
+        found: dict[str, Any] = self.wait_for(running, timeout=60, what=f"the node check's pod on {node}")
+        return found
+
+    def node_check_program(self) -> tuple[Path, dict[str, str]]:
+        """The node check's ConfigMap written to a directory (as the pod mounts it) and the plain
+        environment of its DaemonSet's container."""
+        daemon_set = self.kubectl.json("get", "daemonset", NODE_CHECK_NAME, "-n", NODE_CHECK_NAMESPACE)
+        pod = daemon_set["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        self._local_args("node-check", NODE_CHECK_NAMESPACE, pod, container)
+        [mount] = container["volumeMounts"]
+        directory = self.work_dir / "mounts" / "node-check" / mount["name"]
+        return directory, {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+    def node_check_token(self, node: str) -> Path:
+        """A token of the node check's service account bound to its pod on ``node``: the API server
+        then names the node in the token's user (what the node-check policy reads)."""
+        pod = self.node_check_pod(node)
+        token = self.kubectl(
+            "create", "token", pod["spec"]["serviceAccountName"], "-n", NODE_CHECK_NAMESPACE,
+            "--bound-object-kind=Pod", f"--bound-object-name={pod['metadata']['name']}",
+            f"--bound-object-uid={pod['metadata']['uid']}", "--duration=1h",
+        ).stdout.strip()  # fmt: skip
+        path = self.work_dir / "node-check-tokens" / node
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(token)
+        return path
+
+    def pass_node_check(self, nodes: Iterable[str]) -> None:
+        """The node check's writes on each of ``nodes`` after its tools passed: its condition, then
+        the startup taint lifted, by the check's own program and its pod's token
+        (tests/cluster/node_check_pass.py); a refusal by the API server fails the test."""
+        names = list(nodes)
+        if not names:
+            return
+        directory, environment = self.node_check_program()
+        for node in names:
+            token = self.node_check_token(node)
+            result = subprocess.run(
+                [sys.executable, str(NODE_CHECK_PASS), str(directory)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env={**os.environ, **environment, "NODE_NAME": node, **self.kube_api_environment(token)},
+            )
+            if result.returncode != 0:
+                raise AssertionError(
+                    f"the node check's pass on {node} was refused:\n{result.stderr}{result.stdout}"
+                )
+
+    def remove_nodes(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
+            self.kubectl("delete", "csinode", name, "--ignore-not-found", "--wait=false")
+
+    def policy_type_checking(self) -> tuple[list[str], dict[str, list[Any]]]:
+        """Every ValidatingAdmissionPolicy once the API server has type-checked its current
+        generation, and the expression warnings it found (status.typeChecking), by policy."""
+
+        def checked() -> list[dict[str, Any]] | None:
+            found: list[dict[str, Any]] = self.kubectl.json("get", "validatingadmissionpolicies")["items"]
+            done = all(
+                p.get("status", {}).get("observedGeneration") == p["metadata"]["generation"]
+                and "typeChecking" in p.get("status", {})
+                for p in found
+            )
+            return found if done else None
+
+        policies: list[dict[str, Any]] = self.wait_for(checked, timeout=60, what="every policy type-checked")
+        warnings = {
+            p["metadata"]["name"]: p["status"]["typeChecking"]["expressionWarnings"]
+            for p in policies
+            if p["status"]["typeChecking"].get("expressionWarnings")
+        }
+        return [p["metadata"]["name"] for p in policies], warnings
+
+    def stored_differences(self, plan: KubernetesLayerPlan) -> dict[str, list[str]]:
+        """For each applied object of ``plan``, where its rendering says what the server did not
+        store (``stored_differences``): why a second apply reports it ``configured``."""
+        found: dict[str, list[str]] = {}
+        for step in plan.applied():
+            if not isinstance(step, ManifestSet):
+                continue
+            for manifest in step.manifests:
+                metadata = manifest["metadata"]
+                group = manifest["apiVersion"].split("/")[0] if "/" in manifest["apiVersion"] else ""
+                resource = f"{manifest['kind'].lower()}.{group}".rstrip(".")
+                args = ["get", resource, metadata["name"]]
+                if "namespace" in metadata:
+                    args += ["-n", metadata["namespace"]]
+                result = self.kubectl(*args, "-o", "json", check=False)
+                if result.returncode != 0:
+                    found[f"{step.name}: {resource}/{metadata['name']}"] = [result.stderr.strip()]
+                    continue
+                differences = stored_differences(manifest, json.loads(result.stdout))
+                if differences:
+                    found[f"{step.name}: {resource}/{metadata['name']}"] = differences
+        return found
+
+    # ----- the plan, as the kubectl handler applies it ----------------------------------------------
+
+    def apply_plan(self, plan: KubernetesLayerPlan, *, update_all: bool = False) -> ApplyReport:
+        """Every applied step, in deploy order, as CloudFormation drives the handler: a new custom
+        resource is a Create, one whose properties changed an Update (``update_all``: every step,
+        as if each had changed), one no longer in the plan a Delete, after the rest."""
+        report = ApplyReport()
+        wanted: dict[str, ManifestSet | HelmRelease | ReadinessGate] = {}
+        for step in plan.applied():
+            identity = getattr(step, "identity", None)
+            wanted[f"{step.name}-{identity}" if identity else step.name] = step
+        for resource_id, step in wanted.items():
+            properties = _properties(step)
+            previous = self.deployed.get(resource_id)
+            if previous is None:
+                action = "Create"
+            elif previous.properties != properties or update_all:
+                action = "Update"
+            else:
+                report.steps.append(StepResult(step.name, "Unchanged"))
+                continue
+            started = time.monotonic()
+            output = self._run_step(resource_id, step, action)
+            self.deployed[resource_id] = _Deployed(step, properties)
+            report.steps.append(StepResult(step.name, action, output, time.monotonic() - started))
+            self._after_step(step)
+        for resource_id in [r for r in self.deployed if r not in wanted]:
+            gone = self.deployed.pop(resource_id).step
+            output = self._delete_step(resource_id, gone)
+            report.steps.append(StepResult(gone.name, "Delete", output))
+            if gone.name == gang_watchdog.STEP:
+                # Its Deployment is gone: so is the pod the local process stands for.
+                self.processes.stop("gang-watchdog")
+                self._watchdog_properties = None
+        return report
+
+    def _run_step(
+        self, resource_id: str, step: ManifestSet | HelmRelease | ReadinessGate, action: str
+    ) -> str:
+        if isinstance(step, ManifestSet):
+            manifest = self._manifest_file(resource_id, step)
+            args = ["apply", "-f", str(manifest)]
+            if action == "Update":
+                args += ["--prune", "-l", _prune_label(resource_id)]
+            result = self.kubectl(*args, check=False, timeout=300)
+            if result.returncode != 0:
+                raise AssertionError(
+                    f"step {step.name} ({action}): kubectl apply refused:\n{result.stderr}{result.stdout}"
+                )
+            return result.stdout
+        if isinstance(step, HelmRelease):
+            return self._helm_upgrade(resource_id, step)
+        return self._wait_gate(step)
+
+    def _manifest_file(self, resource_id: str, step: ManifestSet) -> Path:
+        label = _prune_label(resource_id)
+        objects = []
+        for manifest in step.manifests:
+            obj = json.loads(json.dumps(manifest))
+            obj.setdefault("metadata", {}).setdefault("labels", {})
+            obj["metadata"]["labels"] = {label: "", **obj["metadata"]["labels"]}
+            objects.append(obj)
+        path = self.work_dir / "manifests" / f"{resource_id}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # As the handler writes it: a stream of JSON objects.
+        path.write_text("".join(json.dumps(obj) for obj in objects))
+        return path
+
+    def _helm_upgrade(self, resource_id: str, step: HelmRelease) -> str:
+        if step.chart_directory is None:
+            raise AssertionError(f"{step.name}: only charts kept in the repository can be installed here")
+        values = self.work_dir / "helm" / f"{resource_id}.values.yaml"
+        values.parent.mkdir(parents=True, exist_ok=True)
+        values.write_text(json.dumps(dict(step.values), indent=2))
+        helm_home = self.work_dir / "helm" / "home"
+        command = [
+            str(self.binaries.helm), "upgrade", step.release, str(repository_path(step.chart_directory)),
+            "--install", "--create-namespace", "--values", str(values), "--namespace", step.namespace,
+            *(["--wait"] if step.wait else []), "--timeout", f"{step.timeout_minutes * 60}s",
+            "--kubeconfig", str(self.kubeconfig),
+        ]  # fmt: skip
+        env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(helm_home / "cache"),
+            "HELM_CONFIG_HOME": str(helm_home / "config"),
+            "HELM_DATA_HOME": str(helm_home / "data"),
+            **CLIENT_ENVIRONMENT,
+        }
+        if step.name == "volcano":
+            # The chart's pre-install hook Job writes the webhook's certificate Secret; kwok finishes
+            # that Job's pod without running it, so the harness writes the Secret the script would.
+            self._volcano_certificates(step)
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=step.timeout_minutes * 60 + 30,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise AssertionError(
+                f"helm upgrade {step.release} refused:\n{result.stderr}{result.stdout}\n{self.report()}"
+            )
+        return result.stdout
+
+    def _wait_gate(self, gate: ReadinessGate) -> str:
+        def probe() -> str | None:
+            result = self.kubectl(
+                "get", "-n", gate.namespace, gate.object_type, gate.object_name,
+                f"-o=jsonpath='{{{gate.json_path}}}'", check=False,
+            )  # fmt: skip
+            value = result.stdout.strip()[1:-1] if result.returncode == 0 else ""
+            return value or None
+
+        return str(
+            wait_until(
+                probe,
+                timeout=gate.timeout_minutes * 60,
+                what=f"readiness gate {gate.name} ({gate.object_type}/{gate.object_name} {gate.json_path})",
+                interval=GATE_INTERVAL_SECONDS,
+                processes=self.processes,
+            )
+        )
+
+    def _delete_step(self, resource_id: str, step: ManifestSet | HelmRelease | ReadinessGate) -> str:
+        """Deletes are best effort in the handler: an error is logged, not raised."""
+        if isinstance(step, ManifestSet):
+            manifest = self.work_dir / "manifests" / f"{resource_id}.yaml"
+            result = self.kubectl("delete", "-f", str(manifest), check=False, timeout=300)
+            return result.stdout + result.stderr
+        if isinstance(step, HelmRelease):
+            result = subprocess.run(
+                [str(self.binaries.helm), "uninstall", step.release, "--namespace", step.namespace,
+                 "--kubeconfig", str(self.kubeconfig)],
+                capture_output=True, text=True, check=False, timeout=600,
+            )  # fmt: skip
+            return result.stdout + result.stderr
+        return ""
+
+    def _after_step(self, step: ManifestSet | HelmRelease | ReadinessGate) -> None:
+        if isinstance(step, HelmRelease) and step.name == "volcano":
+            values = json.dumps(dict(step.values), sort_keys=True)
+            if values != self._volcano_values:
+                self._start_volcano(step)
+                self._volcano_values = values
+        if isinstance(step, ManifestSet) and step.name == gang_watchdog.STEP:
+            properties = _properties(step)
+            if properties != self._watchdog_properties:
+                self.start_watchdog()
+                self._watchdog_properties = properties
+
+    # ----- Volcano as local processes -------------------------------------------------------------
+
+    def _volcano_certificates(self, release: HelmRelease) -> None:
+        namespace = release.namespace
+        secret = "volcano-admission-secret"
+        service = f"{release.release}-admission-service"
+        self.kubectl("create", "namespace", namespace, check=False)
+        if self.kubectl("get", "secret", secret, "-n", namespace, check=False).returncode == 0:
+            return
+        ca = CertificateAuthority.create(self.work_dir / "volcano-pki", "volcano-admission-ca")
+        serving = ca.issue(
+            "admission",
+            common_name=f"{service}.{namespace}.svc",
+            dns=[service, f"{service}.{namespace}", f"{service}.{namespace}.svc"],
+        )
+        self.kubectl(
+            "create", "secret", "generic", secret, "-n", namespace,
+            f"--from-file=tls.crt={serving.cert}", f"--from-file=tls.key={serving.key}",
+            f"--from-file=ca.crt={ca.cert}",
+        )  # fmt: skip
+
+    def _start_volcano(self, release: HelmRelease) -> None:
+        namespace = release.namespace
+        binaries = dict(
+            zip(
+                VOLCANO_IMAGE_NAMES,
+                (
+                    self.binaries.volcano_webhook_manager,
+                    self.binaries.volcano_controller_manager,
+                    self.binaries.volcano_scheduler,
+                ),
+                strict=True,
+            )
+        )
+        deployments = self.kubectl.json("get", "deployments", "-n", namespace)["items"]
+        started: list[Process] = []
+        for deployment in deployments:
+            pod = deployment["spec"]["template"]["spec"]
+            for container in pod["containers"]:
+                image = container["image"].rsplit(":", 1)[0]
+                binary = next((path for name, path in binaries.items() if image.endswith(name)), None)
+                if binary is None:
+                    continue
+                name = f"volcano-{deployment['metadata']['name'].removeprefix(release.release + '-')}"
+                self.processes.stop(name)
+                args = self._local_args(name, namespace, pod, container)
+                account = pod.get("serviceAccountName", "default")
+                kubeconfig = self._write_kubeconfig(
+                    f"{name}-sa", token=self.service_account_token(namespace, account)
+                )
+                args += [f"--kubeconfig={kubeconfig}"]
+                if image.endswith("vc-webhook-manager"):
+                    webhook_port = free_port()
+                    args = [a for a in args if not a.startswith("--port=")]
+                    args += [f"--port={webhook_port}", "--listen-address=127.0.0.1"]
+                    service = self.kubectl.json(
+                        "get", "service", f"{release.release}-admission-service", "-n", namespace
+                    )
+                    for port in service["spec"]["ports"]:
+                        self.egress.add_route(service["spec"]["clusterIP"], int(port["port"]), webhook_port)
+                args += _loopback_addresses(image)
+                started.append(self.processes.start(name, [str(binary), *args]))
+        if len(started) != len(VOLCANO_IMAGE_NAMES):
+            raise AssertionError(
+                f"expected one Deployment per Volcano image {VOLCANO_IMAGE_NAMES} in {namespace}, "
+                f"started {[p.name for p in started]}"
+            )
+        time.sleep(1)
+        dead = [p.name for p in started if not p.alive()]
+        if dead:
+            raise AssertionError(f"Volcano processes exited at start: {dead}\n{self.report()}")
+
+    def _local_args(
+        self, name: str, namespace: str, pod: Mapping[str, Any], container: Mapping[str, Any]
+    ) -> list[str]:
+        """The container's arguments with every mounted ConfigMap or Secret written to a local
+        directory and each path under a mount rewritten to it."""
+        volumes = {volume["name"]: volume for volume in pod.get("volumes", [])}
+        mounts: dict[str, Path] = {}
+        for mount in container.get("volumeMounts", []):
+            volume = volumes.get(mount["name"], {})
+            local = self.work_dir / "mounts" / name / mount["name"]
+            local.mkdir(parents=True, exist_ok=True)
+            if "configMap" in volume:
+                data = self.kubectl.json(
+                    "get", "configmap", volume["configMap"]["name"], "-n", namespace
+                ).get("data", {})
+                for key, value in data.items():
+                    (local / key).write_text(value)
+            elif "secret" in volume:
+                data = self.kubectl.json(
+                    "get", "secret", volume["secret"]["secretName"], "-n", namespace
+                ).get("data", {})
+                for key, value in data.items():
+                    (local / key).write_bytes(base64.b64decode(value))
+            else:
+                continue
+            mounts[mount["mountPath"].rstrip("/")] = local
+        args = [*container.get("command", [])[1:], *container.get("args", [])]
+        rewritten = []
+        for arg in args:
+            local_arg = arg
+            for mount_path, local in sorted(mounts.items(), key=lambda item: -len(item[0])):
+                if mount_path + "/" in arg:
+                    local_arg = arg.replace(mount_path + "/", f"{local}/")
+                    break
+            rewritten.append(local_arg)
+        return rewritten
+
+    # ----- the gang watchdog ------------------------------------------------------------------------
+
+    def start_watchdog(self) -> Process:
+        """The watchdog program of the ``gang-watchdog`` step's ConfigMap, with its Deployment's
+        arguments (``watchdog_args_override`` applied) and its service account's own token."""
+        namespace = _namespace_of(gang_watchdog.NAME, self.kubectl)
+        deployment = self.kubectl.json("get", "deployment", gang_watchdog.NAME, "-n", namespace)
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        local = self._local_args("gang-watchdog", namespace, pod, container)
+        command = [container["command"][0], *local] if container.get("command") else local
+        script = next(arg for arg in command if arg.endswith(".py"))
+        args = command[command.index(script) + 1 :]
+        if self.watchdog_args_override is not None:
+            args = self.watchdog_args_override(args)
+        token_file = self.work_dir / "gang-watchdog.token"
+        token_file.write_text(self.service_account_token(namespace, pod["serviceAccountName"]))
+        self.processes.stop("gang-watchdog")
+        env = {
+            **os.environ,
+            **{e["name"]: e["value"] for e in container.get("env", []) if "value" in e},
+            **self.kube_api_environment(token_file),
+        }
+        return self.processes.start("gang-watchdog", [sys.executable, script, *args], env=env)
+
+
+def _properties(step: ManifestSet | HelmRelease | ReadinessGate) -> str:
+    if isinstance(step, ManifestSet):
+        return json.dumps(step.manifests, sort_keys=True, default=str)
+    if isinstance(step, HelmRelease):
+        return json.dumps(
+            [step.chart, step.version, step.values, step.namespace, step.release], sort_keys=True, default=str
+        )
+    return json.dumps([step.object_type, step.object_name, step.json_path, step.namespace])
+
+
+def _prune_label(resource_id: str) -> str:
+    return PRUNE_LABEL_PREFIX + "c8" + hashlib.sha1(resource_id.encode()).hexdigest()[:40]
+
+
+def _loopback_addresses(image: str) -> list[str]:
+    """Volcano's health and metrics listeners default to every interface (``:11251``, ``:8080``...):
+    here each gets a port of its own on 127.0.0.1."""
+    if image.endswith("vc-webhook-manager"):
+        return [f"--healthz-address=127.0.0.1:{free_port()}"]
+    return [f"--healthz-address=127.0.0.1:{free_port()}", f"--listen-address=127.0.0.1:{free_port()}"]
+
+
+def _namespace_of(deployment: str, kubectl: Kubectl) -> str:
+    found = kubectl.json(
+        "get", "deployments", "--all-namespaces", f"--field-selector=metadata.name={deployment}"
+    )
+    items = found["items"]
+    if len(items) != 1:
+        raise AssertionError(f"expected one Deployment {deployment}, found {len(items)}")
+    return str(items[0]["metadata"]["namespace"])
+
+
+def decode_secret(data: Mapping[str, str]) -> dict[str, bytes]:
+    return {key: base64.b64decode(value) for key, value in data.items()}
+
+
+__all__ += ["decode_secret"]
+
+
+def objects_of(manifests: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
+    return [m for m in manifests if m.get("kind") == kind]
+
+
+def stored_differences(rendered: Any, stored: Any, path: str = "") -> list[str]:
+    """Where a rendered object says something its stored form does not: a field the server dropped
+    (an empty list, ``""``) or stores otherwise (a default filled in, a quantity normalized).
+    Fields only the server has (status, defaults the rendering leaves out) are not differences."""
+    if isinstance(rendered, dict) and isinstance(stored, dict):
+        found = []
+        for key, value in rendered.items():
+            where = f"{path}.{key}"
+            if key not in stored:
+                found.append(f"{where}: rendered {json.dumps(value)}, not stored")
+            else:
+                found += stored_differences(value, stored[key], where)
+        return found
+    if isinstance(rendered, list) and isinstance(stored, list):
+        if len(rendered) != len(stored):
+            return [f"{path}: rendered {len(rendered)} items, stored {len(stored)}"]
+        return [
+            d
+            for index, (r, s) in enumerate(zip(rendered, stored, strict=True))
+            for d in stored_differences(r, s, f"{path}[{index}]")
+        ]
+    if rendered != stored:
+        return [f"{path}: rendered {json.dumps(rendered)}, stored {json.dumps(stored)}"]
+    return []

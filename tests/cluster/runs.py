@@ -1,0 +1,101 @@
+"""A training run in the real cluster: its Volcano Job from the plan, its pods, and the environment the
+kubelet would give them (the downward API read from the real pods' annotations, then ``$(VAR)``
+references expanded as Kubernetes expands them)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from tests.cluster.control_plane import ControlPlane
+
+__all__ = ["RunHandle", "container_environment", "run_handle"]
+
+_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
+_ANNOTATION_PATH = re.compile(r"^metadata\.annotations\['([^']+)'\]$")
+
+
+def container_environment(container: Mapping[str, Any], pod: Mapping[str, Any]) -> dict[str, str]:
+    """What the container's environment resolves to in ``pod``: ``fieldRef`` on annotations, labels,
+    name and namespace from the pod, and ``$(NAME)`` of an earlier variable expanded (an unknown
+    reference stays as written, ``$$`` is a literal ``$``: Kubernetes' rules)."""
+    resolved: dict[str, str] = {}
+    metadata = pod["metadata"]
+    for entry in container.get("env", []):
+        if "value" in entry:
+            resolved[entry["name"]] = _REFERENCE.sub(
+                lambda m: "$" if m.group(0) == "$$" else resolved.get(m.group(1), m.group(0)), entry["value"]
+            )
+            continue
+        path = entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "")
+        annotation = _ANNOTATION_PATH.match(path)
+        if annotation:
+            resolved[entry["name"]] = metadata.get("annotations", {}).get(annotation.group(1), "")
+        elif path == "metadata.name":
+            resolved[entry["name"]] = metadata["name"]
+        elif path == "metadata.namespace":
+            resolved[entry["name"]] = metadata["namespace"]
+    return resolved
+
+
+class RunHandle:
+    """One run's step of the plan, applied outside the plan (``kubectl apply`` of its review file) or
+    by it, and read back from the cluster."""
+
+    def __init__(self, plane: ControlPlane, step: ManifestSet) -> None:
+        self.plane = plane
+        self.step = step
+        (self.job,) = [m for m in step.manifests if m["kind"] == "Job"]
+        self.name = str(self.job["metadata"]["name"])
+        self.namespace = str(self.job["metadata"]["namespace"])
+
+    def apply(self) -> None:
+        self.plane.kubectl("apply", "-f", "-", input="".join(json.dumps(m) for m in self.step.manifests))
+
+    def delete(self) -> None:
+        self.plane.kubectl("delete", "job.batch.volcano.sh", self.name, "-n", self.namespace, "--wait=true")
+
+    def job_status(self) -> dict[str, Any]:
+        found = self.plane.kubectl.json("get", "job.batch.volcano.sh", self.name, "-n", self.namespace)
+        return dict(found.get("status", {}))
+
+    def uid(self) -> str:
+        return str(
+            self.plane.kubectl.json("get", "job.batch.volcano.sh", self.name, "-n", self.namespace)[
+                "metadata"
+            ]["uid"]
+        )
+
+    def pods(self) -> list[dict[str, Any]]:
+        found = self.plane.kubectl.json(
+            "get", "pods", "-n", self.namespace, "-l", f"volcano.sh/job-name={self.name}"
+        )
+        return [pod for pod in found["items"] if "deletionTimestamp" not in pod["metadata"]]
+
+    def replicas(self) -> int:
+        return sum(int(task["replicas"]) for task in self.job["spec"]["tasks"])
+
+    def rendezvous_ids(self) -> set[str]:
+        """``RDZV_ID`` as each live pod's container would see it."""
+        ids = set()
+        for pod in self.pods():
+            container = pod["spec"]["containers"][0]
+            ids.add(container_environment(container, pod)["RDZV_ID"])
+        return ids
+
+    def finish(self, exit_code: int = 0) -> None:
+        """Every pod's container exits with ``exit_code`` (kwok's ``pod-exit`` stage)."""
+        for pod in self.pods():
+            self.plane.kubectl(
+                "annotate", "pod", pod["metadata"]["name"], "-n", self.namespace,
+                f"cluster-test/exit-code={exit_code}", "--overwrite",
+            )  # fmt: skip
+
+
+def run_handle(plane: ControlPlane, plan: KubernetesLayerPlan, run: str) -> RunHandle:
+    step = plan.step(f"run-{run}")
+    assert isinstance(step, ManifestSet)
+    return RunHandle(plane, step)

@@ -1,0 +1,210 @@
+"""Scenarios a (the example configuration) and f (two teams) on the real control plane.
+
+The example configuration is deployed over whatever the session's cluster holds (a redeploy: every
+step it adds is created in plan order, the rest updated), then every step again, which must change
+nothing. Then its two teams' runs: each lands only on its team's node group and queue; a team's share
+holds even with free nodes in the group; a Job aimed at another team's group is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cluster_facts.autoscaling import scale_from_zero_resources
+from cluster_facts.instance_catalog import instance_type
+from cluster_facts.kubernetes_names import (
+    NEURON_CORE_RESOURCE,
+    NEURON_RESOURCE,
+    NODE_GROUP_LABEL,
+    team_rbac_group,
+)
+from cluster_facts.kubernetes_names import TRAINING_NAMESPACE as TRAINING
+from cluster_facts.kubernetes_plan import ManifestSet
+from config import StackConfig
+from k8s_charts.team_quota import QUOTA_NAME
+from k8s_charts.tenant_admission import JOBS_POLICY, Message
+from tests.cluster.control_plane import ControlPlane
+from tests.cluster.nodes import SIMULATED_GROUP_ANNOTATION, trainium_node
+from tests.cluster.plans import deployed_plan
+from tests.cluster.runs import RunHandle, run_handle
+
+
+@pytest.fixture(scope="module")
+def example(control_plane: ControlPlane, example_config: StackConfig) -> Iterator[ControlPlane]:
+    report = control_plane.apply_plan(deployed_plan(example_config))
+    assert all(r.action in ("Create", "Update", "Unchanged", "Delete") for r in report.steps)
+    yield control_plane
+    for run in ("bert-large", "llm"):
+        handle = run_handle(control_plane, deployed_plan(example_config), run)
+        control_plane.kubectl(
+            "delete", "jobs.batch.volcano.sh", "--all", "-n", handle.namespace, "--ignore-not-found"
+        )
+    # The runs' pods go while their nodes still answer (kwok confirms the deletion); a pod left on a
+    # removed node waits for the pod garbage collector's 40 s quarantine.
+    control_plane.wait_for(
+        lambda: not control_plane.kubectl.json("get", "pods", "-A", "-l", "volcano.sh/job-name")["items"],
+        timeout=60,
+        what="the runs' pods gone",
+    )
+    control_plane.remove_nodes(_simulated_nodes(control_plane))
+
+
+def _simulated_nodes(plane: ControlPlane) -> list[str]:
+    nodes = plane.kubectl.json("get", "nodes")["items"]
+    return [
+        n["metadata"]["name"]
+        for n in nodes
+        if SIMULATED_GROUP_ANNOTATION in n["metadata"].get("annotations", {})
+    ]
+
+
+def _add_group_nodes(
+    plane: ControlPlane, config: StackConfig, group: str, count: int, *, first: int = 0
+) -> None:
+    settings = config.node_group(group)
+    plane.add_nodes(
+        trainium_node(
+            f"{group}-sim-{index}",
+            instance=instance_type(settings.instance_type),
+            node_group=group,
+            zone=config.trainium.availability_zone,
+        )
+        for index in range(first, first + count)
+    )
+
+
+def _running(run: RunHandle) -> list[dict[str, Any]] | None:
+    pods = run.pods()
+    done = len(pods) == run.replicas() and all(p["status"].get("phase") == "Running" for p in pods)
+    return pods if done else None
+
+
+def _node_groups(plane: ControlPlane, pods: list[dict[str, Any]]) -> set[str]:
+    groups = set()
+    for pod in pods:
+        node = plane.kubectl.json("get", "node", pod["spec"]["nodeName"])
+        groups.add(node["metadata"]["labels"][NODE_GROUP_LABEL])
+    return groups
+
+
+def test_every_step_of_the_example_is_accepted_and_a_second_apply_changes_nothing(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    plan = deployed_plan(example_config)
+    report = example.apply_plan(plan, update_all=True)
+    assert report.configured() == [], json.dumps(example.stored_differences(plan), indent=1)
+
+
+def test_every_admission_policy_of_the_example_type_checks(example: ControlPlane) -> None:
+    """As for the default plan (test_deploy.py): the two teams' policies too."""
+    checked, warnings = example.policy_type_checking()
+    assert len(checked) >= 5, checked
+    assert warnings == {}, json.dumps(warnings, indent=1)
+
+
+def test_each_run_lands_only_on_its_teams_group_and_queue(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    plan = deployed_plan(example_config)
+    runs = {name: run_handle(example, plan, name) for name in ("bert-large", "llm")}
+    runs["llm"].apply()  # rendered only: applied as docs/runs.md says, with kubectl
+    for run in example_config.runs:
+        _add_group_nodes(example, example_config, example_config.run_node_group(run).name, run.nodes)
+    for name, handle in runs.items():
+        pods = example.wait_for(lambda h=handle: _running(h), timeout=90, what=f"every pod of {name} Running")
+        run = next(r for r in example_config.runs if r.name == name)
+        team = example_config.team(run.team)
+        assert _node_groups(example, pods) == {example_config.run_node_group(run).name}, name
+        queues = {
+            pg["spec"]["queue"]
+            for pg in example.kubectl.json("get", "podgroups.scheduling.volcano.sh", "-n", handle.namespace)[
+                "items"
+            ]
+        }
+        assert queues == {team.queue_name}, (name, queues)
+
+
+def test_a_teams_second_gang_waits_with_free_nodes_in_its_group(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    """The training team's share is what its group holds at max_size; its run takes all of it.
+    A second gang of the team, with as many free nodes of the group as it needs, stays unplaced
+    while the first runs, and is placed once the first has finished. What keeps it off is the
+    team's ResourceQuota (teams[].quota, by default the same share as the queue's capability): it
+    refuses the second gang's pods at creation, before Volcano's scheduler could weigh them."""
+    plan = deployed_plan(example_config)
+    first = run_handle(example, plan, "bert-large")
+    group = example_config.run_node_group(next(r for r in example_config.runs if r.name == "bert-large")).name
+    assert first.replicas() == example_config.node_group(group).max_size
+    _add_group_nodes(example, example_config, group, first.replicas(), first=100)
+    second = _copy_of(first, "capacity-probe")
+    example.kubectl("create", "-f", "-", input=json.dumps(second))
+    probe = RunHandle(example, ManifestSet(name="capacity-probe", manifests=(second,)))
+    quota = example.kubectl.json("get", "resourcequota", QUOTA_NAME, "-n", first.namespace)
+    neuron = f"requests.{NEURON_RESOURCE}"
+    assert quota["status"]["used"][neuron] == quota["status"]["hard"][neuron], quota["status"]
+    time.sleep(10)  # ten scheduling sessions, and the controller's retries
+    assert all(not pod["spec"].get("nodeName") for pod in probe.pods()), "the team's share did not hold"
+    first.finish(0)
+    example.wait_for(
+        lambda: _running(probe), timeout=90, what="the second gang placed once the first finished"
+    )
+
+
+def _copy_of(run: RunHandle, name: str) -> dict[str, Any]:
+    job = copy.deepcopy(dict(run.job))
+    job["metadata"] = {
+        "name": name,
+        "namespace": run.namespace,
+        "labels": dict(job["metadata"].get("labels", {})),
+    }
+    return job
+
+
+def test_a_team_member_may_submit_only_in_the_teams_namespace(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    member = example.impersonate("member@training", [team_rbac_group("training")])
+    assert member.can_i("create", "jobs.batch.volcano.sh", namespace="training")
+    assert not member.can_i("create", "jobs.batch.volcano.sh", namespace="research")
+    assert not member.can_i("create", "pods", namespace="training")
+
+
+def test_a_team_members_job_aimed_at_another_teams_group_is_refused(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    """A member of `training` submits a gang whose pods select `research`'s Capacity Block group,
+    sized for its nodes, with free nodes there. The queue's capability counts resources, not
+    groups (this ran there before issue 23): the team admission policy refuses the Job itself."""
+    plan = deployed_plan(example_config)
+    theirs = example_config.run_node_group(next(r for r in example_config.runs if r.team == "research")).name
+    _add_group_nodes(example, example_config, theirs, 1, first=200)
+    job = _copy_of(run_handle(example, plan, "bert-large"), "other-group-probe")
+    job["spec"]["minAvailable"] = 1
+    instance = instance_type(example_config.node_group(theirs).instance_type)
+    for task in job["spec"]["tasks"]:
+        task["replicas"] = task["minAvailable"] = 1
+        task["template"]["spec"]["nodeSelector"] = {NODE_GROUP_LABEL: theirs}
+        # Sized for their nodes, so that only isolation, not a misfit, can keep it off them.
+        for container in task["template"]["spec"]["containers"]:
+            container["resources"]["limits"].update(scale_from_zero_resources(instance))
+            container["resources"]["limits"].pop(NEURON_CORE_RESOURCE, None)
+            container["resources"]["limits"] = {
+                k: str(v) for k, v in container["resources"]["limits"].items()
+            }
+    member = example.impersonate("member@training", [team_rbac_group("training")])
+    submitted = member("create", "-f", "-", input=json.dumps(job), check=False)
+    assert submitted.returncode != 0, f"accepted: {submitted.stdout}"
+    assert (
+        f"ValidatingAdmissionPolicy '{JOBS_POLICY}' with binding '{JOBS_POLICY}' denied request: "
+        f"{Message.NODE_GROUP}"
+    ) in submitted.stderr, submitted.stderr
+    assert not example.kubectl.json(
+        "get", "pods", "-n", TRAINING, "-l", "volcano.sh/job-name=other-group-probe"
+    )["items"]

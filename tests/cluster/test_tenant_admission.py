@@ -1,0 +1,111 @@
+"""The team admission cases (tests/tenant_cases.py), judged by the real API server with the example
+configuration's plan applied, as the CEL model judges them in tests/k8s/test_tenant_admission.py.
+
+Each case is one request, sent with ``--dry-run=server`` (every admission step runs, Volcano's
+webhooks included, and nothing is stored) by the case's requester, impersonated: a team member as the
+group its access entry maps to, Volcano's job controller and the ReplicaSet controller as their
+service accounts, and the kubectl handler as a cluster admin (its EKS access entry is the cluster
+admin policy). What the real server adds to the model:
+
+- the order of admission: Pod Security (the team namespaces enforce ``restricted``) judges a pod
+  before the policies, so a pod both refuse is refused with Pod Security's message;
+- RBAC before both: a member's request in another team's namespace never reaches the policy, so that
+  case is sent again by the admin, whom the policy judges like anyone;
+- one message per refusal: the API server reports the first failed validation of a policy, so a
+  case expecting several messages is checked for one of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from config import StackConfig
+from k8s_charts.tenant_admission import JOBS_POLICY
+from tests.cluster.control_plane import ControlPlane, Kubectl
+from tests.cluster.plans import deployed_plan
+from tests.tenant_cases import HANDLER, AdmissionCase, tenant_cases
+
+CLUSTER_ADMINS = "system:masters"
+
+
+@pytest.fixture(scope="module")
+def example(control_plane: ControlPlane, example_config: StackConfig) -> Iterator[ControlPlane]:
+    control_plane.apply_plan(deployed_plan(example_config))
+    # The runs the example applies hold their names and the team's quota: the cases create them anew.
+    for team in example_config.teams:
+        control_plane.kubectl("delete", "jobs.batch.volcano.sh", "--all", "-n", team.name, "--wait=true")
+    control_plane.wait_for(
+        lambda: not control_plane.kubectl.json("get", "pods", "-A", "-l", "volcano.sh/job-name")["items"],
+        timeout=60,
+        what="the runs' pods gone",
+    )
+    yield control_plane
+
+
+def _requester(plane: ControlPlane, user: str, groups: tuple[str, ...]) -> Kubectl:
+    return plane.impersonate(user, [*groups, CLUSTER_ADMINS] if user == HANDLER else groups)
+
+
+def _send(plane: ControlPlane, case: AdmissionCase, who: Kubectl) -> tuple[int, str]:
+    body = json.dumps(case.obj)
+    if case.operation == "CREATE":
+        result = who("create", "--dry-run=server", "-f", "-", input=body, check=False)
+        return result.returncode, result.stderr
+    assert case.operation == "UPDATE" and case.old is not None, case.id
+    old = json.dumps(case.old)
+    # The old object as the cluster holds it (the example applies its first run), else created.
+    created = plane.kubectl("get", "-f", "-", input=old, check=False).returncode != 0
+    if created:
+        plane.kubectl("create", "-f", "-", input=old)
+    try:
+        result = who("replace", "--dry-run=server", "-f", "-", input=body, check=False)
+    finally:
+        if created:
+            plane.kubectl("delete", "-f", "-", "--wait=true", input=old)
+    return result.returncode, result.stderr
+
+
+def _verdict(plane: ControlPlane, case: AdmissionCase, how: Counter[str]) -> str | None:
+    """None when the real server agrees with the case; otherwise what it did. ``how`` counts who
+    decided the cases it agrees with."""
+    status, error = _send(plane, case, _requester(plane, case.user, case.groups))
+    if status != 0 and "cannot " in error and "is forbidden: User" in error and not case.allowed:
+        # RBAC refused the requester before admission: the policy judges the admin's request too.
+        how["RBAC first, then sent by the admin"] += 1
+        status, error = _send(plane, case, _requester(plane, HANDLER, ()))
+    if case.allowed:
+        how["accepted"] += status == 0
+        return None if status == 0 else f"refused: {error.strip()}"
+    if status == 0:
+        return "accepted"
+    if "violates PodSecurity" in error:
+        how["refused by Pod Security first"] += 1
+        return None
+    denied = f"ValidatingAdmissionPolicy '{case.policy}' with binding '{case.policy}' denied request: "
+    if denied not in error:
+        return f"refused otherwise: {error.strip()}"
+    said = error.split(denied, 1)[1].strip()
+    if any(said.startswith(message) for message in case.messages):
+        how[f"refused by {case.policy}"] += 1
+        return None
+    return f"refused with: {said}"
+
+
+def test_the_real_api_server_judges_every_team_admission_case_as_the_model_does(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    cases = tenant_cases(deployed_plan(example_config))
+    assert len(cases) > 40
+    how: Counter[str] = Counter()
+    disagreements = {
+        case.id: verdict for case in cases if (verdict := _verdict(example, case, how)) is not None
+    }
+    assert disagreements == {}, json.dumps(disagreements, indent=1)
+    print(dict(how))
+    # Every Job case reaches its policy (no Pod Security for Jobs): the policies decided most cases.
+    refused_jobs = [c for c in cases if c.policy == JOBS_POLICY and not c.allowed]
+    assert how[f"refused by {JOBS_POLICY}"] == len(refused_jobs), how

@@ -1,0 +1,103 @@
+"""The control plane of tests/cluster is built at the versions the product deploys.
+
+The versions live in tools/cluster-binaries/*/go.mod (the Go command reads them, go.sum verifies
+what they name); what the product deploys lives in cluster_facts/versions.py, the default
+configuration and the kubectl Lambda layer pinned in requirements.txt. These tests fail when the two
+drift apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from cluster_facts.versions import (
+    CLUSTER_AUTOSCALER_IMAGE_TAGS,
+    KUBECTL_LAYERS,
+    VOLCANO_CHART_VERSION,
+    version_key,
+)
+from config import load_config
+from tests.conftest import DEFAULT_CONFIG
+from tools.cluster_binaries import COMPONENTS, NOT_BUILT, tools
+
+MINOR = load_config(DEFAULT_CONFIG).cluster.kubernetes_version
+
+
+def _go_mod(component: str) -> str:
+    return (COMPONENTS[component].module / "go.mod").read_text()
+
+
+def _required(component: str, module: str) -> str:
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", _go_mod(component), re.MULTILINE)
+    assert match, f"{component}/go.mod requires no {module}"
+    return match.group(1)
+
+
+def _replacements(component: str) -> dict[str, str]:
+    return dict(re.findall(r"^\s*(?:replace\s+)?(\S+) => \S+ (v\S+)$", _go_mod(component), re.MULTILINE))
+
+
+def _layer_dockerfile() -> str:
+    """The kubectl layer's build file, inside the installed package's jsii bundle: it names the
+    kubectl and helm releases the layer's zip holds (``ARG KUBECTL_VERSION``, ``ARG HELM_VERSION``)."""
+    module_name, _ = KUBECTL_LAYERS[MINOR]
+    package = Path(importlib.import_module(module_name).__file__ or "").parent
+    (bundle,) = (package / "_jsii").glob("*.jsii.tgz")
+    with tarfile.open(bundle) as archive:
+        member = archive.extractfile("package/layer/Dockerfile")
+        assert member is not None
+        return member.read().decode()
+
+
+def _layer_arg(name: str) -> str:
+    match = re.search(rf"^ARG {name}=(\S+)$", _layer_dockerfile(), re.MULTILINE)
+    assert match, f"the kubectl layer's Dockerfile names no {name}"
+    return match.group(1)
+
+
+def test_the_api_server_scheduler_and_controller_manager_are_of_the_default_kubernetes_minor() -> None:
+    version = _required("kubernetes", "k8s.io/kubernetes")
+    assert version_key(version)[:2] == version_key(MINOR)
+    # Every staging module is its published twin of the same patch release.
+    twins = _replacements("kubernetes")
+    assert twins, "kubernetes/go.mod replaces no staging module"
+    patch = version.removeprefix("v1.")
+    assert {v for k, v in twins.items() if k.startswith("k8s.io/")} == {f"v0.{patch}"}
+
+
+def test_kubectl_and_helm_are_the_kubectl_layers() -> None:
+    assert _required("kubectl", "k8s.io/kubernetes") == f"v{_layer_arg('KUBECTL_VERSION')}"
+    assert set(_replacements("kubectl").values()) == {
+        f"v0.{_layer_arg('KUBECTL_VERSION').removeprefix('1.')}"
+    }
+    helm = _layer_arg("HELM_VERSION")
+    assert _required("helm", f"helm.sh/helm/v{helm.split('.')[0]}") == f"v{helm}"
+
+
+def test_volcano_is_the_chart_release() -> None:
+    assert _required("volcano", "volcano.sh/volcano") == f"v{VOLCANO_CHART_VERSION}"
+    # Its own API module is the one substitution, and the build adds what it lacks (tools/cluster_binaries.py).
+    assert "volcano.sh/apis" in _replacements("volcano")
+    assert COMPONENTS["volcano"].api_addition is not None
+
+
+def test_the_autoscaler_the_product_deploys_is_named_where_it_is_not_built() -> None:
+    """Not built: the reason must name the release the product deploys for this minor, so a new
+    release there makes this fail and someone looks again at what the Go module proxy serves."""
+    reason = NOT_BUILT["cluster-autoscaler"]
+    assert CLUSTER_AUTOSCALER_IMAGE_TAGS[MINOR].removeprefix("v") in reason
+
+
+@pytest.mark.parametrize("component", sorted(COMPONENTS))
+def test_each_component_builds_what_go_sum_verifies(component: str) -> None:
+    go_sum = (COMPONENTS[component].module / "go.sum").read_text()
+    for package in tools(COMPONENTS[component]):
+        modules = [
+            m for m in re.findall(r"^(\S+) v\S+ h1:", go_sum, re.MULTILINE) if package.startswith(m + "/")
+        ]
+        assert modules, f"{component}/go.sum has no hash of the module providing {package}"

@@ -1,0 +1,312 @@
+"""Build the real control plane's binaries for tests/cluster, once per machine, from the Go module proxy.
+
+Each component is a Go module of its own under ``tools/cluster-binaries/<component>/`` (different
+dependency graphs): its go.mod names the pinned upstream module and lists the main packages as
+``tool`` directives (Go 1.24+), its go.sum verifies every download. ``go build -o <dir> tool`` builds
+them all. The output goes to a cache outside the clone, keyed by the component and a hash of what
+decides its bytes (go.mod, go.sum, the build flags, and for Volcano the API addition below):
+
+    ${XDG_CACHE_HOME:-~/.cache}/trainium-cluster/<component>-<key>/bin/<binary>
+
+so a second run, another worktree or a fresh clone on the same machine builds nothing. A build
+writes into a temporary directory and renames it into place, so a cache entry is whole or absent.
+
+Run ``python -m tools.cluster_binaries`` (``make cluster-binaries``); ``--print-dir COMPONENT``
+prints a component's directory without building; tests/cluster/binaries.py finds them the same way.
+
+The Go command is the machine's (``GOTOOLCHAIN=local``: no other toolchain is downloaded) and
+reaches only the module proxies in ``GOPROXY``: ``direct`` (fetching from version control) is
+dropped, so nothing comes from any other site.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "COMPONENTS",
+    "NOT_BUILT",
+    "Component",
+    "binary_path",
+    "build",
+    "cache_root",
+    "component_dir",
+    "tools",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODULES = REPO_ROOT / "tools" / "cluster-binaries"
+# Small binaries: no symbol table, no DWARF; no local paths inside them.
+LDFLAGS = "-s -w"
+
+# volcano.sh/volcano v1.15.1 builds against volcano.sh/apis from its own repository
+# (replace => ./staging/src/volcano.sh/apis), which a module zip leaves out (a nested module), and
+# the Go module proxy serves no volcano.sh/apis v1.15.x (refused: v1.15.0, v1.15.1; served:
+# v1.14.0). The staging API of v1.15.1 differs from v1.14.0 in exactly one declaration that code
+# uses: this constant (compared with `diff -r -w` of the two trees, comments left out; the other
+# differences are the informers' watch-list wrapper, which changes no behaviour tested here, and a
+# fake clientset for unit tests). The build copies the proxy's v1.14.0 (verified by go.sum) and adds
+# the constant, word for word as v1.15.1's pkg/apis/scheduling/v1beta1/labels.go declares it.
+VOLCANO_API_ADDITION = (
+    "pkg/apis/scheduling/v1beta1/zz_queue_allocation_gate.go",
+    (
+        "package v1beta1\n\n"
+        "// QueueAllocationGateKey: declared in volcano.sh/apis as of v1.15 (tools/cluster_binaries.py).\n"
+        'const QueueAllocationGateKey = GroupName + "/queue-allocation-gate"\n'
+    ),
+)
+
+
+# Where Kubernetes and Helm keep their own version; their release builds set it with -X. Unset, the
+# API server reports v0.0.0-master and Helm's chart templates (semverCompare on the server's version)
+# fail, so the build sets it from the version go.mod requires.
+_KUBERNETES_VERSION = (
+    "k8s.io/component-base/version.gitVersion={version}",
+    "k8s.io/component-base/version.gitMajor={major}",
+    "k8s.io/component-base/version.gitMinor={minor}",
+    "k8s.io/component-base/version.gitTreeState=clean",
+)
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    api_addition: tuple[str, str] | None = None
+    """(path inside volcano.sh/apis, Go source) added to the API module before the build."""
+    version_of: str | None = None
+    """The required module whose version ``version_variables`` receive."""
+    version_variables: tuple[str, ...] = ()
+
+    @property
+    def module(self) -> Path:
+        return MODULES / self.name
+
+    def ldflags(self) -> str:
+        if self.version_of is None:
+            return LDFLAGS
+        version = required_version(self, self.version_of)
+        major, minor = version.removeprefix("v").split(".")[:2]
+        settings = [v.format(version=version, major=major, minor=minor) for v in self.version_variables]
+        return " ".join([LDFLAGS, *(f"-X {setting}" for setting in settings)])
+
+
+def required_version(component: Component, module: str) -> str:
+    """The version of ``module`` the component's go.mod requires."""
+    for raw in (component.module / "go.mod").read_text().splitlines():
+        words = raw.split("//", 1)[0].split()
+        if words[:1] == ["require"]:
+            words = words[1:]
+        if len(words) == 2 and words[0] == module:
+            return words[1]
+    raise SystemExit(f"{component.module / 'go.mod'} requires no {module}")
+
+
+NOT_BUILT = {
+    "cluster-autoscaler": (
+        "The product deploys cluster-autoscaler 1.34.5 (cluster_facts/versions.py). Its Go module,"
+        " k8s.io/autoscaler/cluster-autoscaler, has no semver tags (the repository tags"
+        " cluster-autoscaler-1.34.5), so it exists only as pseudo-versions, and the Go module proxy"
+        " refuses the one of that tag (v0.0.0-20260722070747-cb2123ed1314) and of every 1.34 release"
+        " tag; the only recent one it serves, 1.33.0's commit (v0.0.0-20250613073258-1959f5f61f6c),"
+        " builds against its nested module k8s.io/autoscaler/cluster-autoscaler/apis at the same"
+        " commit, which it refuses too (the one apis version it serves, of June 2024, lacks the"
+        " provisioningrequest v1 API that 1.33 imports). Served pseudo-versions of both modules at"
+        " the 1.34.5 tag would unblock it: add a component `cluster-autoscaler` built with -tags kwok."
+    ),
+}
+"""Components the tests would run and cannot build from the Go module proxy, and why."""
+
+COMPONENTS = {
+    component.name: component
+    for component in (
+        Component("kubernetes", version_of="k8s.io/kubernetes", version_variables=_KUBERNETES_VERSION),
+        Component("kubectl", version_of="k8s.io/kubernetes", version_variables=_KUBERNETES_VERSION),
+        Component("volcano", api_addition=VOLCANO_API_ADDITION),
+        Component("kwok"),
+        Component(
+            "helm",
+            version_of="helm.sh/helm/v4",
+            version_variables=("helm.sh/helm/v4/internal/version.version={version}",),
+        ),
+    )
+}
+
+
+def tools(component: Component) -> list[str]:
+    """The main packages the go.mod lists as ``tool`` directives, in order."""
+    packages: list[str] = []
+    in_block = False
+    for raw in (component.module / "go.mod").read_text().splitlines():
+        line = raw.split("//", 1)[0].strip()
+        if in_block:
+            if line == ")":
+                in_block = False
+            elif line:
+                packages.append(line)
+        elif line == "tool (":
+            in_block = True
+        elif line.startswith("tool "):
+            packages.append(line.removeprefix("tool ").strip())
+    if not packages:
+        raise SystemExit(f"{component.module / 'go.mod'}: no tool directive names a binary to build")
+    return packages
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "trainium-cluster"
+
+
+def _key(component: Component) -> str:
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        digest.update((component.module / name).read_bytes())
+    digest.update(json.dumps([component.ldflags(), "-trimpath", component.api_addition]).encode())
+    return digest.hexdigest()[:16]
+
+
+def component_dir(component: Component) -> Path:
+    return cache_root() / f"{component.name}-{_key(component)}"
+
+
+def binary_path(component: str, binary: str) -> Path:
+    """Where ``binary`` of ``component`` is once built (``make cluster-binaries``)."""
+    return component_dir(COMPONENTS[component]) / "bin" / binary
+
+
+def _go_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    configured = subprocess.run(
+        ["go", "env", "GOPROXY"], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
+    proxies = [
+        entry
+        for part in configured.split("|")
+        for entry in part.split(",")
+        if entry.strip() and entry.strip() not in ("direct", "off")
+    ]
+    if not proxies:
+        raise SystemExit(f"GOPROXY={configured!r} names no module proxy; the build fetches only from one")
+    env.update(
+        GOPROXY=",".join(proxies),
+        GOTOOLCHAIN="local",
+        GOFLAGS="-mod=readonly",
+    )
+    return env
+
+
+def _with_api_addition(component: Component, env: dict[str, str], work: Path) -> list[str]:
+    """A go.mod beside the component's that builds against volcano.sh/apis plus the addition."""
+    assert component.api_addition is not None
+    relative, source = component.api_addition
+    module = component.module
+    found = subprocess.run(
+        ["go", "mod", "download", "-json", "volcano.sh/apis"],
+        cwd=module,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    upstream = Path(json.loads(found.stdout)["Dir"])
+    apis = work / "apis"
+    shutil.copytree(upstream, apis)
+    for path in apis.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (apis / relative).write_text(source)
+    modfile = work / "go.mod"
+    pinned = [
+        line
+        for line in (module / "go.mod").read_text().splitlines()
+        if line.startswith("replace volcano.sh/apis ")
+    ]
+    if len(pinned) != 1:
+        raise SystemExit(
+            f"{module / 'go.mod'}: expected one `replace volcano.sh/apis => volcano.sh/apis <version>` line"
+        )
+    modfile.write_text(
+        (module / "go.mod").read_text().replace(pinned[0], f"replace volcano.sh/apis => {apis}")
+    )
+    shutil.copy(module / "go.sum", work / "go.sum")
+    return [f"-modfile={modfile}"]
+
+
+def build(component: Component, *, quiet: bool = False) -> tuple[Path, bool]:
+    """The component's directory, built unless it is cached; and whether it was built now."""
+    target = component_dir(component)
+    if (target / "bin").is_dir():
+        return target, False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    env = _go_environment()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f".{component.name}-", dir=target.parent) as temporary:
+        work = Path(temporary)
+        extra = _with_api_addition(component, env, work) if component.api_addition else []
+        out = work / "out" / "bin"
+        out.mkdir(parents=True)
+        command = [
+            "go",
+            "build",
+            "-trimpath",
+            f"-ldflags={component.ldflags()}",
+            *extra,
+            "-o",
+            f"{out}/",
+            "tool",
+        ]
+        if not quiet:
+            print(f"cluster-binaries: building {component.name}: {' '.join(tools(component))}", flush=True)
+        subprocess.run(command, cwd=component.module, env=env, check=True)
+        try:
+            (work / "out").rename(target)
+        except OSError:
+            # Another build (another worktree) put the same key in place first: same inputs, same bytes.
+            if not (target / "bin").is_dir():
+                raise
+    if not quiet:
+        print(f"cluster-binaries: {component.name} built in {time.monotonic() - started:.0f} s -> {target}")
+    return target, True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("components", nargs="*", help=f"default: all ({', '.join(COMPONENTS)})")
+    parser.add_argument(
+        "--print-dir", metavar="COMPONENT", help="print the component's directory; build nothing"
+    )
+    args = parser.parse_args(argv)
+    if args.print_dir:
+        print(component_dir(COMPONENTS[args.print_dir]))
+        return 0
+    unknown = [name for name in args.components if name not in COMPONENTS]
+    if unknown:
+        parser.error(f"unknown component(s) {', '.join(unknown)}; known: {', '.join(COMPONENTS)}")
+    if shutil.which("go") is None:
+        print("cluster-binaries: no `go` on PATH; install Go 1.26 (README: Requirements)", file=sys.stderr)
+        return 1
+    started = time.monotonic()
+    built = []
+    for name in args.components or list(COMPONENTS):
+        _, was_built = build(COMPONENTS[name])
+        if was_built:
+            built.append(name)
+    elapsed = time.monotonic() - started
+    print(
+        f"cluster-binaries: {'built ' + ', '.join(built) if built else 'all cached, nothing built'}"
+        f" ({elapsed:.1f} s) in {cache_root()}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
