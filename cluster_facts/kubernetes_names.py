@@ -48,6 +48,7 @@ __all__ = [
     "dataset_variable",
     "datasets_claim",
     "file_system_claim",
+    "system_node_group",
     "team_rbac_group",
     "team_uid",
     "trainium_node_labels",
@@ -87,6 +88,11 @@ INSTANCE_FAMILY_LABEL = "trainium/instance-family"
 NEURON_DEVICES_LABEL = "trainium/neuron-devices"
 NEURON_CORES_LABEL = "trainium/neuron-cores"
 EFA_INTERFACES_LABEL = "trainium/efa-interfaces"
+
+
+def system_node_group(cluster_name: str) -> str:
+    """The system node group's name (and its ``NODE_GROUP_LABEL`` value)."""
+    return f"{cluster_name}-system"
 
 
 def trainium_node_labels(instance: TrainiumInstanceType, *, node_group: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ from cluster_facts.kubernetes_names import (
     DEPLOYMENT_CHECK_GROUP,
     PLATFORM_NAMESPACE,
     ROOT_SQUASH_ID,
+    system_node_group,
     team_rbac_group,
 )
 from cluster_facts.stack_outputs import StackOutput
@@ -224,7 +225,7 @@ class TrainiumStack(Stack):
         )
         self.system_nodes = self.cluster.add_system_nodes(
             "SystemNodes",
-            name=f"{config.name}-system",
+            name=system_node_group(config.name),
             instance_type=config.system_nodes.instance_type,
             node_role=self.node_role,
             subnets=self.network.private_subnets,

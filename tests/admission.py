@@ -7,6 +7,11 @@ evaluator is cel-expr-python, the CEL project's Python binding of its C++ runtim
 uses cel-go; both implement the CEL specification and the policies use only its standard macros
 and functions). Matching (resource rules, the binding's namespace selector, match conditions),
 lazy variables and failurePolicy are reproduced by the small interpreter below.
+
+A model written here. It stays for the fast tier (`make check` starts no API server) and for the
+many request shapes its tests try cheaply. The real API server now decides the same policies with
+the plan applied (tests/cluster/test_security.py, tests/cluster/test_watchdog.py); where the two
+disagree, the real one is right.
 """
 
 from __future__ import annotations

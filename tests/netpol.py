@@ -1,5 +1,8 @@
 """Kubernetes NetworkPolicy semantics, evaluated on rendered objects: may this pod open that connection?
 
+A model written here, and the only check of the policies: enforcing them needs a CNI with a policy
+agent, which the real control plane of tests/cluster does not run (no container runs there).
+
 ``Cluster(objects, pods)`` reads the NetworkPolicy and Namespace objects among ``objects`` (others
 are ignored) and answers, for a new connection:
 

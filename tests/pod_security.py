@@ -5,6 +5,12 @@ It implements the checks of the Kubernetes Pod Security Standards page
 PodSpec can hold, and returns the names of the failed checks, as Pod Security Admission reports
 them (``k8s.io/pod-security-admission/policy/check_*.go``): an empty list passes. Windows
 (hostProcess) and AppArmor annotations are out of scope: nothing here sets them.
+
+A model written here. It stays for the fast tier and because it checks every rendered pod spec
+against ``restricted``, which the namespaces only warn and audit on (they enforce ``baseline``).
+The real API server's PodSecurity admission decides enforcement with the plan applied
+(tests/cluster/test_security.py::test_a_pod_cannot_run_privileged_on_the_host_network_or_with_host_paths)
+and admits every pod of the plan (tests/cluster/test_deploy.py).
 """
 
 from __future__ import annotations

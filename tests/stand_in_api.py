@@ -2,6 +2,10 @@
 
 The test decides every answer: ``answer(method, path, headers, body)`` returns a status and a JSON
 document. The server runs in a thread, on an ephemeral port, and is stopped when the block ends.
+
+A stand-in, kept for unit tests of a program's decisions (each answer chosen by the test, in the
+fast tier). The gang watchdog also runs against the real API server and Volcano
+(tests/cluster/test_watchdog.py).
 """
 
 from __future__ import annotations

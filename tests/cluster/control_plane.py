@@ -26,6 +26,7 @@ its pod simulated, and ``autoscaler_note`` says so wherever a test would have ne
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import hashlib
@@ -174,6 +175,8 @@ class ControlPlane:
     # ----- start and stop -------------------------------------------------------------------------
 
     def start(self) -> None:
+        # A safety net for an interpreter that exits without running the fixture's finalizer.
+        atexit.register(self.stop)
         try:
             self._start()
         except BaseException:
@@ -365,8 +368,11 @@ class ControlPlane:
 
     def as_service_account(self, namespace: str, name: str) -> Kubectl:
         """kubectl with a real token of that ServiceAccount (not impersonation)."""
-        token = self.service_account_token(namespace, name)
-        return Kubectl(self.binaries.kubectl, self._write_kubeconfig(f"sa-{namespace}-{name}", token=token))
+        return self.with_token(f"sa-{namespace}-{name}", self.service_account_token(namespace, name))
+
+    def with_token(self, name: str, token: str) -> Kubectl:
+        """kubectl that authenticates with ``token`` (a service account's, bound to a pod or not)."""
+        return Kubectl(self.binaries.kubectl, self._write_kubeconfig(name, token=token))
 
     def wait_for(self, probe: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.5) -> Any:
         return wait_until(probe, timeout=timeout, what=what, interval=interval, processes=self.processes)

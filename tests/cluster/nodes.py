@@ -18,7 +18,7 @@ from cluster_facts.autoscaling import (
     node_template_tags,
 )
 from cluster_facts.instance_catalog import TrainiumInstanceType
-from cluster_facts.kubernetes_names import INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL
+from cluster_facts.kubernetes_names import INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, system_node_group
 from config import StackConfig
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "KWOK_NODE_ANNOTATION",
     "SIMULATED_GROUP_ANNOTATION",
     "csi_node",
-    "system_node_group",
     "system_nodes",
     "trainium_node",
 ]
@@ -57,11 +56,6 @@ def csi_node(node: str) -> dict[str, Any]:
     }
 
 
-def system_node_group(config: StackConfig) -> str:
-    """The system node group's name, as stacks/trainium_stack.py names it."""
-    return f"{config.name}-system"
-
-
 def _node(
     name: str, *, labels: dict[str, str], capacity: dict[str, str], taints: list[dict[str, str]]
 ) -> dict[str, Any]:
@@ -85,7 +79,7 @@ def _node(
 
 def system_nodes(config: StackConfig) -> list[dict[str, Any]]:
     """``system_nodes.desired_size`` untainted nodes with the labels EKS and the stack give them."""
-    group = system_node_group(config)
+    group = system_node_group(config.name)
     zones = config.vpc.availability_zones
     return [
         _node(

@@ -19,6 +19,7 @@ import pytest
 from cluster_facts.autoscaling import scale_from_zero_resources
 from cluster_facts.instance_catalog import instance_type
 from cluster_facts.kubernetes_names import NEURON_CORE_RESOURCE, NODE_GROUP_LABEL, team_rbac_group
+from cluster_facts.kubernetes_names import TRAINING_NAMESPACE as TRAINING
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane
@@ -165,6 +166,13 @@ def test_a_team_members_job_aimed_at_another_teams_group_is_not_placed_there(
     """A member of `training` submits a gang whose pods select `research`'s Capacity Block group,
     with free nodes there. Nothing of the team's may run on another team's group."""
     plan = deployed_plan(example_config)
+    # The team's queue empty first: only the group, never the queue's capability, may keep it off.
+    example.kubectl("delete", "jobs.batch.volcano.sh", "--all", "-n", TRAINING, "--wait=true")
+    example.wait_for(
+        lambda: not example.kubectl.json("get", "pods", "-n", TRAINING, "-l", "volcano.sh/job-name")["items"],
+        timeout=60,
+        what="the training team's pods gone",
+    )
     theirs = example_config.run_node_group(next(r for r in example_config.runs if r.team == "research")).name
     _add_group_nodes(example, example_config, theirs, 1, first=200)
     job = _copy_of(run_handle(example, plan, "bert-large"), "other-group-probe")

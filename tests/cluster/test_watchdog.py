@@ -1,0 +1,125 @@
+"""Scenario e: a gang that only partly fits (volcano-sh/volcano#3976), under Volcano's real scheduler
+and the gang watchdog program from its ConfigMap, with its own token against the real API server.
+
+Shortened here: the watchdog's threshold (the product passes ``autoscaler.max_node_provision_minutes``,
+15) to 0.2 minutes and its pass interval (60 s) to 2 s; everything else is the rendered Deployment's.
+The autoscaler's part (adding the whole gang once every pod of it is ``Unschedulable``) is played by
+the test: no autoscaler can be built here (``ControlPlane.autoscaler_note``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cluster_facts.instance_catalog import instance_type
+from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
+from config import StackConfig
+from tests.cluster.control_plane import ControlPlane
+from tests.cluster.nodes import trainium_node
+from tests.cluster.plans import deployed_plan
+from tests.cluster.runs import RunHandle, run_handle
+
+THRESHOLD_MINUTES = 0.2
+INTERVAL_SECONDS = 2.0
+
+
+def _shortened(args: list[str]) -> list[str]:
+    kept = [a for a in args if not a.startswith(("--threshold-minutes", "--interval-seconds"))]
+    return [*kept, f"--threshold-minutes={THRESHOLD_MINUTES}", f"--interval-seconds={INTERVAL_SECONDS}"]
+
+
+@pytest.fixture(scope="module")
+def run(control_plane: ControlPlane, default_config: StackConfig) -> Iterator[RunHandle]:
+    plan = deployed_plan(default_config)
+    control_plane.apply_plan(plan)
+    control_plane.watchdog_args_override = _shortened
+    control_plane.start_watchdog()
+    handle = run_handle(control_plane, plan, "bert-large")
+    yield handle
+    control_plane.watchdog_args_override = None
+    control_plane.start_watchdog()
+    control_plane.kubectl(
+        "delete", "jobs.batch.volcano.sh", handle.name, "-n", handle.namespace, "--ignore-not-found"
+    )
+    control_plane.remove_nodes(n for n in _nodes(control_plane) if n.startswith("trn1-32xl-gang-"))
+
+
+def _nodes(plane: ControlPlane) -> list[str]:
+    return [n["metadata"]["name"] for n in plane.kubectl.json("get", "nodes")["items"]]
+
+
+def _add(plane: ControlPlane, config: StackConfig, names: list[str]) -> None:
+    group = "trn1-32xl"
+    plane.add_nodes(
+        trainium_node(
+            name,
+            instance=instance_type(config.node_group(group).instance_type),
+            node_group=group,
+            zone=config.trainium.availability_zone,
+        )
+        for name in names
+    )
+
+
+def _reasons(run: RunHandle) -> list[str]:
+    reasons = []
+    for pod in run.pods():
+        condition = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
+        reasons.append(condition.get("reason", "") if condition.get("status") == "False" else "bound")
+    return reasons
+
+
+def _cordoned_for(plane: ControlPlane, node: str) -> str | None:
+    found: dict[str, Any] = plane.kubectl.json("get", "node", node)
+    if not found["spec"].get("unschedulable"):
+        return None
+    return str(found["metadata"].get("annotations", {}).get(GANG_WATCHDOG_ANNOTATION, ""))
+
+
+def test_a_partial_gang_is_cordoned_then_placed_whole_and_the_cordon_lifted(
+    run: RunHandle, control_plane: ControlPlane, default_config: StackConfig
+) -> None:
+    # One idle node of the two the gang needs: Volcano places nothing, and marks the pod it could
+    # place Schedulable (#3976), which the autoscaler ignores.
+    _add(control_plane, default_config, ["trn1-32xl-gang-0"])
+    time.sleep(THRESHOLD_MINUTES * 60)  # the node must be older than the threshold to be cordoned
+    started = time.monotonic()
+    run.apply()
+    control_plane.wait_for(
+        lambda: "Schedulable" in _reasons(run),
+        timeout=60,
+        what="the #3976 signature (a pod marked Schedulable)",
+    )
+    # The watchdog cordons the idle node for this gang, within its threshold and a pass.
+    owner = control_plane.wait_for(
+        lambda: _cordoned_for(control_plane, "trn1-32xl-gang-0"),
+        timeout=THRESHOLD_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30,
+        what="the watchdog's cordon on the idle node",
+    )
+    cordoned_after = time.monotonic() - started
+    assert owner.startswith(f"{run.namespace}/{run.name}-"), owner
+    # Now every pod of the gang is Unschedulable: what the autoscaler scales a whole gang up for.
+    control_plane.wait_for(
+        lambda: (r := _reasons(run)) and set(r) == {"Unschedulable"},
+        timeout=30,
+        what="every pod of the gang Unschedulable",
+    )
+    # The autoscaler adds the whole gang; the watchdog lifts its cordon, and the gang runs.
+    _add(control_plane, default_config, ["trn1-32xl-gang-1", "trn1-32xl-gang-2"])
+    control_plane.wait_for(
+        lambda: (
+            set(_reasons(run)) == {"bound"} and all(p["status"].get("phase") == "Running" for p in run.pods())
+        ),
+        timeout=60,
+        what="the gang placed whole",
+    )
+    control_plane.wait_for(
+        lambda: _cordoned_for(control_plane, "trn1-32xl-gang-0") is None,
+        timeout=3 * INTERVAL_SECONDS + 30,
+        what="the watchdog's cordon lifted",
+    )
+    assert cordoned_after <= THRESHOLD_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30
