@@ -90,6 +90,7 @@ def test_a_gang_on_zero_nodes_gets_exactly_its_nodes_and_binds_at_once(
     assert settings.min_size == 0 and settings.max_size == size + SPARE
     assert autoscaler.nodes(group) == [], "the group must start from zero nodes"
     run.apply()
+    applied = time.monotonic()
 
     # While the gang waits: never more nodes than the gang, never part of the gang bound.
     seen_nodes: set[str] = set()
@@ -107,6 +108,7 @@ def test_a_gang_on_zero_nodes_gets_exactly_its_nodes_and_binds_at_once(
     pods = control_plane.wait_for(
         placed, timeout=120, what=f"the autoscaler's nodes for {run.name} and every pod Running on them"
     )
+    print(f"from the run applied to every pod Running on the added nodes: {time.monotonic() - applied:.0f} s")
     assert len(seen_nodes) == size, f"nodes added for a gang of {size}: {sorted(seen_nodes)}"
     assert {p["spec"]["nodeName"] for p in pods} == seen_nodes, "one pod on each added node"
     assert partial == [], f"Volcano bound part of the gang: {partial} of {size} pods"
