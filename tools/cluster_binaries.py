@@ -123,7 +123,7 @@ AUTOSCALER_INSTEAD_OF = (
     "The product deploys cluster-autoscaler 1.34.5 (cluster_facts/versions.py); the Go module proxy"
     " serves k8s.io/autoscaler/cluster-autoscaler only at 1.33.0's commit (tools/cluster-binaries/"
     "cluster-autoscaler/go.mod lists what was tried). Read in the source, 1.33.0 -> 1.34.5, for what"
-    " tests/cluster/test_autoscaler.py relies on: a node group's template (kwok's TemplateNodeInfo, then"
+    " tests/cluster/test_scale_from_zero.py relies on: a node group's template (kwok's TemplateNodeInfo, then"
     " simulator.SanitizedTemplateNodeInfoFromNodeGroup, which drops startup taints with"
     " taints.SanitizeTaints) is built the same way, 1.34 only labelling simulated template nodes"
     " cluster-autoscaler.kubernetes.io/template-node; startup taints (utils/taints) are unchanged; the"

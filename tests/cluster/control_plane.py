@@ -161,7 +161,7 @@ class ControlPlane:
     watchdog_args_override: Callable[[list[str]], list[str]] | None = None
     """How a test changes the watchdog's arguments (shorter thresholds) before it is (re)started."""
     autoscaler_note: str = (
-        "no cluster autoscaler runs in this scenario (test_autoscaler.py runs the real one); "
+        "no cluster autoscaler runs in this scenario (test_scale_from_zero.py runs the real one); "
         "the test adds the nodes it would add"
     )
     _volcano_values: str | None = None

@@ -4,7 +4,7 @@ and the gang watchdog program from its ConfigMap, with its own token against the
 Shortened here: the watchdog's threshold (the product passes ``autoscaler.max_node_provision_minutes``,
 15) to 0.2 minutes and its pass interval (60 s) to 2 s; everything else is the rendered Deployment's.
 The autoscaler's part (adding the whole gang once every pod of it is ``Unschedulable``) is played by
-the test (``ControlPlane.autoscaler_note``); test_autoscaler.py runs the real one on a whole gang.
+the test (``ControlPlane.autoscaler_note``); test_scale_from_zero.py runs the real one on a whole gang.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ release 1.33.0 where the product deploys 1.34.5 (tools/cluster_binaries.py AUTOS
 its cloud is the kwok provider, whose node template is the stack's node-template tags read by
 tests/cluster/nodes.py: when those facts lose the Neuron resource, no group fits the gang and the
 first test fails. The product's scale-down minutes are shortened to seconds (``TEST_TIMINGS``).
+
+Its name sorts after test_deploy.py, which expects to make the session's first deployment.
 """
 
 from __future__ import annotations
