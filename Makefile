@@ -165,7 +165,7 @@ test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and po
 	$(BIN)/python -m pytest tests/cluster
 
 # The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,
-# helm, kwok and Volcano, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod
+# helm, kwok, Volcano and the cluster autoscaler, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod
 # (go.sum verifies them) into ~/.cache/trainium-cluster/ (XDG_CACHE_HOME), keyed by what decides
 # their bytes: a second run, another worktree or clone on the machine builds nothing. Needs Go 1.26.
 cluster-binaries: $(PY_STAMP) ## build the control plane binaries for tests/cluster (Go 1.26; once per machine)

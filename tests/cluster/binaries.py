@@ -28,6 +28,7 @@ class Binaries:
     volcano_scheduler: Path
     volcano_controller_manager: Path
     volcano_webhook_manager: Path
+    cluster_autoscaler: Path
 
 
 def find_binaries() -> Binaries:
@@ -43,6 +44,7 @@ def find_binaries() -> Binaries:
         "volcano_scheduler": binary_path("volcano", "scheduler"),
         "volcano_controller_manager": binary_path("volcano", "controller-manager"),
         "volcano_webhook_manager": binary_path("volcano", "webhook-manager"),
+        "cluster_autoscaler": binary_path("cluster-autoscaler", "cluster-autoscaler"),
     }
     missing = [f"{name} ({path})" for name, path in paths.items() if not path.is_file()]
     if missing:

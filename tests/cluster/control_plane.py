@@ -23,9 +23,9 @@ directory, is waited for with a bound, and is stopped by its PID (``ControlPlane
   ``lift_taint`` run from its ConfigMap with a token bound to that pod, so the API server's
   ``node-check`` admission policy judges them): tests/cluster/node_check_pass.py.
 
-The cluster autoscaler is not among them: the Go module proxy serves no cluster-autoscaler module
-version that builds (docs/testing.md, "The real control plane"); its Helm release is installed and
-its pod simulated, and ``autoscaler_note`` says so wherever a test would have needed it.
+The cluster autoscaler is not started here: its Helm release is installed and its pod simulated.
+tests/cluster/autoscaler.py starts the real one (release 1.33.0) for the scenarios that ask it; the
+others add the nodes it would add, and ``autoscaler_note`` says so.
 """
 
 from __future__ import annotations
@@ -167,8 +167,8 @@ class ControlPlane:
     watchdog_args_override: Callable[[list[str]], list[str]] | None = None
     """How a test changes the watchdog's arguments (shorter thresholds) before it is (re)started."""
     autoscaler_note: str = (
-        "no real cluster autoscaler runs here (the Go module proxy serves no buildable "
-        "k8s.io/autoscaler/cluster-autoscaler version); the test adds the nodes it would add"
+        "no cluster autoscaler runs in this scenario (test_scale_from_zero.py runs the real one); "
+        "the test adds the nodes it would add"
     )
     _volcano_values: str | None = None
     _watchdog_properties: str | None = None

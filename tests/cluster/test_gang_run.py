@@ -2,7 +2,8 @@
 scheduler, run to the end on simulated nodes; then a pod lost mid-run, twice, and a rerun, each a new
 attempt with a rendezvous id of its own.
 
-What stands in for the cluster autoscaler: no real one runs here (``ControlPlane.autoscaler_note``).
+What stands in for the cluster autoscaler here (``ControlPlane.autoscaler_note``; test_scale_from_zero.py
+runs the real one): the test adds one node first, which no scale-up of the whole gang would do.
 The test checks what the autoscaler reads (every pod of the gang exists and is ``Unschedulable``, none
 bound) and then adds the nodes a scale-up of the group would add, made from the same facts the stack
 writes into the group's node-template tags (tests/cluster/nodes.py).

@@ -6,7 +6,7 @@ Shortened here: the watchdog's threshold (the product passes ``autoscaler.max_no
 15) to 0.2 minutes and its pass interval (60 s) to 2 s; its stuck-run guard's threshold is set to
 ``STUCK_MINUTES``; everything else is the rendered Deployment's.
 The autoscaler's part (adding the whole gang once every pod of it is ``Unschedulable``) is played by
-the test: no autoscaler can be built here (``ControlPlane.autoscaler_note``).
+the test (``ControlPlane.autoscaler_note``); test_scale_from_zero.py runs the real one on a whole gang.
 """
 
 from __future__ import annotations
