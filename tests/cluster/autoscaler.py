@@ -18,8 +18,7 @@ fake``, so the harness's kwok makes them Ready), a scale-down deletes them. It t
 with the admin kubeconfig (``KWOK_PROVIDER_MODE=local``, ``KUBECONFIG``): it plays the cloud, which
 the autoscaler's own credentials do not reach either. One template per configured Trainium group, from
 ``tests.cluster.nodes.trainium_node`` (the one conversion of the Auto Scaling group's node-template tags
-to a Node), plus the taints the node group registers its nodes with that are not tags (the node
-check's startup taint, where this branch has it).
+to a Node, with the node check's startup taint every Trainium node registers with).
 
 Where the AWS provider would read the Auto Scaling group (aws_manager.go ``buildNodeFromTemplate``:
 the instance type's cpu and memory, the tags' labels, taints and resources, 110 pods), the template
@@ -50,16 +49,10 @@ from tests.cluster.nodes import FSX_CSI_DRIVER, trainium_node
 from tests.cluster.processes import Process, free_port, wait_until
 from tools.cluster_binaries import AUTOSCALER_RELEASE
 
-try:  # main (issue 24): every Trainium node group registers its nodes with the node check's taint.
-    from cluster_facts.node_check import NODE_CHECK_TAINT as _NODE_CHECK_TAINT  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # branches without the node check: the nodes register with the Neuron taint only
-    _NODE_CHECK_TAINT = None
-
 __all__ = [
     "GROUP_ANNOTATION",
     "KWOK_CONFIG",
     "KWOK_TEMPLATES",
-    "REGISTRATION_TAINTS",
     "STARTUP_TAINT_PREFIX",
     "TEST_TIMINGS",
     "Autoscaler",
@@ -80,13 +73,6 @@ _MAX_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/max-count"
 STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
 """The autoscaler's (utils/taints/taints.go ``StartupTaintPrefix``, the same at 1.33.0 and 1.34.5)."""
 
-REGISTRATION_TAINTS: tuple[dict[str, str], ...] = (
-    (_NODE_CHECK_TAINT,) if _NODE_CHECK_TAINT is not None else ()
-)
-"""Taints a Trainium node registers with besides the node-template tags' (the node group's own,
-constructs_trn/trainium_node_group.py). The autoscaler's template from the Auto Scaling group's tags
-does not name them; it drops startup taints from any template anyway (taints.SanitizeTaints)."""
-
 TEST_TIMINGS: dict[str, str] = {
     "scale-down-unneeded-time": "20s",
     "scale-down-delay-after-add": "20s",
@@ -100,8 +86,10 @@ _DROPPED_FLAGS = ("--cloud-provider", "--node-group-auto-discovery", "--aws-regi
 
 
 def node_template(config: StackConfig, group: str) -> dict[str, Any]:
-    """The kwok node template of one configured Trainium group: the node the tags describe
-    (``trainium_node``), the taints its nodes register with, its size bounds from the configuration."""
+    """The kwok node template of one configured Trainium group: the node as it registers
+    (``trainium_node``: the tags' labels, taints and resources, and the node check's startup taint,
+    which the autoscaler drops from a template when it simulates, taints.SanitizeTaints), its size
+    bounds from the configuration."""
     (settings,) = [g for g in config.trainium.node_groups if g.name == group]
     node = trainium_node(
         f"template-{group}",
@@ -109,7 +97,6 @@ def node_template(config: StackConfig, group: str) -> dict[str, Any]:
         node_group=group,
         zone=config.trainium.availability_zone,
     )
-    node["spec"]["taints"] = [*node["spec"]["taints"], *(dict(t) for t in REGISTRATION_TAINTS)]
     node["metadata"]["annotations"].update(
         {_MIN_ANNOTATION: str(settings.min_size), _MAX_ANNOTATION: str(settings.max_size)}
     )
@@ -156,6 +143,8 @@ class NodeAgent:
     ready_at: dict[str, float] = field(default_factory=dict)
     lifted_at: dict[str, float] = field(default_factory=dict)
     seen: dict[str, float] = field(default_factory=dict)
+    registered_tainted: set[str] = field(default_factory=set)
+    """Nodes that carried a startup taint when the agent first saw them."""
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -183,8 +172,13 @@ class NodeAgent:
             if GROUP_ANNOTATION not in metadata.get("annotations", {}):
                 continue
             name = metadata["name"]
+            startup = [
+                t["key"] for t in node["spec"].get("taints", []) if t["key"].startswith(STARTUP_TAINT_PREFIX)
+            ]
             if name not in self.seen:
                 self.seen[name] = now
+                if startup:
+                    self.registered_tainted.add(name)
                 self._register(node)
             ready = any(
                 c["type"] == "Ready" and c["status"] == "True"
@@ -192,9 +186,6 @@ class NodeAgent:
             )
             if ready and name not in self.ready_at:
                 self.ready_at[name] = now
-            startup = [
-                t["key"] for t in node["spec"].get("taints", []) if t["key"].startswith(STARTUP_TAINT_PREFIX)
-            ]
             if startup and name in self.ready_at and now - self.ready_at[name] >= self.hold_taint_seconds:
                 self.kubectl("taint", "node", name, *(f"{key}-" for key in startup))
                 self.lifted_at[name] = now

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from config import StackConfig, parse_config
-from tests.cluster.autoscaler import REGISTRATION_TAINTS, TEST_TIMINGS, Autoscaler, start_autoscaler
+from tests.cluster.autoscaler import TEST_TIMINGS, Autoscaler, start_autoscaler
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.plans import plan_of
 from tests.cluster.runs import RunHandle, run_handle
@@ -116,11 +116,11 @@ def test_a_gang_on_zero_nodes_gets_exactly_its_nodes_and_binds_at_once(
     assert partial == [], f"Volcano bound part of the gang: {partial} of {size} pods"
     bound = [t for t in (_bound_at(p) for p in pods) if t is not None]
     assert len(bound) == size and (max(bound) - min(bound)).total_seconds() <= 2, bound
-    if REGISTRATION_TAINTS:
-        # No pod bound before the node check had lifted its taint from every node (the API server's
-        # times are whole seconds, rounded down).
-        lifted = [autoscaler.agent.lifted_at[name] for name in seen_nodes]
-        assert min(bound).timestamp() >= int(max(lifted)), (bound, lifted)
+    # Every added node registered with the node check's startup taint, and no pod bound before the
+    # check had lifted it from every node (the API server's times are whole seconds, rounded down).
+    assert autoscaler.agent.registered_tainted == seen_nodes, autoscaler.agent.registered_tainted
+    lifted = [autoscaler.agent.lifted_at[name] for name in seen_nodes]
+    assert min(bound).timestamp() >= int(max(lifted)), (bound, lifted)
     assert f"Scale-up: setting group {group} size to {size}" in autoscaler.log()
 
     # The running gang keeps its nodes, and nothing is added for it.
