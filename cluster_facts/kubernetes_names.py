@@ -97,6 +97,8 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # Labels the stack puts on its node groups (trainium_node_labels; the system group gets the first).
 NODE_GROUP_LABEL = "trainium/node-group"
 INSTANCE_FAMILY_LABEL = "trainium/instance-family"
+# Only Trainium nodes carry it (the system group carries NODE_GROUP_LABEL too): what selects every
+# Trainium node, whatever its group.
 NEURON_DEVICES_LABEL = "trainium/neuron-devices"
 NEURON_CORES_LABEL = "trainium/neuron-cores"
 EFA_INTERFACES_LABEL = "trainium/efa-interfaces"

@@ -41,7 +41,6 @@ from cluster_facts.kubernetes_names import (
     NEURON_CORES_LABEL,
     NEURON_DEVICES_LABEL,
     NEURON_TAINT_KEY,
-    NODE_GROUP_LABEL,
 )
 from cluster_facts.node_check import (
     EFA_ERROR_COUNTERS,
@@ -186,7 +185,7 @@ def _policy_spec(username: str) -> dict[str, Any]:
             "name": "ownTrainiumNode",
             "expression": "(variables.isNodeUpdate || variables.isStatusUpdate) && variables.nodeName != ''"
             " && oldObject.metadata.name == variables.nodeName && has(oldObject.metadata.labels)"
-            f" && {cel_string(NODE_GROUP_LABEL)} in oldObject.metadata.labels",
+            f" && {cel_string(NEURON_DEVICES_LABEL)} in oldObject.metadata.labels",
         },
         {
             "name": "newSpec",
@@ -316,7 +315,6 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
             if values.replace_failed_nodes and values.replace_unresponsive_after_seconds is not None
             else ""
         ),
-        "NODE_GROUP_LABEL": NODE_GROUP_LABEL,
         "EFA_TAINT": ":".join(EFA_SUSPECT_TAINT[part] for part in ("key", "value", "effect")),
         "EFA_ERROR_COUNTERS": " ".join(EFA_ERROR_COUNTERS),
         "EFA_ERROR_LIMIT": str(EFA_ERROR_LIMIT),
@@ -426,7 +424,8 @@ def _egress(values: NodeCheckValues) -> list[k8s.NetworkPolicyEgressRule]:
 
 
 def _pod_spec(values: NodeCheckValues) -> k8s.PodSpec:
-    trainium_only = k8s.NodeSelectorRequirement(key=NODE_GROUP_LABEL, operator="Exists")
+    # Not NODE_GROUP_LABEL: the system nodes carry it too.
+    trainium_only = k8s.NodeSelectorRequirement(key=NEURON_DEVICES_LABEL, operator="Exists")
     return k8s.PodSpec(
         service_account_name=NODE_CHECK_NAME,
         # Only this pod gets the token: it lifts its node's taint and sets its condition.

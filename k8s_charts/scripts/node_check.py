@@ -405,7 +405,6 @@ class WatchSettings:
     efa_taint: Mapping[str, str]
     condition_type: str
     labels: Mapping[str, str]
-    node_group_label: str
     efa_counters: tuple[str, ...]
     efa_limit: int
     efa_window_seconds: float
@@ -549,7 +548,9 @@ class Watch:
     def _fence(self) -> None:
         settings = self.settings
         assert settings.fence_after_seconds is not None
-        nodes = self.api.items("/api/v1/nodes", labelSelector=settings.node_group_label)
+        # Trainium nodes only: the system nodes carry the node-group label too, and the first of them
+        # by name would be the one to act, where no check runs.
+        nodes = self.api.items("/api/v1/nodes", labelSelector=settings.labels["devices"])
         ready = sorted(
             n["metadata"]["name"] for n in nodes if (_condition(n, "Ready") or {}).get("status") == "True"
         )
@@ -631,7 +632,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             efa_taint={"key": key, "value": value, "effect": effect},
             condition_type=env["CONDITION_TYPE"],
             labels=labels,
-            node_group_label=env["NODE_GROUP_LABEL"],
             efa_counters=tuple(env["EFA_ERROR_COUNTERS"].split()),
             efa_limit=int(env["EFA_ERROR_LIMIT"]),
             efa_window_seconds=float(env["EFA_ERROR_WINDOW_SECONDS"]),

@@ -51,7 +51,7 @@ from cluster_facts.versions import VOLCANO_IMAGE_NAMES
 from k8s_charts import gang_watchdog
 from tests.cluster.binaries import Binaries
 from tests.cluster.egress import EgressProxy
-from tests.cluster.nodes import csi_node
+from tests.cluster.nodes import KWOK_NODE_ANNOTATION, csi_node
 from tests.cluster.pki import CertificateAuthority, KeyPair, service_account_keys
 from tests.cluster.processes import CLIENT_ENVIRONMENT, Process, Processes, free_port, wait_until
 
@@ -67,6 +67,12 @@ KWOK_STAGES = Path(__file__).with_name("kwok_stages.yaml")
 NODE_CHECK_PASS = Path(__file__).with_name("node_check_pass.py")
 # The deploy-time readiness gates poll every 10 s in the handler; here every second (same outcome).
 GATE_INTERVAL_SECONDS = 1.0
+NODE_MONITOR_GRACE_SECONDS = 20
+"""The controller manager's ``--node-monitor-grace-period`` here: 20 s instead of Kubernetes' 50 s
+(the product's bound, cluster_facts/failure_recovery.py), so a lost node is marked sooner
+(tests/cluster/test_recovery.py). kwok renews every node's Lease each 10 s (a quarter of
+``--node-lease-duration-seconds``, as the kubelet does), so a live node never comes near it."""
+((KWOK_NODE_KEY, KWOK_NODE_VALUE),) = KWOK_NODE_ANNOTATION.items()
 
 
 @dataclass
@@ -284,25 +290,14 @@ class ControlPlane:
                 f"--root-ca-file={self.ca.cert}",
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
             ],
         )
         scheduler_process = self.processes.start(
             "kube-scheduler",
             [str(self.binaries.kube_scheduler), *self._component_flags("kube-scheduler", scheduler)],
         )
-        kwok = self.processes.start(
-            "kwok",
-            [
-                str(self.binaries.kwok),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--config={KWOK_STAGES}",
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                "--node-lease-duration-seconds=40",
-                f"--server-address=127.0.0.1:{free_port()}",
-                "--cidr=10.244.0.0/16",
-            ],
-        )
+        kwok = self.processes.start("kwok", self._kwok_args(KWOK_NODE_VALUE, "10.244.0.0/16"))
         # The default ServiceAccount of a new namespace comes from the controller manager: a proof it works.
         wait_until(
             lambda: (
@@ -313,6 +308,26 @@ class ControlPlane:
             processes=self.processes,
             watch=[controller_manager, scheduler_process, kwok],
         )
+
+    def _kwok_args(self, node_value: str, cidr: str) -> list[str]:
+        """kwok as the kubelet of every node annotated ``kwok.x-k8s.io/node=<node_value>`` (and of
+        their pods): it renews their Leases and writes their status by tests/cluster/kwok_stages.yaml."""
+        return [
+            str(self.binaries.kwok),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={KWOK_STAGES}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_KEY}={node_value}",
+            "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{free_port()}",
+            f"--cidr={cidr}",
+        ]
+
+    def start_kubelet(self, node_value: str) -> Process:
+        """A kwok of its own for the nodes annotated ``kwok.x-k8s.io/node=<node_value>`` (the
+        session's kwok manages only ``fake``): killing it is a node whose kubelet died, its Lease
+        and status no longer renewed and its pods left as they were (tests/cluster/test_recovery.py)."""
+        return self.processes.start(f"kwok-{node_value}", self._kwok_args(node_value, "10.245.0.0/16"))
 
     def _component_flags(self, name: str, client: KeyPair) -> list[str]:
         kubeconfig = self._write_kubeconfig(name, client=client)

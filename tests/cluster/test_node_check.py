@@ -26,11 +26,12 @@ from typing import Any
 import pytest
 
 from cluster_facts.instance_catalog import instance_type
-from cluster_facts.kubernetes_names import NEURON_TAINT_KEY
+from cluster_facts.kubernetes_names import NEURON_DEVICES_LABEL, NEURON_TAINT_KEY
 from cluster_facts.node_check import (
     EFA_SUSPECT_TAINT,
     EFA_SUSPECT_TAINT_KEY,
     NODE_CHECK_CONDITION,
+    NODE_CHECK_NAME,
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT_KEY,
 )
@@ -180,6 +181,29 @@ def test_a_gang_waits_for_the_node_check_then_runs_on_the_checked_nodes(
         assert {p["spec"]["nodeName"] for p in pods} == set(names)
     finally:
         run.delete()
+        cluster.remove_nodes(names)
+
+
+def test_the_check_runs_on_every_trainium_node_and_on_no_system_node(
+    cluster: ControlPlane, default_config: StackConfig
+) -> None:
+    """The DaemonSet controller and the scheduler place its pods: the system nodes carry the
+    node-group label too, and a privileged check there would have nothing to check."""
+    names = _nodes(cluster, default_config, [f"{GROUP}-check-placed"])
+    try:
+        nodes = cluster.kubectl.json("get", "nodes")["items"]
+        trainium = {n["metadata"]["name"] for n in nodes if NEURON_DEVICES_LABEL in n["metadata"]["labels"]}
+        system = {n["metadata"]["name"] for n in nodes} - trainium
+        assert set(names) <= trainium and system, (trainium, system)
+
+        def placed() -> set[str] | None:
+            pods = cluster.kubectl.json("get", "pods", "-n", NODE_CHECK_NAMESPACE)["items"]
+            on = {p["spec"].get("nodeName") for p in pods if NODE_CHECK_NAME in p["metadata"]["name"]}
+            return on if trainium <= on else None
+
+        on = cluster.wait_for(placed, timeout=60, what="the node check's pod on every Trainium node")
+        assert not on & system, f"the node check's pods on system nodes: {sorted(on & system)}"
+    finally:
         cluster.remove_nodes(names)
 
 

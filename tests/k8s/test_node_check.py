@@ -17,6 +17,7 @@ import os
 import shutil
 import socket
 import sys
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,6 +37,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_TAINT_KEY,
     NODE_GROUP_LABEL,
     VOLCANO_JOB_NAME_LABEL,
+    system_node_group,
     trainium_node_labels,
 )
 from cluster_facts.node_check import (
@@ -312,7 +314,8 @@ def test_the_check_may_change_nothing_else_of_a_node(change: str) -> None:
     elif change == "another node":
         token_node = "ip-10-0-0-2"
     elif change == "a system node":
-        del node["metadata"]["labels"][NODE_GROUP_LABEL]
+        # As the system group labels its nodes: its own node-group value, no Neuron labels.
+        node["metadata"]["labels"] = {NODE_GROUP_LABEL: system_node_group("trainium")}
         new = without_startup_taint(node)
     elif change == "a token without a node":
         token_node = None
@@ -362,8 +365,10 @@ class Cluster:
             return 201, body
         parts = path.split("?", maxsplit=1)[0].strip("/").split("/")
         if method == "GET" and parts == ["api", "v1", "nodes"]:
-            assert f"labelSelector={NODE_GROUP_LABEL.replace('/', '%2F')}" in path, path
-            return 200, {"kind": "NodeList", "metadata": {}, "items": list(self.nodes.values())}
+            # An existence selector, as the API server reads it.
+            selector = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)["labelSelector"][0]
+            items = [n for n in self.nodes.values() if selector in n["metadata"].get("labels", {})]
+            return 200, {"kind": "NodeList", "metadata": {}, "items": items}
         if parts[:3] != ["api", "v1", "nodes"] or parts[3] not in self.nodes:
             return 404, {"kind": "Status", "code": 404}
         name, sub = parts[3], (parts[4] if len(parts) > 4 else "")
@@ -583,7 +588,8 @@ def test_the_check_runs_on_every_trainium_node_tolerating_only_what_it_must() ->
     [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
-    assert term["matchExpressions"] == [{"key": NODE_GROUP_LABEL, "operator": "Exists"}]
+    # The system nodes carry the node-group label too: only the Neuron labels tell Trainium nodes.
+    assert term["matchExpressions"] == [{"key": NEURON_DEVICES_LABEL, "operator": "Exists"}]
     assert {(t["key"], t["effect"]) for t in spec["tolerations"]} == {
         (NEURON_TAINT_KEY, "NoSchedule"),
         (NODE_CHECK_TAINT_KEY, "NoSchedule"),
@@ -730,7 +736,6 @@ def watch_settings(sysfs: Path, **changes: Any) -> Any:
             "cores": NEURON_CORES_LABEL,
             "efa_interfaces": EFA_INTERFACES_LABEL,
         },
-        "node_group_label": NODE_GROUP_LABEL,
         "efa_counters": EFA_ERROR_COUNTERS,
         "efa_limit": EFA_ERROR_LIMIT,
         "efa_window_seconds": EFA_ERROR_WINDOW_SECONDS,
@@ -899,8 +904,12 @@ def silent(node: dict[str, Any], minutes: float) -> dict[str, Any]:
 
 
 def peers(*silent_minutes: float, me: str = "ip-10-0-0-1", ready: int = 0) -> Cluster:
-    """This node, nodes silent for the given minutes (ip-10-0-0-2, -3, ...), then ``ready`` more."""
-    nodes = {me: trainium_node(me, taints=[NEURON_TAINT])}
+    """A Ready system node first by name (the system group labels it with its node group too), this
+    node, nodes silent for the given minutes (ip-10-0-0-2, -3, ...), then ``ready`` more."""
+    system = trainium_node("ip-10-0-0-0")
+    system["metadata"]["labels"] = {NODE_GROUP_LABEL: system_node_group("trainium")}
+    system["spec"]["taints"] = []
+    nodes = {"ip-10-0-0-0": system, me: trainium_node(me, taints=[NEURON_TAINT])}
     for index, minutes in enumerate(silent_minutes, start=2):
         name = f"ip-10-0-0-{index}"
         nodes[name] = silent(trainium_node(name, taints=[NEURON_TAINT]), minutes)
