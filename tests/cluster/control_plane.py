@@ -831,6 +831,20 @@ class ControlPlane:
         return self.processes.start("gang-watchdog", [sys.executable, script, *args], env=env)
 
 
+def shortened_watchdog_args(
+    args: Sequence[str], *, threshold_minutes: float, interval_seconds: float, stuck_minutes: float
+) -> list[str]:
+    """The watchdog's Deployment arguments with its threshold, pass interval and stuck-run guard set
+    (the product's 15 minutes, 60 s and 10 minutes are too long for a test)."""
+    changed = ("--threshold-minutes", "--interval-seconds", "--stuck-minutes")
+    return [
+        *(a for a in args if not a.startswith(changed)),
+        f"--threshold-minutes={threshold_minutes}",
+        f"--interval-seconds={interval_seconds}",
+        f"--stuck-minutes={stuck_minutes}",
+    ]
+
+
 def _properties(step: ManifestSet | HelmRelease | ReadinessGate) -> str:
     if isinstance(step, ManifestSet):
         return json.dumps(step.manifests, sort_keys=True, default=str)

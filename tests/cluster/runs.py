@@ -75,6 +75,18 @@ class RunHandle:
         )
         return [pod for pod in found["items"] if "deletionTimestamp" not in pod["metadata"]]
 
+    def scheduling_reasons(self) -> list[str]:
+        """Each live pod's ``PodScheduled`` reason while it is False (``bound`` once it is placed):
+        ``Unschedulable`` is what the autoscaler acts on, ``Schedulable`` volcano-sh/volcano#3976."""
+        reasons = []
+        for pod in self.pods():
+            conditions = pod["status"].get("conditions", [])
+            condition: dict[str, Any] = next((c for c in conditions if c["type"] == "PodScheduled"), {})
+            reasons.append(
+                str(condition.get("reason", "")) if condition.get("status") == "False" else "bound"
+            )
+        return reasons
+
     def replicas(self) -> int:
         return sum(int(task["replicas"]) for task in self.job["spec"]["tasks"])
 

@@ -40,7 +40,7 @@ from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import trainium_node
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, run_handle
-from tests.k8s.test_node_check import SAMPLES, TOOLS
+from tests.k8s.test_node_check import SAMPLES, write_tools
 
 GROUP = "trn1-32xl"
 HEALTHY = {
@@ -65,11 +65,7 @@ def cluster(control_plane: ControlPlane, default_config: StackConfig) -> Iterato
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The stand-in tools' directory; each run's calls go to the RECORD file it is given."""
-    bin_dir = tmp_path_factory.mktemp("node-tools")
-    for name, body in TOOLS.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    return bin_dir
+    return write_tools(tmp_path_factory.mktemp("node-tools"))
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ from tests.cluster.control_plane import NODE_MONITOR_GRACE_SECONDS, ControlPlane
 from tests.cluster.nodes import KWOK_NODE_ANNOTATION, trainium_node
 from tests.cluster.plans import deployed_plan, plan_of
 from tests.cluster.runs import RunHandle, run_handle
-from tests.k8s.test_node_check import SAMPLES, TOOLS
+from tests.k8s.test_node_check import SAMPLES, write_tools
 
 T = TypeVar("T")
 GROUP = "trn1-32xl"
@@ -141,13 +141,22 @@ def test_retries_n_restarts_the_gang_n_times_then_the_run_fails(
     cluster: ControlPlane, default_config: StackConfig, retries: int
 ) -> None:
     """``retries: N``: each of the first N failed workers restarts the whole gang (a new job version,
-    ``retryCount`` one more), the (N+1)-th ends the Job ``Failed`` with no new attempt created."""
+    ``retryCount`` one more), the (N+1)-th ends the Job ``Failed`` with no attempt more running.
+
+    Volcano 1.15.1 may create the pods of version N+1 and delete them at once: in ``Restarting``, a
+    pod event's SyncJob creates the next version's pods before its status update finds
+    ``retryCount >= maxRetry`` and sets ``Failed`` (state/restarting.go ``Execute``), after which
+    the finished state kills them (seen here within 100 ms, in one run of several). Those pods never
+    run; the test allows them, and requires that they go."""
     run = _run(cluster, default_config, retries=retries)
     versions_seen: set[int] = set()
+    versions_run: set[int] = set()
 
     def watching(probe: Callable[[], T]) -> Callable[[], T]:
         def check() -> T:
-            versions_seen.update(_version(p) for p in _all_pods(run))
+            pods = _all_pods(run)
+            versions_seen.update(_version(p) for p in pods)
+            versions_run.update(_version(p) for p in pods if p["status"].get("phase") == "Running")
             return probe()
 
         return check
@@ -176,12 +185,18 @@ def test_retries_n_restarts_the_gang_n_times_then_the_run_fails(
             timeout=60,
             what=f"{run.name} Failed after {retries + 1} failed workers",
         )
-        time.sleep(2)  # two of the controller's sync periods: nothing more may be created
-        versions_seen.update(_version(p) for p in _all_pods(run))
-        assert status.get("retryCount") == retries + 1, status
-        assert versions_seen == set(range(retries + 1)), (
-            f"retries {retries}: attempts run {sorted(versions_seen)}, want 0..{retries}"
+        cluster.wait_for(
+            watching(lambda: all(_version(p) <= retries for p in _all_pods(run))),
+            timeout=10,
+            what=f"the pods of a version past {retries} gone",
         )
+        time.sleep(2)  # two of the controller's sync periods: nothing more may be created
+        cluster.wait_for(watching(lambda: True), timeout=1, what="a last look")
+        assert status.get("retryCount") == retries + 1, status
+        assert versions_run == set(range(retries + 1)), (
+            f"retries {retries}: attempts run {sorted(versions_run)}, want 0..{retries}"
+        )
+        assert versions_seen <= set(range(retries + 2)), versions_seen
         assert all(_version(p) <= retries for p in _all_pods(run))
     finally:
         run.plane.kubectl("delete", "job.batch.volcano.sh", run.name, "-n", run.namespace, "--wait=true")
@@ -210,11 +225,7 @@ def _ready(node: dict[str, Any]) -> dict[str, Any]:
 def _start_fence(cluster: ControlPlane, tmp_path: Path) -> Path:
     """The node check's program, whole, on the surviving node (its DaemonSet pod's token and
     environment), its fence after ``FENCE_AFTER_SECONDS``, ``aws`` a stand-in that records."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in TOOLS.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
+    bin_dir = write_tools(tmp_path / "bin")
     record = tmp_path / "record"
     record.touch()
     directory, environment = cluster.node_check_program()

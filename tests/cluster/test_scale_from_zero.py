@@ -1,6 +1,8 @@
-"""Scenario c with the real cluster autoscaler: a gang queued on zero Trainium nodes, the autoscaler
-adding exactly the gang's nodes (its group may hold more), Volcano binding every pod at once, and the
-autoscaler removing the nodes after the pods finish.
+"""Scenarios c and e with the real cluster autoscaler: a gang queued on zero Trainium nodes, the
+autoscaler adding exactly the gang's nodes (its group may hold more), Volcano binding every pod at
+once, and the autoscaler removing the nodes after the pods finish; then a gang that only partly fits
+(volcano-sh/volcano#3976): the autoscaler adds nothing while it stalls, the gang watchdog cordons the
+idle node, the autoscaler adds the whole gang, the watchdog lifts its cordon.
 
 The autoscaler is the real binary with the Helm release's arguments (tests/cluster/autoscaler.py), at
 release 1.33.0 where the product deploys 1.34.5 (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF);
@@ -13,6 +15,7 @@ Its name sorts after test_deploy.py, which expects to make the session's first d
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -20,9 +23,12 @@ from typing import Any
 
 import pytest
 
+from cluster_facts.instance_catalog import instance_type
+from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
 from config import StackConfig, parse_config
 from tests.cluster.autoscaler import TEST_TIMINGS, Autoscaler, start_autoscaler
-from tests.cluster.control_plane import ControlPlane
+from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
+from tests.cluster.nodes import trainium_node
 from tests.cluster.plans import plan_of
 from tests.cluster.runs import RunHandle, run_handle
 
@@ -155,3 +161,100 @@ def test_the_nodes_go_after_the_gang_finishes(
     log = autoscaler.log()
     assert all(f'Scale-down: removing empty node "{name}"' in log for name in nodes), log[-3000:]
     print(f"nodes removed {took:.0f} s after the run completed")
+
+
+WATCHDOG_THRESHOLD_MINUTES = 0.2
+"""The watchdog's threshold here (the product's ``autoscaler.max_node_provision_minutes``, 15)."""
+WATCHDOG_INTERVAL_SECONDS = 2.0
+STALL_SECONDS = WATCHDOG_THRESHOLD_MINUTES * 60
+"""How long the gang stalls before the watchdog acts: the autoscaler's loop (2 s) runs six times."""
+
+
+def test_a_partial_gang_stalls_the_autoscaler_until_the_watchdog_cordons_the_idle_node(
+    gang: tuple[RunHandle, Autoscaler, str], control_plane: ControlPlane, config: StackConfig
+) -> None:
+    """Scenario e, the autoscaler's part real: one idle, checked node of the group (a node left from
+    an earlier scale-up: the kwok provider's by its providerID, so the autoscaler counts it in the
+    group and may remove it), a gang of two."""
+    run, autoscaler, group = gang
+    run.delete()
+    idle = f"{group}-idle-0"
+    node = trainium_node(
+        idle,
+        instance=instance_type(config.node_group(group).instance_type),
+        node_group=group,
+        zone=config.trainium.availability_zone,
+    )
+    # The kwok provider's own form (kwok_helpers.go getProviderID): without it the provider counts the
+    # node in the group's size by its label but finds no readiness for it, and calls the group
+    # unhealthy, which blocks every scale-up.
+    node["spec"]["providerID"] = f"kwok:{idle}"
+    control_plane.add_nodes([node])
+    control_plane.watchdog_args_override = lambda args: shortened_watchdog_args(
+        args,
+        threshold_minutes=WATCHDOG_THRESHOLD_MINUTES,
+        interval_seconds=WATCHDOG_INTERVAL_SECONDS,
+        stuck_minutes=30,
+    )
+    control_plane.start_watchdog()
+    time.sleep(STALL_SECONDS)  # the idle node must be older than the threshold to be cordoned
+    try:
+        run.apply()
+        # The stall (#3976): one pod Schedulable, which the autoscaler ignores; the other
+        # Unschedulable, which its simulation places on the idle node. So it adds nothing.
+        control_plane.wait_for(
+            lambda: "Schedulable" in run.scheduling_reasons(), timeout=60, what="the #3976 signature"
+        )
+        added_during_stall: set[str] = set()
+
+        def cordoned() -> str | None:
+            added_during_stall.update(_names(autoscaler.nodes(group)))
+            node = control_plane.kubectl.json("get", "node", idle)
+            annotation = node["metadata"].get("annotations", {}).get(GANG_WATCHDOG_ANNOTATION)
+            return str(annotation) if node["spec"].get("unschedulable") and annotation else None
+
+        owner = control_plane.wait_for(
+            cordoned,
+            timeout=STALL_SECONDS + 3 * WATCHDOG_INTERVAL_SECONDS + 30,
+            what=f"the watchdog's cordon on {idle}",
+        )
+        assert owner.startswith(f"{run.namespace}/{run.name}-"), owner
+        assert added_during_stall == set(), (
+            f"the autoscaler added nodes while the gang stalled: {added_during_stall}"
+        )
+
+        # Every pod Unschedulable now: the autoscaler adds the whole gang, Volcano binds it there.
+        def placed() -> list[dict[str, Any]] | None:
+            pods = run.pods()
+            running = len(pods) == run.replicas() and all(p["status"].get("phase") == "Running" for p in pods)
+            return pods if running else None
+
+        pods = control_plane.wait_for(
+            placed, timeout=120, what="the gang running on the nodes the autoscaler added"
+        )
+        added = _names(autoscaler.nodes(group))
+        assert len(added) == run.replicas(), added
+        assert {p["spec"]["nodeName"] for p in pods} == added, "the gang on the added nodes, not the idle one"
+        assert f"Scale-up: setting group {group} size to {1 + run.replicas()}" in autoscaler.log()
+
+        def lifted_or_gone() -> bool:
+            found = control_plane.kubectl("get", "node", idle, "-o", "json", check=False)
+            return found.returncode != 0 or not json.loads(found.stdout)["spec"].get("unschedulable")
+
+        control_plane.wait_for(
+            lifted_or_gone,
+            timeout=3 * WATCHDOG_INTERVAL_SECONDS + 30,
+            what=f"the watchdog's cordon on {idle} lifted",
+        )
+        # The idle node, unneeded now, goes as any empty node does.
+        control_plane.wait_for(
+            lambda: idle not in _names(control_plane.kubectl.json("get", "nodes")["items"]),
+            timeout=SCALE_DOWN_BOUND,
+            what=f"the autoscaler removing {idle}",
+        )
+        assert f'Scale-down: removing empty node "{idle}"' in autoscaler.log()
+    finally:
+        control_plane.watchdog_args_override = None
+        control_plane.start_watchdog()
+        run.delete()
+        control_plane.remove_nodes([idle])

@@ -6,7 +6,8 @@ Shortened here: the watchdog's threshold (the product passes ``autoscaler.max_no
 15) to 0.2 minutes and its pass interval (60 s) to 2 s; its stuck-run guard's threshold is set to
 ``STUCK_MINUTES``; everything else is the rendered Deployment's.
 The autoscaler's part (adding the whole gang once every pod of it is ``Unschedulable``) is played by
-the test (``ControlPlane.autoscaler_note``); test_scale_from_zero.py runs the real one on a whole gang.
+the test (``ControlPlane.autoscaler_note``); test_scale_from_zero.py runs this scenario again with the
+real autoscaler deciding it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from cluster_facts.instance_catalog import instance_type
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
-from tests.cluster.control_plane import ControlPlane
+from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
 from tests.cluster.nodes import trainium_node
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, run_handle
@@ -39,15 +40,12 @@ line, so the guard would end any run of this module that outlived it as silent; 
 
 
 def _shortened(args: list[str]) -> list[str]:
-    kept = [
-        a for a in args if not a.startswith(("--threshold-minutes", "--interval-seconds", "--stuck-minutes"))
-    ]
-    return [
-        *kept,
-        f"--threshold-minutes={THRESHOLD_MINUTES}",
-        f"--interval-seconds={INTERVAL_SECONDS}",
-        f"--stuck-minutes={STUCK_MINUTES}",
-    ]
+    return shortened_watchdog_args(
+        args,
+        threshold_minutes=THRESHOLD_MINUTES,
+        interval_seconds=INTERVAL_SECONDS,
+        stuck_minutes=STUCK_MINUTES,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,14 +81,6 @@ def _add(plane: ControlPlane, config: StackConfig, names: list[str]) -> None:
     )
 
 
-def _reasons(run: RunHandle) -> list[str]:
-    reasons = []
-    for pod in run.pods():
-        condition = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
-        reasons.append(condition.get("reason", "") if condition.get("status") == "False" else "bound")
-    return reasons
-
-
 def _cordoned_for(plane: ControlPlane, node: str) -> str | None:
     found: dict[str, Any] = plane.kubectl.json("get", "node", node)
     if not found["spec"].get("unschedulable"):
@@ -108,7 +98,7 @@ def test_a_partial_gang_is_cordoned_then_placed_whole_and_the_cordon_lifted(
     started = time.monotonic()
     run.apply()
     control_plane.wait_for(
-        lambda: "Schedulable" in _reasons(run),
+        lambda: "Schedulable" in run.scheduling_reasons(),
         timeout=60,
         what="the #3976 signature (a pod marked Schedulable)",
     )
@@ -122,7 +112,7 @@ def test_a_partial_gang_is_cordoned_then_placed_whole_and_the_cordon_lifted(
     assert owner.startswith(f"{run.namespace}/{run.name}-"), owner
     # Now every pod of the gang is Unschedulable: what the autoscaler scales a whole gang up for.
     control_plane.wait_for(
-        lambda: (r := _reasons(run)) and set(r) == {"Unschedulable"},
+        lambda: (r := run.scheduling_reasons()) and set(r) == {"Unschedulable"},
         timeout=30,
         what="every pod of the gang Unschedulable",
     )
@@ -130,7 +120,8 @@ def test_a_partial_gang_is_cordoned_then_placed_whole_and_the_cordon_lifted(
     _add(control_plane, default_config, ["trn1-32xl-gang-1", "trn1-32xl-gang-2"])
     control_plane.wait_for(
         lambda: (
-            set(_reasons(run)) == {"bound"} and all(p["status"].get("phase") == "Running" for p in run.pods())
+            set(run.scheduling_reasons()) == {"bound"}
+            and all(p["status"].get("phase") == "Running" for p in run.pods())
         ),
         timeout=60,
         what="the gang placed whole",
@@ -163,10 +154,12 @@ def test_a_stuck_run_is_ended_through_volcano_with_its_reason_kept(
             "CreateContainerError"
         )
     stuck = RunHandle(control_plane, ManifestSet(name="stuck-probe", manifests=(job,)))
-    control_plane.watchdog_args_override = lambda args: [
-        *(a for a in _shortened(args) if not a.startswith("--stuck-minutes")),
-        f"--stuck-minutes={SHORT_STUCK_MINUTES}",
-    ]
+    control_plane.watchdog_args_override = lambda args: shortened_watchdog_args(
+        args,
+        threshold_minutes=THRESHOLD_MINUTES,
+        interval_seconds=INTERVAL_SECONDS,
+        stuck_minutes=SHORT_STUCK_MINUTES,
+    )
     control_plane.start_watchdog()
     try:
         stuck.apply()

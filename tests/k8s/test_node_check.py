@@ -413,14 +413,19 @@ TOOLS = {
 }
 
 
-@pytest.fixture
-def node_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Stand-ins for the node's tools, printing the recorded samples; returns the record of calls."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+def write_tools(bin_dir: Path) -> Path:
+    """``TOOLS`` as executables in ``bin_dir`` (made if missing), for a PATH."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
     for name, body in TOOLS.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+@pytest.fixture
+def node_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Stand-ins for the node's tools, printing the recorded samples; returns the record of calls."""
+    bin_dir = write_tools(tmp_path / "bin")
     record = tmp_path / "record"
     record.touch()
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
