@@ -155,7 +155,7 @@ check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole st
 	# --dist loadscope: a module's tests stay on one worker, so what it renders once it renders once.
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
 
-test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and policy check (pytest; about 5 minutes)
+test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and policy check (pytest; about 15 minutes once set up)
 	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
 	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
 	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on

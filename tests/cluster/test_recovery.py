@@ -171,6 +171,8 @@ def test_retries_n_restarts_the_gang_n_times_then_the_run_fails(
     run.apply()
     try:
         cluster.wait_for(watching(lambda: _attempt_running(run, 0)), timeout=60, what=f"{run.name} running")
+        # What a wait saw running (the watcher's own look may come a moment before the pods run).
+        versions_run.add(0)
         for attempt in range(retries + 1):
             _fail_one_pod(run, attempt)
             if attempt < retries:
@@ -179,6 +181,7 @@ def test_retries_n_restarts_the_gang_n_times_then_the_run_fails(
                     timeout=60,
                     what=f"{run.name} restarted as job version {attempt + 1}",
                 )
+                versions_run.add(attempt + 1)
                 assert run.job_status().get("retryCount") == attempt + 1
         status = cluster.wait_for(
             watching(failed),
