@@ -66,6 +66,16 @@ def gang(
     plan = plan_of(config_data)
     control_plane.apply_plan(plan)
     handle = run_handle(control_plane, plan, RUN)
+    # A Job of the same name that an earlier module left (after its own failure) must not be reused.
+    control_plane.kubectl(
+        "delete",
+        "job.batch.volcano.sh",
+        handle.name,
+        "-n",
+        handle.namespace,
+        "--ignore-not-found",
+        "--wait=true",
+    )
     run = next(r for r in config.runs if r.name == RUN)
     group = config.run_node_group(run).name
     autoscaler = start_autoscaler(control_plane, config)
