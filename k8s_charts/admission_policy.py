@@ -18,6 +18,7 @@ __all__ = [
     "admission_policy",
     "cel_list",
     "cel_string",
+    "core_match_constraints",
     "refuse",
     "same_except",
     "service_account_policy_spec",
@@ -63,6 +64,20 @@ def refuse(expression: str, message: str) -> dict[str, str]:
     return {"expression": expression, "message": message, "reason": "Forbidden"}
 
 
+def core_match_constraints(operations: Sequence[str], resources: Sequence[str]) -> dict[str, Any]:
+    """A policy's ``matchConstraints`` for ``operations`` on the core API group's ``resources``."""
+    return {
+        "resourceRules": [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": list(operations),
+                "resources": list(resources),
+            }
+        ]
+    }
+
+
 def service_account_policy_spec(
     *,
     username: str,
@@ -76,16 +91,7 @@ def service_account_policy_spec(
     the core ``resources``, and refuses the request when an expression fails (failurePolicy Fail)."""
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [
-                {
-                    "apiGroups": [""],
-                    "apiVersions": ["v1"],
-                    "operations": list(operations),
-                    "resources": list(resources),
-                }
-            ]
-        },
+        "matchConstraints": core_match_constraints(operations, resources),
         "matchConditions": [
             {
                 # Only this account's own requests are judged; nobody else's is touched.

@@ -51,7 +51,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE, AUTOSCALER_STATUS_CONFIGMAP
-from k8s_charts.admission_policy import admission_policy, cel_list, cel_string
+from k8s_charts.admission_policy import admission_policy, cel_list, cel_string, core_match_constraints, refuse
 
 __all__ = [
     "CanaryAccess",
@@ -730,26 +730,10 @@ class DeploymentCheckRbacChart(cdk8s.Chart):
 
 def _config_map_fence_spec(*, group: str, canary: CanaryAccess) -> dict[str, Any]:
     """Members of ``group`` may create and update only the canary's program ConfigMap, as rendered."""
-
-    def refuse(expression: str, message: str) -> dict[str, str]:
-        return {
-            "expression": expression,
-            "message": f"{group} may only create the canary's rendered ConfigMap: {message}",
-            "reason": "Forbidden",
-        }
-
+    who = f"{group} may only create the canary's rendered ConfigMap"
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [
-                {
-                    "apiGroups": [""],
-                    "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": ["configmaps"],
-                }
-            ]
-        },
+        "matchConstraints": core_match_constraints(["CREATE", "UPDATE"], ["configmaps"]),
         "matchConditions": [
             {
                 "name": "the-deployment-check",
@@ -760,12 +744,12 @@ def _config_map_fence_spec(*, group: str, canary: CanaryAccess) -> dict[str, Any
             refuse(
                 f"has(object.metadata.name) && object.metadata.name == {cel_string(canary.config_map)}"
                 f" && has(request.namespace) && request.namespace == {cel_string(canary.job.namespace)}",
-                f"the ConfigMap {canary.config_map} in namespace {canary.job.namespace}",
+                f"{who}: the ConfigMap {canary.config_map} in namespace {canary.job.namespace}",
             ),
             refuse(
                 f"has(object.data) && object.data == {cel_literal(dict(canary.config_map_data))}"
                 " && !has(object.binaryData)",
-                "exactly its rendered data (the canary's program), no binary data",
+                f"{who}: exactly its rendered data (the canary's program), no binary data",
             ),
         ],
     }

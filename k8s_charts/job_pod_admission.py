@@ -30,7 +30,12 @@ from cluster_facts.kubernetes_names import (
     VOLCANO_JOB_NAME_LABEL,
     VOLCANO_JOB_NAMESPACE_LABEL,
 )
-from k8s_charts.admission_policy import admission_policy, cel_string, service_account_username
+from k8s_charts.admission_policy import (
+    admission_policy,
+    cel_string,
+    core_match_constraints,
+    service_account_username,
+)
 
 __all__ = [
     "GUARDED_LABELS",
@@ -115,17 +120,10 @@ class JobPodAdmissionChart(cdk8s.Chart):
             spec={
                 # An error in an expression refuses the request rather than letting it through.
                 "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            # Every way to write a pod object's labels.
-                            "resources": ["pods", "pods/status", "pods/ephemeralcontainers"],
-                        }
-                    ]
-                },
+                # Every way to write a pod object's labels.
+                "matchConstraints": core_match_constraints(
+                    ["CREATE", "UPDATE"], ["pods", "pods/status", "pods/ephemeralcontainers"]
+                ),
                 "matchConditions": [
                     {
                         # Pods that carry (or carried) none of the labels are not judged.
