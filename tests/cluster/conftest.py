@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadFileScheduling
 
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
 from config import StackConfig, load_config
@@ -23,11 +25,63 @@ from tests.plans import shared_review_plan
 CLUSTER_DIR = Path(__file__).parent
 
 
+# The tier runs as two sessions at once (`make test`: `pytest -n 2 --dist loadfile`), each worker
+# with a control plane of its own: the scenarios mostly wait on the times they measure, so two
+# planes on two cores take about half the wall time of one. Here a work unit of `loadfile` is one
+# of these lists, not a file (pytest_xdist_make_scheduler below): its modules run on one worker, in
+# this order. Modules on the default plan go together, so a worker switches plans (a Helm upgrade of
+# Volcano, 20 to 40 s) rarely; test_deploy comes first on its worker, on a fresh control plane (its
+# first apply must create every step). The two lists take about the same wall time (measured in
+# docs/performance.md). Without -n, the same order on one control plane.
+WORKERS: dict[str, tuple[str, ...]] = {
+    "default-plan": (
+        "test_deploy.py",
+        "test_gang_run.py",
+        "test_node_check.py",
+        "test_security.py",
+        "test_watchdog.py",
+        "test_redeploy.py",
+        "test_recovery.py",
+    ),
+    "other-plans": (
+        "test_scale_from_zero.py",
+        "test_teams.py",
+        "test_tenant_admission.py",
+        "test_queues.py",
+        "test_deployment_check.py",
+    ),
+}
+_ORDER = {
+    module: (group, index) for group, modules in WORKERS.items() for index, module in enumerate(modules)
+}
+
+
+class _WorkerLists(LoadFileScheduling):
+    """`--dist loadfile`, with a WORKERS list for a unit. (pytest-xdist's own `loadgroup` marks do
+    nothing under pytest 9, which keeps a test's id where xdist 3.8 no longer writes its group.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = Path(nodeid.split("::", 1)[0]).name
+        return _ORDER[module][0] if module in _ORDER else super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> _WorkerLists | None:
+    return _WorkerLists(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(CLUSTER_DIR):
-            item.add_marker(pytest.mark.cluster)
-            item.add_marker(pytest.mark.slow)
+    cluster = [item for item in items if Path(str(item.fspath)).is_relative_to(CLUSTER_DIR)]
+    for item in cluster:
+        module = Path(str(item.fspath)).name
+        if module not in _ORDER:
+            raise pytest.UsageError(f"tests/cluster/conftest.py: add {module} to one list of WORKERS")
+        item.add_marker(pytest.mark.cluster)
+        item.add_marker(pytest.mark.slow)
+    # A stable sort: each module's tests keep their order; the modules take the order above.
+    position = {id(item): index for index, item in enumerate(items)}
+    ordered = sorted(cluster, key=lambda item: (*_ORDER[Path(str(item.fspath)).name], position[id(item)]))
+    slots = iter(ordered)
+    items[:] = [next(slots) if Path(str(item.fspath)).is_relative_to(CLUSTER_DIR) else item for item in items]
 
 
 @pytest.fixture(scope="session")
