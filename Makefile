@@ -155,15 +155,15 @@ check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole st
 	# --dist loadscope: a module's tests stay on one worker, so what it renders once it renders once.
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
 
-test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and policy check (pytest; about 12 minutes once set up)
+test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and policy check (pytest; about 11 minutes once set up)
 	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
 	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
 	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
-	# the real control plane, two sessions at once, each with an API server of its own and a fixed
+	# the real control plane, three sessions at once, each with an API server of its own and a fixed
 	# list of modules (tests/cluster/conftest.py WORKERS, tests/cluster/README.md).
 	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests/cluster
+	$(BIN)/python -m pytest -n 3 --dist loadfile tests/cluster
 
 # The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,
 # helm, kwok, Volcano and the cluster autoscaler, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod

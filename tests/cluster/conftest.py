@@ -25,14 +25,15 @@ from tests.plans import shared_review_plan
 CLUSTER_DIR = Path(__file__).parent
 
 
-# The tier runs as two sessions at once (`make test`: `pytest -n 2 --dist loadfile`), each worker
-# with a control plane of its own: the scenarios mostly wait on the times they measure, so two
-# planes on two cores take about half the wall time of one. Here a work unit of `loadfile` is one
-# of these lists, not a file (pytest_xdist_make_scheduler below): its modules run on one worker, in
-# this order. Modules on the default plan go together, so a worker switches plans (a Helm upgrade of
-# Volcano, 20 to 40 s) rarely; test_deploy comes first on its worker, on a fresh control plane (its
-# first apply must create every step). The two lists take about the same wall time (measured in
-# docs/performance.md). Without -n, the same order on one control plane.
+# The tier runs as three sessions at once (`make test`: `pytest -n 3 --dist loadfile`), each with a
+# control plane of its own: the scenarios mostly wait on the times they measure (the tier uses about
+# 0.7 of one core), so three planes on two cores take about a third of the wall time of one. Here a
+# work unit of `loadfile` is one of these lists, not a file (pytest_xdist_make_scheduler below): its
+# modules run on one worker, in this order. Modules on the same plan go together, so a worker
+# switches plans (a Helm upgrade of Volcano, 20 to 40 s) rarely; test_deploy comes first on its
+# worker, on a fresh control plane (its first apply must create every step). The lists take about
+# the same wall time (measured in docs/performance.md); a list per worker, so `-n` is their number.
+# Without -n, the same order on one control plane.
 WORKERS: dict[str, tuple[str, ...]] = {
     "default-plan": (
         "test_deploy.py",
@@ -41,13 +42,15 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_security.py",
         "test_watchdog.py",
         "test_redeploy.py",
-        "test_recovery.py",
+        "test_queues.py",
     ),
-    "other-plans": (
+    "autoscaler-and-teams": (
         "test_scale_from_zero.py",
         "test_teams.py",
         "test_tenant_admission.py",
-        "test_queues.py",
+    ),
+    "recovery": (
+        "test_recovery.py",
         "test_deployment_check.py",
     ),
 }

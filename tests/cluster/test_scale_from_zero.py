@@ -244,7 +244,10 @@ def test_a_partial_gang_stalls_the_autoscaler_until_the_watchdog_cordons_the_idl
         )
         added = _names(autoscaler.nodes(group))
         assert len(added) == run.replicas(), added
-        assert {p["spec"]["nodeName"] for p in pods} == added, "the gang on the added nodes, not the idle one"
+        # Which two of the three nodes Volcano binds depends on the watchdog's timing: it lifts its
+        # cordon as soon as the gang's idle nodes, the cordoned one included, hold the whole gang
+        # (gang_watchdog.py, step 4), which can be before Volcano's next session binds the gang.
+        assert {p["spec"]["nodeName"] for p in pods} <= added | {idle}, "the gang on its group's nodes"
         assert f"Scale-up: setting group {group} size to {1 + run.replicas()}" in autoscaler.log()
 
         def lifted_or_gone() -> bool:

@@ -62,7 +62,12 @@ def _send(plane: ControlPlane, case: AdmissionCase, who: Kubectl) -> tuple[int, 
     if created:
         plane.kubectl("create", "-f", "-", input=old)
     try:
-        result = who("replace", "--dry-run=server", "-f", "-", input=body, check=False)
+        # kubectl replace reads the object's resourceVersion, then sends the update: Volcano's
+        # controller writing the Job's status in between makes it a Conflict, which is no verdict.
+        for _ in range(5):
+            result = who("replace", "--dry-run=server", "-f", "-", input=body, check=False)
+            if "the object has been modified" not in result.stderr:
+                break
     finally:
         if created:
             plane.kubectl("delete", "-f", "-", "--wait=true", input=old)
