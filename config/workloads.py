@@ -90,11 +90,14 @@ def _not_reserved(value: str) -> str:
 class TeamQuotaSettings(_Section):
     """The most the team's namespace holds at once (a ResourceQuota on requests, k8s_charts/team_quota.py).
 
-    Left out, each amount is what the team's node groups hold at max_size (the queue's capability),
-    plus room for the team's etcd: the quota then refuses only what could never be placed anyway."""
+    An amount left out is not limited by the quota: the team's Volcano queue holds its share of
+    Trainium (its capability: what its node groups hold at max_size) and keeps a queued run's pods
+    Pending until the share frees. A quota refuses the pods themselves, and Volcano ends a run whose
+    pods it refuses for about 3 minutes: set an amount only as a hard ceiling on running and queued
+    runs together."""
 
     pods: int = Field(default=64, ge=2, le=10000)
-    """Pods at once, the team's etcd included."""
+    """Pods at once, running and queued, the team's etcd included."""
     neuron_devices: int | None = Field(default=None, ge=1)
     """Trainium chips (aws.amazon.com/neuron) its pods request in total."""
     cpu: int | None = Field(default=None, ge=1)
@@ -122,7 +125,7 @@ class TeamSettings(_Section):
     as; defaults to one derived from the name (cluster_facts.kubernetes_names.team_uid). Set it to
     match an identity your other clients of the file system use, or when two derived ids collide."""
     quota: TeamQuotaSettings = Field(default_factory=TeamQuotaSettings)
-    """The most its namespace holds at once; each amount defaults to what its node groups hold."""
+    """The most its namespace holds at once: 64 pods, and only the amounts set here."""
 
     @property
     def queue_name(self) -> str:

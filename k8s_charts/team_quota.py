@@ -1,18 +1,27 @@
 """What a team's namespace may hold: a ResourceQuota, a quota that admits no critical pod, a LimitRange.
 
-- ``team-quota``: the team's pods and the requests they may hold in total (pods, cpu, memory, Neuron
-  chips, EFA interfaces), from the configuration's ``teams[].quota`` (by default what the team's node
-  groups hold at ``max_size``, plus the team's etcd). Only ``requests.*``: the runs set no cpu or
-  memory limits (a cap would throttle or OOM-kill a training pod that owns its node), and a quota on
-  limits would refuse every pod without them. Extended resources take only the ``requests.`` prefix.
+- ``team-quota``: how many pods the team's namespace holds, and the requests they may hold in total
+  (cpu, memory, Neuron chips) only where the configuration sets them (``teams[].quota``). A quota
+  refuses a pod when it is created, and Volcano's job controller treats a refused pod as a failed
+  sync: it retries with a growing delay and ends the Job after 15 retries (``handleJobError``,
+  pkg/controllers/job/job_controller.go; ``--max-requeue-num``, default 15; measured here: the Job
+  ``Terminated`` 166 s after it was submitted, "Job failed on action SyncJob for retry limit
+  reached"). An amount the team's running gangs fill therefore ends every gang queued behind them.
+  So by default the quota sets none: a team's share is held by its Volcano queue's capability
+  (what its node groups hold at ``max_size``, k8s_charts/volcano_queue.py), which keeps a queued
+  gang's pods Pending until the share frees (tests/cluster/test_queues.py). The pod count refuses in
+  the same way: ``pods`` (default 64) bounds the team's running and queued pods together. Only
+  ``requests.*``: the runs set no cpu or memory limits (a cap would throttle or OOM-kill a training
+  pod that owns its node), and a quota on limits would refuse every pod without them. Extended
+  resources take only the ``requests.`` prefix.
 - ``no-critical-priority``: a quota scoped to the PriorityClasses ``system-node-critical`` and
   ``system-cluster-critical`` with ``pods: 0``. Since Kubernetes 1.17 the critical classes may be
   used in any namespace; a quota whose scope selects them is how a namespace refuses them
   (kubernetes#76310; the admission policy refuses every class but the team's as well,
   k8s_charts/tenant_admission.py).
-- ``team-defaults``: a LimitRange that gives a container without requests small ones, so that the
-  quota on requests does not refuse a pod for leaving them out (the API server refuses a pod
-  without a request for a resource a quota tracks).
+- ``team-defaults``: a LimitRange that gives a container without requests small ones, so that a
+  configured quota on requests does not refuse a pod for leaving them out (the API server refuses
+  a pod without a request for a resource a quota tracks).
 
 A quota is judged at admission: lowering it never evicts running pods; it refuses new ones until
 the namespace is under it again.
@@ -26,13 +35,12 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
+from cluster_facts.kubernetes_names import NEURON_RESOURCE
 
 __all__ = [
     "CRITICAL_PRIORITY_CLASSES",
     "DEFAULT_CONTAINER_REQUESTS",
     "NO_CRITICAL_QUOTA",
-    "PLATFORM_POD_ALLOWANCE",
     "QUOTA_NAME",
     "TeamQuota",
     "TeamQuotaChart",
@@ -44,38 +52,32 @@ LIMIT_RANGE_NAME = "team-defaults"
 CRITICAL_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 DEFAULT_CONTAINER_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 """What a container that asks for nothing is given (TorchX's and the stack's pods always ask)."""
-PLATFORM_POD_ALLOWANCE = {"cpu": 1, "memory_gib": 1}
-"""Room the default quota leaves beside the team's nodes for the platform's pods in the namespace
-(its etcd requests 100m and 256Mi)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class TeamQuota:
-    """The most a team's namespace may hold at once (requests)."""
+    """The most a team's namespace may hold at once (requests); ``None``: not limited by the quota."""
 
     pods: int
-    cpu: int
+    cpu: int | None = None
     """Cores."""
-    memory_gib: int
-    neuron_devices: int
-    efa_interfaces: int
+    memory_gib: int | None = None
+    neuron_devices: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("pods", "cpu", "memory_gib", "neuron_devices"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"quota {name} must be at least 1, got {getattr(self, name)}")
-        if self.efa_interfaces < 0:
-            raise ValueError(f"quota efa_interfaces must be at least 0, got {self.efa_interfaces}")
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"quota {name} must be at least 1, got {value}")
 
     @property
     def hard(self) -> dict[str, str]:
-        return {
-            "pods": str(self.pods),
-            "requests.cpu": str(self.cpu),
-            "requests.memory": f"{self.memory_gib}Gi",
-            f"requests.{NEURON_RESOURCE}": str(self.neuron_devices),
-            f"requests.{EFA_RESOURCE}": str(self.efa_interfaces),
+        amounts = {
+            "requests.cpu": None if self.cpu is None else str(self.cpu),
+            "requests.memory": None if self.memory_gib is None else f"{self.memory_gib}Gi",
+            f"requests.{NEURON_RESOURCE}": None if self.neuron_devices is None else str(self.neuron_devices),
         }
+        return {"pods": str(self.pods), **{key: value for key, value in amounts.items() if value is not None}}
 
 
 class TeamQuotaChart(cdk8s.Chart):

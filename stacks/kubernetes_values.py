@@ -8,10 +8,8 @@ from fractions import Fraction
 
 from cluster_facts.image_sources import ImageSource, cached_repository_arn
 from cluster_facts.kubernetes_names import (
-    EFA_RESOURCE,
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
-    NEURON_RESOURCE,
     TRAINING_POD_LABELS,
     team_rbac_group,
 )
@@ -34,7 +32,7 @@ from k8s_charts.plan import (
     TeamValues,
     plan_kubernetes_layer,
 )
-from k8s_charts.team_quota import PLATFORM_POD_ALLOWANCE, TeamQuota
+from k8s_charts.team_quota import TeamQuota
 from k8s_charts.tensorboard import TensorBoardValues
 from k8s_charts.training_run import TrainingRun
 from k8s_charts.volcano_queue import deserved_share, trainium_capability
@@ -179,17 +177,16 @@ def cached_repository_arns(config: StackConfig, plan: KubernetesLayerPlan) -> li
 
 
 def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
-    """The team's ``quota``; what it leaves out, what the team's groups hold at max_size (the queue's
-    capability) plus what the platform's pods in the namespace (its etcd) request."""
-    capability = team_capability(config, team)
+    """The team's ``quota``: its pod count and the amounts it sets, no others. The team's share of
+    Trainium is its queue's capability (``team_capability``), which keeps a queued gang's pods
+    Pending; a quota amount would refuse them, and Volcano ends a Job whose pods are refused
+    (k8s_charts/team_quota.py)."""
     configured = team.quota
     return TeamQuota(
         pods=configured.pods,
-        cpu=configured.cpu or int(capability["cpu"]) + PLATFORM_POD_ALLOWANCE["cpu"],
-        memory_gib=configured.memory_gib
-        or int(capability["memory"].removesuffix("Gi")) + PLATFORM_POD_ALLOWANCE["memory_gib"],
-        neuron_devices=configured.neuron_devices or int(capability[NEURON_RESOURCE]),
-        efa_interfaces=int(capability[EFA_RESOURCE]),
+        cpu=configured.cpu,
+        memory_gib=configured.memory_gib,
+        neuron_devices=configured.neuron_devices,
     )
 
 

@@ -10,6 +10,7 @@ a training pod no longer fits on them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from cluster_facts.autoscaling import (
@@ -18,7 +19,7 @@ from cluster_facts.autoscaling import (
     TAINT_TAG_PREFIX,
     node_template_tags,
 )
-from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.instance_catalog import TrainiumInstanceType, instance_type
 from cluster_facts.kubernetes_names import INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, system_node_group
 from cluster_facts.node_check import NODE_CHECK_TAINT
 from config import StackConfig
@@ -28,6 +29,7 @@ __all__ = [
     "KWOK_NODE_ANNOTATION",
     "SIMULATED_GROUP_ANNOTATION",
     "csi_node",
+    "group_nodes",
     "system_nodes",
     "trainium_node",
 ]
@@ -145,3 +147,13 @@ def trainium_node(
     if instance_id is not None:
         node["spec"]["providerID"] = f"aws:///{zone}/{instance_id}"
     return node
+
+
+def group_nodes(config: StackConfig, group: str, names: Iterable[str]) -> list[dict[str, Any]]:
+    """A node of ``group`` (as the configuration sets it up) for each of ``names``: the nodes a
+    scale-up of the group would add."""
+    instance = instance_type(config.node_group(group).instance_type)
+    return [
+        trainium_node(name, instance=instance, node_group=group, zone=config.trainium.availability_zone)
+        for name in names
+    ]

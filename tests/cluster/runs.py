@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from tests.cluster.control_plane import ControlPlane
 
-__all__ = ["RunHandle", "container_environment", "run_handle"]
+__all__ = ["RunHandle", "container_environment", "end_runs", "run_handle"]
 
 _REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 _ANNOTATION_PATH = re.compile(r"^metadata\.annotations\['([^']+)'\]$")
@@ -90,6 +90,12 @@ class RunHandle:
     def replicas(self) -> int:
         return sum(int(task["replicas"]) for task in self.job["spec"]["tasks"])
 
+    def running(self) -> list[dict[str, Any]] | None:
+        """Every pod of the run, once there are ``replicas`` of them and each is Running; else None."""
+        pods = self.pods()
+        done = len(pods) == self.replicas() and all(p["status"].get("phase") == "Running" for p in pods)
+        return pods if done else None
+
     def rendezvous_ids(self) -> set[str]:
         """``RDZV_ID`` as each live pod's container would see it."""
         ids = set()
@@ -105,6 +111,19 @@ class RunHandle:
                 "annotate", "pod", pod["metadata"]["name"], "-n", self.namespace,
                 f"cluster-test/exit-code={exit_code}", "--overwrite",
             )  # fmt: skip
+
+
+def end_runs(plane: ControlPlane, namespaces: Iterable[str]) -> None:
+    """Every Volcano Job in ``namespaces`` deleted, and their pods gone. Done while the pods' nodes
+    still answer (kwok confirms a deletion): a pod left on a removed node waits for the pod garbage
+    collector's 40 s quarantine."""
+    for namespace in namespaces:
+        plane.kubectl("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--ignore-not-found")
+    plane.wait_for(
+        lambda: not plane.kubectl.json("get", "pods", "-A", "-l", "volcano.sh/job-name")["items"],
+        timeout=60,
+        what="the runs' pods gone",
+    )
 
 
 def run_handle(plane: ControlPlane, plan: KubernetesLayerPlan, run: str) -> RunHandle:

@@ -27,6 +27,7 @@ from config import StackConfig
 from k8s_charts.tenant_admission import JOBS_POLICY
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.plans import deployed_plan
+from tests.cluster.runs import end_runs
 from tests.tenant_cases import HANDLER, AdmissionCase, tenant_cases
 
 CLUSTER_ADMINS = "system:masters"
@@ -35,14 +36,8 @@ CLUSTER_ADMINS = "system:masters"
 @pytest.fixture(scope="module")
 def example(control_plane: ControlPlane, example_config: StackConfig) -> Iterator[ControlPlane]:
     control_plane.apply_plan(deployed_plan(example_config))
-    # The runs the example applies hold their names and the team's quota: the cases create them anew.
-    for team in example_config.teams:
-        control_plane.kubectl("delete", "jobs.batch.volcano.sh", "--all", "-n", team.name, "--wait=true")
-    control_plane.wait_for(
-        lambda: not control_plane.kubectl.json("get", "pods", "-A", "-l", "volcano.sh/job-name")["items"],
-        timeout=60,
-        what="the runs' pods gone",
-    )
+    # The runs the example applies hold their names and the team's pods: the cases create them anew.
+    end_runs(control_plane, [team.name for team in example_config.teams])
     yield control_plane
 
 

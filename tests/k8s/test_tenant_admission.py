@@ -222,7 +222,7 @@ def _team_values() -> TeamValues:
         member_group="g",
         uid=100001,
         node_groups=("trn1-32xl",),
-        quota=TeamQuota(pods=2, cpu=1, memory_gib=1, neuron_devices=16, efa_interfaces=8),
+        quota=TeamQuota(pods=2, cpu=1, memory_gib=1, neuron_devices=16),
     )
 
 

@@ -1,0 +1,282 @@
+"""Scenario f's queues (issues 22 and 23) under Volcano 1.15.1's real scheduler: a queue's capability
+holds a gang beside free nodes; a team borrows an idle team's share of a shared group up to its
+capability; a returning team is offered the next freed nodes before the borrower's further gang,
+and nothing is evicted (docs/capacity.md, "Teams that share node groups"). tests/volcano_queue_model.py
+is the model of the same arithmetic, written before a real scheduler ran here.
+
+The configuration (``SHARED``): the default's one Trainium group, ``trn1-32xl``, at ``max_size`` 4 and
+listed by two teams of equal weight, ``training`` (queue ``test``) and ``research``. Each queue's
+capability is the group at max_size (4 nodes' worth), its deserved share half of it (2 nodes'
+worth); the teams' ResourceQuotas set no amount (k8s_charts/team_quota.py), so every gang's pods
+exist and the queues alone decide. Every run is a 2-node gang that the plan renders and the test
+applies with kubectl, as docs/runs.md says: ``bert-large`` of training, ``research-1`` to ``-3`` of
+research.
+
+The cluster autoscaler is not run here: the group's nodes are added as a scale-up to max_size
+would add them (``add_nodes``, each checked by the node check's own writes), and two more where a
+test needs free nodes beyond max_size (a manual scale-up, or nodes left over). What the autoscaler
+does with pods left Unschedulable is test_scale_from_zero.py's. Runs run until a test ends them
+(kwok_stages.yaml: ``pod-running``, then ``pod-exit`` on ``RunHandle.finish``). Volcano's scheduler
+runs a session every second (the chart's ``--schedule-period``) and logs at ``-v=3``: the tests wait
+on its sessions and its reasons (``SchedulerLog``), not on fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_facts.kubernetes_names import NEURON_RESOURCE
+from config import parse_config
+from tests.cluster.control_plane import ControlPlane
+from tests.cluster.nodes import group_nodes
+from tests.cluster.plans import config_data, plan_of
+from tests.cluster.runs import RunHandle, end_runs, run_handle
+from tests.conftest import DEFAULT_CONFIG
+from tests.yaml_edits import with_change
+
+GROUP = "trn1-32xl"
+MAX_SIZE = 4
+BORROWER, RETURNING = "research", "training"
+RETURNING_RUN = "bert-large"
+BORROWER_RUNS = ("research-1", "research-2", "research-3")
+SHARED = with_change(
+    with_change(
+        with_change(config_data(DEFAULT_CONFIG), "trainium.node_groups.0.max_size", MAX_SIZE),
+        "teams",
+        [{"name": RETURNING, "queue": "test"}, {"name": BORROWER}],
+    ),
+    "runs",
+    [
+        {"name": RETURNING_RUN, "preset": "bert-large", "team": RETURNING},
+        *({"name": run, "preset": "bert-large", "team": BORROWER} for run in BORROWER_RUNS),
+    ],
+)
+CONFIG = parse_config(SHARED)
+NODES = [f"{GROUP}-queues-{index}" for index in range(MAX_SIZE)]
+"""The group at max_size."""
+EXTRA_NODES = [f"{GROUP}-queues-extra-{index}" for index in range(2)]
+"""Beyond max_size: a manual scale-up, or nodes left over."""
+NO_NODE_TRIED = "Origin reason"
+"""Volcano's gang message names the first node error it met (job_info.go ``FitError``, 834-845);
+a gang none of whose tasks reached a node has none."""
+
+
+class SchedulerLog:
+    """Volcano's scheduler's own log (its process's output), from where a test began."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.path: Path = plane.processes.get("volcano-scheduler").log
+        self.start = self.path.stat().st_size
+
+    def text(self) -> str:
+        with self.path.open("rb") as log:
+            log.seek(self.start)
+            return log.read().decode(errors="replace")
+
+    def wait_sessions(self, count: int) -> None:
+        """``count`` more scheduling sessions closed (framework/session.go ``closeSession``)."""
+        target = self.text().count("Close Session ") + count
+        self.plane.wait_for(
+            lambda: self.text().count("Close Session ") >= target,
+            timeout=30,
+            what=f"{count} more scheduling sessions",
+        )
+
+    def queue_refusals(self, queue: str) -> set[str]:
+        """The tasks (pods) the capacity plugin found over ``queue``'s realCapability (allocate.go
+        744-747)."""
+        return set(
+            re.findall(
+                rf"Queue <{re.escape(queue)}> is overused when considering task <([^>]+)>", self.text()
+            )
+        )
+
+
+@pytest.fixture(scope="module")
+def shared(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    control_plane.apply_plan(plan_of(SHARED))
+    try:
+        control_plane.add_nodes(group_nodes(CONFIG, GROUP, NODES))
+        yield control_plane
+    finally:
+        end_runs(control_plane, [team.name for team in CONFIG.teams])
+        control_plane.remove_nodes([*NODES, *EXTRA_NODES])
+
+
+@pytest.fixture
+def runs(shared: ControlPlane) -> Iterator[dict[str, RunHandle]]:
+    """Every run of ``SHARED``, none applied; after the test, none left and no node beyond max_size."""
+    plan = plan_of(SHARED)
+    try:
+        yield {run.name: run_handle(shared, plan, run.name) for run in CONFIG.runs}
+    finally:
+        end_runs(shared, [team.name for team in CONFIG.teams])
+        shared.remove_nodes(EXTRA_NODES)
+
+
+def _nodes_of(pods: list[dict[str, Any]]) -> set[str]:
+    return {str(pod["spec"].get("nodeName", "")) for pod in pods}
+
+
+def _unschedulable(run: RunHandle) -> str:
+    """The gang's ``Unschedulable`` condition's message (gang.go ``OnSessionClose``, 251-272), or ''."""
+    found: list[dict[str, Any]] = run.plane.kubectl.json(
+        "get", "podgroups.scheduling.volcano.sh", "-n", run.namespace
+    )["items"]
+    [group] = [g for g in found if g["metadata"]["name"].startswith(f"{run.name}-")]
+    for condition in group.get("status", {}).get("conditions", []):
+        if condition["type"] == "Unschedulable" and condition["status"] == "True":
+            assert condition["reason"] == "NotEnoughResources", condition
+            return str(condition["message"])
+    return ""
+
+
+def _queue_allocated(plane: ControlPlane, queue: str) -> dict[str, str] | None:
+    """What Volcano counts as allocated to ``queue``: its status, written at each session's close
+    (session.go ``updateQueueStatus``, 501-552)."""
+    found = plane.kubectl.json("get", "queues.scheduling.volcano.sh", queue)
+    allocated: dict[str, str] = found.get("status", {}).get("allocated", {})
+    return allocated or None
+
+
+def _borrow_the_group(runs: dict[str, RunHandle]) -> list[dict[str, Any]]:
+    """research's first two gangs, on every node of the group: its capability, twice its share."""
+    first, second = runs[BORROWER_RUNS[0]], runs[BORROWER_RUNS[1]]
+    first.apply()
+    second.apply()
+    plane = first.plane
+    held = [*plane.wait_for(first.running, timeout=60, what=f"{first.name} running")]
+    held += plane.wait_for(second.running, timeout=60, what=f"{second.name} running")
+    assert _nodes_of(held) == set(NODES)
+    return held
+
+
+def test_a_team_borrows_an_idle_teams_share_up_to_its_capability(
+    shared: ControlPlane, runs: dict[str, RunHandle]
+) -> None:
+    """training is idle; research's gangs take every node of the shared group. Volcano counts the
+    queue at twice its deserved share and at its capability: ``deserved`` is no limit (capacity.go
+    registers no overused test; allocate.go 294 skips only an overused queue)."""
+    _borrow_the_group(runs)
+    queue = CONFIG.team(BORROWER).queue_name
+    spec = shared.kubectl.json("get", "queues.scheduling.volcano.sh", queue)["spec"]
+    capability = spec["capability"][NEURON_RESOURCE]
+    allocated = shared.wait_for(
+        lambda: (
+            (found := _queue_allocated(shared, queue)) and found.get(NEURON_RESOURCE) == capability and found
+        ),
+        timeout=30,
+        what=f"Volcano's allocated chips of queue {queue} at its capability",
+    )
+    assert int(allocated[NEURON_RESOURCE]) == 2 * int(spec["deserved"][NEURON_RESOURCE]), (allocated, spec)
+    assert not runs[RETURNING_RUN].pods(), "the lending team is idle"
+
+
+def test_a_queues_capability_keeps_a_gang_pending_beside_free_nodes(
+    shared: ControlPlane, runs: dict[str, RunHandle]
+) -> None:
+    """research holds its capability (the group at max_size) and queues a third gang while two free
+    nodes of the group exist beyond max_size. The team's quota admits its pods; Volcano's capacity
+    plugin refuses each task before it looks for a node (allocate.go 744-747, capacity.go 1629-1660:
+    allocated plus the task over the realCapability, the capability within the cluster's total,
+    1078-1088), so the gang stays Pending with no node error and the free nodes stay idle. Once one
+    of research's gangs ends, the third is placed."""
+    log = SchedulerLog(shared)
+    _borrow_the_group(runs)
+    shared.add_nodes(group_nodes(CONFIG, GROUP, EXTRA_NODES))
+    third = runs[BORROWER_RUNS[2]]
+    third.apply()
+    pods = shared.wait_for(
+        lambda: (found := third.pods()) and len(found) == third.replicas() and found,
+        timeout=30,
+        what=f"{third.name}'s pods created (the team's quota admits them)",
+    )
+    tasks = [pod["metadata"]["name"] for pod in pods]
+
+    def refused() -> bool:
+        placed = _nodes_of(third.pods()) - {""}
+        assert not placed, f"the queue's capability did not hold: {third.name} placed on {sorted(placed)}"
+        return set(tasks) <= log.queue_refusals(BORROWER)
+
+    shared.wait_for(
+        refused,
+        timeout=30,
+        what=f"queue {BORROWER} refusing every task of {third.name} (the scheduler's log)",
+    )
+    log.wait_sessions(2)
+    assert _nodes_of(third.pods()) == {""}, "the queue's capability did not hold"
+    message = _unschedulable(third)
+    assert message.endswith(f"Pending: {third.replicas()} Unschedulable"), message
+    assert NO_NODE_TRIED not in message, message
+    assert set(third.scheduling_reasons()) == {"Unschedulable"}
+    gangs = shared.kubectl.json("get", "pods", "-A", "-l", "volcano.sh/job-name")["items"]
+    assert not _nodes_of(gangs) & set(EXTRA_NODES), "a node beyond max_size was used"
+
+    runs[BORROWER_RUNS[0]].finish(0)
+    shared.wait_for(third.running, timeout=60, what=f"{third.name} placed once {BORROWER_RUNS[0]} finished")
+
+
+def test_a_returning_team_goes_first_for_the_next_free_node_and_nothing_is_evicted(
+    shared: ControlPlane, runs: dict[str, RunHandle]
+) -> None:
+    """research borrows the whole group, then queues a third gang; training, idle until now, queues
+    its gang after it. training's gang waits (Unschedulable: no node) and nothing of research is
+    evicted (no reclaim; the pods keep their uids, the Jobs their version and retry count). When a
+    research gang ends, both gangs pass their queues, and the queue furthest below its deserved
+    share goes first (capacity.go 1183-1193, 1544-1561, 1800-1829: training 0, research 1): training's
+    gang gets the freed nodes although research's was queued earlier. research's third gang runs
+    when its second ends."""
+    log = SchedulerLog(shared)
+    held = _borrow_the_group(runs)
+    first, second, third = (runs[name] for name in BORROWER_RUNS)
+    returning = runs[RETURNING_RUN]
+    third.apply()
+    shared.wait_for(
+        lambda: len(log.queue_refusals(BORROWER)) == third.replicas(),
+        timeout=30,
+        what=f"{third.name} held by its queue",
+    )
+    returning.apply()
+    shared.wait_for(
+        lambda: (
+            (reasons := returning.scheduling_reasons())
+            and len(reasons) == returning.replicas()
+            and set(reasons) == {"Unschedulable"}
+        ),
+        timeout=30,
+        what=f"{returning.name}'s pods Unschedulable (what the autoscaler acts on below max_size)",
+    )
+    log.wait_sessions(3)
+    # It waits for nodes, not for its queue.
+    assert NO_NODE_TRIED in _unschedulable(returning)
+    assert not log.queue_refusals(CONFIG.team(RETURNING).queue_name)
+    # Nothing of research was evicted for it.
+    still = [*first.pods(), *second.pods()]
+    assert {p["metadata"]["uid"] for p in still} == {p["metadata"]["uid"] for p in held}
+    assert all(p["status"].get("phase") == "Running" for p in still)
+    for run in (first, second):
+        status = run.job_status()
+        assert (status.get("version", 0), status.get("retryCount", 0)) == (0, 0), (run.name, status)
+
+    freed = _nodes_of(first.pods())
+    first.finish(0)
+    placed = shared.wait_for(
+        returning.running, timeout=60, what=f"{returning.name} placed on the freed nodes"
+    )
+    assert _nodes_of(placed) == freed
+    # research's third gang passed its queue too, and found no node left.
+    shared.wait_for(
+        lambda: NO_NODE_TRIED in _unschedulable(third),
+        timeout=30,
+        what=f"{third.name} past its queue, waiting for nodes",
+    )
+    assert _nodes_of(third.pods()) == {""}
+
+    second.finish(0)
+    shared.wait_for(third.running, timeout=60, what=f"{third.name} placed once {second.name} finished")
