@@ -42,15 +42,15 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_security.py",
         "test_watchdog.py",
         "test_redeploy.py",
-        "test_queues.py",
     ),
     "autoscaler-and-teams": (
         "test_scale_from_zero.py",
         "test_teams.py",
         "test_tenant_admission.py",
     ),
-    "recovery": (
+    "recovery-and-queues": (
         "test_recovery.py",
+        "test_queues.py",
         "test_deployment_check.py",
     ),
 }
