@@ -19,6 +19,7 @@ __all__ = [
     "EFA_INTERFACES_LABEL",
     "EFA_RESOURCE",
     "ETCD_CLIENT_PORT",
+    "ETCD_REPLICAS",
     "ETCD_SERVICE_NAME",
     "FABRIC_CHECK_TAINT",
     "FABRIC_CHECK_TAINT_KEY",
@@ -208,6 +209,8 @@ def dataset_variable(name: str) -> str:
 # etcd for TorchElastic rendezvous: the Service the launchers dial, in the training namespace.
 ETCD_SERVICE_NAME = "etcd-server"
 ETCD_CLIENT_PORT = 2379
+ETCD_REPLICAS = 1
+"""Each team's rendezvous etcd: one pod in the team's namespace, counted by its quota's ``pods``."""
 TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
 """Labels every training pod of this project carries (for selection by people; not an identity)."""
 TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
 from cluster_facts.images import split_image
-from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, dataset_variable
+from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, ETCD_REPLICAS, dataset_variable
 from cluster_facts.neuron_stack import AMI_RELEASES, DEFAULT_AMI_RELEASES, stack_problem
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE
@@ -229,6 +229,57 @@ def _team_quotas_hold_a_training_pod(
                     f"{smallest.instance.chips} or more"
                 ),
             )
+
+
+@_reads("runs", "teams", "trainium.node_groups")
+def _applied_runs_fit_their_teams_quota(
+    runs: list[RunSettings | None],
+    all_teams: list[TeamSettings | None],
+    groups: list[TrainiumNodeGroupSettings],
+) -> Iterator[Problem]:
+    """The runs a deployment applies create their pods at once (no ``enqueue``: a queued gang's pods
+    exist and wait). A quota the team's applied runs overfill refuses some of their pods, and
+    Volcano's job controller ends such a run after about 3 minutes of refused syncs
+    (k8s_charts/team_quota.py): refused here, before anything is built."""
+    teams = [team for team in all_teams if team is not None]
+    if not teams or len(teams) != len(all_teams):
+        return
+    by_name = {group.name: group for group in groups}
+    for index, team in enumerate(teams):
+        applied = [
+            run for run in runs if run is not None and run.apply and (run.team or teams[0].name) == team.name
+        ]
+        if not applied:
+            continue
+        pods = ETCD_REPLICAS + sum(run.nodes for run in applied)
+        listing = ", ".join(f"{run.name} {run.nodes}" for run in applied)
+        if pods > team.quota.pods:
+            yield (
+                f"teams[{index}].quota.pods",
+                (
+                    f"{team.quota.pods} pods do not hold the team's applied runs ({listing}) and its etcd; "
+                    f"Volcano ends a run whose pods the quota refuses; allowed: {pods} or more"
+                ),
+            )
+        allowed = [name for name in (team.node_groups or list(by_name)) if name in by_name]
+        if team.quota.neuron_devices is None or not allowed:
+            continue
+        chips = 0
+        for run in applied:
+            group = by_name.get(run.node_group or allowed[0])
+            if group is None:
+                break  # the run's own check names its group
+            chips += run.nodes * group.instance.chips
+        else:
+            if chips > team.quota.neuron_devices:
+                yield (
+                    f"teams[{index}].quota.neuron_devices",
+                    (
+                        f"{team.quota.neuron_devices} chips do not hold the team's applied runs "
+                        f"({chips} chips: {listing} nodes); Volcano ends a run whose pods the quota "
+                        f"refuses; allowed: {chips} or more"
+                    ),
+                )
 
 
 @_reads("teams")

@@ -23,6 +23,7 @@ from constructs import Construct
 
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
+    ETCD_REPLICAS,
     ETCD_SERVICE_NAME,
     PLATFORM_PRIORITY_CLASS,
     VOLCANO_JOB_NAME_LABEL,
@@ -74,7 +75,7 @@ class EtcdChart(cdk8s.Chart):
                 annotations=policy_exceptions({**digest_exceptions(image), **pull_policy_exceptions()}),
             ),
             spec=k8s.DeploymentSpec(
-                replicas=1,
+                replicas=ETCD_REPLICAS,
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
                 selector=k8s.LabelSelector(match_labels=ETCD_LABELS),
                 template=k8s.PodTemplateSpec(

@@ -993,6 +993,27 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
             id="quota-below-one-pod",
         ),
         pytest.param(
+            with_runs(
+                {**GENERIC_RUN, "nodes": 2, "apply": True},
+                {**GENERIC_RUN, "name": "llm2", "nodes": 2, "apply": True},
+                {**GENERIC_RUN, "name": "later", "nodes": 2},
+                teams=[{"name": "a", "quota": {"pods": 4}}],
+            ),
+            "teams[0].quota.pods: 4 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
+            "Volcano ends a run whose pods the quota refuses; allowed: 5 or more",
+            id="quota-pods-below-the-applied-runs",
+        ),
+        pytest.param(
+            with_runs(
+                {**GENERIC_RUN, "nodes": 2, "apply": True},
+                {**GENERIC_RUN, "name": "llm2", "nodes": 1, "apply": True},
+                teams=[{"name": "a", "quota": {"neuron_devices": 32}}],
+            ),
+            "teams[0].quota.neuron_devices: 32 chips do not hold the team's applied runs (48 chips: llm 2, "
+            "llm2 1 nodes); Volcano ends a run whose pods the quota refuses; allowed: 48 or more",
+            id="quota-chips-below-the-applied-runs",
+        ),
+        pytest.param(
             with_runs(teams=[{"name": "a", "quota": {"pods": 1}}]),
             "teams[0].quota.pods: Input should be greater than or equal to 2",
             id="quota-without-room-for-etcd-and-a-pod",

@@ -163,7 +163,7 @@ def test_a_container_without_requests_gets_the_defaults() -> None:
 
 def test_a_configured_quota_replaces_the_defaults() -> None:
     data = load_config(EXAMPLE_CONFIG).model_dump(mode="json", exclude_none=True)
-    data["teams"][0]["quota"] = {"pods": 10, "neuron_devices": 32, "cpu": 300, "memory_gib": 1100}
+    data["teams"][0]["quota"] = {"pods": 10, "neuron_devices": 64, "cpu": 300, "memory_gib": 1100}
     config = parse_config(data)
     [quota] = [
         q
@@ -173,7 +173,7 @@ def test_a_configured_quota_replaces_the_defaults() -> None:
     ]
     assert quota["spec"]["hard"] == {
         "pods": "10",
-        f"requests.{NEURON_RESOURCE}": "32",
+        f"requests.{NEURON_RESOURCE}": "64",
         "requests.cpu": "300",
         "requests.memory": "1100Gi",
     }
