@@ -26,8 +26,8 @@ CLUSTER_DIR = Path(__file__).parent
 
 
 # The tier runs as three sessions at once (`make test`: `pytest -n 3 --dist loadfile`), each with a
-# control plane of its own: the scenarios mostly wait on the times they measure (the tier uses about
-# 0.7 of one core), so three planes on two cores take about a third of the wall time of one. Here a
+# control plane of its own: the scenarios mostly wait on the times they measure (three planes keep
+# about one core busy), so three planes on two cores take under half the wall time of one. Here a
 # work unit of `loadfile` is one of these lists, not a file (pytest_xdist_make_scheduler below): its
 # modules run on one worker, in this order. Modules on the same plan go together, so a worker
 # switches plans (a Helm upgrade of Volcano, 20 to 40 s) rarely; test_deploy comes first on its
