@@ -343,7 +343,7 @@ def test_with_unequal_weights_the_queue_furthest_below_its_deserved_share_goes_f
     nodes, queued later, and would go second under equal weights (2/3 against 1). Volcano then counts
     each queue at exactly its deserved share."""
     log = SchedulerLog(shared)
-    training, research = (CONFIG.team(name).queue_name for name in (RETURNING, BORROWER))
+    training, research = (WEIGHTED_CONFIG.team(name).queue_name for name in (RETURNING, BORROWER))
 
     def queue_spec(queue: str) -> dict[str, Any]:
         spec: dict[str, Any] = shared.kubectl.json("get", "queues.scheduling.volcano.sh", queue)["spec"]
