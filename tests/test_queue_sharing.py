@@ -3,10 +3,11 @@
 The rendered queues and scheduler configuration are the project's; what Volcano makes of them is
 judged by tests/volcano_queue_model.py, a model of Volcano v1.15.1's ``proportion`` and ``capacity``
 plugins written here (each function names its source lines). The real scheduler decides the same
-questions in tests/cluster/ for a group two teams of equal weight share: borrowing, giving back
-and the capability (test_queues.py; the model's tests of the same names here run the example's two
-groups of different types, weights 1 and 2), and the zero-node case (test_scale_from_zero.py).
-``proportion`` and mixed instance types stay on the model.
+questions in tests/cluster/ for a group two teams share: borrowing, giving back and the
+capability at equal weights, the order by share at weights 1 and 2 (test_queues.py; the model's
+tests of the same names here run the example's two groups of different types, weights 1 and 2),
+and the zero-node case (test_scale_from_zero.py). ``proportion`` and mixed instance types stay on
+the model.
 """
 
 from __future__ import annotations

@@ -4,11 +4,13 @@ Not Volcano: a transcription of the arithmetic of two of its scheduler plugins, 
 that tests can ask what the rendered queues mean. Where the real scheduler can run, it decides
 instead: tests/cluster/test_queues.py asks Volcano 1.15.1's own scheduler, on one group shared by
 two teams, whether a team borrows an idle team's share up to its capability, whether the capability
-keeps a gang off free nodes, and whether a returning team goes first for the freed nodes with
-nothing evicted; tests/cluster/test_scale_from_zero.py whether a gang on zero nodes stays
-Unschedulable until the autoscaler adds its nodes. This model still stands alone for what the
-stack does not run or the tier does not set up: ``proportion`` (why the stack runs ``capacity``),
-and shares over groups of different instance types with unequal weights (the example configuration).
+keeps a gang off free nodes, whether a returning team goes first for the freed nodes with
+nothing evicted, and, with the example's weights 1 and 2 on that group, whether the queue furthest
+below its deserved share (allocated / deserved) is offered a freed node first;
+tests/cluster/test_scale_from_zero.py whether a gang on zero nodes stays Unschedulable until the
+autoscaler adds its nodes. This model still stands alone for what the stack does not run or the
+tier does not set up: ``proportion`` (why the stack runs ``capacity``), and shares over several
+groups of different instance types (the example configuration's trn1n and trn1 groups).
 Every function names the source lines it follows (volcano-sh/volcano at tag v1.15.1):
 
 - pkg/scheduler/api/resource_info.go: ``Resource`` arithmetic. CPU in millicores, memory in bytes,

@@ -1,7 +1,8 @@
 """Scenario f's queues (issues 22 and 23) under Volcano 1.15.1's real scheduler: a queue's capability
 holds a gang beside free nodes; a team borrows an idle team's share of a shared group up to its
 capability; a returning team is offered the next freed nodes before the borrower's further gang,
-and nothing is evicted (docs/capacity.md, "Teams that share node groups"). tests/volcano_queue_model.py
+and nothing is evicted; with unequal weights, the queue furthest below its deserved share is
+offered the freed node (docs/capacity.md, "Teams that share node groups"). tests/volcano_queue_model.py
 is the model of the same arithmetic, written before a real scheduler ran here.
 
 The configuration (``SHARED``): the default's one Trainium group, ``trn1-32xl``, at ``max_size`` 4 and
@@ -10,7 +11,8 @@ capability is the group at max_size (4 nodes' worth), its deserved share half of
 worth); the teams' ResourceQuotas set no amount (k8s_charts/team_quota.py), so every gang's pods
 exist and the queues alone decide. Every run is a 2-node gang that the plan renders and the test
 applies with kubectl, as docs/runs.md says: ``bert-large`` of training, ``research-1`` to ``-3`` of
-research.
+research. The unequal-weight scenario deploys ``WEIGHTED`` over it for one test (the example's
+weights 1 and 2, the group at 6 nodes, four 1-node runs) and ``SHARED`` again after it.
 
 The cluster autoscaler is not run here: the group's nodes are added as a scale-up to max_size
 would add them (``add_nodes``, each checked by the node check's own writes), and two more where a
@@ -23,6 +25,7 @@ on its sessions and its reasons (``SchedulerLog``), not on fixed sleeps.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +64,32 @@ NODES = [f"{GROUP}-queues-{index}" for index in range(MAX_SIZE)]
 """The group at max_size."""
 EXTRA_NODES = [f"{GROUP}-queues-extra-{index}" for index in range(2)]
 """Beyond max_size: a manual scale-up, or nodes left over."""
+WEIGHTED_MAX_SIZE = len(NODES) + len(EXTRA_NODES)
+SMALL_RUNS = {
+    RETURNING: ("training-small-1", "training-small-2"),
+    BORROWER: ("research-small-1", "research-small-2"),
+}
+"""1-node runs: with them the queues' allocations step by one node."""
+WEIGHTED = with_change(
+    with_change(
+        with_change(SHARED, "trainium.node_groups.0.max_size", WEIGHTED_MAX_SIZE),
+        "teams.1.weight",
+        2,
+    ),
+    "runs",
+    [
+        *SHARED["runs"],
+        *(
+            {"name": run, "preset": "bert-large", "team": team, "nodes": 1}
+            for team, names in SMALL_RUNS.items()
+            for run in names
+        ),
+    ],
+)
+"""``SHARED`` with research at weight 2 (training keeps 1, the example's weights) and the group at 6
+nodes (``NODES`` and ``EXTRA_NODES``): training deserves 2 nodes' worth, research 4; each queue's
+capability is all 6."""
+WEIGHTED_CONFIG = parse_config(WEIGHTED)
 NO_NODE_TRIED = "Origin reason"
 """Volcano's gang message names the first node error it met (job_info.go ``FitError``, 834-845);
 a gang none of whose tasks reached a node has none."""
@@ -120,6 +149,21 @@ def runs(shared: ControlPlane) -> Iterator[dict[str, RunHandle]]:
         shared.remove_nodes(EXTRA_NODES)
 
 
+@pytest.fixture
+def weighted(shared: ControlPlane, runs: dict[str, RunHandle]) -> Iterator[dict[str, RunHandle]]:
+    """``WEIGHTED`` deployed over ``SHARED`` (both Queues and the fabric check's policy change: three
+    ``kubectl apply``), the group's 6 nodes up, none of its runs applied. After the test, its runs
+    ended and ``SHARED`` deployed again; ``runs``' own teardown then removes ``EXTRA_NODES``."""
+    plan = plan_of(WEIGHTED)
+    shared.apply_plan(plan)
+    try:
+        shared.add_nodes(group_nodes(WEIGHTED_CONFIG, GROUP, EXTRA_NODES))
+        yield {run.name: run_handle(shared, plan, run.name) for run in WEIGHTED_CONFIG.runs}
+    finally:
+        end_runs(shared, [team.name for team in WEIGHTED_CONFIG.teams])
+        shared.apply_plan(plan_of(SHARED))
+
+
 def _nodes_of(pods: list[dict[str, Any]]) -> set[str]:
     return {str(pod["spec"].get("nodeName", "")) for pod in pods}
 
@@ -135,6 +179,11 @@ def _unschedulable(run: RunHandle) -> str:
             assert condition["reason"] == "NotEnoughResources", condition
             return str(condition["message"])
     return ""
+
+
+def _waits_for_a_node(run: RunHandle) -> bool:
+    """The gang passed its queue: its condition names a node that could not hold a task."""
+    return NO_NODE_TRIED in _unschedulable(run)
 
 
 def _queue_allocated(plane: ControlPlane, queue: str) -> dict[str, str] | None:
@@ -280,3 +329,88 @@ def test_a_returning_team_goes_first_for_the_next_free_node_and_nothing_is_evict
 
     second.finish(0)
     shared.wait_for(third.running, timeout=60, what=f"{third.name} placed once {second.name} finished")
+
+
+def test_with_unequal_weights_the_queue_furthest_below_its_deserved_share_goes_first(
+    shared: ControlPlane, weighted: dict[str, RunHandle]
+) -> None:
+    """The example's weights on the shared group: training 1, research 2, the group at 6 nodes. Each
+    Queue deserves its weight over the sum of the weights of the group at max_size (training 2
+    nodes' worth, research 4), and may hold all 6. Both teams hold 3 nodes, then queue a 1-node gang
+    each, training's first; both pass their queues and wait for a node. training's 1-node run ends:
+    training holds 2 nodes, its deserved share (share 1), research 3 of its 4 (share 3/4). research's
+    gang gets the freed node (capacity.go 1183-1193, 1541-1561, 1800-1829), although it holds more
+    nodes, queued later, and would go second under equal weights (2/3 against 1). Volcano then counts
+    each queue at exactly its deserved share."""
+    log = SchedulerLog(shared)
+    training, research = (WEIGHTED_CONFIG.team(name).queue_name for name in (RETURNING, BORROWER))
+
+    def queue_spec(queue: str) -> dict[str, Any]:
+        spec: dict[str, Any] = shared.kubectl.json("get", "queues.scheduling.volcano.sh", queue)["spec"]
+        return spec
+
+    whole = int(queue_spec(training)["capability"][NEURON_RESOURCE])
+    chips_per_node = whole // WEIGHTED_MAX_SIZE
+    for team in WEIGHTED_CONFIG.teams:
+        spec = queue_spec(team.queue_name)
+        assert int(spec["capability"][NEURON_RESOURCE]) == whole, (team.name, spec)
+        assert int(spec["deserved"][NEURON_RESOURCE]) * 3 == whole * team.weight, (team.name, spec)
+    deserved = {queue: int(queue_spec(queue)["deserved"][NEURON_RESOURCE]) for queue in (training, research)}
+    assert deserved == {training: 2 * chips_per_node, research: 4 * chips_per_node}
+
+    # 3 nodes each: every node of the group held.
+    holding = [
+        weighted[RETURNING_RUN],
+        weighted[SMALL_RUNS[RETURNING][0]],
+        weighted[BORROWER_RUNS[0]],
+        weighted[SMALL_RUNS[BORROWER][0]],
+    ]
+    for run in holding:
+        run.apply()
+    held = [
+        pod for run in holding for pod in shared.wait_for(run.running, timeout=60, what=f"{run.name} running")
+    ]
+    assert _nodes_of(held) == {*NODES, *EXTRA_NODES}
+
+    def allocated_nodes() -> dict[str, int]:
+        return {
+            queue: int((_queue_allocated(shared, queue) or {}).get(NEURON_RESOURCE, "0")) // chips_per_node
+            for queue in (training, research)
+        }
+
+    shared.wait_for(
+        lambda: allocated_nodes() == {training: 3, research: 3},
+        timeout=30,
+        what="Volcano's allocated chips: 3 nodes' worth each",
+    )
+
+    # Each team queues a 1-node gang, training's first; each passes its queue and waits for a node.
+    waiting = [weighted[SMALL_RUNS[RETURNING][1]], weighted[SMALL_RUNS[BORROWER][1]]]
+    for run in waiting:
+        run.apply()
+        shared.wait_for(
+            functools.partial(_waits_for_a_node, run),
+            timeout=30,
+            what=f"{run.name} past its queue, waiting for a node",
+        )
+    log.wait_sessions(2)
+    assert not log.queue_refusals(training) and not log.queue_refusals(research)
+    assert all(_nodes_of(run.pods()) == {""} for run in waiting)
+
+    ending = weighted[SMALL_RUNS[RETURNING][0]]
+    freed = _nodes_of(ending.pods())
+    ending.finish(0)
+    late_training, late_research = waiting
+    placed = shared.wait_for(
+        late_research.running, timeout=60, what=f"{late_research.name} placed on the freed node"
+    )
+    assert _nodes_of(placed) == freed
+    shared.wait_for(
+        lambda: allocated_nodes() == {training: 2, research: 4},
+        timeout=30,
+        what="Volcano's allocated chips at each queue's deserved share",
+    )
+    assert {queue: nodes * chips_per_node for queue, nodes in allocated_nodes().items()} == deserved
+    log.wait_sessions(2)
+    assert _nodes_of(late_training.pods()) == {""}
+    assert NO_NODE_TRIED in _unschedulable(late_training)
