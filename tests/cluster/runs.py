@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,6 +15,8 @@ from tests.cluster.control_plane import ControlPlane
 
 __all__ = ["RunHandle", "container_environment", "end_runs", "run_handle"]
 
+RERUN_MINIMUM_WAIT_SECONDS = 2.0
+"""After a deleted Job's pods are gone, the least a rerun waits before applying it again (docs/runs.md)."""
 _REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 _ANNOTATION_PATH = re.compile(r"^metadata\.annotations\['([^']+)'\]$")
 
@@ -56,7 +59,25 @@ class RunHandle:
         self.plane.kubectl("apply", "-f", "-", input="".join(json.dumps(m) for m in self.step.manifests))
 
     def delete(self) -> None:
+        """The Job deleted as docs/runs.md's rerun says: then its pods gone, then as long again.
+        Volcano's controller drops a deleted Job from its cache by namespace and name, on a
+        rate-limited retry (doubling from 5 ms) that repeats until the Job's pods are gone; the last
+        retry comes about as long after the pods went as they took to go. A Job applied again under
+        the same name before it is dropped from the cache with it and never gets a pod
+        (v1.15.1 pkg/controllers/cache/cache.go processCleanupJob; volcano#3968, #5973). Seen here:
+        a rerun applied 60 ms after the old Job's pods went stayed without pods."""
+        started = time.monotonic()
         self.plane.kubectl("delete", "job.batch.volcano.sh", self.name, "-n", self.namespace, "--wait=true")
+        self.plane.wait_for(
+            lambda: (
+                not self.plane.kubectl.json(
+                    "get", "pods", "-n", self.namespace, "-l", f"volcano.sh/job-name={self.name}"
+                )["items"]
+            ),
+            timeout=120,
+            what=f"the pods of {self.name} gone",
+        )
+        time.sleep(max(time.monotonic() - started, RERUN_MINIMUM_WAIT_SECONDS))
 
     def job_status(self) -> dict[str, Any]:
         found = self.plane.kubectl.json("get", "job.batch.volcano.sh", self.name, "-n", self.namespace)
