@@ -261,25 +261,28 @@ def _applied_runs_fit_their_teams_quota(
                     f"Volcano ends a run whose pods the quota refuses; allowed: {pods} or more"
                 ),
             )
-        allowed = [name for name in (team.node_groups or list(by_name)) if name in by_name]
+        allowed = _team_group_names(team, list(by_name))
         if team.quota.neuron_devices is None or not allowed:
             continue
-        chips = 0
-        for run in applied:
-            group = by_name.get(run.node_group or allowed[0])
-            if group is None:
-                break  # the run's own check names its group
-            chips += run.nodes * group.instance.chips
-        else:
-            if chips > team.quota.neuron_devices:
-                yield (
-                    f"teams[{index}].quota.neuron_devices",
-                    (
-                        f"{team.quota.neuron_devices} chips do not hold the team's applied runs "
-                        f"({chips} chips: {listing} nodes); Volcano ends a run whose pods the quota "
-                        f"refuses; allowed: {chips} or more"
-                    ),
-                )
+        placed = [(run, by_name.get(run.node_group or allowed[0])) for run in applied]
+        if any(group is None for _, group in placed):
+            continue  # the run's own check names its group
+        chips = sum(run.nodes * group.instance.chips for run, group in placed if group is not None)
+        if chips > team.quota.neuron_devices:
+            yield (
+                f"teams[{index}].quota.neuron_devices",
+                (
+                    f"{team.quota.neuron_devices} chips do not hold the team's applied runs "
+                    f"({chips} chips: {listing} nodes); Volcano ends a run whose pods the quota "
+                    f"refuses; allowed: {chips} or more"
+                ),
+            )
+
+
+def _team_group_names(team: TeamSettings, group_names: list[str]) -> list[str]:
+    """The defined groups a team's runs may use, in the team's order (every group when it lists
+    none); a run without ``node_group`` takes the first."""
+    return [name for name in (team.node_groups or group_names) if name in group_names]
 
 
 @_reads("teams")
@@ -352,8 +355,7 @@ def _run_problems(
         yield f"{where}.team", f"{run.team!r} is not a team; defined: {', '.join(t.name for t in teams)}"
         return
     group_names = [group.name for group in groups]
-    # In the team's own order: its first group is its runs' default.
-    allowed = [name for name in (team.node_groups or group_names) if name in group_names]
+    allowed = _team_group_names(team, group_names)
     if run.node_group is None and not allowed:
         return  # the team's groups are all undefined: the teams check says so
     wanted = run.node_group or allowed[0]
