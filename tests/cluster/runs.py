@@ -68,16 +68,13 @@ class RunHandle:
         a rerun applied 60 ms after the old Job's pods went stayed without pods."""
         started = time.monotonic()
         self.plane.kubectl("delete", "job.batch.volcano.sh", self.name, "-n", self.namespace, "--wait=true")
-        self.plane.wait_for(
-            lambda: (
-                not self.plane.kubectl.json(
-                    "get", "pods", "-n", self.namespace, "-l", f"volcano.sh/job-name={self.name}"
-                )["items"]
-            ),
+        _forgotten(
+            self.plane,
+            started,
+            ["-n", self.namespace, "-l", f"volcano.sh/job-name={self.name}"],
             timeout=120,
             what=f"the pods of {self.name} gone",
         )
-        time.sleep(max(time.monotonic() - started, RERUN_MINIMUM_WAIT_SECONDS))
 
     def job_status(self) -> dict[str, Any]:
         found = self.plane.kubectl.json("get", "job.batch.volcano.sh", self.name, "-n", self.namespace)
@@ -135,16 +132,22 @@ class RunHandle:
 
 
 def end_runs(plane: ControlPlane, namespaces: Iterable[str]) -> None:
-    """Every Volcano Job in ``namespaces`` deleted, and their pods gone. Done while the pods' nodes
-    still answer (kwok confirms a deletion): a pod left on a removed node waits for the pod garbage
-    collector's 40 s quarantine."""
+    """Every Volcano Job in ``namespaces`` deleted, their pods gone, and the wait a rerun makes
+    (``RunHandle.delete``): a later test may apply a Job of the same name. Done while the pods'
+    nodes still answer (kwok confirms a deletion): a pod left on a removed node waits for the pod
+    garbage collector's 40 s quarantine."""
+    started = time.monotonic()
     for namespace in namespaces:
         plane.kubectl("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--ignore-not-found")
-    plane.wait_for(
-        lambda: not plane.kubectl.json("get", "pods", "-A", "-l", "volcano.sh/job-name")["items"],
-        timeout=60,
-        what="the runs' pods gone",
-    )
+    _forgotten(plane, started, ["-A", "-l", "volcano.sh/job-name"], timeout=60, what="the runs' pods gone")
+
+
+def _forgotten(plane: ControlPlane, started: float, pods: list[str], *, timeout: float, what: str) -> None:
+    """Until no pod ``kubectl get pods <pods>`` lists is left (Terminating ones included), then as long
+    again as the deletion took since ``started``, at least RERUN_MINIMUM_WAIT_SECONDS: by then
+    Volcano's controller has dropped the deleted Jobs from its cache (``RunHandle.delete``)."""
+    plane.wait_for(lambda: not plane.kubectl.json("get", "pods", *pods)["items"], timeout=timeout, what=what)
+    time.sleep(max(time.monotonic() - started, RERUN_MINIMUM_WAIT_SECONDS))
 
 
 def run_handle(plane: ControlPlane, plan: KubernetesLayerPlan, run: str) -> RunHandle:
