@@ -73,18 +73,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> _Worker
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    cluster = [item for item in items if Path(str(item.fspath)).is_relative_to(CLUSTER_DIR)]
-    for item in cluster:
-        module = Path(str(item.fspath)).name
-        if module not in _ORDER:
-            raise pytest.UsageError(f"tests/cluster/conftest.py: add {module} to one list of WORKERS")
+    place: dict[int, tuple[str, int]] = {}
+    for item in items:
+        path = Path(str(item.fspath))
+        if not path.is_relative_to(CLUSTER_DIR):
+            continue
+        if path.name not in _ORDER:
+            raise pytest.UsageError(f"tests/cluster/conftest.py: add {path.name} to one list of WORKERS")
+        place[id(item)] = _ORDER[path.name]
         item.add_marker(pytest.mark.cluster)
         item.add_marker(pytest.mark.slow)
-    # A stable sort: each module's tests keep their order; the modules take the order above.
-    position = {id(item): index for index, item in enumerate(items)}
-    ordered = sorted(cluster, key=lambda item: (*_ORDER[Path(str(item.fspath)).name], position[id(item)]))
-    slots = iter(ordered)
-    items[:] = [next(slots) if Path(str(item.fspath)).is_relative_to(CLUSTER_DIR) else item for item in items]
+    # sorted is stable: each module's tests keep their order; the modules take the order above.
+    slots = iter(sorted((item for item in items if id(item) in place), key=lambda item: place[id(item)]))
+    items[:] = [next(slots) if id(item) in place else item for item in items]
 
 
 @pytest.fixture(scope="session")

@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.instance_catalog import instance_type
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane
-from tests.cluster.nodes import SIMULATED_GROUP_ANNOTATION, trainium_node
+from tests.cluster.nodes import SIMULATED_GROUP_ANNOTATION, group_nodes
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, run_handle
 
@@ -41,17 +40,8 @@ def _unschedulable(pod: dict[str, Any]) -> bool:
 
 
 def _scale_up(plane: ControlPlane, config: StackConfig, group: str, count: int, first: int = 0) -> list[str]:
-    (settings,) = [g for g in config.trainium.node_groups if g.name == group]
     names = [f"{group}-sim-{index}" for index in range(first, first + count)]
-    plane.add_nodes(
-        trainium_node(
-            name,
-            instance=instance_type(settings.instance_type),
-            node_group=group,
-            zone=config.trainium.availability_zone,
-        )
-        for name in names
-    )
+    plane.add_nodes(group_nodes(config, group, names))
     return names
 
 

@@ -23,12 +23,11 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.instance_catalog import instance_type
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
 from config import StackConfig, parse_config
 from tests.cluster.autoscaler import TEST_TIMINGS, Autoscaler, start_autoscaler
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
-from tests.cluster.nodes import trainium_node
+from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import plan_of
 from tests.cluster.runs import RunHandle, run_handle
 
@@ -189,12 +188,7 @@ def test_a_partial_gang_stalls_the_autoscaler_until_the_watchdog_cordons_the_idl
     run, autoscaler, group = gang
     run.delete()
     idle = f"{group}-idle-0"
-    node = trainium_node(
-        idle,
-        instance=instance_type(config.node_group(group).instance_type),
-        node_group=group,
-        zone=config.trainium.availability_zone,
-    )
+    (node,) = group_nodes(config, group, [idle])
     # The kwok provider's own form (kwok_helpers.go getProviderID): without it the provider counts the
     # node in the group's size by its label but finds no readiness for it, and calls the group
     # unhealthy, which blocks every scale-up.

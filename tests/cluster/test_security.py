@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.instance_catalog import instance_type
 from cluster_facts.kubernetes_names import (
     GANG_WATCHDOG_ANNOTATION,
     NEURON_RESOURCE,
@@ -27,7 +26,7 @@ from cluster_facts.kubernetes_names import (
 )
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane, Kubectl
-from tests.cluster.nodes import trainium_node
+from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import run_handle
 from tests.tenant_cases import volcano_pod
@@ -39,17 +38,8 @@ GROUP = "trn1-32xl"
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane, default_config: StackConfig) -> Iterator[ControlPlane]:
     control_plane.apply_plan(deployed_plan(default_config))
-    settings = default_config.node_group(GROUP)
     names = control_plane.add_nodes(
-        [
-            trainium_node(
-                f"{GROUP}-sec-{index}",
-                instance=instance_type(settings.instance_type),
-                node_group=GROUP,
-                zone=default_config.trainium.availability_zone,
-            )
-            for index in range(2)
-        ]
+        group_nodes(default_config, GROUP, (f"{GROUP}-sec-{index}" for index in range(2)))
     )
     yield control_plane
     control_plane.remove_nodes(names)

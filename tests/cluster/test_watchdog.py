@@ -19,12 +19,11 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.instance_catalog import instance_type
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
-from tests.cluster.nodes import trainium_node
+from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, run_handle
 
@@ -69,16 +68,7 @@ def _nodes(plane: ControlPlane) -> list[str]:
 
 
 def _add(plane: ControlPlane, config: StackConfig, names: list[str]) -> None:
-    group = "trn1-32xl"
-    plane.add_nodes(
-        trainium_node(
-            name,
-            instance=instance_type(config.node_group(group).instance_type),
-            node_group=group,
-            zone=config.trainium.availability_zone,
-        )
-        for name in names
-    )
+    plane.add_nodes(group_nodes(config, "trn1-32xl", names))
 
 
 def _cordoned_for(plane: ControlPlane, node: str) -> str | None:
