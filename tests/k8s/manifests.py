@@ -11,8 +11,11 @@ Manifest = dict[str, Any]
 
 
 def synth(build: Callable[[cdk8s.App], cdk8s.Chart]) -> list[Manifest]:
-    """The manifests of one chart, built in a fresh app (one chart per app, as the stack does)."""
-    return list(cdk8s.Testing.synth(build(cdk8s.Testing.app())))
+    """The manifests of one chart, built in a fresh app (one chart per app, as the stack does).
+
+    A plain ``cdk8s.App``: ``cdk8s.Testing.app()`` makes a directory under /tmp for every call and
+    never removes it (thousands per test run), and nothing here writes to the app's outdir."""
+    return list(cdk8s.Testing.synth(build(cdk8s.App())))
 
 
 def only(manifests: list[Manifest], kind: str) -> Manifest:

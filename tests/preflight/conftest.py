@@ -9,10 +9,12 @@ answers in the order ``gather_facts`` asks.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -130,7 +132,10 @@ def template_of(name: str) -> Path:
     template = copy.deepcopy(default_template())
     [cluster] = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]
     cluster["Properties"]["Name"] = name
-    path = Path(tempfile.mkdtemp(prefix="preflight-template-")) / "TrainiumStack.template.json"
+    directory = Path(tempfile.mkdtemp(prefix="preflight-template-"))
+    # Made at import (EXAMPLE_TEMPLATE below), before any pytest fixture could own it.
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = directory / "TrainiumStack.template.json"
     path.write_text(json.dumps(template))
     return path
 
