@@ -232,6 +232,8 @@ class Gang:
     wants_nodes: bool = False
     stalled_since: datetime | None = None
     """When the #3976 signature began to hold (None: no pod shows it)."""
+    job_uid: str | None = None
+    """The Volcano Job that owns the PodGroup (its controller owner reference)."""
 
     @property
     def key(self) -> str:
@@ -330,6 +332,14 @@ def _gangs(api: Api, settings: Settings, pods: Sequence[Obj]) -> list[Gang]:
                 name=name,
                 min_member=max(1, int((podgroup.get("spec") or {}).get("minMember") or 1)),
                 pods=by_group.get((namespace, name), []),
+                job_uid=next(
+                    (
+                        str(owner.get("uid"))
+                        for owner in podgroup["metadata"].get("ownerReferences") or []
+                        if owner.get("controller") and owner.get("kind") == "Job"
+                    ),
+                    None,
+                ),
             )
             unbound = [pod for pod in gang.pods if not (pod.get("spec") or {}).get("nodeName")]
             # A bound pod means Volcano placed the gang (it binds none until all fit).
@@ -534,7 +544,15 @@ def run_pass(
         if gang.stalled_since is not None:
             work.cordon_for(gang, gang.stalled_since)
     if guard is not None:
-        guarded = guard_pass(api, guard, pods=pods, trainium_nodes=[n.name for n in nodes], now=now, log=log)
+        guarded = guard_pass(
+            api,
+            guard,
+            pods=pods,
+            trainium_nodes=[n.name for n in nodes],
+            grouped_jobs={gang.job_uid for gang in gangs if gang.job_uid},
+            now=now,
+            log=log,
+        )
         work.ok = work.ok and guarded
     return work.ok
 

@@ -31,12 +31,25 @@ state/pending.go and state/running.go); its reason in the Job's ``status.state.r
 ``message`` (Volcano's controller copies the whole status on every update of its own and never sets
 these two, so they stay); and a Warning Event on the Job. A Job whose state reason is already one of
 ours is not ended twice.
+
+A Job that Volcano's job controller has **not picked up** is reported, not ended: phase none or
+``Pending``, no PodGroup and no pod, longer than the same limit after its creation. The controller's
+first sync sets ``Pending`` and creates the PodGroup right after (v1.15.1
+pkg/controllers/job/job_controller_actions.go ``initJobStatus``, ``syncJob``), so such a Job was
+never synced, or dropped during its first sync: the controller is down, or a Job applied again
+under the name of one deleted moments before was dropped with the old one's cache entry
+(volcano#3968; docs/runs.md, Rerun). Nothing holds a node, but nothing happens either, so the guard
+says so where the team looks: ``NotPickedUp`` with what to do in the Job's ``status.state.reason``
+and ``message`` and a Warning Event, once. When the controller takes the Job up after all (it
+restarted and listed it again), the guard clears the reason it wrote. A Job the controller drops
+after its first sync keeps its PodGroup and pods and is not seen here: its pods run, but a failed
+pod is not restarted and a TerminateJob is not carried out (docs/runs.md, Rerun).
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,12 +59,14 @@ from kube_api import Api, ApiError
 __all__ = [
     "ENDED_PHASES",
     "GUARD_REASONS",
+    "NOT_PICKED_UP_REASON",
     "SILENT_REASON",
     "STUCK_REASON",
     "GuardSettings",
     "Verdict",
     "guard_pass",
     "judge_run",
+    "not_picked_up",
     "parse_log_time",
     "pod_stuck",
 ]
@@ -61,6 +76,9 @@ Obj = Mapping[str, Any]
 STUCK_REASON = "StuckRun"
 SILENT_REASON = "NoProgress"
 GUARD_REASONS = frozenset({STUCK_REASON, SILENT_REASON})
+"""The reasons of the runs the guard ended."""
+NOT_PICKED_UP_REASON = "NotPickedUp"
+"""A Job the guard reports (never ends): Volcano's job controller has not synced it."""
 # Volcano Job phases in which the job is ending or over (batch/v1alpha1 job.go): nothing to end.
 ENDED_PHASES = frozenset(
     {"Aborting", "Aborted", "Completing", "Completed", "Terminating", "Terminated", "Failed"}
@@ -217,6 +235,32 @@ def judge_run(
     return _silence(bound, last_lines, now=now, threshold=threshold)
 
 
+def not_picked_up(
+    job: Obj, pods: Sequence[Obj], *, has_podgroup: bool, now: datetime, threshold: float
+) -> Verdict | None:
+    """NotPickedUp when Volcano's job controller has left the Job with no phase or ``Pending``, no
+    PodGroup and no pod for longer than ``threshold`` seconds since its creation, not reported yet."""
+    metadata = job.get("metadata") or {}
+    state = (job.get("status") or {}).get("state") or {}
+    phase = state.get("phase") or ""
+    if phase not in ("", "Pending") or has_podgroup or pods or state.get("reason") == NOT_PICKED_UP_REASON:
+        return None
+    created = _time(metadata.get("creationTimestamp"))
+    if metadata.get("deletionTimestamp") or created is None:
+        return None
+    waited = (now - created).total_seconds()
+    if waited <= threshold:
+        return None
+    return Verdict(
+        NOT_PICKED_UP_REASON,
+        f"Volcano's job controller has not picked this Job up in {_minutes(waited)} (limit "
+        f"{_minutes(threshold)}): phase {phase or 'none'}, no PodGroup, no pod. Either the controller is down "
+        "(kubectl -n volcano-system get pods), or this Job was applied again under the name of a Job "
+        "deleted moments before and the controller dropped it with the old one (volcano#3968): delete "
+        "it, wait as long again as the old pods took to go, and apply it again (docs/runs.md, Rerun)",
+    )
+
+
 def _silence(
     pods: Sequence[Obj], last_lines: Mapping[str, tuple[datetime, str]], *, now: datetime, threshold: float
 ) -> Verdict | None:
@@ -304,6 +348,31 @@ def _last_line(api: Api, pod: Obj) -> tuple[datetime, str] | None:
     return newest
 
 
+def _reason(job: Obj) -> str | None:
+    return ((job.get("status") or {}).get("state") or {}).get("reason")
+
+
+def _status_path(job: Obj) -> str:
+    metadata = job["metadata"]
+    namespace, name = urllib.parse.quote(metadata["namespace"]), urllib.parse.quote(metadata["name"])
+    return f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{name}/status"
+
+
+def record(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
+    """The verdict into the Job's ``status.state.reason`` and ``message``, and a Warning Event on it."""
+    api.merge_patch(
+        _status_path(job),
+        {"status": {"state": {"reason": verdict.reason, "message": verdict.message[:1024]}}},
+    )
+    api.event(
+        namespace=job["metadata"]["namespace"],
+        involved={**job, "apiVersion": _JOB_API_VERSION, "kind": "Job"},
+        reason=verdict.reason,
+        message=verdict.message,
+        component=component,
+    )
+
+
 def end_run(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
     """TerminateJob through a Volcano Command, the reason into the Job's status, and an Event."""
     metadata = job["metadata"]
@@ -329,19 +398,10 @@ def end_run(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
         "reason": verdict.reason,
         "message": verdict.message[:1024],
     }
-    quoted = urllib.parse.quote(namespace)
-    api.call("POST", f"/apis/bus.volcano.sh/v1alpha1/namespaces/{quoted}/commands", command)
-    api.merge_patch(
-        f"/apis/batch.volcano.sh/v1alpha1/namespaces/{quoted}/jobs/{urllib.parse.quote(name)}/status",
-        {"status": {"state": {"reason": verdict.reason, "message": verdict.message[:1024]}}},
+    api.call(
+        "POST", f"/apis/bus.volcano.sh/v1alpha1/namespaces/{urllib.parse.quote(namespace)}/commands", command
     )
-    api.event(
-        namespace=namespace,
-        involved={**job, "apiVersion": _JOB_API_VERSION, "kind": "Job"},
-        reason=verdict.reason,
-        message=verdict.message,
-        component=component,
-    )
+    record(api, job, verdict, component=component)
 
 
 def guard_pass(
@@ -350,10 +410,12 @@ def guard_pass(
     *,
     pods: Sequence[Obj],
     trainium_nodes: Iterable[str],
+    grouped_jobs: Collection[str],
     now: datetime,
     log: Callable[[str], object] = print,
 ) -> bool:
-    """Judge every run of the team namespaces and end the stuck ones; False when an API call failed."""
+    """Judge every run of the team namespaces and end the stuck ones; False when an API call failed.
+    ``grouped_jobs``: the uids of the Volcano Jobs that own a PodGroup."""
     nodes = set(trainium_nodes)
     by_job: dict[tuple[str, str], list[Obj]] = {}
     for pod in pods:
@@ -376,6 +438,19 @@ def guard_pass(
             threshold = _threshold(job, settings, log)
             lines: dict[str, tuple[datetime, str]] = {}
             try:
+                has_podgroup = job["metadata"].get("uid") in grouped_jobs
+                unsynced = not_picked_up(
+                    job, run_pods, has_podgroup=has_podgroup, now=now, threshold=threshold
+                )
+                if unsynced is not None:
+                    record(api, job, unsynced, component=settings.component)
+                    log(f"run {namespace}/{name}: reported ({unsynced.reason}): {unsynced.message}")
+                    continue
+                if _reason(job) == NOT_PICKED_UP_REASON and (has_podgroup or run_pods):
+                    api.merge_patch(
+                        _status_path(job), {"status": {"state": {"reason": None, "message": None}}}
+                    )
+                    log(f"run {namespace}/{name}: picked up by Volcano after all; report cleared")
                 verdict = judge_run(
                     job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
                 )

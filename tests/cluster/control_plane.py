@@ -39,7 +39,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -369,6 +369,17 @@ class ControlPlane:
         path.write_text(json.dumps(config))
         path.chmod(0o600)
         return path
+
+    @contextlib.contextmanager
+    def stopped(self, name: str) -> Iterator[None]:
+        """The process ``name`` stopped for the block, then started again with its arguments (and the
+        environment every process gets: what Volcano's processes start with)."""
+        process = self.processes.get(name)
+        self.processes.stop(name)
+        try:
+            yield
+        finally:
+            self.processes.start(name, process.args)
 
     def stop(self) -> None:
         self.processes.stop_all()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
+from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION, STUCK_MINUTES_ANNOTATION
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
@@ -28,6 +28,8 @@ from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, run_handle
 
 THRESHOLD_MINUTES = 0.2
+VOLCANO_JOB_CONTROLLER = "volcano-controllers"
+"""The process of Volcano's controller manager (its Deployment, named as ControlPlane starts it)."""
 INTERVAL_SECONDS = 2.0
 STUCK_MINUTES = 30
 SHORT_STUCK_MINUTES = 0.2
@@ -184,3 +186,54 @@ def test_a_stuck_run_is_ended_through_volcano_with_its_reason_kept(
             "delete", "jobs.batch.volcano.sh", "stuck-probe", "-n", run.namespace, "--ignore-not-found"
         )
         control_plane.watchdog_args_override = _shortened
+
+
+def test_a_job_volcano_does_not_pick_up_is_reported_then_cleared_when_it_does(
+    run: RunHandle, control_plane: ControlPlane
+) -> None:
+    """Volcano's job controller down (stopped here; volcano#3968's dropped rerun looks the same, and
+    this machine reproduces it only by chance): a Job applied meanwhile stays with no phase, no
+    PodGroup, no pod. The guard reports NotPickedUp on the Job (status and a Warning Event) after the
+    run's limit, and nothing else; when the controller comes back and takes the Job up, the guard
+    clears its report."""
+    job = copy.deepcopy(dict(run.job))
+    job["metadata"] = {
+        "name": "unsynced-probe",
+        "namespace": run.namespace,
+        "labels": dict(job["metadata"]["labels"]),
+        "annotations": {STUCK_MINUTES_ANNOTATION: str(SHORT_STUCK_MINUTES)},
+    }
+    probe = RunHandle(control_plane, ManifestSet(name="unsynced-probe", manifests=(job,)))
+    try:
+        with control_plane.stopped(VOLCANO_JOB_CONTROLLER):
+            probe.apply()
+            state = control_plane.wait_for(
+                lambda: s if (s := probe.job_status().get("state", {})).get("reason") else None,
+                timeout=SHORT_STUCK_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30,
+                what="the guard's report on the Job",
+            )
+            assert state["reason"] == "NotPickedUp", state
+            assert "phase" not in state, state
+            assert state["message"].startswith("Volcano's job controller has not picked this Job up in"), (
+                state
+            )
+            assert "phase none, no PodGroup, no pod" in state["message"], state
+            events = control_plane.kubectl.json(
+                "get", "events", "-n", run.namespace, "--field-selector=involvedObject.name=unsynced-probe"
+            )["items"]
+            assert [(e["reason"], e["type"]) for e in events] == [("NotPickedUp", "Warning")], events
+            assert not probe.pods()
+        # Back: the controller lists the Job, syncs it and keeps the reason; the guard clears it.
+        state = control_plane.wait_for(
+            lambda: (
+                s if (s := probe.job_status().get("state", {})).get("phase") and not s.get("reason") else None
+            ),
+            timeout=3 * INTERVAL_SECONDS + 60,
+            what="the Job picked up and the report cleared",
+        )
+        assert "message" not in state, state
+        assert probe.job_status().get("state", {}).get("reason") is None
+    finally:
+        control_plane.kubectl(
+            "delete", "jobs.batch.volcano.sh", "unsynced-probe", "-n", run.namespace, "--ignore-not-found"
+        )

@@ -94,12 +94,14 @@ def volcano_job(
     phase: str = "Running",
     reason: str | None = None,
     limit: str | None = None,
+    created_minutes: float = 90,
 ) -> dict[str, Any]:
+    """A Volcano Job as the API returns it; ``phase=""``: one Volcano's controller never synced (no status)."""
     annotations = {STUCK_MINUTES_ANNOTATION: limit} if limit is not None else {}
-    state: dict[str, Any] = {"phase": phase, "lastTransitionTime": ago(60)}
+    state: dict[str, Any] = {"phase": phase, "lastTransitionTime": ago(60)} if phase else {}
     if reason is not None:
         state["reason"] = reason
-    return {
+    job = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {
@@ -107,6 +109,7 @@ def volcano_job(
             "namespace": "training",
             "uid": JOB_UID,
             "resourceVersion": "500",
+            "creationTimestamp": ago(created_minutes),
             "annotations": annotations,
         },
         "spec": {
@@ -115,8 +118,10 @@ def volcano_job(
             "schedulerName": "volcano",
             "tasks": [{"name": "worker"}],
         },
-        "status": {"state": state, "minAvailable": 2, "running": 2, "version": 0},
     }
+    if state:
+        job["status"] = {"state": state, "minAvailable": 2, "running": 2 if phase else 0, "version": 0}
+    return job
 
 
 def waiting(
@@ -216,6 +221,7 @@ class RunsApi:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    podgroups: list[dict[str, Any]] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)
     """pod name -> what ``tailLines=1&timestamps=true`` answers."""
     commands: list[dict[str, Any]] = field(default_factory=list)
@@ -236,7 +242,8 @@ class RunsApi:
                 items = [p for p in self.pods if p["status"].get("phase") not in ("Succeeded", "Failed")]
                 return 200, {"kind": "PodList", "metadata": {}, "items": copy.deepcopy(items)}
             if method == "GET" and parts[-1] == "podgroups":
-                return 200, {"kind": "PodGroupList", "metadata": {}, "items": []}
+                items = [g for g in self.podgroups if g["metadata"]["namespace"] == parts[4]]
+                return 200, {"kind": "PodGroupList", "metadata": {}, "items": copy.deepcopy(items)}
             if (
                 method == "GET"
                 and parts[:3] == ["apis", "batch.volcano.sh", "v1alpha1"]
@@ -661,6 +668,134 @@ def test_the_second_pass_does_not_end_the_run_twice(api: tuple[RunsApi, str], tm
     run_once(api, tmp_path)
     run_once(api, tmp_path)
     assert ended(state) is not None  # one command, one patch, one event
+
+
+# --- Not picked up: a Job Volcano's controller never synced (volcano#3968) ----------------------------------------
+
+
+def reported(state: RunsApi) -> tuple[str, str]:
+    """(reason, message) the Job was reported with: a status patch and an Event, both admitted, no Command."""
+    assert not state.commands
+    assert state.decisions and all(decision.allowed for decision in state.decisions)
+    [job] = state.jobs
+    [patch] = state.status_patches
+    assert patch[1] == {
+        "status": {"state": {"reason": "NotPickedUp", "message": job["status"]["state"]["message"]}}
+    }
+    assert set(job["status"]["state"]) - {"phase", "lastTransitionTime"} == {"reason", "message"}
+    [event] = state.events
+    assert event["involvedObject"]["kind"] == "Job" and event["involvedObject"]["uid"] == JOB_UID
+    reason, message = job["status"]["state"]["reason"], job["status"]["state"]["message"]
+    assert (event["reason"], event["message"], event["type"]) == (reason, message, "Warning")
+    return reason, message
+
+
+def podgroup_of(job: dict[str, Any]) -> dict[str, Any]:
+    """The PodGroup Volcano's job controller creates for a Job on its first sync (named <job>-<uid>)."""
+    metadata = job["metadata"]
+    owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": metadata["name"]}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": f"{metadata['name']}-{metadata['uid']}",
+            "namespace": metadata["namespace"],
+            "ownerReferences": [{**owner, "uid": metadata["uid"], "controller": True}],
+        },
+        "spec": {"minMember": 2, "queue": "test"},
+        "status": {"phase": "Pending"},
+    }
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("phase", "says"),
+    [
+        pytest.param("", "phase none", id="never-synced"),
+        pytest.param("Pending", "phase Pending", id="dropped-during-its-first-sync"),
+    ],
+)
+def test_a_job_volcano_has_not_picked_up_is_reported_once_and_not_ended(
+    api: tuple[RunsApi, str], tmp_path: Path, phase: str, says: str
+) -> None:
+    state = api[0]
+    state.jobs = [volcano_job(phase=phase, created_minutes=12)]
+    code, out = run_once(api, tmp_path)
+    assert code == 0, out
+    reason, message = reported(state)
+    assert reason == "NotPickedUp"
+    assert message.startswith(
+        f"Volcano's job controller has not picked this Job up in 12m (limit 10m): {says}, no PodGroup, no pod."
+    ), message
+    assert "volcano#3968" in message and "docs/runs.md" in message
+    assert "run training/bert-1a2b3c4d: reported (NotPickedUp)" in out
+    run_once(api, tmp_path)
+    assert len(state.status_patches) == len(state.events) == 1  # said once
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("job", "podgroup", "pods"),
+    [
+        pytest.param(volcano_job(phase="", created_minutes=8), False, [], id="within-the-limit"),
+        pytest.param(
+            volcano_job(phase="Pending", created_minutes=60), True, [], id="gang-waiting-with-its-podgroup"
+        ),
+        pytest.param(volcano_job(phase="Running", created_minutes=60), False, [], id="running"),
+        pytest.param(
+            volcano_job(phase="", created_minutes=12),
+            False,
+            both_pods(waiting("ContainerCreating"), on_node_minutes=0.1),
+            id="pods-of-its-name-still-there",
+        ),
+    ],
+)
+def test_a_job_is_not_reported_within_its_limit_or_with_a_podgroup_or_a_pod(
+    api: tuple[RunsApi, str], tmp_path: Path, job: dict[str, Any], podgroup: bool, pods: list[dict[str, Any]]
+) -> None:
+    state = api[0]
+    state.jobs = [job]
+    state.podgroups = [podgroup_of(job)] if podgroup else []
+    state.pods = pods
+    code, out = run_once(api, tmp_path)
+    assert code == 0, out
+    assert not state.status_patches and not state.events and not state.commands, out
+
+
+@pytest.mark.process
+def test_a_runs_own_limit_applies_to_the_report(api: tuple[RunsApi, str], tmp_path: Path) -> None:
+    state = api[0]
+    state.jobs = [volcano_job(phase="", created_minutes=8, limit="5")]
+    code, out = run_once(api, tmp_path)
+    assert code == 0, out
+    assert reported(state)[1].startswith(
+        "Volcano's job controller has not picked this Job up in 8m (limit 5m)"
+    )
+
+
+@pytest.mark.process
+def test_the_report_is_cleared_when_volcano_picks_the_job_up_after_all(
+    api: tuple[RunsApi, str], tmp_path: Path
+) -> None:
+    """The controller restarted and listed the Job: its first sync set the phase, kept our reason and
+    made the PodGroup."""
+    state = api[0]
+    job = volcano_job(phase="Pending", created_minutes=30)
+    job["status"]["state"] |= {"reason": "NotPickedUp", "message": "Volcano's job controller has not ..."}
+    state.jobs = [job]
+    state.podgroups = [podgroup_of(job)]
+    code, out = run_once(api, tmp_path)
+    assert code == 0, out
+    assert state.status_patches == [
+        ("bert-1a2b3c4d", {"status": {"state": {"reason": None, "message": None}}})
+    ]
+    assert all(decision.allowed for decision in state.decisions)
+    assert state.jobs[0]["status"]["state"] == {
+        "phase": "Pending",
+        "lastTransitionTime": job["status"]["state"]["lastTransitionTime"],
+    }
+    assert not state.events and not state.commands
+    assert "run training/bert-1a2b3c4d: picked up by Volcano after all; report cleared" in out
 
 
 # --- The admission policy ---------------------------------------------------------------------------------------
