@@ -6,8 +6,9 @@ a team member submits it is admitted, and so is every pod Volcano's job controll
 (``volcano_pod``: the template with the Job's priority class, Volcano's labels and owner, after the
 API server's defaulting and ExtendedResourceToleration); the same Job broken one rule at a time is
 refused with that rule's message, the Job and its pods alike. The verdicts are the CEL model's
-(tests/admission.py), as in tests/k8s/test_tenant_admission.py; a real kube-apiserver can judge
-the same cases once tests/cluster/ has one.
+(tests/admission.py), as in tests/k8s/test_tenant_admission.py. The real API server, with
+Volcano's webhooks and controller, judges the example configuration's cases the same way and runs
+one of the Jobs (tests/cluster/test_tenant_admission.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from tests.tenant_cases import (
     tenant_admission_manifests,
     volcano_pod,
 )
-from tests.torchx_dryrun import CASES, Case, dryrun_job, submission_environment, torchx_available
+from tests.torchx_dryrun import CASES, Case, dryrun_job, other_team, submission_environment, torchx_available
 
 pytestmark = pytest.mark.process
 
@@ -116,22 +117,11 @@ def test_the_pods_run_as_the_teams_uid_on_its_node_group_from_the_start(
         assert violations(spec, "restricted") == []
 
 
-def _other_team(case: Case) -> tuple[str, str]:
-    """Another team's node group and queue in the case's configuration, or names of none."""
-    config = load_config(case.config)
-    mine = {group.name for group in config.team_node_groups(config.team(case.namespace))}
-    others = [team for team in config.teams if team.name != case.namespace]
-    groups = [g.name for team in others for g in config.team_node_groups(team) if g.name not in mine]
-    return (groups[0] if groups else "not-this-teams-group"), (
-        others[0].queue_name if others else "not-this-teams-queue"
-    )
-
-
 def test_each_rule_broken_is_still_refused(submitted: tuple[Case, dict[str, Any]]) -> None:
     """The documented Job with one thing changed, for every rule: the Job and its pod are refused
     with that rule's message and no other."""
     case, job = submitted
-    other_group, other_queue = _other_team(case)
+    other_group, other_queue = other_team(case)
     cases = refused_variants(
         job,
         other_group=other_group,

@@ -32,6 +32,7 @@ __all__ = [
     "TORCHX_BIN",
     "Case",
     "docs_commands",
+    "other_team",
     "plan_objects",
     "run_torchx",
     "submission_environment",
@@ -195,3 +196,14 @@ def docs_commands(doc: Path = DOC) -> list[str]:
         text = re.sub(r"\\\n\s*", "", block)
         lines.extend(line.strip() for line in text.splitlines() if line.strip().startswith("torchx "))
     return lines
+
+
+def other_team(case: Case) -> tuple[str, str]:
+    """Another team's node group and queue in the case's configuration, or names of none."""
+    config = load_config(case.config)
+    mine = {group.name for group in config.team_node_groups(config.team(case.namespace))}
+    others = [team for team in config.teams if team.name != case.namespace]
+    groups = [g.name for team in others for g in config.team_node_groups(team) if g.name not in mine]
+    return (groups[0] if groups else "not-this-teams-group"), (
+        others[0].queue_name if others else "not-this-teams-queue"
+    )

@@ -1,5 +1,8 @@
 """The team admission cases (tests/tenant_cases.py), judged by the real API server with the example
-configuration's plan applied, as the CEL model judges them in tests/k8s/test_tenant_admission.py.
+configuration's plan applied, as the CEL model judges them in tests/k8s/test_tenant_admission.py;
+then the Jobs the example's documented TorchX commands submit (tests/torchx_dryrun.py: the real
+torchx CLI), judged likewise and one of them run: created by a team member, its pods created by
+Volcano's controller through the same policies and Pod Security, placed whole on the team's nodes.
 
 Each case is one request, sent with ``--dry-run=server`` (every admission step runs, Volcano's
 webhooks included, and nothing is stored) by the case's requester, impersonated: a team member as the
@@ -17,18 +20,32 @@ admin policy). What the real server adds to the model:
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from cluster_facts.kubernetes_names import NODE_GROUP_LABEL, team_rbac_group
 from config import StackConfig
-from k8s_charts.tenant_admission import JOBS_POLICY
+from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane, Kubectl
+from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import end_runs
-from tests.tenant_cases import HANDLER, AdmissionCase, tenant_cases
+from tests.conftest import EXAMPLE_CONFIG
+from tests.tenant_cases import (
+    CONTROLLER,
+    HANDLER,
+    MEMBER,
+    AdmissionCase,
+    refused_variants,
+    tenant_cases,
+    volcano_pod,
+)
+from tests.torchx_dryrun import CASES, Case, dryrun_job, other_team, submission_environment, torchx_available
 
 CLUSTER_ADMINS = "system:masters"
 
@@ -109,3 +126,131 @@ def test_the_real_api_server_judges_every_team_admission_case_as_the_model_does(
     # Every Job case reaches its policy (no Pod Security for Jobs): the policies decided most cases.
     refused_jobs = [c for c in cases if c.policy == JOBS_POLICY and not c.allowed]
     assert how[f"refused by {JOBS_POLICY}"] == len(refused_jobs), how
+
+
+EXAMPLE_TORCHX = [case for case in CASES if case.config == EXAMPLE_CONFIG]
+RESERVED_NAMES = Message.reserved([]).split("; reserved here")[0]
+"""The reserved-name rule's message up to its list of names (which differs per plan)."""
+
+
+@pytest.fixture(scope="module", params=[case.name for case in EXAMPLE_TORCHX])
+def torchx_job(request: pytest.FixtureRequest) -> tuple[Case, dict[str, Any]]:
+    assert torchx_available() is None, torchx_available()
+    case = next(c for c in EXAMPLE_TORCHX if c.name == request.param)
+    return case, dryrun_job(case)
+
+
+def _torchx_cases(case: Case, job: dict[str, Any]) -> list[AdmissionCase]:
+    """The Job as a member submits it and each pod Volcano creates for it (admitted); the Job broken
+    one rule at a time (tests/tenant_cases.py) and named after a platform object (refused)."""
+    groups = (team_rbac_group(case.namespace),)
+    other_group, other_queue = other_team(case)
+    renamed = copy.deepcopy(job)
+    renamed["metadata"]["name"] = "etcd-server"  # Volcano would delete the team's etcd Service with it
+    return [
+        AdmissionCase(id="torchx", policy=JOBS_POLICY, obj=job, user=MEMBER, groups=groups, allowed=True),
+        *(
+            AdmissionCase(
+                id=f"torchx-pod-{task}",
+                policy=PODS_POLICY,
+                obj=volcano_pod(job, task=task),
+                user=CONTROLLER,
+                allowed=True,
+            )
+            for task in range(len(job["spec"]["tasks"]))
+        ),
+        *refused_variants(job, other_group=other_group, other_queue=other_queue, groups=groups),
+        AdmissionCase(
+            id="named-etcd-server",
+            policy=JOBS_POLICY,
+            obj=renamed,
+            user=MEMBER,
+            groups=groups,
+            allowed=False,
+            messages=(RESERVED_NAMES,),
+        ),
+    ]
+
+
+def test_the_real_api_server_judges_each_documented_torchx_job_as_the_model_does(
+    example: ControlPlane, torchx_job: tuple[Case, dict[str, Any]]
+) -> None:
+    """tests/test_torchx_admission.py's cases for the example's documented commands, sent to the real
+    server (Volcano's webhooks included) by the requester each names."""
+    case, job = torchx_job
+    cases = _torchx_cases(case, job)
+    how: Counter[str] = Counter()
+    disagreements = {c.id: verdict for c in cases if (verdict := _verdict(example, c, how)) is not None}
+    assert disagreements == {}, json.dumps(disagreements, indent=1)
+    assert how["accepted"] == 1 + case.nnodes, how
+    refused_jobs = [c for c in cases if c.policy == JOBS_POLICY and not c.allowed]
+    assert how[f"refused by {JOBS_POLICY}"] == len(refused_jobs), how
+
+
+def _pods(plane: ControlPlane, job: dict[str, Any]) -> list[dict[str, Any]]:
+    found = plane.kubectl.json(
+        "get",
+        "pods",
+        "-n",
+        job["metadata"]["namespace"],
+        "-l",
+        f"volcano.sh/job-name={job['metadata']['name']}",
+    )
+    return [pod for pod in found["items"] if "deletionTimestamp" not in pod["metadata"]]
+
+
+def test_a_documented_torchx_job_runs_whole_on_the_teams_nodes_and_completes(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    """The trn1n command of docs/torchx.md, submitted by a team member: Volcano's controller creates
+    every pod (each admitted by the pod policy and Pod Security); with the team's nodes added, the
+    gang is bound at once, each pod on the team's group; every worker exiting 0 completes the Job."""
+    [case] = [c for c in EXAMPLE_TORCHX if c.name == "example-trn1n"]
+    job = dryrun_job(case)
+    namespace, name = case.namespace, job["metadata"]["name"]
+    group = submission_environment(case)["NODE_GROUP"]
+    member = example.impersonate(MEMBER, [team_rbac_group(namespace)])
+    nodes = [f"{group}-torchx-{index}" for index in range(case.nnodes)]
+    member("create", "-f", "-", input=json.dumps(job))
+    try:
+        pending = example.wait_for(
+            lambda: p if len(p := _pods(example, job)) == case.nnodes else None,
+            timeout=60,
+            what=f"Volcano's controller creating the {case.nnodes} pods of {name}",
+        )
+        assert not any(pod["spec"].get("nodeName") for pod in pending), "bound before its nodes existed"
+        example.add_nodes(group_nodes(example_config, group, nodes))
+        running = example.wait_for(
+            lambda: (
+                p
+                if len(p := _pods(example, job)) == case.nnodes
+                and all(pod["status"].get("phase") == "Running" for pod in p)
+                else None
+            ),
+            timeout=90,
+            what=f"{name} placed whole and running",
+        )
+        assert sorted(pod["spec"]["nodeName"] for pod in running) == nodes
+        for node in nodes:
+            labels = example.kubectl.json("get", "node", node)["metadata"]["labels"]
+            assert labels[NODE_GROUP_LABEL] == group
+        for pod in running:
+            example.kubectl(
+                "annotate", "pod", pod["metadata"]["name"], "-n", namespace, "cluster-test/exit-code=0"
+            )
+        example.wait_for(
+            lambda: (
+                example.kubectl.json("get", "jobs.batch.volcano.sh", name, "-n", namespace)
+                .get("status", {})
+                .get("state", {})
+                .get("phase")
+                == "Completed"
+            ),
+            timeout=60,
+            what=f"{name} Completed",
+        )
+    finally:
+        example.kubectl(
+            "delete", "jobs.batch.volcano.sh", name, "-n", namespace, "--ignore-not-found", "--wait=true"
+        )
+        example.remove_nodes(nodes)
