@@ -1,5 +1,8 @@
-"""A model of Volcano v1.15.1's whole-gang restart accounting, written here because no Volcano
-controller runs in these tests yet (tests/cluster/'s real control plane will prove it).
+"""A MODEL, written here, of Volcano v1.15.1's whole-gang restart accounting, for the fast tier:
+what ``maxRetry`` a rendered Job (a run's, or the TorchX component's for ``--max_retries``) means.
+Volcano's real webhook and controller decide the same question in tests/cluster/test_recovery.py
+(``retries`` 0, 1 and 2: N whole-gang restarts with a new job version each, then ``Failed``); where
+the two disagree, the real one is right.
 
 Each step is a line of Volcano's source at tag v1.15.1:
 
