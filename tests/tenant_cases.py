@@ -38,6 +38,7 @@ __all__ = [
     "MEMBER",
     "AdmissionCase",
     "decide",
+    "etcd_pod",
     "plan_namespace_labels",
     "refused_variants",
     "reserved_name_cases",
@@ -183,7 +184,8 @@ def _run_job(plan: KubernetesLayerPlan, namespace: str) -> Manifest:
     return jobs[0]
 
 
-def _etcd_pod(plan: KubernetesLayerPlan, namespace: str) -> Manifest:
+def etcd_pod(plan: KubernetesLayerPlan, namespace: str) -> Manifest:
+    """The pod the ReplicaSet controller creates for the team's etcd Deployment."""
     [deployment] = _objects(plan, "Deployment", namespace)
     template = copy.deepcopy(deployment["spec"]["template"])
     template["metadata"].update(
@@ -418,7 +420,7 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
         AdmissionCase(
             id="the-replicaset-controller-creates-etcd",
             policy=PODS_POLICY,
-            obj=_etcd_pod(plan, "training"),
+            obj=etcd_pod(plan, "training"),
             user=REPLICASET_CONTROLLER,
             allowed=True,
             judged=False,
@@ -426,7 +428,7 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
         AdmissionCase(
             id="anyone-else-creates-an-etcd-lookalike",
             policy=PODS_POLICY,
-            obj=_etcd_pod(plan, "training"),
+            obj=etcd_pod(plan, "training"),
             user=CONTROLLER,
             allowed=False,
             messages=(Message.POD_QUEUE, Message.SCHEDULER, Message.PRIORITY, Message.NODE_GROUP),

@@ -30,6 +30,7 @@ import pytest
 
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL, team_rbac_group
 from config import StackConfig
+from k8s_charts.team_quota import CRITICAL_PRIORITY_CLASSES, NO_CRITICAL_QUOTA
 from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.nodes import group_nodes
@@ -40,7 +41,9 @@ from tests.tenant_cases import (
     CONTROLLER,
     HANDLER,
     MEMBER,
+    REPLICASET_CONTROLLER,
     AdmissionCase,
+    etcd_pod,
     refused_variants,
     tenant_cases,
     volcano_pod,
@@ -126,6 +129,25 @@ def test_the_real_api_server_judges_every_team_admission_case_as_the_model_does(
     # Every Job case reaches its policy (no Pod Security for Jobs): the policies decided most cases.
     refused_jobs = [c for c in cases if c.policy == JOBS_POLICY and not c.allowed]
     assert how[f"refused by {JOBS_POLICY}"] == len(refused_jobs), how
+
+
+@pytest.mark.parametrize("critical", CRITICAL_PRIORITY_CLASSES)
+def test_each_teams_quota_refuses_a_platform_pod_at_a_critical_priority(
+    example: ControlPlane, example_config: StackConfig, critical: str
+) -> None:
+    """The pod policy leaves the team's etcd pods, made by the ReplicaSet controller, unjudged; the
+    team's quota ``no-critical-priority`` still refuses one at a critical class, which the API
+    server otherwise admits in any namespace (kubernetes#76310)."""
+    plan = deployed_plan(example_config)
+    controller = example.impersonate(REPLICASET_CONTROLLER)
+    for team in example_config.teams:
+        pod = etcd_pod(plan, team.name)
+        admitted = controller("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+        assert admitted.returncode == 0, (team.name, admitted.stderr)
+        pod["spec"]["priorityClassName"] = critical
+        refused = controller("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+        assert refused.returncode != 0, (team.name, critical)
+        assert f"exceeded quota: {NO_CRITICAL_QUOTA}" in refused.stderr, refused.stderr
 
 
 EXAMPLE_TORCHX = [case for case in CASES if case.config == EXAMPLE_CONFIG]

@@ -3,7 +3,8 @@
 How the API server applies a ResourceQuota with a PriorityClass scope is modelled below
 (``counted_by``: pkg/quota/v1/evaluator/core/pods.go ``podMatchesScopeFunc``, ``PriorityClass``
 scope with operator In: the pod's ``priorityClassName`` among the values); a quota's ``pods: 0``
-then refuses every pod it counts. The model moves to a real API server when tests/cluster/ has one.
+then refuses every pod it counts. A model, for the fast tier: the real API server refuses a team's
+etcd pod at a critical class with the quota (tests/cluster/test_tenant_admission.py).
 """
 
 from __future__ import annotations
