@@ -1,9 +1,11 @@
 """What a node lost mid-run costs: the model of cluster_facts/failure_recovery.py and docs/health.md.
 
-A model written here: no EKS control plane, Volcano or autoscaler runs in these tests yet (the
-real-control-plane test, a kwok node stopped mid-run, is open: tests/cluster/). Each step's bound
-is a setting of this project, a number read in a component's source or documentation, or an
-estimate to be measured on hardware; the test keeps the sum, the settings and the page in step.
+A model written here, for the fast tier and for the steps nothing here can run (EC2 and EKS: the
+instance's replacement, its boot and join). Each step's bound is a setting of this project, a
+number read in a component's source or documentation, or an estimate to be measured on hardware;
+the test keeps the sum, the settings and the page in step. The steps up to the replacement are
+measured against the real controller manager and Volcano in tests/cluster/test_recovery.py (a
+kwok node's kubelet stopped mid-run), which checks them against this model's bounds.
 """
 
 from __future__ import annotations
