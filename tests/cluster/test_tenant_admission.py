@@ -30,7 +30,7 @@ import pytest
 
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL, team_rbac_group
 from config import StackConfig
-from k8s_charts.team_quota import CRITICAL_PRIORITY_CLASSES, NO_CRITICAL_QUOTA
+from k8s_charts.team_quota import CRITICAL_PRIORITY_CLASSES, DEFAULT_CONTAINER_REQUESTS, NO_CRITICAL_QUOTA
 from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.nodes import group_nodes
@@ -148,6 +148,25 @@ def test_each_teams_quota_refuses_a_platform_pod_at_a_critical_priority(
         refused = controller("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
         assert refused.returncode != 0, (team.name, critical)
         assert f"exceeded quota: {NO_CRITICAL_QUOTA}" in refused.stderr, refused.stderr
+
+
+def test_a_container_without_requests_gets_the_teams_defaults(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    """The team's LimitRange, applied by the real API server's LimitRanger: a container that asks
+    for nothing is stored with the defaults (the ResourceQuota then counts them)."""
+    plan = deployed_plan(example_config)
+    controller = example.impersonate(REPLICASET_CONTROLLER)
+    for team in example_config.teams:
+        pod = etcd_pod(plan, team.name)
+        for container in pod["spec"]["containers"]:
+            container.pop("resources", None)
+        stored = controller(
+            "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod), check=False
+        )
+        assert stored.returncode == 0, (team.name, stored.stderr)
+        for container in json.loads(stored.stdout)["spec"]["containers"]:
+            assert container["resources"]["requests"] == DEFAULT_CONTAINER_REQUESTS, (team.name, container)
 
 
 EXAMPLE_TORCHX = [case for case in CASES if case.config == EXAMPLE_CONFIG]
