@@ -149,3 +149,32 @@ def test_a_page_that_is_gone_and_a_wrong_anchor_are_reported(tmp_path: Path) -> 
         "docs/other.md:1: docs/day2.md does not exist",
         "docs/other.md:1: docs/runs.md has no heading with the anchor #not-a-heading",
     ]
+
+
+_TEST_NAME = re.compile(r"`(test_[a-z0-9_]+)")
+
+
+def _test_names_defined() -> set[str]:
+    """Every test function and test module of tests/ (a page may name either)."""
+    names: set[str] = set()
+    for path in (REPO_ROOT / "tests").rglob("test_*.py"):
+        names.add(path.stem)
+        names.update(re.findall(r"^\s*def (test_[a-z0-9_]+)\(", path.read_text(), re.MULTILINE))
+    return names
+
+
+def test_every_test_a_page_names_exists() -> None:
+    """docs/security.md, docs/health.md and the rest back their claims with test names: a renamed or
+    removed test must not leave a claim pointing at nothing."""
+    defined = _test_names_defined()
+    missing = {
+        f"{page.relative_to(REPO_ROOT)}: {name}"
+        for page in [
+            REPO_ROOT / "README.md",
+            REPO_ROOT / "CONTRIBUTING.md",
+            *(REPO_ROOT / "docs").glob("*.md"),
+        ]
+        for name in _TEST_NAME.findall(page.read_text())
+        if name not in defined
+    }
+    assert not missing, sorted(missing)
