@@ -26,9 +26,7 @@ on its sessions and its reasons (``SchedulerLog``), not on fixed sleeps.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +37,7 @@ from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import config_data, plan_of
 from tests.cluster.runs import RunHandle, end_runs, run_handle
+from tests.cluster.scheduler_log import SchedulerLog
 from tests.conftest import DEFAULT_CONFIG
 from tests.yaml_edits import with_change
 
@@ -93,38 +92,6 @@ WEIGHTED_CONFIG = parse_config(WEIGHTED)
 NO_NODE_TRIED = "Origin reason"
 """Volcano's gang message names the first node error it met (job_info.go ``FitError``, 834-845);
 a gang none of whose tasks reached a node has none."""
-
-
-class SchedulerLog:
-    """Volcano's scheduler's own log (its process's output), from where a test began."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-        self.path: Path = plane.processes.get("volcano-scheduler").log
-        self.start = self.path.stat().st_size
-
-    def text(self) -> str:
-        with self.path.open("rb") as log:
-            log.seek(self.start)
-            return log.read().decode(errors="replace")
-
-    def wait_sessions(self, count: int) -> None:
-        """``count`` more scheduling sessions closed (framework/session.go ``closeSession``)."""
-        target = self.text().count("Close Session ") + count
-        self.plane.wait_for(
-            lambda: self.text().count("Close Session ") >= target,
-            timeout=30,
-            what=f"{count} more scheduling sessions",
-        )
-
-    def queue_refusals(self, queue: str) -> set[str]:
-        """The tasks (pods) the capacity plugin found over ``queue``'s realCapability (allocate.go
-        744-747)."""
-        return set(
-            re.findall(
-                rf"Queue <{re.escape(queue)}> is overused when considering task <([^>]+)>", self.text()
-            )
-        )
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +30,7 @@ from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import SIMULATED_GROUP_ANNOTATION, group_nodes
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, end_runs, run_handle
+from tests.cluster.scheduler_log import SchedulerLog
 
 
 @pytest.fixture(scope="module")
@@ -111,19 +111,32 @@ def test_a_teams_second_gang_waits_with_free_nodes_in_its_group(
     A second gang of the team, with as many free nodes of the group as it needs, stays unplaced
     while the first runs, and is placed once the first has finished. The team's ResourceQuota sets
     no amount (k8s_charts/team_quota.py), so the second gang's pods exist: the team's queue's
-    capability keeps them off the free nodes (Volcano's reason: tests/cluster/test_queues.py)."""
+    capability keeps them off the free nodes: the scheduler's log says the queue is overused for each
+    of its pods, and two sessions later none is placed."""
     plan = deployed_plan(example_config)
     first = run_handle(example, plan, "bert-large")
     group = example_config.run_node_group(next(r for r in example_config.runs if r.name == "bert-large")).name
     assert first.replicas() == example_config.node_group(group).max_size
     _add_group_nodes(example, example_config, group, first.replicas(), first=100)
     second = _copy_of(first, "capacity-probe")
+    log = SchedulerLog(example)
     example.kubectl("create", "-f", "-", input=json.dumps(second))
     probe = RunHandle(example, ManifestSet(name="capacity-probe", manifests=(second,)))
-    example.wait_for(
-        lambda: len(probe.pods()) == probe.replicas(), timeout=30, what="the second gang's pods created"
+    tasks = example.wait_for(
+        lambda: (
+            {p["metadata"]["name"] for p in found} if len(found := probe.pods()) == probe.replicas() else None
+        ),
+        timeout=30,
+        what="the second gang's pods created",
     )
-    time.sleep(10)  # ten scheduling sessions
+    queue = example_config.team(first.namespace).queue_name
+
+    def refused() -> bool:
+        assert all(not pod["spec"].get("nodeName") for pod in probe.pods()), "the team's share did not hold"
+        return tasks <= log.queue_refusals(queue)
+
+    example.wait_for(refused, timeout=30, what=f"queue {queue} refusing every pod of the second gang")
+    log.wait_sessions(2)
     assert all(not pod["spec"].get("nodeName") for pod in probe.pods()), "the team's share did not hold"
     first.finish(0)
     example.wait_for(probe.running, timeout=90, what="the second gang placed once the first finished")
