@@ -216,7 +216,8 @@ def _team_quotas_hold_a_training_pod(
     for index, team in enumerate(all_teams):
         if team is None or team.quota.neuron_devices is None:
             continue
-        mine = [group for group in groups if not team.node_groups or group.name in team.node_groups]
+        by_name = {group.name: group for group in groups}
+        mine = [by_name[name] for name in _team_group_names(team, list(by_name))]
         if not mine:
             continue  # its groups are undefined: the check above says so
         smallest = min(mine, key=lambda group: group.instance.chips)
@@ -261,10 +262,9 @@ def _applied_runs_fit_their_teams_quota(
                     f"Volcano ends a run whose pods the quota refuses; allowed: {pods} or more"
                 ),
             )
-        allowed = _team_group_names(team, list(by_name))
-        if team.quota.neuron_devices is None or not allowed:
+        if team.quota.neuron_devices is None:
             continue
-        placed = [(run, by_name.get(run.node_group or allowed[0])) for run in applied]
+        placed = [(run, by_name.get(_run_group_name(run, team, list(by_name)) or "")) for run in applied]
         if any(group is None for _, group in placed):
             continue  # the run's own check names its group
         chips = sum(run.nodes * group.instance.chips for run, group in placed if group is not None)
@@ -283,6 +283,15 @@ def _team_group_names(team: TeamSettings, group_names: list[str]) -> list[str]:
     """The defined groups a team's runs may use, in the team's order (every group when it lists
     none); a run without ``node_group`` takes the first."""
     return [name for name in (team.node_groups or group_names) if name in group_names]
+
+
+def _run_group_name(run: RunSettings, team: TeamSettings | None, group_names: list[str]) -> str | None:
+    """The group a run is placed on (``StackConfig.run_node_group`` before the configuration is
+    whole): its own, or the first its team may use; None when there is none to name."""
+    if run.node_group is not None:
+        return run.node_group
+    allowed = _team_group_names(team, group_names) if team is not None else group_names
+    return allowed[0] if allowed else None
 
 
 @_reads("teams")
@@ -572,8 +581,7 @@ def _run_images_are_a_supported_neuron_stack(
         if run is None:
             continue
         team = next((team for team in teams if team.name == (run.team or teams[0].name)), None)
-        wanted = run.node_group or (team.node_groups[0] if team and team.node_groups else groups[0].name)
-        group = by_name.get(wanted)
+        group = by_name.get(_run_group_name(run, team, list(by_name)) or "")
         release = _ami_release(group, kubernetes_version) if group is not None else None
         if release is None or release not in AMI_RELEASES:
             continue  # the group or its AMI release has its own line
