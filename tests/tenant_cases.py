@@ -36,6 +36,7 @@ from tests.admission import Decision, admission_request, admit
 __all__ = [
     "CONTROLLER",
     "MEMBER",
+    "RESERVED_NAMES",
     "AdmissionCase",
     "decide",
     "etcd_pod",
@@ -52,6 +53,8 @@ CONTROLLER = volcano_controller(namespace="volcano-system", release="volcano")
 MEMBER = "arn:aws:sts::444455556666:assumed-role/MlTeam/alice"
 HANDLER = "arn:aws:sts::444455556666:assumed-role/TrainiumStack-ClusterKubectlProviderHandlerRole/x"
 REPLICASET_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
+RESERVED_NAMES = Message.reserved([]).split("; reserved here")[0]
+"""The reserved-name rule's message up to its list of names (which differs per plan)."""
 _ZONE_LABEL = "topology.kubernetes.io/zone"
 
 

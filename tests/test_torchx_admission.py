@@ -7,8 +7,8 @@ a team member submits it is admitted, and so is every pod Volcano's job controll
 API server's defaulting and ExtendedResourceToleration); the same Job broken one rule at a time is
 refused with that rule's message, the Job and its pods alike. The verdicts are the CEL model's
 (tests/admission.py), as in tests/k8s/test_tenant_admission.py. The real API server, with
-Volcano's webhooks and controller, judges the example configuration's cases the same way and runs
-one of the Jobs (tests/cluster/test_tenant_admission.py).
+Volcano's webhooks and controller, judges every case here the same way and runs
+each Job (tests/cluster/test_torchx.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from tests.pod_security import violations
 from tests.tenant_cases import (
     CONTROLLER,
     MEMBER,
+    RESERVED_NAMES,
     AdmissionCase,
     decide,
     plan_namespace_labels,
@@ -44,8 +45,6 @@ from tests.torchx_dryrun import CASES, Case, dryrun_job, other_team, submission_
 pytestmark = pytest.mark.process
 
 BY_NAME = {case.name: case for case in CASES}
-# The reserved-name rule's message without its list of names (which differs per plan).
-RESERVED_NAMES = Message.reserved([]).split("; reserved here")[0]
 
 
 @pytest.fixture(scope="module", params=[case.name for case in CASES])

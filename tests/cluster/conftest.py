@@ -41,6 +41,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_node_check.py",
         "test_security.py",
         "test_watchdog.py",
+        "test_torchx.py",
         "test_redeploy.py",
     ),
     "autoscaler-and-teams": (
