@@ -234,6 +234,8 @@ class Gang:
     """When the #3976 signature began to hold (None: no pod shows it)."""
     job_uid: str | None = None
     """The Volcano Job that owns the PodGroup (its controller owner reference)."""
+    phase: str = ""
+    """The PodGroup's phase (Pending, Inqueue, Running, ...)."""
 
     @property
     def key(self) -> str:
@@ -340,6 +342,7 @@ def _gangs(api: Api, settings: Settings, pods: Sequence[Obj]) -> list[Gang]:
                     ),
                     None,
                 ),
+                phase=str(status.get("phase") or ""),
             )
             unbound = [pod for pod in gang.pods if not (pod.get("spec") or {}).get("nodeName")]
             # A bound pod means Volcano placed the gang (it binds none until all fit).
@@ -549,7 +552,7 @@ def run_pass(
             guard,
             pods=pods,
             trainium_nodes=[n.name for n in nodes],
-            grouped_jobs={gang.job_uid for gang in gangs if gang.job_uid},
+            podgroup_phases={gang.job_uid: gang.phase for gang in gangs if gang.job_uid},
             now=now,
             log=log,
         )

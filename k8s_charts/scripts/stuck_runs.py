@@ -32,24 +32,26 @@ state/pending.go and state/running.go); its reason in the Job's ``status.state.r
 these two, so they stay); and a Warning Event on the Job. A Job whose state reason is already one of
 ours is not ended twice.
 
-A Job that Volcano's job controller has **not picked up** is reported, not ended: phase none or
-``Pending``, no PodGroup and no pod, longer than the same limit after its creation. The controller's
-first sync sets ``Pending`` and creates the PodGroup right after (v1.15.1
-pkg/controllers/job/job_controller_actions.go ``initJobStatus``, ``syncJob``), so such a Job was
-never synced, or dropped during its first sync: the controller is down, or a Job applied again
-under the name of one deleted moments before was dropped with the old one's cache entry
-(volcano#3968; docs/runs.md, Rerun). Nothing holds a node, but nothing happens either, so the guard
-says so where the team looks: ``NotPickedUp`` with what to do in the Job's ``status.state.reason``
-and ``message`` and a Warning Event, once. When the controller takes the Job up after all (it
-restarted and listed it again), the guard clears the reason it wrote. A Job the controller drops
-after its first sync keeps its PodGroup and pods and is not seen here: its pods run, but a failed
-pod is not restarted and a TerminateJob is not carried out (docs/runs.md, Rerun).
+A Job that Volcano has **not picked up** is reported, not ended: phase none or ``Pending`` and no
+pod, longer than the same limit after its creation. Which part of Volcano holds it, from its
+PodGroup (v1.15.1): none, the job controller, whose first sync sets ``Pending`` and creates the
+PodGroup (pkg/controllers/job/job_controller_actions.go ``initJobStatus``, ``syncJob``): it is down,
+or it dropped a Job applied again under the name of one deleted moments before (volcano#3968;
+docs/runs.md, Rerun); a PodGroup still ``Pending``, the scheduler, whose ``allocate`` moves it to
+``Inqueue`` in its next session (no ``enqueue`` action: pkg/scheduler/actions/allocate/allocate.go
+``buildAllocateContext``), after which the controller creates the pods; a PodGroup further on, the
+controller again. Nothing holds a node, but nothing happens either, so the guard says so where the
+team looks: ``NotPickedUp`` with what to do in the Job's ``status.state.reason`` and ``message``
+and a Warning Event, once. When the Job's pods appear after all (the component came back), the
+guard clears the reason it wrote. A Job the controller drops after its first sync keeps its
+PodGroup and pods and is not seen here: its pods run, but a failed pod is not restarted and a
+TerminateJob is not carried out (docs/runs.md, Rerun).
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -236,14 +238,15 @@ def judge_run(
 
 
 def not_picked_up(
-    job: Obj, pods: Sequence[Obj], *, has_podgroup: bool, now: datetime, threshold: float
+    job: Obj, pods: Sequence[Obj], *, podgroup_phase: str | None, now: datetime, threshold: float
 ) -> Verdict | None:
-    """NotPickedUp when Volcano's job controller has left the Job with no phase or ``Pending``, no
-    PodGroup and no pod for longer than ``threshold`` seconds since its creation, not reported yet."""
+    """NotPickedUp when Volcano has made no pod of the Job (phase none or ``Pending``) for longer
+    than ``threshold`` seconds since its creation, not reported yet. ``podgroup_phase``: the phase of
+    the Job's PodGroup, None when it has none; it says which of Volcano's parts holds the Job up."""
     metadata = job.get("metadata") or {}
     state = (job.get("status") or {}).get("state") or {}
     phase = state.get("phase") or ""
-    if phase not in ("", "Pending") or has_podgroup or pods or state.get("reason") == NOT_PICKED_UP_REASON:
+    if phase not in ("", "Pending") or pods or state.get("reason") == NOT_PICKED_UP_REASON:
         return None
     created = _time(metadata.get("creationTimestamp"))
     if metadata.get("deletionTimestamp") or created is None:
@@ -251,14 +254,27 @@ def not_picked_up(
     waited = (now - created).total_seconds()
     if waited <= threshold:
         return None
-    return Verdict(
-        NOT_PICKED_UP_REASON,
-        f"Volcano's job controller has not picked this Job up in {_minutes(waited)} (limit "
-        f"{_minutes(threshold)}): phase {phase or 'none'}, no PodGroup, no pod. Either the controller is down "
-        "(kubectl -n volcano-system get pods), or this Job was applied again under the name of a Job "
-        "deleted moments before and the controller dropped it with the old one (volcano#3968): delete "
-        "it, wait as long again as the old pods took to go, and apply it again (docs/runs.md, Rerun)",
-    )
+    seen = f"in {_minutes(waited)} (limit {_minutes(threshold)}): phase {phase or 'none'}"
+    if podgroup_phase is None:
+        said = (
+            f"Volcano's job controller has not picked this Job up {seen}, no PodGroup, no pod. Either the "
+            "controller is down (kubectl -n volcano-system get pods), or this Job was applied again under "
+            "the name of a Job deleted moments before and the controller dropped it with the old one "
+            "(volcano#3968): delete it, wait as long again as the old pods took to go, and apply it again "
+            "(docs/runs.md, Rerun)"
+        )
+    elif podgroup_phase in ("", "Pending"):
+        said = (
+            f"Volcano's scheduler has not taken this Job's PodGroup up {seen}, PodGroup Pending, no pod "
+            "(the job controller creates the pods once the scheduler moves the PodGroup on). Is the "
+            "scheduler running? (kubectl -n volcano-system get pods)"
+        )
+    else:
+        said = (
+            f"Volcano's job controller has created no pod of this Job {seen}, PodGroup {podgroup_phase}. "
+            "Is the controller running? (kubectl -n volcano-system get pods; the Job's events)"
+        )
+    return Verdict(NOT_PICKED_UP_REASON, said)
 
 
 def _silence(
@@ -410,12 +426,12 @@ def guard_pass(
     *,
     pods: Sequence[Obj],
     trainium_nodes: Iterable[str],
-    grouped_jobs: Collection[str],
+    podgroup_phases: Mapping[str, str],
     now: datetime,
     log: Callable[[str], object] = print,
 ) -> bool:
     """Judge every run of the team namespaces and end the stuck ones; False when an API call failed.
-    ``grouped_jobs``: the uids of the Volcano Jobs that own a PodGroup."""
+    ``podgroup_phases``: the phase of each PodGroup, by the uid of the Volcano Job that owns it."""
     nodes = set(trainium_nodes)
     by_job: dict[tuple[str, str], list[Obj]] = {}
     for pod in pods:
@@ -438,15 +454,18 @@ def guard_pass(
             threshold = _threshold(job, settings, log)
             lines: dict[str, tuple[datetime, str]] = {}
             try:
-                has_podgroup = job["metadata"].get("uid") in grouped_jobs
                 unsynced = not_picked_up(
-                    job, run_pods, has_podgroup=has_podgroup, now=now, threshold=threshold
+                    job,
+                    run_pods,
+                    podgroup_phase=podgroup_phases.get(str(job["metadata"].get("uid"))),
+                    now=now,
+                    threshold=threshold,
                 )
                 if unsynced is not None:
                     record(api, job, unsynced, component=settings.component)
                     log(f"run {namespace}/{name}: reported ({unsynced.reason}): {unsynced.message}")
                     continue
-                if _reason(job) == NOT_PICKED_UP_REASON and (has_podgroup or run_pods):
+                if _reason(job) == NOT_PICKED_UP_REASON and run_pods:
                     api.merge_patch(
                         _status_path(job), {"status": {"state": {"reason": None, "message": None}}}
                     )

@@ -690,8 +690,9 @@ def reported(state: RunsApi) -> tuple[str, str]:
     return reason, message
 
 
-def podgroup_of(job: dict[str, Any]) -> dict[str, Any]:
-    """The PodGroup Volcano's job controller creates for a Job on its first sync (named <job>-<uid>)."""
+def podgroup_of(job: dict[str, Any], phase: str = "Inqueue") -> dict[str, Any]:
+    """The PodGroup Volcano's job controller creates for a Job on its first sync (named <job>-<uid>);
+    the scheduler moves it from Pending to Inqueue, then the controller creates the pods."""
     metadata = job["metadata"]
     owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": metadata["name"]}
     return {
@@ -703,60 +704,79 @@ def podgroup_of(job: dict[str, Any]) -> dict[str, Any]:
             "ownerReferences": [{**owner, "uid": metadata["uid"], "controller": True}],
         },
         "spec": {"minMember": 2, "queue": "test"},
-        "status": {"phase": "Pending"},
+        "status": {"phase": phase},
     }
 
 
 @pytest.mark.process
 @pytest.mark.parametrize(
-    ("phase", "says"),
+    ("phase", "podgroup", "says"),
     [
-        pytest.param("", "phase none", id="never-synced"),
-        pytest.param("Pending", "phase Pending", id="dropped-during-its-first-sync"),
+        pytest.param(
+            "",
+            None,
+            "Volcano's job controller has not picked this Job up in 12m (limit 10m): phase none, no PodGroup, no pod.",
+            id="never-synced",
+        ),
+        pytest.param(
+            "Pending",
+            None,
+            "Volcano's job controller has not picked this Job up in 12m (limit 10m): phase Pending, no PodGroup, no pod.",
+            id="dropped-during-its-first-sync",
+        ),
+        pytest.param(
+            "Pending",
+            "Pending",
+            "Volcano's scheduler has not taken this Job's PodGroup up in 12m (limit 10m): phase Pending, PodGroup Pending, no pod",
+            id="the-scheduler-never-took-the-podgroup",
+        ),
+        pytest.param(
+            "Pending",
+            "Inqueue",
+            "Volcano's job controller has created no pod of this Job in 12m (limit 10m): phase Pending, PodGroup Inqueue.",
+            id="no-pod-made-for-the-queued-podgroup",
+        ),
     ],
 )
 def test_a_job_volcano_has_not_picked_up_is_reported_once_and_not_ended(
-    api: tuple[RunsApi, str], tmp_path: Path, phase: str, says: str
+    api: tuple[RunsApi, str], tmp_path: Path, phase: str, podgroup: str | None, says: str
 ) -> None:
     state = api[0]
-    state.jobs = [volcano_job(phase=phase, created_minutes=12)]
+    job = volcano_job(phase=phase, created_minutes=12)
+    state.jobs = [job]
+    state.podgroups = [podgroup_of(job, podgroup)] if podgroup is not None else []
     code, out = run_once(api, tmp_path)
     assert code == 0, out
     reason, message = reported(state)
     assert reason == "NotPickedUp"
-    assert message.startswith(
-        f"Volcano's job controller has not picked this Job up in 12m (limit 10m): {says}, no PodGroup, no pod."
-    ), message
-    assert "volcano#3968" in message and "docs/runs.md" in message
+    assert message.startswith(says), message
+    assert "kubectl -n volcano-system get pods" in message
     assert "run training/bert-1a2b3c4d: reported (NotPickedUp)" in out
     run_once(api, tmp_path)
     assert len(state.status_patches) == len(state.events) == 1  # said once
 
 
+def unplaced_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gang's pods, made and waiting for nodes (``Unschedulable``: the autoscaler's business)."""
+    return [run_pod(index, node_name=None, job=job["metadata"]["name"]) for index in (0, 1)]
+
+
 @pytest.mark.process
 @pytest.mark.parametrize(
-    ("job", "podgroup", "pods"),
+    ("job", "pods"),
     [
-        pytest.param(volcano_job(phase="", created_minutes=8), False, [], id="within-the-limit"),
-        pytest.param(
-            volcano_job(phase="Pending", created_minutes=60), True, [], id="gang-waiting-with-its-podgroup"
-        ),
-        pytest.param(volcano_job(phase="Running", created_minutes=60), False, [], id="running"),
-        pytest.param(
-            volcano_job(phase="", created_minutes=12),
-            False,
-            both_pods(waiting("ContainerCreating"), on_node_minutes=0.1),
-            id="pods-of-its-name-still-there",
-        ),
+        pytest.param(volcano_job(phase="", created_minutes=8), False, id="within-the-limit"),
+        pytest.param(volcano_job(phase="Pending", created_minutes=60), True, id="gang-waiting-for-nodes"),
+        pytest.param(volcano_job(phase="Running", created_minutes=60), False, id="running"),
     ],
 )
-def test_a_job_is_not_reported_within_its_limit_or_with_a_podgroup_or_a_pod(
-    api: tuple[RunsApi, str], tmp_path: Path, job: dict[str, Any], podgroup: bool, pods: list[dict[str, Any]]
+def test_a_job_is_not_reported_within_its_limit_or_once_it_has_pods(
+    api: tuple[RunsApi, str], tmp_path: Path, job: dict[str, Any], pods: bool
 ) -> None:
     state = api[0]
     state.jobs = [job]
-    state.podgroups = [podgroup_of(job)] if podgroup else []
-    state.pods = pods
+    state.podgroups = [podgroup_of(job)]
+    state.pods = unplaced_pods(job) if pods else []
     code, out = run_once(api, tmp_path)
     assert code == 0, out
     assert not state.status_patches and not state.events and not state.commands, out
@@ -777,13 +797,14 @@ def test_a_runs_own_limit_applies_to_the_report(api: tuple[RunsApi, str], tmp_pa
 def test_the_report_is_cleared_when_volcano_picks_the_job_up_after_all(
     api: tuple[RunsApi, str], tmp_path: Path
 ) -> None:
-    """The controller restarted and listed the Job: its first sync set the phase, kept our reason and
-    made the PodGroup."""
+    """The component came back: the Job's pods exist (its phase set and our reason kept by the
+    controller's status writes)."""
     state = api[0]
     job = volcano_job(phase="Pending", created_minutes=30)
     job["status"]["state"] |= {"reason": "NotPickedUp", "message": "Volcano's job controller has not ..."}
     state.jobs = [job]
     state.podgroups = [podgroup_of(job)]
+    state.pods = unplaced_pods(job)
     code, out = run_once(api, tmp_path)
     assert code == 0, out
     assert state.status_patches == [
