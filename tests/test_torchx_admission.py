@@ -8,7 +8,7 @@ API server's defaulting and ExtendedResourceToleration); the same Job broken one
 refused with that rule's message, the Job and its pods alike. The verdicts are the CEL model's
 (tests/admission.py), as in tests/k8s/test_tenant_admission.py. The real API server, with
 Volcano's webhooks and controller, judges every case here the same way and runs
-each Job (tests/cluster/test_torchx.py).
+each Job (tests/cluster/torchx_jobs.py).
 """
 
 from __future__ import annotations

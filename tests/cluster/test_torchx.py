@@ -1,164 +1,36 @@
-"""The Jobs the documented TorchX commands submit (docs/torchx.md; tests/torchx_dryrun.py runs the
-real torchx CLI), against the real control plane with each command's configuration deployed:
-
-- judged by the real API server and Volcano's webhooks as the CEL model judges them in
-  tests/test_torchx_admission.py (tests/cluster/verdicts.py): the Job as a team member submits it
-  and each pod Volcano's controller creates for it admitted; the Job broken one rule at a time, and
-  named after a platform object, refused with that rule's message;
-- run: created by a team member, its pods made by Volcano's controller (through the pod policy and
-  Pod Security ``restricted``) and left unbound until the team's nodes exist; with as many nodes of
-  the command's group added (as the autoscaler adds them: test_scale_from_zero.py runs it), the gang
-  is bound at once, one pod per node of that group; every worker exiting 0 completes the Job.
-
-The configuration's own runs are ended first: they would take the nodes the test adds.
-"""
+"""The default configuration's documented TorchX command against the real control plane, judged and
+run (tests/cluster/torchx_jobs.py says how)."""
 
 from __future__ import annotations
 
-import copy
-import json
-from collections import Counter
 from typing import Any
 
 import pytest
 
-from cluster_facts.kubernetes_names import NODE_GROUP_LABEL, team_rbac_group
-from config import StackConfig, load_config
-from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY
+from config import StackConfig
 from tests.cluster.control_plane import ControlPlane
-from tests.cluster.nodes import group_nodes
-from tests.cluster.plans import deployed_plan
-from tests.cluster.runs import end_runs
-from tests.cluster.verdicts import verdict
+from tests.cluster.torchx_jobs import deployed_with_its_runs_ended, judge_as_the_model, run_to_completion
 from tests.conftest import DEFAULT_CONFIG
-from tests.tenant_cases import (
-    CONTROLLER,
-    MEMBER,
-    RESERVED_NAMES,
-    AdmissionCase,
-    refused_variants,
-    volcano_pod,
-)
-from tests.torchx_dryrun import CASES, Case, dryrun_job, other_team, submission_environment, torchx_available
-
-ORDER = sorted(CASES, key=lambda case: case.config != DEFAULT_CONFIG)
-"""The default configuration's command first: the modules before this one on its worker leave the
-default deployed (then the example's, once; test_redeploy.py deploys the default over it)."""
+from tests.torchx_dryrun import CASES, Case
 
 
-@pytest.fixture(scope="module", params=[case.name for case in ORDER])
+@pytest.fixture(scope="module", params=[case.name for case in CASES if case.config == DEFAULT_CONFIG])
 def submitted(
     request: pytest.FixtureRequest, control_plane: ControlPlane
 ) -> tuple[Case, dict[str, Any], StackConfig]:
-    """The command's Job (a dry run of the real CLI), with its configuration deployed and that
-    configuration's own runs ended."""
-    assert torchx_available() is None, torchx_available()
     case = next(c for c in CASES if c.name == request.param)
-    config = load_config(case.config)
-    control_plane.apply_plan(deployed_plan(config))
-    end_runs(control_plane, [team.name for team in config.teams])
-    return case, dryrun_job(case), config
-
-
-def _cases(case: Case, job: dict[str, Any]) -> list[AdmissionCase]:
-    """The Job as a member submits it and each pod Volcano creates for it (admitted); the Job broken
-    one rule at a time (tests/tenant_cases.py) and named after a platform object (refused)."""
-    groups = (team_rbac_group(case.namespace),)
-    other_group, other_queue = other_team(case)
-    renamed = copy.deepcopy(job)
-    renamed["metadata"]["name"] = "etcd-server"  # Volcano would delete the team's etcd Service with it
-    return [
-        AdmissionCase(id="torchx", policy=JOBS_POLICY, obj=job, user=MEMBER, groups=groups, allowed=True),
-        *(
-            AdmissionCase(
-                id=f"torchx-pod-{task}",
-                policy=PODS_POLICY,
-                obj=volcano_pod(job, task=task),
-                user=CONTROLLER,
-                allowed=True,
-            )
-            for task in range(len(job["spec"]["tasks"]))
-        ),
-        *refused_variants(job, other_group=other_group, other_queue=other_queue, groups=groups),
-        AdmissionCase(
-            id="named-etcd-server",
-            policy=JOBS_POLICY,
-            obj=renamed,
-            user=MEMBER,
-            groups=groups,
-            allowed=False,
-            messages=(RESERVED_NAMES,),
-        ),
-    ]
+    return (case, *deployed_with_its_runs_ended(control_plane, case))
 
 
 def test_the_real_api_server_judges_the_documented_job_as_the_model_does(
     control_plane: ControlPlane, submitted: tuple[Case, dict[str, Any], StackConfig]
 ) -> None:
     case, job, _ = submitted
-    cases = _cases(case, job)
-    how: Counter[str] = Counter()
-    disagreements = {c.id: said for c in cases if (said := verdict(control_plane, c, how)) is not None}
-    assert disagreements == {}, json.dumps(disagreements, indent=1)
-    assert how["accepted"] == 1 + case.nnodes, how
-    refused_jobs = [c for c in cases if c.policy == JOBS_POLICY and not c.allowed]
-    assert how[f"refused by {JOBS_POLICY}"] == len(refused_jobs), how
-
-
-def _pods(plane: ControlPlane, job: dict[str, Any]) -> list[dict[str, Any]]:
-    metadata = job["metadata"]
-    found = plane.kubectl.json(
-        "get", "pods", "-n", metadata["namespace"], "-l", f"volcano.sh/job-name={metadata['name']}"
-    )
-    return [pod for pod in found["items"] if "deletionTimestamp" not in pod["metadata"]]
-
-
-def _phase(plane: ControlPlane, job: dict[str, Any]) -> str | None:
-    metadata = job["metadata"]
-    found = plane.kubectl.json("get", "jobs.batch.volcano.sh", metadata["name"], "-n", metadata["namespace"])
-    return found.get("status", {}).get("state", {}).get("phase")
+    judge_as_the_model(control_plane, case, job)
 
 
 def test_the_documented_job_runs_whole_on_the_teams_nodes_and_completes(
     control_plane: ControlPlane, submitted: tuple[Case, dict[str, Any], StackConfig]
 ) -> None:
     case, job, config = submitted
-    namespace, name = case.namespace, job["metadata"]["name"]
-    group = submission_environment(case)["NODE_GROUP"]
-    nodes = [f"{group}-torchx-{index}" for index in range(case.nnodes)]
-    member = control_plane.impersonate(MEMBER, [team_rbac_group(namespace)])
-    member("create", "-f", "-", input=json.dumps(job))
-    try:
-        pending = control_plane.wait_for(
-            lambda: found if len(found := _pods(control_plane, job)) == case.nnodes else None,
-            timeout=60,
-            what=f"Volcano's controller creating the {case.nnodes} pods of {name}",
-        )
-        assert not any(pod["spec"].get("nodeName") for pod in pending), "bound before its nodes existed"
-        control_plane.add_nodes(group_nodes(config, group, nodes))
-        running = control_plane.wait_for(
-            lambda: (
-                found
-                if len(found := _pods(control_plane, job)) == case.nnodes
-                and all(pod["status"].get("phase") == "Running" for pod in found)
-                else None
-            ),
-            timeout=90,
-            what=f"{name} placed whole and running",
-        )
-        assert sorted(pod["spec"]["nodeName"] for pod in running) == sorted(nodes)
-        for node in nodes:
-            labels = control_plane.kubectl.json("get", "node", node)["metadata"]["labels"]
-            assert labels[NODE_GROUP_LABEL] == group, node
-        for pod in running:
-            control_plane.kubectl(
-                "annotate", "pod", pod["metadata"]["name"], "-n", namespace, "cluster-test/exit-code=0"
-            )
-        control_plane.wait_for(
-            lambda: _phase(control_plane, job) == "Completed", timeout=60, what=f"{name} Completed"
-        )
-    finally:
-        control_plane.kubectl(
-            "delete", "jobs.batch.volcano.sh", name, "-n", namespace, "--ignore-not-found", "--wait=true"
-        )
-        control_plane.remove_nodes(nodes)
+    run_to_completion(control_plane, case, job, config)
