@@ -12,7 +12,9 @@ team):
   the command's group added (as the autoscaler adds them: test_scale_from_zero.py runs it), the gang
   is bound at once, one pod per node of that group; every worker exiting 0 completes the Job.
 
-The configuration's own runs are ended first: they would take the nodes the test adds.
+The configuration's own runs are ended first: they would take the nodes the test adds. The tests
+are written once, here; each module imports them with the fixture ``submitted_for`` makes for its
+configuration (a module runs on one worker, with one configuration deployed).
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL, team_rbac_group
 from config import StackConfig, load_config
@@ -38,9 +43,13 @@ from tests.tenant_cases import (
     refused_variants,
     volcano_pod,
 )
-from tests.torchx_dryrun import Case, dryrun_job, other_team, submission_environment, torchx_available
+from tests.torchx_dryrun import CASES, Case, dryrun_job, other_team, submission_environment, torchx_available
 
-__all__ = ["deployed_with_its_runs_ended", "judge_as_the_model", "run_to_completion"]
+__all__ = [
+    "submitted_for",
+    "test_the_documented_job_runs_whole_on_the_teams_nodes_and_completes",
+    "test_the_real_api_server_judges_the_documented_job_as_the_model_does",
+]
 
 
 def _cases(case: Case, job: dict[str, Any]) -> list[AdmissionCase]:
@@ -145,13 +154,35 @@ def run_to_completion(
         control_plane.remove_nodes(nodes)
 
 
-def deployed_with_its_runs_ended(
-    control_plane: ControlPlane, case: Case
-) -> tuple[dict[str, Any], StackConfig]:
-    """The command's Job (a dry run of the real CLI), with its configuration deployed and that
-    configuration's own runs ended."""
-    assert torchx_available() is None, torchx_available()
-    config = load_config(case.config)
-    control_plane.apply_plan(deployed_plan(config))
-    end_runs(control_plane, [team.name for team in config.teams])
-    return dryrun_job(case), config
+Submitted = tuple[Case, dict[str, Any], StackConfig]
+"""A documented command, its Job (a dry run of the real CLI) and its configuration, deployed."""
+
+
+def submitted_for(config_file: Path) -> Any:
+    """A module fixture: each documented command of ``config_file``, with that configuration
+    deployed and its own runs ended."""
+
+    @pytest.fixture(scope="module", params=[case.name for case in CASES if case.config == config_file])
+    def submitted(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Submitted:
+        assert torchx_available() is None, torchx_available()
+        case = next(c for c in CASES if c.name == request.param)
+        config = load_config(case.config)
+        control_plane.apply_plan(deployed_plan(config))
+        end_runs(control_plane, [team.name for team in config.teams])
+        return case, dryrun_job(case), config
+
+    return submitted
+
+
+def test_the_real_api_server_judges_the_documented_job_as_the_model_does(
+    control_plane: ControlPlane, submitted: Submitted
+) -> None:
+    case, job, _ = submitted
+    judge_as_the_model(control_plane, case, job)
+
+
+def test_the_documented_job_runs_whole_on_the_teams_nodes_and_completes(
+    control_plane: ControlPlane, submitted: Submitted
+) -> None:
+    case, job, config = submitted
+    run_to_completion(control_plane, case, job, config)
