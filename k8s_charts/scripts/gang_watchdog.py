@@ -54,7 +54,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kube_api import Api, ApiError, in_cluster
-from stuck_runs import GuardSettings, guard_pass
+from stuck_runs import Endings, GuardSettings, guard_pass
 
 __all__ = ["main", "parse_quantity", "run_pass"]
 
@@ -512,6 +512,7 @@ def run_pass(
     now: datetime,
     log: Callable[[str], object] = print,
     guard: GuardSettings | None = None,
+    endings: Endings | None = None,
 ) -> bool:
     """One pass; False when an API call failed (logged; the next pass starts afresh). With ``guard``,
     the runs that hold Trainium nodes without progressing are judged next (stuck_runs.py)."""
@@ -555,6 +556,7 @@ def run_pass(
             podgroup_phases={gang.job_uid: gang.phase for gang in gangs if gang.job_uid},
             now=now,
             log=log,
+            endings=endings,
         )
         work.ok = work.ok and guarded
     return work.ok
@@ -648,10 +650,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
             flush=True,
         )
+    endings = Endings()
     while True:
         try:
             ok = run_pass(
-                api, settings, now=datetime.now(UTC), log=lambda line: print(line, flush=True), guard=guard
+                api,
+                settings,
+                now=datetime.now(UTC),
+                log=lambda line: print(line, flush=True),
+                guard=guard,
+                endings=endings,
             )
         except (ValueError, KeyError, TypeError) as error:
             # An object this program cannot read: nothing is changed on its account.

@@ -32,6 +32,13 @@ state/pending.go and state/running.go); its reason in the Job's ``status.state.r
 these two, so they stay); and a Warning Event on the Job. A Job whose state reason is already one of
 ours is not ended twice.
 
+A run the guard ended that still has pods on Trainium nodes one limit after the Command, its phase
+not ending, is **not ended**: Volcano's job controller has not carried the Command out (it is down,
+or it lost the Job). The guard cannot delete pods; it says so on the Job, once per watchdog process,
+with a Warning Event ``NotEnded`` that names the nodes and the way out (deleting the Job: the
+garbage collector then deletes its pods without Volcano). When it ended each run is kept in the
+watchdog process (``Endings``); a restarted watchdog counts from when it first sees the run.
+
 A Job that Volcano has **not picked up** is reported, not ended: phase none or ``Pending`` and no
 pod, longer than the same limit after its creation. Which part of Volcano holds it, from its
 PodGroup (v1.15.1): none, the job controller, whose first sync sets ``Pending`` and creates the
@@ -52,7 +59,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -61,13 +68,16 @@ from kube_api import Api, ApiError
 __all__ = [
     "ENDED_PHASES",
     "GUARD_REASONS",
+    "NOT_ENDED_REASON",
     "NOT_PICKED_UP_REASON",
     "SILENT_REASON",
     "STUCK_REASON",
+    "Endings",
     "GuardSettings",
     "Verdict",
     "guard_pass",
     "judge_run",
+    "not_ended",
     "not_picked_up",
     "parse_log_time",
     "pod_stuck",
@@ -79,6 +89,8 @@ STUCK_REASON = "StuckRun"
 SILENT_REASON = "NoProgress"
 GUARD_REASONS = frozenset({STUCK_REASON, SILENT_REASON})
 """The reasons of the runs the guard ended."""
+NOT_ENDED_REASON = "NotEnded"
+"""An Event on a run the guard ended that Volcano has not ended."""
 NOT_PICKED_UP_REASON = "NotPickedUp"
 """A Job the guard reports (never ends): Volcano's job controller has not synced it."""
 # Volcano Job phases in which the job is ending or over (batch/v1alpha1 job.go): nothing to end.
@@ -277,6 +289,41 @@ def not_picked_up(
     return Verdict(NOT_PICKED_UP_REASON, said)
 
 
+def not_ended(
+    job: Obj,
+    pods: Sequence[Obj],
+    *,
+    trainium_nodes: Iterable[str],
+    ended_at: datetime,
+    now: datetime,
+    threshold: float,
+) -> str | None:
+    """The Event's message when a run this guard ended (its state reason one of ours) is not ending
+    and still has pods on Trainium nodes longer than ``threshold`` seconds after ``ended_at``."""
+    metadata = job.get("metadata") or {}
+    state = (job.get("status") or {}).get("state") or {}
+    phase = state.get("phase") or ""
+    if state.get("reason") not in GUARD_REASONS or phase in ENDED_PHASES:
+        return None
+    nodes = set(trainium_nodes)
+    held = sorted(
+        str(pod["spec"]["nodeName"])
+        for pod in pods
+        if (pod.get("spec") or {}).get("nodeName") in nodes
+        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    )
+    waited = (now - ended_at).total_seconds()
+    if not held or waited <= threshold:
+        return None
+    return (
+        f"Volcano has not carried out the TerminateJob sent {_minutes(waited)} ago (limit {_minutes(threshold)}): "
+        f"phase {phase or 'none'}, and its pods still hold Trainium nodes {', '.join(held)}. Is Volcano's "
+        "job controller running? (kubectl -n volcano-system get pods). Deleting the Job frees the nodes "
+        f"(the garbage collector deletes its pods): kubectl -n {metadata.get('namespace')} delete "
+        f"vcjob {metadata.get('name')}"
+    )
+
+
 def _silence(
     pods: Sequence[Obj], last_lines: Mapping[str, tuple[datetime, str]], *, now: datetime, threshold: float
 ) -> Verdict | None:
@@ -299,6 +346,15 @@ def _silence(
         f"no log output from any of its {len(pods)} pods for {_minutes((now - moment).total_seconds())} "
         f"(limit {_minutes(threshold)}); {last}; ended to free its Trainium nodes",
     )
+
+
+@dataclass
+class Endings:
+    """The runs this watchdog process ended, by Job uid: when (or when it first saw them ended), and
+    which it has reported NotEnded. Kept between passes; a restart starts afresh."""
+
+    ended_at: dict[str, datetime] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -420,6 +476,78 @@ def end_run(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
     record(api, job, verdict, component=component)
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Pass:
+    """What one pass of the guard knows, for judging one Job after another."""
+
+    api: Api
+    settings: GuardSettings
+    nodes: set[str]
+    podgroup_phases: Mapping[str, str]
+    endings: Endings
+    now: datetime
+    log: Callable[[str], object]
+
+    def judge(self, job: Obj, run_pods: Sequence[Obj]) -> None:
+        """Report, end or leave one Job (ApiError: the next pass tries again)."""
+        api, now, nodes = self.api, self.now, self.nodes
+        metadata = job["metadata"]
+        key, uid = f"{metadata['namespace']}/{metadata['name']}", str(metadata.get("uid"))
+        threshold = _threshold(job, self.settings, self.log)
+        unsynced = not_picked_up(
+            job, run_pods, podgroup_phase=self.podgroup_phases.get(uid), now=now, threshold=threshold
+        )
+        if unsynced is not None:
+            record(api, job, unsynced, component=self.settings.component)
+            self.log(f"run {key}: reported ({unsynced.reason}): {unsynced.message}")
+            return
+        if _reason(job) == NOT_PICKED_UP_REASON and run_pods:
+            api.merge_patch(_status_path(job), {"status": {"state": {"reason": None, "message": None}}})
+            self.log(f"run {key}: picked up by Volcano after all; report cleared")
+        if _reason(job) in GUARD_REASONS:
+            self._check_ended(job, run_pods, uid, threshold)
+            return
+        verdict = judge_run(
+            job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
+        )
+        if verdict is None and _silence_possible(run_pods, nodes, now, threshold):
+            lines = {pod["metadata"]["name"]: line for pod in run_pods if (line := _last_line(api, pod))}
+            verdict = judge_run(
+                job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
+            )
+        if verdict is None:
+            return
+        end_run(api, job, verdict, component=self.settings.component)
+        self.endings.ended_at[uid] = now
+        self.log(f"run {key}: ended ({verdict.reason}): {verdict.message}")
+
+    def _check_ended(self, job: Obj, run_pods: Sequence[Obj], uid: str, threshold: float) -> None:
+        """A run this guard ended: NotEnded, once, when Volcano has not ended it within the limit."""
+        if uid in self.endings.reported:
+            return
+        said = not_ended(
+            job,
+            run_pods,
+            trainium_nodes=self.nodes,
+            ended_at=self.endings.ended_at.setdefault(uid, self.now),
+            now=self.now,
+            threshold=threshold,
+        )
+        if said is None:
+            return
+        self.api.event(
+            namespace=job["metadata"]["namespace"],
+            involved={**job, "apiVersion": _JOB_API_VERSION, "kind": "Job"},
+            reason=NOT_ENDED_REASON,
+            message=said,
+            component=self.settings.component,
+        )
+        self.endings.reported.add(uid)
+        self.log(
+            f"run {job['metadata']['namespace']}/{job['metadata']['name']}: NOT ENDED by Volcano: {said}"
+        )
+
+
 def guard_pass(
     api: Api,
     settings: GuardSettings,
@@ -429,10 +557,20 @@ def guard_pass(
     podgroup_phases: Mapping[str, str],
     now: datetime,
     log: Callable[[str], object] = print,
+    endings: Endings | None = None,
 ) -> bool:
     """Judge every run of the team namespaces and end the stuck ones; False when an API call failed.
-    ``podgroup_phases``: the phase of each PodGroup, by the uid of the Volcano Job that owns it."""
-    nodes = set(trainium_nodes)
+    ``podgroup_phases``: the phase of each PodGroup, by the uid of the Volcano Job that owns it;
+    ``endings``: what this process ended in earlier passes (None: nothing remembered)."""
+    work = _Pass(
+        api=api,
+        settings=settings,
+        nodes=set(trainium_nodes),
+        podgroup_phases=podgroup_phases,
+        endings=endings if endings is not None else Endings(),
+        now=now,
+        log=log,
+    )
     by_job: dict[tuple[str, str], list[Obj]] = {}
     for pod in pods:
         owner = _owner(pod)
@@ -449,44 +587,10 @@ def guard_pass(
             ok = False
             continue
         for job in jobs:
-            name = job["metadata"]["name"]
-            run_pods = by_job.get((namespace, name), [])
-            threshold = _threshold(job, settings, log)
-            lines: dict[str, tuple[datetime, str]] = {}
             try:
-                unsynced = not_picked_up(
-                    job,
-                    run_pods,
-                    podgroup_phase=podgroup_phases.get(str(job["metadata"].get("uid"))),
-                    now=now,
-                    threshold=threshold,
-                )
-                if unsynced is not None:
-                    record(api, job, unsynced, component=settings.component)
-                    log(f"run {namespace}/{name}: reported ({unsynced.reason}): {unsynced.message}")
-                    continue
-                if _reason(job) == NOT_PICKED_UP_REASON and run_pods:
-                    api.merge_patch(
-                        _status_path(job), {"status": {"state": {"reason": None, "message": None}}}
-                    )
-                    log(f"run {namespace}/{name}: picked up by Volcano after all; report cleared")
-                verdict = judge_run(
-                    job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
-                )
-                if verdict is None and _silence_possible(run_pods, nodes, now, threshold):
-                    for pod in run_pods:
-                        line = _last_line(api, pod)
-                        if line is not None:
-                            lines[pod["metadata"]["name"]] = line
-                    verdict = judge_run(
-                        job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
-                    )
-                if verdict is None:
-                    continue
-                end_run(api, job, verdict, component=settings.component)
-                log(f"run {namespace}/{name}: ended ({verdict.reason}): {verdict.message}")
+                work.judge(job, by_job.get((namespace, job["metadata"]["name"]), []))
             except ApiError as error:
-                log(f"run {namespace}/{name}: NOT judged or ended: {error}")
+                log(f"run {namespace}/{job['metadata']['name']}: NOT judged or ended: {error}")
                 ok = False
     return ok
 

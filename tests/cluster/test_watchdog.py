@@ -254,3 +254,71 @@ def test_a_job_volcano_does_not_pick_up_is_reported_then_cleared_when_it_does(
         control_plane.kubectl(
             "delete", "jobs.batch.volcano.sh", name, "-n", run.namespace, "--ignore-not-found"
         )
+
+
+def test_a_run_volcano_does_not_end_is_reported_not_ended(
+    run: RunHandle, control_plane: ControlPlane
+) -> None:
+    """The guard ends a stuck run while Volcano's job controller is down: its TerminateJob Command
+    waits and the pods keep their Trainium nodes. A limit later the guard records a NotEnded Warning
+    on the Job, naming the nodes and the way out; the controller back, the Command is carried out
+    and the pods go."""
+    job = copy.deepcopy(dict(run.job))
+    job["metadata"] = {
+        "name": "unended-probe",
+        "namespace": run.namespace,
+        "labels": dict(job["metadata"]["labels"]),
+        "annotations": {STUCK_MINUTES_ANNOTATION: str(SHORT_STUCK_MINUTES)},
+    }
+    for task in job["spec"]["tasks"]:
+        task["template"]["metadata"].setdefault("annotations", {})[WAITING_ANNOTATION] = (
+            "CreateContainerError"
+        )
+    probe = RunHandle(control_plane, ManifestSet(name="unended-probe", manifests=(job,)))
+
+    def events(reason: str) -> list[dict[str, Any]]:
+        found = control_plane.kubectl.json(
+            "get", "events", "-n", run.namespace, "--field-selector=involvedObject.name=unended-probe"
+        )["items"]
+        return [e for e in found if e["reason"] == reason]
+
+    try:
+        probe.apply()
+        control_plane.wait_for(
+            lambda: (
+                len(probe.pods()) == probe.replicas()
+                and all(p["spec"].get("nodeName") and p["status"].get("startTime") for p in probe.pods())
+            ),
+            timeout=60,
+            what="the probe's pods bound, their containers waiting",
+        )
+        with control_plane.stopped(VOLCANO_JOB_CONTROLLER):
+            control_plane.wait_for(
+                lambda: probe.job_status().get("state", {}).get("reason") == "StuckRun",
+                timeout=SHORT_STUCK_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30,
+                what="the guard ending the run",
+            )
+            [event] = control_plane.wait_for(
+                lambda: events("NotEnded"),
+                timeout=SHORT_STUCK_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30,
+                what="the guard's NotEnded on the Job",
+            )
+            nodes = sorted(p["spec"]["nodeName"] for p in probe.pods())
+            assert len(nodes) == probe.replicas(), "the pods kept their nodes"
+            assert event["type"] == "Warning"
+            assert event["message"].startswith("Volcano has not carried out the TerminateJob sent"), event
+            assert f"still hold Trainium nodes {', '.join(nodes)}." in event["message"], event
+            assert (
+                probe.job_status()["state"]["phase"] == "Pending"
+            )  # its pods never started; nothing ended it
+        control_plane.wait_for(
+            lambda: probe.job_status().get("state", {}).get("phase") in ("Terminating", "Terminated"),
+            timeout=60,
+            what="Volcano carrying the Command out once back",
+        )
+        control_plane.wait_for(lambda: not probe.pods(), timeout=60, what="the run's pods gone")
+        assert len(events("NotEnded")) == 1
+    finally:
+        control_plane.kubectl(
+            "delete", "jobs.batch.volcano.sh", "unended-probe", "-n", run.namespace, "--ignore-not-found"
+        )

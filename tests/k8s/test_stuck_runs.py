@@ -883,3 +883,83 @@ def test_the_documented_bound_holds_for_the_shipped_defaults() -> None:
     bound = limit + 1 + config.autoscaler.scale_down_unneeded_minutes
     assert bound == 16
     assert bound <= 20
+
+
+# --- Not ended: a run the guard ended that Volcano has not ended ---------------------------------------------------
+
+
+def test_a_run_ended_but_still_on_its_nodes_a_limit_later_is_not_ended() -> None:
+    core = program("stuck_runs")
+    now = datetime.now(UTC)
+    job = volcano_job(reason="StuckRun")
+    pods = both_pods(waiting("ImagePullBackOff"), on_node_minutes=30)
+
+    def said(*, job: dict[str, Any] = job, pods: list[dict[str, Any]] = pods, minutes: float = 11) -> Any:
+        return core.not_ended(
+            job,
+            pods,
+            trainium_nodes=["trn-a", "trn-b"],
+            ended_at=now - timedelta(minutes=minutes),
+            now=now,
+            threshold=LIMIT_MINUTES * 60,
+        )
+
+    message = said()
+    assert message.startswith(
+        "Volcano has not carried out the TerminateJob sent 11m ago (limit 10m): phase Running, and its pods "
+        "still hold Trainium nodes trn-a, trn-b."
+    ), message
+    assert message.endswith("kubectl -n training delete vcjob bert-1a2b3c4d")
+    assert said(minutes=9) is None  # within the limit
+    assert said(job=volcano_job(phase="Terminating", reason="StuckRun")) is None  # Volcano is ending it
+    assert said(job=volcano_job()) is None  # not ended by the guard
+    assert said(pods=[]) is None  # its pods are gone
+    assert said(pods=[run_pod(0, node_name=None)]) is None  # holds no node
+
+
+def test_the_guard_remembers_when_it_ended_a_run_and_says_not_ended_once() -> None:
+    """guard_pass in this process, its Endings kept between passes as the watchdog's loop keeps them:
+    the pass that ends the run, a pass within the limit, one past it (NotEnded), one more (silent)."""
+    core = program("stuck_runs")
+    job = volcano_job()
+    pods = both_pods(waiting("ImagePullBackOff"), on_node_minutes=30)
+    written: list[tuple[str, Any]] = []
+
+    class Recorder:
+        def items(self, path: str, **_: str) -> list[dict[str, Any]]:
+            return [job]
+
+        def call(self, method: str, path: str, body: Any) -> Any:
+            written.append(("command", body["action"]))
+            return body
+
+        def merge_patch(self, path: str, body: Any) -> Any:
+            job["status"]["state"].update(body["status"]["state"])
+            written.append(("status", body["status"]["state"]["reason"]))
+            return job
+
+        def event(self, *, reason: str, **_: Any) -> Any:
+            written.append(("event", reason))
+
+    endings = core.Endings()
+    settings = core.GuardSettings(
+        namespaces=("training",), threshold_seconds=LIMIT_MINUTES * 60, annotation="x", component=NAME
+    )
+    start = datetime.now(UTC)
+    for minutes in (0, 5, 11, 20):
+        assert core.guard_pass(
+            Recorder(),
+            settings,
+            pods=pods,
+            trainium_nodes=["trn-a", "trn-b"],
+            podgroup_phases={JOB_UID: "Running"},
+            now=start + timedelta(minutes=minutes),
+            log=lambda line: None,
+            endings=endings,
+        )
+    assert written == [
+        ("command", "TerminateJob"),
+        ("status", "StuckRun"),
+        ("event", "StuckRun"),
+        ("event", "NotEnded"),
+    ]
