@@ -351,10 +351,16 @@ def _silence(
 @dataclass
 class Endings:
     """The runs this watchdog process ended, by Job uid: when (or when it first saw them ended), and
-    which it has reported NotEnded. Kept between passes; a restart starts afresh."""
+    which it has reported NotEnded. Kept between passes, forgotten with their Jobs; a restart
+    starts afresh."""
 
     ended_at: dict[str, datetime] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
+
+    def forget_all_but(self, uids: set[str]) -> None:
+        """Keep only the runs whose Jobs still exist (``uids``)."""
+        self.ended_at = {uid: moment for uid, moment in self.ended_at.items() if uid in uids}
+        self.reported &= uids
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -577,6 +583,7 @@ def guard_pass(
         if owner is not None:
             by_job.setdefault((pod["metadata"].get("namespace", ""), owner), []).append(pod)
     ok = True
+    listed: set[str] = set()
     for namespace in settings.namespaces:
         try:
             jobs = api.items(
@@ -587,11 +594,15 @@ def guard_pass(
             ok = False
             continue
         for job in jobs:
+            listed.add(str(job["metadata"].get("uid")))
             try:
                 work.judge(job, by_job.get((namespace, job["metadata"]["name"]), []))
             except ApiError as error:
                 log(f"run {namespace}/{job['metadata']['name']}: NOT judged or ended: {error}")
                 ok = False
+    if ok:
+        # A deleted Job is forgotten (only after a pass that listed every namespace).
+        work.endings.forget_all_but(listed)
     return ok
 
 

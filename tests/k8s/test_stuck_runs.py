@@ -963,3 +963,17 @@ def test_the_guard_remembers_when_it_ended_a_run_and_says_not_ended_once() -> No
         ("event", "StuckRun"),
         ("event", "NotEnded"),
     ]
+    assert set(endings.ended_at) == endings.reported == {JOB_UID}
+    # The Job deleted: the next pass forgets it.
+    job["metadata"]["uid"] = "another-job"
+    assert core.guard_pass(
+        Recorder(),
+        settings,
+        pods=[],
+        trainium_nodes=["trn-a", "trn-b"],
+        podgroup_phases={},
+        now=start + timedelta(minutes=21),
+        log=lambda line: None,
+        endings=endings,
+    )
+    assert JOB_UID not in endings.ended_at and JOB_UID not in endings.reported
