@@ -6,8 +6,9 @@ plugins written here (each function names its source lines). The real scheduler 
 questions in tests/cluster/ for a group two teams share: borrowing, giving back and the
 capability at equal weights, the order by share at weights 1 and 2 (test_queues.py; the model's
 tests of the same names here run the example's two groups of different types, weights 1 and 2),
-and the zero-node case (test_scale_from_zero.py). ``proportion`` and mixed instance types stay on
-the model.
+the zero-node case (test_scale_from_zero.py), and a borrowing queue's capability over a trn1 and a
+trn1n group (test_queues.py). ``proportion``, and the order by share over mixed instance types,
+stay on the model.
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ keeps a gang off free nodes, whether a returning team goes first for the freed n
 nothing evicted, and, with the example's weights 1 and 2 on that group, whether the queue furthest
 below its deserved share (allocated / deserved) is offered a freed node first;
 tests/cluster/test_scale_from_zero.py whether a gang on zero nodes stays Unschedulable until the
-autoscaler adds its nodes. This model still stands alone for what the stack does not run or the
-tier does not set up: ``proportion`` (why the stack runs ``capacity``), and shares over several
+autoscaler adds its nodes; and, over a trn1 and a trn1n group both teams use, whether a borrowing
+queue is counted at its capability in chips and EFA interfaces of both shapes and refused beyond it
+(test_queues.py). This model still stands alone for what the stack does not run or the tier does
+not set up: ``proportion`` (why the stack runs ``capacity``), and the order by share over several
 groups of different instance types (the example configuration's trn1n and trn1 groups).
 Every function names the source lines it follows (volcano-sh/volcano at tag v1.15.1):
 

@@ -2,8 +2,10 @@
 holds a gang beside free nodes; a team borrows an idle team's share of a shared group up to its
 capability; a returning team is offered the next freed nodes before the borrower's further gang,
 and nothing is evicted; with unequal weights, the queue furthest below its deserved share is
-offered the freed node (docs/capacity.md, "Teams that share node groups"). tests/volcano_queue_model.py
-is the model of the same arithmetic, written before a real scheduler ran here.
+offered the freed node; over two groups of different instance types, a team borrows its whole
+capability in every dimension and no more (docs/capacity.md, "Teams that share node groups").
+tests/volcano_queue_model.py is the model of the same arithmetic, written before a real scheduler
+ran here.
 
 The configuration (``SHARED``): the default's one Trainium group, ``trn1-32xl``, at ``max_size`` 4 and
 listed by two teams of equal weight, ``training`` (queue ``test``) and ``research``. Each queue's
@@ -12,7 +14,8 @@ worth); the teams' ResourceQuotas set no amount (k8s_charts/team_quota.py), so e
 exist and the queues alone decide. Every run is a 2-node gang that the plan renders and the test
 applies with kubectl, as docs/runs.md says: ``bert-large`` of training, ``research-1`` to ``-3`` of
 research. The unequal-weight scenario deploys ``WEIGHTED`` over it for one test (the example's
-weights 1 and 2, the group at 6 nodes, four 1-node runs) and ``SHARED`` again after it.
+weights 1 and 2, the group at 6 nodes, four 1-node runs) and ``SHARED`` again after it; the
+mixed-type one ``MIXED`` likewise (a trn1n group of 2 nodes beside, and two research runs on it).
 
 The cluster autoscaler is not run here: the group's nodes are added as a scale-up to max_size
 would add them (``add_nodes``, each checked by the node check's own writes), and two more where a
@@ -31,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.kubernetes_names import NEURON_RESOURCE
+from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
 from config import parse_config
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes
@@ -89,6 +92,50 @@ WEIGHTED = with_change(
 nodes (``NODES`` and ``EXTRA_NODES``): training deserves 2 nodes' worth, research 4; each queue's
 capability is all 6."""
 WEIGHTED_CONFIG = parse_config(WEIGHTED)
+MIXED_GROUP = "trn1n-32xl"
+MIXED_NODES = [f"{MIXED_GROUP}-queues-{index}" for index in range(2)]
+"""A second group of another instance type (trn1n: 16 EFA interfaces a node, trn1 has 8), at max_size."""
+MIXED_EXTRA_NODE = f"{MIXED_GROUP}-queues-extra-0"
+MIXED_RUNS = ("research-trn1n", "research-trn1n-more")
+MIXED = with_change(
+    with_change(
+        SHARED,
+        "trainium.node_groups",
+        [
+            *SHARED["trainium"]["node_groups"],
+            {
+                "name": MIXED_GROUP,
+                "instance_type": "trn1n.32xlarge",
+                "min_size": 0,
+                "max_size": len(MIXED_NODES),
+                "capacity_type": "on_demand",
+                "capacity_reservation_id": None,
+                "placement_group": True,
+            },
+        ],
+    ),
+    "runs",
+    [
+        *SHARED["runs"],
+        {
+            "name": MIXED_RUNS[0],
+            "preset": "bert-large",
+            "team": BORROWER,
+            "node_group": MIXED_GROUP,
+            "nodes": 2,
+        },
+        {
+            "name": MIXED_RUNS[1],
+            "preset": "bert-large",
+            "team": BORROWER,
+            "node_group": MIXED_GROUP,
+            "nodes": 1,
+        },
+    ],
+)
+"""``SHARED`` with a trn1n group beside the trn1 one, both teams on both (they list no groups): each
+queue's capability is both groups at max_size (4 trn1 and 2 trn1n nodes), its deserved share half."""
+MIXED_CONFIG = parse_config(MIXED)
 NO_NODE_TRIED = "Origin reason"
 """Volcano's gang message names the first node error it met (job_info.go ``FitError``, 834-845);
 a gang none of whose tasks reached a node has none."""
@@ -171,6 +218,21 @@ def _borrow_the_group(runs: dict[str, RunHandle]) -> list[dict[str, Any]]:
     held += plane.wait_for(second.running, timeout=60, what=f"{second.name} running")
     assert _nodes_of(held) == set(NODES)
     return held
+
+
+@pytest.fixture
+def mixed(shared: ControlPlane, runs: dict[str, RunHandle]) -> Iterator[dict[str, RunHandle]]:
+    """``MIXED`` deployed over ``SHARED``, the trn1n group's nodes up to its max_size, none of its runs
+    applied. After the test, its runs ended, the trn1n nodes removed, ``SHARED`` again."""
+    plan = plan_of(MIXED)
+    shared.apply_plan(plan)
+    try:
+        shared.add_nodes(group_nodes(MIXED_CONFIG, MIXED_GROUP, MIXED_NODES))
+        yield {run.name: run_handle(shared, plan, run.name) for run in MIXED_CONFIG.runs}
+    finally:
+        end_runs(shared, [team.name for team in MIXED_CONFIG.teams])
+        shared.remove_nodes([*MIXED_NODES, MIXED_EXTRA_NODE])
+        shared.apply_plan(plan_of(SHARED))
 
 
 def test_a_team_borrows_an_idle_teams_share_up_to_its_capability(
@@ -381,3 +443,60 @@ def test_with_unequal_weights_the_queue_furthest_below_its_deserved_share_goes_f
     log.wait_sessions(2)
     assert _nodes_of(late_training.pods()) == {""}
     assert NO_NODE_TRIED in _unschedulable(late_training)
+
+
+def test_over_two_instance_types_a_team_borrows_its_whole_capability_and_no_more(
+    shared: ControlPlane, mixed: dict[str, RunHandle]
+) -> None:
+    """The queues' arithmetic over groups of different shapes (trn1: 8 EFA interfaces a node, trn1n:
+    16), which tests/volcano_queue_model.py models: training idle, research's gangs hold every node
+    of both groups at max_size. Volcano counts its queue at the capability in every dimension (96
+    chips, and 64 EFA interfaces: 4 x 8 + 2 x 16), twice its deserved share. A 1-node trn1n gang of
+    research more, with a free trn1n node beyond max_size, is refused by the queue and stays
+    unplaced; once research's trn1n run ends, it is placed."""
+    log = SchedulerLog(shared)
+    queue = MIXED_CONFIG.team(BORROWER).queue_name
+    spec = shared.kubectl.json("get", "queues.scheduling.volcano.sh", queue)["spec"]
+    holding = [mixed[BORROWER_RUNS[0]], mixed[BORROWER_RUNS[1]], mixed[MIXED_RUNS[0]]]
+    for run in holding:
+        run.apply()
+    held = [
+        pod for run in holding for pod in shared.wait_for(run.running, timeout=60, what=f"{run.name} running")
+    ]
+    assert _nodes_of(held) == {*NODES, *MIXED_NODES}
+    allocated = shared.wait_for(
+        lambda: (
+            (found := _queue_allocated(shared, queue))
+            and found.get(NEURON_RESOURCE) == spec["capability"][NEURON_RESOURCE]
+            and found.get(EFA_RESOURCE) == spec["capability"][EFA_RESOURCE]
+            and found
+        ),
+        timeout=30,
+        what=f"Volcano's allocated chips and EFA interfaces of queue {queue} at its capability",
+    )
+    assert (allocated[NEURON_RESOURCE], allocated[EFA_RESOURCE]) == ("96", "64"), allocated
+    assert int(spec["deserved"][EFA_RESOURCE]) * 2 == int(spec["capability"][EFA_RESOURCE]), spec
+
+    shared.add_nodes(group_nodes(MIXED_CONFIG, MIXED_GROUP, [MIXED_EXTRA_NODE]))
+    more = mixed[MIXED_RUNS[1]]
+    more.apply()
+    [pod] = shared.wait_for(
+        lambda: (found := more.pods()) and len(found) == more.replicas() and found,
+        timeout=30,
+        what=f"{more.name}'s pod created",
+    )
+
+    def refused() -> bool:
+        placed = _nodes_of(more.pods()) - {""}
+        assert not placed, f"the queue's capability did not hold: {more.name} placed on {sorted(placed)}"
+        return pod["metadata"]["name"] in log.queue_refusals(queue)
+
+    shared.wait_for(refused, timeout=30, what=f"queue {queue} refusing {more.name} (the scheduler's log)")
+    log.wait_sessions(2)
+    assert _nodes_of(more.pods()) == {""}, "the queue's capability did not hold"
+
+    mixed[MIXED_RUNS[0]].finish(0)
+    placed = shared.wait_for(
+        more.running, timeout=60, what=f"{more.name} placed once research's trn1n run ended"
+    )
+    assert _nodes_of(placed) <= {*MIXED_NODES, MIXED_EXTRA_NODE}
