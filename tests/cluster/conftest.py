@@ -43,6 +43,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_watchdog.py",
         "test_torchx.py",
         "test_redeploy.py",
+        "test_deployment_check.py",
     ),
     "autoscaler-and-teams": (
         "test_scale_from_zero.py",
@@ -53,7 +54,6 @@ WORKERS: dict[str, tuple[str, ...]] = {
     "recovery-and-queues": (
         "test_recovery.py",
         "test_queues.py",
-        "test_deployment_check.py",
     ),
 }
 _ORDER = {
