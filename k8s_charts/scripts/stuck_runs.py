@@ -92,7 +92,7 @@ GUARD_REASONS = frozenset({STUCK_REASON, SILENT_REASON})
 NOT_ENDED_REASON = "NotEnded"
 """An Event on a run the guard ended that Volcano has not ended."""
 NOT_PICKED_UP_REASON = "NotPickedUp"
-"""A Job the guard reports (never ends): Volcano's job controller has not synced it."""
+"""A Job the guard reports (never ends): Volcano has made no pod of it."""
 # Volcano Job phases in which the job is ending or over (batch/v1alpha1 job.go): nothing to end.
 ENDED_PHASES = frozenset(
     {"Aborting", "Aborted", "Completing", "Completed", "Terminating", "Terminated", "Failed"}
@@ -436,12 +436,8 @@ def _status_path(job: Obj) -> str:
     return f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{name}/status"
 
 
-def record(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
-    """The verdict into the Job's ``status.state.reason`` and ``message``, and a Warning Event on it."""
-    api.merge_patch(
-        _status_path(job),
-        {"status": {"state": {"reason": verdict.reason, "message": verdict.message[:1024]}}},
-    )
+def _warn(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
+    """A Warning Event on the Job with the verdict's reason and message."""
     api.event(
         namespace=job["metadata"]["namespace"],
         involved={**job, "apiVersion": _JOB_API_VERSION, "kind": "Job"},
@@ -449,6 +445,15 @@ def record(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
         message=verdict.message,
         component=component,
     )
+
+
+def record(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
+    """The verdict into the Job's ``status.state.reason`` and ``message``, and a Warning Event on it."""
+    api.merge_patch(
+        _status_path(job),
+        {"status": {"state": {"reason": verdict.reason, "message": verdict.message[:1024]}}},
+    )
+    _warn(api, job, verdict, component=component)
 
 
 def end_run(api: Api, job: Obj, verdict: Verdict, *, component: str) -> None:
@@ -511,7 +516,7 @@ class _Pass:
             api.merge_patch(_status_path(job), {"status": {"state": {"reason": None, "message": None}}})
             self.log(f"run {key}: picked up by Volcano after all; report cleared")
         if _reason(job) in GUARD_REASONS:
-            self._check_ended(job, run_pods, uid, threshold)
+            self._check_ended(job, run_pods, key, uid, threshold)
             return
         verdict = judge_run(
             job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
@@ -527,7 +532,7 @@ class _Pass:
         self.endings.ended_at[uid] = now
         self.log(f"run {key}: ended ({verdict.reason}): {verdict.message}")
 
-    def _check_ended(self, job: Obj, run_pods: Sequence[Obj], uid: str, threshold: float) -> None:
+    def _check_ended(self, job: Obj, run_pods: Sequence[Obj], key: str, uid: str, threshold: float) -> None:
         """A run this guard ended: NotEnded, once, when Volcano has not ended it within the limit."""
         if uid in self.endings.reported:
             return
@@ -541,17 +546,9 @@ class _Pass:
         )
         if said is None:
             return
-        self.api.event(
-            namespace=job["metadata"]["namespace"],
-            involved={**job, "apiVersion": _JOB_API_VERSION, "kind": "Job"},
-            reason=NOT_ENDED_REASON,
-            message=said,
-            component=self.settings.component,
-        )
+        _warn(self.api, job, Verdict(NOT_ENDED_REASON, said), component=self.settings.component)
         self.endings.reported.add(uid)
-        self.log(
-            f"run {job['metadata']['namespace']}/{job['metadata']['name']}: NOT ENDED by Volcano: {said}"
-        )
+        self.log(f"run {key}: NOT ENDED by Volcano: {said}")
 
 
 def guard_pass(
