@@ -248,7 +248,7 @@ def _applied_runs_fit_their_teams_quota(
     by_name = {group.name: group for group in groups}
     for index, team in enumerate(teams):
         applied = [
-            run for run in runs if run is not None and run.apply and (run.team or teams[0].name) == team.name
+            run for run in runs if run is not None and run.apply and _run_team_name(run, teams) == team.name
         ]
         if not applied:
             continue
@@ -283,6 +283,16 @@ def _team_group_names(team: TeamSettings, group_names: list[str]) -> list[str]:
     """The defined groups a team's runs may use, in the team's order (every group when it lists
     none); a run without ``node_group`` takes the first."""
     return [name for name in (team.node_groups or group_names) if name in group_names]
+
+
+def _run_team_name(run: RunSettings, teams: list[TeamSettings]) -> str:
+    """The name of the team a run belongs to: its own, or the first team's."""
+    return run.team or teams[0].name
+
+
+def _run_team(run: RunSettings, teams: list[TeamSettings]) -> TeamSettings | None:
+    """The team a run belongs to; None when it names no team defined (the run's own check says so)."""
+    return next((team for team in teams if team.name == _run_team_name(run, teams)), None)
 
 
 def _run_group_name(run: RunSettings, team: TeamSettings | None, group_names: list[str]) -> str | None:
@@ -359,15 +369,15 @@ def _run_problems(
     groups: list[TrainiumNodeGroupSettings],
     dataset_names: list[str],
 ) -> Iterator[Problem]:
-    team = next((team for team in teams if team.name == (run.team or teams[0].name)), None)
+    team = _run_team(run, teams)
     if team is None:
         yield f"{where}.team", f"{run.team!r} is not a team; defined: {', '.join(t.name for t in teams)}"
         return
     group_names = [group.name for group in groups]
     allowed = _team_group_names(team, group_names)
-    if run.node_group is None and not allowed:
+    wanted = _run_group_name(run, team, group_names)
+    if wanted is None:
         return  # the team's groups are all undefined: the teams check says so
-    wanted = run.node_group or allowed[0]
     group = next((group for group in groups if group.name == wanted), None)
     if group is None:
         yield (
@@ -580,8 +590,7 @@ def _run_images_are_a_supported_neuron_stack(
     for index, run in enumerate(runs):
         if run is None:
             continue
-        team = next((team for team in teams if team.name == (run.team or teams[0].name)), None)
-        group = by_name.get(_run_group_name(run, team, list(by_name)) or "")
+        group = by_name.get(_run_group_name(run, _run_team(run, teams), list(by_name)) or "")
         release = _ami_release(group, kubernetes_version) if group is not None else None
         if release is None or release not in AMI_RELEASES:
             continue  # the group or its AMI release has its own line
