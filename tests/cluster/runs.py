@@ -4,6 +4,7 @@ references expanded as Kubernetes expands them)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -54,6 +55,31 @@ class RunHandle:
         (self.job,) = [m for m in step.manifests if m["kind"] == "Job"]
         self.name = str(self.job["metadata"]["name"])
         self.namespace = str(self.job["metadata"]["namespace"])
+
+    @classmethod
+    def of_job(cls, plane: ControlPlane, job: Mapping[str, Any]) -> RunHandle:
+        """A Job the plan does not hold (a TorchX submission, a probe), read back the same way."""
+        return cls(plane, ManifestSet(name=str(job["metadata"]["name"]), manifests=(dict(job),)))
+
+    def copy_as(
+        self,
+        name: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        pod_annotations: Mapping[str, str] | None = None,
+    ) -> RunHandle:
+        """This run's Job under ``name`` in its namespace, its labels kept, with ``annotations`` on the
+        Job and ``pod_annotations`` on each task's pod template; not applied."""
+        job = copy.deepcopy(dict(self.job))
+        job["metadata"] = {
+            "name": name,
+            "namespace": self.namespace,
+            "labels": dict(job["metadata"].get("labels", {})),
+            **({"annotations": dict(annotations)} if annotations else {}),
+        }
+        for task in job["spec"]["tasks"] if pod_annotations else ():
+            task["template"]["metadata"].setdefault("annotations", {}).update(pod_annotations)
+        return RunHandle.of_job(self.plane, job)
 
     def apply(self) -> None:
         self.plane.kubectl("apply", "-f", "-", input="".join(json.dumps(m) for m in self.step.manifests))

@@ -8,7 +8,6 @@ holds even with free nodes in the group; a Job aimed at another team's group is 
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -23,13 +22,12 @@ from cluster_facts.kubernetes_names import (
     team_rbac_group,
 )
 from cluster_facts.kubernetes_names import TRAINING_NAMESPACE as TRAINING
-from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
 from k8s_charts.tenant_admission import JOBS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import SIMULATED_GROUP_ANNOTATION, group_nodes
 from tests.cluster.plans import deployed_plan
-from tests.cluster.runs import RunHandle, end_runs, run_handle
+from tests.cluster.runs import end_runs, run_handle
 from tests.cluster.scheduler_log import SchedulerLog
 
 
@@ -118,10 +116,9 @@ def test_a_teams_second_gang_waits_with_free_nodes_in_its_group(
     group = example_config.run_node_group(next(r for r in example_config.runs if r.name == "bert-large")).name
     assert first.replicas() == example_config.node_group(group).max_size
     _add_group_nodes(example, example_config, group, first.replicas(), first=100)
-    second = _copy_of(first, "capacity-probe")
+    probe = first.copy_as("capacity-probe")
     log = SchedulerLog(example)
-    example.kubectl("create", "-f", "-", input=json.dumps(second))
-    probe = RunHandle(example, ManifestSet(name="capacity-probe", manifests=(second,)))
+    example.kubectl("create", "-f", "-", input=json.dumps(probe.job))
     tasks = example.wait_for(
         lambda: (
             {p["metadata"]["name"] for p in found} if len(found := probe.pods()) == probe.replicas() else None
@@ -142,16 +139,6 @@ def test_a_teams_second_gang_waits_with_free_nodes_in_its_group(
     example.wait_for(probe.running, timeout=90, what="the second gang placed once the first finished")
 
 
-def _copy_of(run: RunHandle, name: str) -> dict[str, Any]:
-    job = copy.deepcopy(dict(run.job))
-    job["metadata"] = {
-        "name": name,
-        "namespace": run.namespace,
-        "labels": dict(job["metadata"].get("labels", {})),
-    }
-    return job
-
-
 def test_a_team_member_may_submit_only_in_the_teams_namespace(
     example: ControlPlane, example_config: StackConfig
 ) -> None:
@@ -170,7 +157,7 @@ def test_a_team_members_job_aimed_at_another_teams_group_is_refused(
     plan = deployed_plan(example_config)
     theirs = example_config.run_node_group(next(r for r in example_config.runs if r.team == "research")).name
     _add_group_nodes(example, example_config, theirs, 1, first=200)
-    job = _copy_of(run_handle(example, plan, "bert-large"), "other-group-probe")
+    job = run_handle(example, plan, "bert-large").copy_as("other-group-probe").job
     job["spec"]["minAvailable"] = 1
     instance = instance_type(example_config.node_group(theirs).instance_type)
     for task in job["spec"]["tasks"]:

@@ -12,7 +12,6 @@ real autoscaler deciding it.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +19,6 @@ from typing import Any
 import pytest
 
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION, STUCK_MINUTES_ANNOTATION
-from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
 from tests.cluster.nodes import group_nodes
@@ -137,17 +135,7 @@ def test_a_stuck_run_is_ended_through_volcano_with_its_reason_kept(
     terminates the Job (its pods go) and keeps the reason through its own status updates."""
     run.delete()
     control_plane.wait_for(lambda: not run.pods(), timeout=60, what="the run's pods gone")
-    job = copy.deepcopy(dict(run.job))
-    job["metadata"] = {
-        "name": "stuck-probe",
-        "namespace": run.namespace,
-        "labels": dict(job["metadata"]["labels"]),
-    }
-    for task in job["spec"]["tasks"]:
-        task["template"]["metadata"].setdefault("annotations", {})[WAITING_ANNOTATION] = (
-            "CreateContainerError"
-        )
-    stuck = RunHandle(control_plane, ManifestSet(name="stuck-probe", manifests=(job,)))
+    stuck = run.copy_as("stuck-probe", pod_annotations={WAITING_ANNOTATION: "CreateContainerError"})
     control_plane.watchdog_args_override = lambda args: shortened_watchdog_args(
         args,
         threshold_minutes=THRESHOLD_MINUTES,
@@ -216,14 +204,7 @@ def test_a_job_volcano_does_not_pick_up_is_reported_then_cleared_when_it_does(
     NotPickedUp on the Job (status and a Warning Event, naming the part) after the run's limit, and
     nothing else; when the part comes back and the Job's pods appear, the guard clears its report."""
     name = f"unsynced-{process.removeprefix('volcano-')}"
-    job = copy.deepcopy(dict(run.job))
-    job["metadata"] = {
-        "name": name,
-        "namespace": run.namespace,
-        "labels": dict(job["metadata"]["labels"]),
-        "annotations": {STUCK_MINUTES_ANNOTATION: str(SHORT_STUCK_MINUTES)},
-    }
-    probe = RunHandle(control_plane, ManifestSet(name=name, manifests=(job,)))
+    probe = run.copy_as(name, annotations={STUCK_MINUTES_ANNOTATION: str(SHORT_STUCK_MINUTES)})
     try:
         with control_plane.stopped(process):
             probe.apply()
@@ -263,18 +244,11 @@ def test_a_run_volcano_does_not_end_is_reported_not_ended(
     waits and the pods keep their Trainium nodes. A limit later the guard records a NotEnded Warning
     on the Job, naming the nodes and the way out; the controller back, the Command is carried out
     and the pods go."""
-    job = copy.deepcopy(dict(run.job))
-    job["metadata"] = {
-        "name": "unended-probe",
-        "namespace": run.namespace,
-        "labels": dict(job["metadata"]["labels"]),
-        "annotations": {STUCK_MINUTES_ANNOTATION: str(SHORT_STUCK_MINUTES)},
-    }
-    for task in job["spec"]["tasks"]:
-        task["template"]["metadata"].setdefault("annotations", {})[WAITING_ANNOTATION] = (
-            "CreateContainerError"
-        )
-    probe = RunHandle(control_plane, ManifestSet(name="unended-probe", manifests=(job,)))
+    probe = run.copy_as(
+        "unended-probe",
+        annotations={STUCK_MINUTES_ANNOTATION: str(SHORT_STUCK_MINUTES)},
+        pod_annotations={WAITING_ANNOTATION: "CreateContainerError"},
+    )
 
     def events(reason: str) -> list[dict[str, Any]]:
         found = control_plane.kubectl.json(

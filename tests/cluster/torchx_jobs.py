@@ -33,7 +33,7 @@ from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan
-from tests.cluster.runs import end_runs
+from tests.cluster.runs import RunHandle, end_runs
 from tests.cluster.verdicts import verdict
 from tests.tenant_cases import (
     CONTROLLER,
@@ -84,20 +84,6 @@ def _cases(case: Case, job: dict[str, Any]) -> list[AdmissionCase]:
     ]
 
 
-def _pods(plane: ControlPlane, job: dict[str, Any]) -> list[dict[str, Any]]:
-    metadata = job["metadata"]
-    found = plane.kubectl.json(
-        "get", "pods", "-n", metadata["namespace"], "-l", f"volcano.sh/job-name={metadata['name']}"
-    )
-    return [pod for pod in found["items"] if "deletionTimestamp" not in pod["metadata"]]
-
-
-def _phase(plane: ControlPlane, job: dict[str, Any]) -> str | None:
-    metadata = job["metadata"]
-    found = plane.kubectl.json("get", "jobs.batch.volcano.sh", metadata["name"], "-n", metadata["namespace"])
-    return found.get("status", {}).get("state", {}).get("phase")
-
-
 def judge_as_the_model(control_plane: ControlPlane, case: Case, job: dict[str, Any]) -> None:
     """Every case of ``_cases`` judged by the real server as the model judges it."""
     cases = _cases(case, job)
@@ -113,43 +99,39 @@ def run_to_completion(
     control_plane: ControlPlane, case: Case, job: dict[str, Any], config: StackConfig
 ) -> None:
     """The Job created by a team member, placed whole once its nodes exist, completed."""
-    namespace, name = case.namespace, job["metadata"]["name"]
+    run = RunHandle.of_job(control_plane, job)
     group = submission_environment(case)["NODE_GROUP"]
     nodes = [f"{group}-torchx-{index}" for index in range(case.nnodes)]
-    member = control_plane.impersonate(MEMBER, [team_rbac_group(namespace)])
+    member = control_plane.impersonate(MEMBER, [team_rbac_group(run.namespace)])
     member("create", "-f", "-", input=json.dumps(job))
     try:
         pending = control_plane.wait_for(
-            lambda: found if len(found := _pods(control_plane, job)) == case.nnodes else None,
+            lambda: found if len(found := run.pods()) == case.nnodes else None,
             timeout=60,
-            what=f"Volcano's controller creating the {case.nnodes} pods of {name}",
+            what=f"Volcano's controller creating the {case.nnodes} pods of {run.name}",
         )
         assert not any(pod["spec"].get("nodeName") for pod in pending), "bound before its nodes existed"
         control_plane.add_nodes(group_nodes(config, group, nodes))
-        running = control_plane.wait_for(
-            lambda: (
-                found
-                if len(found := _pods(control_plane, job)) == case.nnodes
-                and all(pod["status"].get("phase") == "Running" for pod in found)
-                else None
-            ),
-            timeout=90,
-            what=f"{name} placed whole and running",
-        )
+        running = control_plane.wait_for(run.running, timeout=90, what=f"{run.name} placed whole and running")
         assert sorted(pod["spec"]["nodeName"] for pod in running) == sorted(nodes)
         for node in nodes:
             labels = control_plane.kubectl.json("get", "node", node)["metadata"]["labels"]
             assert labels[NODE_GROUP_LABEL] == group, node
-        for pod in running:
-            control_plane.kubectl(
-                "annotate", "pod", pod["metadata"]["name"], "-n", namespace, "cluster-test/exit-code=0"
-            )
+        run.finish(0)
         control_plane.wait_for(
-            lambda: _phase(control_plane, job) == "Completed", timeout=60, what=f"{name} Completed"
+            lambda: run.job_status().get("state", {}).get("phase") == "Completed",
+            timeout=60,
+            what=f"{run.name} Completed",
         )
     finally:
         control_plane.kubectl(
-            "delete", "jobs.batch.volcano.sh", name, "-n", namespace, "--ignore-not-found", "--wait=true"
+            "delete",
+            "jobs.batch.volcano.sh",
+            run.name,
+            "-n",
+            run.namespace,
+            "--ignore-not-found",
+            "--wait=true",
         )
         control_plane.remove_nodes(nodes)
 
