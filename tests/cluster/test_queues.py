@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
-from config import parse_config
+from config import StackConfig, parse_config
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import config_data, plan_of
@@ -163,19 +163,34 @@ def runs(shared: ControlPlane) -> Iterator[dict[str, RunHandle]]:
         shared.remove_nodes(EXTRA_NODES)
 
 
+def _over_shared(
+    plane: ControlPlane,
+    data: dict[str, Any],
+    config: StackConfig,
+    group: str,
+    nodes: list[str],
+    *,
+    later: tuple[str, ...] = (),
+) -> Iterator[dict[str, RunHandle]]:
+    """A fixture's body: ``data`` deployed over ``SHARED`` with ``nodes`` of ``group`` added, none of
+    its runs applied. After the test, its runs ended, those nodes (and ``later``, the ones the test
+    adds itself) removed, and ``SHARED`` deployed again. ``config`` is ``data`` parsed."""
+    plan = plan_of(data)
+    plane.apply_plan(plan)
+    try:
+        plane.add_nodes(group_nodes(config, group, nodes))
+        yield {run.name: run_handle(plane, plan, run.name) for run in config.runs}
+    finally:
+        end_runs(plane, [team.name for team in config.teams])
+        plane.remove_nodes([*nodes, *later])
+        plane.apply_plan(plan_of(SHARED))
+
+
 @pytest.fixture
 def weighted(shared: ControlPlane, runs: dict[str, RunHandle]) -> Iterator[dict[str, RunHandle]]:
     """``WEIGHTED`` deployed over ``SHARED`` (both Queues and the fabric check's policy change: three
-    ``kubectl apply``), the group's 6 nodes up, none of its runs applied. After the test, its runs
-    ended and ``SHARED`` deployed again; ``runs``' own teardown then removes ``EXTRA_NODES``."""
-    plan = plan_of(WEIGHTED)
-    shared.apply_plan(plan)
-    try:
-        shared.add_nodes(group_nodes(WEIGHTED_CONFIG, GROUP, EXTRA_NODES))
-        yield {run.name: run_handle(shared, plan, run.name) for run in WEIGHTED_CONFIG.runs}
-    finally:
-        end_runs(shared, [team.name for team in WEIGHTED_CONFIG.teams])
-        shared.apply_plan(plan_of(SHARED))
+    ``kubectl apply``), the group's 6 nodes up (``EXTRA_NODES`` added)."""
+    yield from _over_shared(shared, WEIGHTED, WEIGHTED_CONFIG, GROUP, EXTRA_NODES)
 
 
 def _nodes_of(pods: list[dict[str, Any]]) -> set[str]:
@@ -222,17 +237,9 @@ def _borrow_the_group(runs: dict[str, RunHandle]) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def mixed(shared: ControlPlane, runs: dict[str, RunHandle]) -> Iterator[dict[str, RunHandle]]:
-    """``MIXED`` deployed over ``SHARED``, the trn1n group's nodes up to its max_size, none of its runs
-    applied. After the test, its runs ended, the trn1n nodes removed, ``SHARED`` again."""
-    plan = plan_of(MIXED)
-    shared.apply_plan(plan)
-    try:
-        shared.add_nodes(group_nodes(MIXED_CONFIG, MIXED_GROUP, MIXED_NODES))
-        yield {run.name: run_handle(shared, plan, run.name) for run in MIXED_CONFIG.runs}
-    finally:
-        end_runs(shared, [team.name for team in MIXED_CONFIG.teams])
-        shared.remove_nodes([*MIXED_NODES, MIXED_EXTRA_NODE])
-        shared.apply_plan(plan_of(SHARED))
+    """``MIXED`` deployed over ``SHARED``, the trn1n group's nodes up to its max_size (the test adds
+    ``MIXED_EXTRA_NODE`` itself)."""
+    yield from _over_shared(shared, MIXED, MIXED_CONFIG, MIXED_GROUP, MIXED_NODES, later=(MIXED_EXTRA_NODE,))
 
 
 def test_a_team_borrows_an_idle_teams_share_up_to_its_capability(
