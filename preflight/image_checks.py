@@ -42,8 +42,10 @@ def _origins(image: PulledImage) -> str:
 
 
 def _where(image: PulledImage) -> str:
-    if image.through_cache:
+    if image.via == "cache":
         return f"pulled through the account's cache, which fetches it from {image.registry}"
+    if image.via == "copy":
+        return f"copied at deploy into the account's ECR from {image.registry}"
     if image.source is Source.OTHER_ECR:
         return f"pulled from {image.registry}"
     if image.source is Source.OWN_ECR:

@@ -11,6 +11,8 @@ Where the bytes come from decides which registry preflight asks (``Source``):
 
 - through the account's pull-through cache: the cache fetches the image from its upstream registry
   on the first pull, so the upstream is asked (``UPSTREAM``);
+- from the stack's copy in the account (Docker Hub's images without a Docker Hub credential): the
+  deploy copies it from upstream (constructs_trn/image_mirror.py), so the upstream is asked too;
 - the account's own ECR registry (a run's image in the stack's repository): ``ecr:DescribeImages``
   in the account (``OWN_ECR``);
 - another account's ECR registry (EKS's registry for the EFA device plugin): ``ecr:BatchGetImage``,
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
+from typing import Literal
 
 from cluster_facts.image_pins import (
     EFA_DEVICE_PLUGIN_TAG,
@@ -38,6 +41,7 @@ from cluster_facts.image_sources import (
     ImageSource,
     ecr_registry,
     is_ecr_private_registry,
+    mirror_prefix,
     upstream_repository,
     with_published_digest,
 )
@@ -52,7 +56,9 @@ from cluster_facts.versions import (
 )
 from config.model import StackConfig
 
-__all__ = ["Origin", "PulledImage", "Source", "pulled_images"]
+__all__ = ["Origin", "PulledImage", "Source", "Via", "pulled_images"]
+
+Via = Literal["cache", "copy", "direct"]
 
 
 class Source(Enum):
@@ -89,9 +95,12 @@ class PulledImage:
     """The registry asked: the upstream host, or the ECR registry's host."""
     origins: tuple[Origin, ...]
 
+    via: Via = "direct"
+    """Through the pull-through cache, from the stack's copy (made at deploy), or from ``registry`` itself."""
+
     @property
     def through_cache(self) -> bool:
-        return self.reference != self.upstream
+        return self.via == "cache"
 
 
 def _pins(config: StackConfig) -> Iterator[tuple[str, Origin]]:
@@ -155,22 +164,32 @@ def _runs(config: StackConfig) -> Iterator[tuple[str, Origin]]:
             )
 
 
-def _source(image: str, *, account: str, region: str) -> tuple[Source, str]:
+def _source(image: str, *, account: str, region: str, mirror: str) -> tuple[Source, str, Via]:
     host, path, _, _ = split_image(image)
     own = ecr_registry(account=account, region=region)
+    # The cache's reference, or the stack's copy: the upstream is where the bytes come from.
     if host == own and path.startswith(f"{PULL_THROUGH_PREFIX}/"):
-        # The cache's reference: its upstream is where the bytes come from.
-        return Source.UPSTREAM, upstream_repository(image).partition("/")[0]
+        return Source.UPSTREAM, upstream_repository(image).partition("/")[0], "cache"
+    if host == own and path.startswith(f"{mirror}/"):
+        return Source.UPSTREAM, upstream_repository(image).partition("/")[0], "copy"
     if host == own:
-        return Source.OWN_ECR, host
+        return Source.OWN_ECR, host, "direct"
     if is_ecr_private_registry(host):
-        return Source.OTHER_ECR, host
-    return Source.UPSTREAM, host
+        return Source.OTHER_ECR, host, "direct"
+    return Source.UPSTREAM, host, "direct"
 
 
 def pulled_images(config: StackConfig) -> tuple[PulledImage, ...]:
     """Each distinct image the nodes pull, once, with every origin; in the order first named."""
-    images = ImageSource(account=config.account, region=config.region, cached=config.ecr.cached_registries)
+    # As stacks/kubernetes_values.py's image_source (test_image_inventory.py keeps the two equal).
+    mirror = mirror_prefix(config.name)
+    images = ImageSource(
+        account=config.account,
+        region=config.region,
+        cached=config.ecr.cached_registries,
+        mirrored=config.ecr.mirrored_registries,
+        mirror=mirror,
+    )
     found: dict[str, tuple[str, list[Origin]]] = {}
     for upstream, origin in [*_pins(config), *_runs(config)]:
         # Volcano's chart composes <registry>/<name>:<tag> from the cache's (or Docker Hub's) registry.
@@ -180,7 +199,9 @@ def pulled_images(config: StackConfig) -> tuple[PulledImage, ...]:
             origins.append(origin)
     pulled = []
     for reference, (upstream, origins) in found.items():
-        source, registry = _source(reference, account=config.account, region=config.region)
+        source, registry, via = _source(
+            reference, account=config.account, region=config.region, mirror=mirror
+        )
         pulled.append(
             PulledImage(
                 reference=reference,
@@ -188,6 +209,7 @@ def pulled_images(config: StackConfig) -> tuple[PulledImage, ...]:
                 source=source,
                 registry=registry,
                 origins=tuple(origins),
+                via=via,
             )
         )
     return tuple(pulled)

@@ -86,8 +86,13 @@ def test_each_image_says_where_its_bytes_come_from() -> None:
         OWN_IMAGE,
         False,
     )
-    # Without a Docker Hub credential Volcano comes from Docker Hub itself; with one, through the cache.
-    assert not by_name["vc-scheduler"].through_cache
+    # Without a Docker Hub credential Volcano comes from the stack's copy (made from Docker Hub at
+    # deploy, so Docker Hub is asked); with one, through the cache; with the cache off, Docker Hub.
+    volcano = by_name["vc-scheduler"]
+    assert (volcano.via, volcano.registry, volcano.source) == ("copy", "docker.io", Source.UPSTREAM)
+    assert "/trainium-prod/mirror/docker.io/volcanosh/" in volcano.reference
+    direct = {i.upstream: i for i in pulled_images(variant("cache off"))}
+    assert direct["docker.io/volcanosh/vc-scheduler:v1.15.1"].via == "direct"
     cached = {i.upstream: i for i in pulled_images(variant("docker credential"))}
     assert cached["docker.io/volcanosh/vc-scheduler:v1.15.1"].through_cache
 
