@@ -28,12 +28,7 @@ Sources (read 2026-11-25; docs/neuron.md says what to do when Neuron moves on):
   sdk2.30.0 training image is still published (the last one); its SDK no longer supports the
   training it would run, so the newest supported release is 2.29.1 (two sources disagree on what
   "last" means; the supported one is the safer).
-- Device plugin: n2-manifest.json names ``aws-neuronx-k8-plugin`` 2.29.147.0 for SDK 2.29.0 and
-  2.29.1 (and none for 2.30 and later, whose Helm chart takes the newest tag); Neuron's Helm chart
-  1.1.2 pins 2.28.27.0 (neuron-helm-charts values.yaml). The image tags equal the package versions
-  wherever both could be read (2.22.4.0, 2.23.30.0, 2.24.23.0, 2.29.16.0), so the release's own
-  2.29.147.0 is pinned. Its RBAC (nodes/proxy) and host paths (/opt/aws read-only) follow the
-  chart's device-plugin templates of that generation (k8s_charts/neuron_device_plugin.py).
+- Device plugin: see ``DEVICE_PLUGIN_VERSION`` below (the image tag, with the sources that name it).
 """
 
 from __future__ import annotations
@@ -121,7 +116,23 @@ TRAINING_IMAGE = _IMAGE.format("2.29.1")
 """The cluster's training image (the BERT preset's, the TorchX component's default, TensorBoard's):
 the newest release that supports PyTorch/XLA training. docker/Dockerfile builds FROM it too."""
 
-DEVICE_PLUGIN_VERSION = "2.29.147.0"
+# The device plugin image: a tag that a source names as an image, in the plugin line SDK 2.29 ships.
+# Read 2026-11-28. n2-manifest.json names the package ``aws-neuronx-k8-plugin`` 2.29.147.0 for SDK
+# 2.29.0 and 2.29.1, but no manifest, chart or page readable here names an image of that tag. Neuron's
+# Helm chart names the image tags of the same 2.29 plugin line: its README's Configuration table,
+# ``devicePlugin.image.tag``, gives 2.29.148.0 and then, at chart 1.7.0 (aws-neuron/neuron-helm-charts
+# commit 2f5072d7, charts/neuron-helm-chart/README.md and Chart.yaml), 2.29.149.0 for
+# ``public.ecr.aws/neuron/neuron-device-plugin``. The chart writes those values with its
+# update-image-tags.sh from the registry's own tag list (public.ecr.aws/v2/neuron/neuron-device-plugin
+# /tags/list), so the tag existed in ECR Public when the chart named it. Chart 1.9.0 (released
+# 2026-07-10, Neuron SDK 2.31.0) moved on to 2.31.0.0. The RBAC (``nodes/proxy`` get, list) and host
+# paths (``/opt/aws`` read-only) of k8s_charts/neuron_device_plugin.py are those of that chart
+# generation's templates/device-plugin/ and values.yaml. Known wrong: 2.29.149.0 is a later build
+# than SDK 2.29's own package (2.29.147.0) and no Neuron release note ties it to an SDK release; it is
+# pinned by tag (no source publishes a digest); the chart's date of 1.7.0 could not be read (between
+# SDK 2.29.0, 2026-04-09, and chart 1.9.0). ``make preflight`` asks the registry that the tag exists
+# (preflight/image_checks.py).
+DEVICE_PLUGIN_VERSION = "2.29.149.0"
 DEVICE_PLUGIN_IMAGE = f"public.ecr.aws/neuron/neuron-device-plugin:{DEVICE_PLUGIN_VERSION}"
 
 AMI_RELEASES: Mapping[str, AmiRelease] = {

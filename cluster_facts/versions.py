@@ -89,8 +89,9 @@ VOLCANO_CHART_VERSION = "1.15.1"
 # (ghcr.io/volcano-sh/vc-*, since commit 3cda63c52); not to public.ecr.aws, registry.k8s.io or quay.io,
 # the registries ECR caches without a credential. ECR caches Docker Hub and GHCR only with a Secrets
 # Manager secret (ECR user guide, "Sync an upstream registry"), so neither is free of a credential:
-# Volcano stays on the chart's Docker Hub names, through the cache when ecr.upstream_credentials
-# names a Docker Hub secret and anonymously otherwise (docs/supply-chain.md: the rate limit).
+# Volcano stays on the chart's Docker Hub names: through the cache when ecr.upstream_credentials
+# names a Docker Hub secret, else copied into the account at deploy (constructs_trn/image_mirror.py),
+# and from Docker Hub anonymously only with the cache off (docs/supply-chain.md: the rate limit).
 VOLCANO_IMAGE_REGISTRY = "docker.io"
 VOLCANO_IMAGE_NAMES = (
     "volcanosh/vc-webhook-manager",

@@ -443,6 +443,15 @@ class EcrSettings(_Section):
     """Registry -> Secrets Manager secret ECR signs in with; a rule for Docker Hub or ghcr.io needs one."""
 
     @property
+    def mirrored_registries(self) -> frozenset[str]:
+        """The upstream registries whose images the stack copies into the account at deploy: Docker Hub
+        (Volcano's images) while the cache is on but has no Docker Hub credential, so that no node
+        pulls Docker Hub anonymously (docs/supply-chain.md)."""
+        if not self.pull_through_cache or "docker.io" in self.upstream_credentials:
+            return frozenset()
+        return frozenset({"docker.io"})
+
+    @property
     def cached_registries(self) -> frozenset[str]:
         """The upstream registries whose images come through the cache (none when it is off)."""
         if not self.pull_through_cache:

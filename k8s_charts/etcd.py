@@ -21,6 +21,7 @@ import cdk8s_plus_27 as kplus
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.image_pins import ETCD_IMAGE
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_REPLICAS,
@@ -38,9 +39,9 @@ from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ETCD_LABELS", "EtcdChart"]
 
-# The newest 3.5 release (etcd-io/etcd tag v3.5.33, 2026-07-23); the release script publishes it
-# as quay.io/coreos/etcd:v3.5.33. Its image is distroless-static: no shell, any uid works.
-DEFAULT_IMAGE = "quay.io/coreos/etcd:v3.5.33"
+# The etcd release pinned in cluster_facts/image_pins.py (with its source): distroless-static, no
+# shell, any uid works.
+DEFAULT_IMAGE = ETCD_IMAGE
 ETCD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous"}
 
 _DATA_DIR = "/var/lib/etcd"

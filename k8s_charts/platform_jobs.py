@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.image_pins import PLATFORM_JOB_IMAGE
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT, PLATFORM_PRIORITY_CLASS
 from k8s_charts.isolation import deny_ingress
@@ -35,10 +36,9 @@ from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ZONE_LABEL", "platform_job"]
 
-# Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
-# Public so pulls need no Docker Hub quota. Its busybox has sh, wget (HTTPS via ssl_client), tar,
-# mkfifo, tee and sha256sum: everything the platform's scripts use.
-DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
+# Alpine from ECR Public (cluster_facts/image_pins.py, with its source): its busybox has everything
+# the platform's scripts use.
+DEFAULT_IMAGE = PLATFORM_JOB_IMAGE
 # The well-known label the cloud provider sets on every node: its availability zone.
 ZONE_LABEL = "topology.kubernetes.io/zone"
 

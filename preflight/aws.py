@@ -43,6 +43,7 @@ from preflight.facts import (
     Zone,
 )
 from preflight.quotas import quota_demands, quota_of_instance
+from preflight.registries import EcrClient, HttpTransport, UrllibTransport
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -141,6 +142,10 @@ class Clients:
     lambda_: LambdaClient
     clock: Callable[[], datetime] = field(default=utc_now)
     """Now, for the checks that compare dates (a Capacity Block's window); tests fix it."""
+    ecr: EcrClient | None = None
+    """ECR in the configuration's region, for the image rows (preflight/registries.py); None: not asked."""
+    registry_http: HttpTransport | None = None
+    """HTTPS to the public registries, for the image rows; None: not asked."""
 
 
 def client_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Any:
@@ -176,6 +181,8 @@ def make_clients(
             pricing=session.client("pricing", region_name=PRICING_REGION, config=config),
             lambda_=session.client("lambda", region_name=region, config=config),
             clock=clock,
+            ecr=session.client("ecr", region_name=region, config=config),
+            registry_http=UrllibTransport(),
         )
     except botocore.exceptions.BotoCoreError as error:
         # A missing profile (AWS_PROFILE), an unreadable config file, an unknown region ...

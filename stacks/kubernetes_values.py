@@ -6,7 +6,14 @@ import hashlib
 import json
 from fractions import Fraction
 
-from cluster_facts.image_sources import ImageSource, cached_repository_arn
+from cluster_facts.image_sources import (
+    ImageSource,
+    cached_repository_arn,
+    is_ecr_private_registry,
+    mirror_prefix,
+    upstream_repository,
+)
+from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
@@ -49,6 +56,7 @@ __all__ = [
     "image_source",
     "kubernetes_plan",
     "kubernetes_values",
+    "mirrored_images",
     "placeholder_file_system",
     "review_plan",
     "root_zones",
@@ -144,7 +152,13 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
 def image_source(config: StackConfig) -> ImageSource:
     """Where the cluster pulls upstream images from: the account's pull-through cache, for every
     registry it has a rule for (none when ``ecr.pull_through_cache`` is off)."""
-    return ImageSource(account=config.account, region=config.region, cached=config.ecr.cached_registries)
+    return ImageSource(
+        account=config.account,
+        region=config.region,
+        cached=config.ecr.cached_registries,
+        mirrored=config.ecr.mirrored_registries,
+        mirror=mirror_prefix(config.name),
+    )
 
 
 def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
@@ -174,6 +188,21 @@ def cached_repository_arns(config: StackConfig, plan: KubernetesLayerPlan) -> li
     images = [*plan.images(), image_source(config).resolve(DEFAULT_TRAINING_IMAGE)]
     arns = {cached_repository_arn(image, account=config.account, region=config.region) for image in images}
     return sorted(arn for arn in arns if arn is not None)
+
+
+def mirrored_images(config: StackConfig, plan: KubernetesLayerPlan) -> list[tuple[str, str]]:
+    """The images the stack copies into the account at deploy, as (upstream, repository name): every
+    image of the plan that resolves to the mirror (constructs_trn/image_mirror.py copies them)."""
+    prefix = f"{mirror_prefix(config.name)}/"
+    copies = []
+    for image in plan.images():
+        host, path, tag, digest = split_image(image)
+        if is_ecr_private_registry(host) and path.startswith(prefix):
+            upstream = (
+                upstream_repository(image) + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+            )
+            copies.append((upstream, path))
+    return copies
 
 
 def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:

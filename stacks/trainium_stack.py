@@ -30,6 +30,7 @@ from constructs_trn.deployment_check_role import (
 )
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
+from constructs_trn.image_mirror import ImageMirror
 from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer, StepWaits
 from constructs_trn.log_encryption import LogEncryption
@@ -46,10 +47,17 @@ from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.node_check import STEP as NODE_CHECK_STEP
 from k8s_charts.plan import CLUSTER_AUTOSCALER as AUTOSCALER_STEP
 from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP, render
+from k8s_charts.plan import VOLCANO as VOLCANO_STEP
 from k8s_charts.tensorboard import SERVICE_PROXY_NAME
 from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
-from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
+from stacks.kubernetes_values import (
+    applied_plan,
+    cached_repository_arns,
+    mirrored_images,
+    review_plan,
+    root_zones,
+)
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -192,14 +200,29 @@ class TrainiumStack(Stack):
             if ecr_settings.cached_registries and ecr_settings.pull_through_cache_rules == "create"
             else None
         )
+        # Docker Hub's images (Volcano's) without a Docker Hub credential: copied into the account at
+        # deploy, so no node pulls Docker Hub anonymously (constructs_trn/image_mirror.py).
+        self.review_plan = review_plan(config)
+        mirrored = mirrored_images(config, self.review_plan)
+        self.image_mirror = (
+            ImageMirror(
+                self,
+                "ImageMirror",
+                images=mirrored,
+                keep_images=ecr_settings.keep_images,
+                vpc=vpc,
+                subnets=self.network.private_subnets,
+            )
+            if mirrored
+            else None
+        )
         # One role per kind of node. The system nodes keep the construct id of the role all nodes once
         # shared: a node group's role cannot change without replacing the group, and replacing the
         # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
         pull_repositories = self._image_repository_arns()
-        # Rendered once, here: the node roles import into the cache only the images it names. The
+        # Rendered once, above: the node roles import into the cache only the images it names. The
         # review files (stacks/review_files.py) are written from it, and the applied plan is the
         # same with the file system's deploy-time values filled in (below).
-        self.review_plan = review_plan(config)
         imports = cached_repository_arns(config, self.review_plan)
         # With the cache in use (rules of this stack or of another in the account), the nodes pull
         # from its repositories and may trigger a first import there.
@@ -212,7 +235,14 @@ class TrainiumStack(Stack):
             self,
             "NodeRole",
             description=f"{config.name}: system nodes (join the cluster, pull the cluster's images)",
-            pull_repository_arns=pull_repositories,
+            # Volcano runs on the system nodes only: they alone pull the stack's copies of its images.
+            pull_repository_arns=[
+                *pull_repositories,
+                *(
+                    repository.repository_arn
+                    for repository in (self.image_mirror.repositories.values() if self.image_mirror else ())
+                ),
+            ],
             pull_through_repository_arns=pull_through,
             import_repository_arns=imports if pull_through else (),
         )
@@ -336,6 +366,8 @@ class TrainiumStack(Stack):
                 ],
                 file_system=[self.addons.fsx_csi],
                 by_step={
+                    # Volcano's pods pull the stack's copies of its images.
+                    **({VOLCANO_STEP: [self.image_mirror]} if self.image_mirror is not None else {}),
                     AUTOSCALER_STEP: [self.autoscaler.association, self.addons.pod_identity_agent],
                     # Its pods get AWS credentials only if the association exists when they start.
                     NODE_CHECK_STEP: [self.node_check.association, self.addons.pod_identity_agent],

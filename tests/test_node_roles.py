@@ -93,15 +93,21 @@ def test_no_node_role_can_touch_network_interfaces(stack: Synthesized) -> None:
 
 
 def test_image_pulls_name_their_repositories(stack: Synthesized) -> None:
-    """Pull actions never on ``*``: only the stack's repository and the region's EKS image registry."""
+    """Pull actions never on ``*``: only the stack's repository, the region's EKS image registry and,
+    for the system nodes (where Volcano runs), the stack's copies of Volcano's images."""
     region = stack.config.region
-    repository_id, _ = stack.only("AWS::ECR::Repository")
+    repository_id = stack.logical_id(stack.stack.images.repository)
+    assert stack.stack.image_mirror is not None
+    mirror = {stack.logical_id(repository) for repository in stack.stack.image_mirror.repositories.values()}
+    assert len(mirror) == 3
     for group, role in node_role_ids(stack).items():
         pulls = [s for s in inline_statements(stack, role) if set(actions_of(s)) & PULL_ACTIONS]
         assert pulls, group
         resources = [resource for statement in pulls for resource in resources_of(statement)]
         assert "*" not in resources, group
         assert {"Fn::GetAtt": [repository_id, "Arn"]} in resources
+        copies = {r["Fn::GetAtt"][0] for r in resources if isinstance(r, dict) and "Fn::GetAtt" in r} & mirror
+        assert copies == (mirror if group.endswith("-system") else set()), group
         rendered = sorted(json.dumps(resource) for resource in resources)
         eks_registry = [r for r in rendered if "repository/*" in r]
         assert len(eks_registry) == 1, rendered

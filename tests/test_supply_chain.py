@@ -23,12 +23,14 @@ from cluster_facts.image_sources import (
     cache_rule_prefix,
     cached_repository_arn,
     digest_exception_reason,
+    mirror_prefix,
     pull_through_image,
     pull_through_repository_arn,
     upstream_repository,
 )
 from cluster_facts.images import split_image
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
+from cluster_facts.versions import VOLCANO_IMAGE_NAMES
 from config import ConfigError, load_config, parse_config
 from config.model import StackConfig
 from constructs_trn.pull_through_cache import PullThroughCache
@@ -143,11 +145,17 @@ def stack(request: pytest.FixtureRequest) -> Synthesized:
 
 
 def test_every_image_comes_through_the_accounts_registry_or_is_a_listed_exception(stack: Synthesized) -> None:
-    registry = f"{stack.config.account}.dkr.ecr.{stack.config.region}.amazonaws.com/{PULL_THROUGH_PREFIX}/"
+    account = f"{stack.config.account}.dkr.ecr.{stack.config.region}.amazonaws.com"
+    # The cache, or the stack's copies (Docker Hub's images without a credential: image_mirror.py).
+    registries = (f"{account}/{PULL_THROUGH_PREFIX}/", f"{account}/{mirror_prefix(stack.config.name)}/")
     images = list(plan_images(stack.stack.kubernetes_plan))
     assert len(images) >= 10
-    elsewhere = [(step, image) for step, image in images if not image.startswith(registry)]
-    assert {step for step, _ in elsewhere} == {"efa-device-plugin", "volcano"}  # the table's two entries
+    elsewhere = [(step, image) for step, image in images if not image.startswith(registries)]
+    assert {step for step, _ in elsewhere} == {"efa-device-plugin"}  # EKS's registry: DIRECT_PULLS
+    copied = {image for _, image in images if image.startswith(registries[1])}
+    assert {upstream_repository(image) for image in copied} == {
+        f"docker.io/{name}" for name in VOLCANO_IMAGE_NAMES
+    }
     for step, image in elsewhere:
         assert direct_pull_reason(image), f"{step}: {image} is neither cached nor in DIRECT_PULLS"
 

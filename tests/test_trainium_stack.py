@@ -447,7 +447,10 @@ def test_addon_and_node_group_order(default_stack: Synthesized) -> None:
 
 
 def test_ecr_repository_scans_keeps_tags_immutable_and_expires_images(default_stack: Synthesized) -> None:
-    _, repository = default_stack.only("AWS::ECR::Repository")
+    # The training repository; the stack's copies of Volcano's images have theirs (test_image_mirror.py).
+    repository = default_stack.resources("AWS::ECR::Repository")[
+        default_stack.logical_id(default_stack.stack.images.repository)
+    ]
     properties = repository["Properties"]
     assert properties["RepositoryName"] == "trainium/training"
     assert properties["ImageScanningConfiguration"] == {"ScanOnPush": True}

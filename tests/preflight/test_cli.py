@@ -76,7 +76,7 @@ def test_passing_account_prints_the_table_and_exits_0(
     lines = out.splitlines()
     assert lines[0] == f"Preflight of {EXAMPLE_CONFIG} for account 444455556666 in us-east-1"
     assert lines[2].split() == ["CHECK", "STATUS", "DETAIL", "WHAT", "TO", "DO"]
-    assert lines[-1] == "15 checks: 15 passed, 0 warned, 0 failed; ready for make deploy"
+    assert lines[-1] == "25 checks: 25 passed, 0 warned, 0 failed; ready for make deploy"
     assert all(len(line) <= 100 for line in lines)
 
 
@@ -96,6 +96,21 @@ def parse_table(out: str) -> dict[str, tuple[str, str, str]]:
         rows[cells[0]] = (cells[1], cells[2], cells[3])
         block = []
     return rows
+
+
+EXAMPLE_IMAGE_NAMES = (
+    "neuron-device-plugin",
+    "aws-efa-k8s-device-plugin",
+    "vc-webhook-manager",
+    "vc-controller-manager",
+    "vc-scheduler",
+    "cluster-autoscaler",
+    "etcd",
+    "alpine",
+    "python",
+    "pytorch-training-neuronx",
+)
+"""The image rows of config/example.yaml (one per image its nodes pull: test_image_checks.py)."""
 
 
 def squeezed(text: str) -> str:
@@ -124,6 +139,7 @@ def test_a_failed_check_exits_1_and_says_so(
         "reservationtrn1n-32xl": "PASS",
         "reservationtrn1-32xl-block": "PASS",
         "kubernetes1.34": "PASS",
+        **{f"image{name}": "PASS" for name in EXAMPLE_IMAGE_NAMES},
         "costtrn1n-32xl": "PASS",
         "costtrn1-32xl-block": "PASS",
         "costsystemnodes": "PASS",
@@ -132,7 +148,7 @@ def test_a_failed_check_exits_1_and_says_so(
     }
     assert (
         out.splitlines()[-1]
-        == "15 checks: 13 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
+        == "25 checks: 23 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
     )
 
 
@@ -172,7 +188,7 @@ def test_warnings_alone_exit_0(account: FakeAccount, stubbed_factory: Callable[.
     assert code == EXIT_OK
     assert (
         out.splitlines()[-1]
-        == "15 checks: 14 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        == "25 checks: 24 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 

@@ -186,7 +186,7 @@ def test_denied_price_list_does_not_fail_the_run(account: FakeAccount, stubbed_f
 
     assert (code, err.getvalue()) == (EXIT_OK, "")
     assert out.getvalue().splitlines()[-1] == (
-        "11 checks: 10 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        "21 checks: 20 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 
@@ -435,7 +435,7 @@ cost total                PASS    idle $102.31/h (about $2,456/day);   -
                                   AWS Price List, published
                                   2026-11-23
 
-15 checks: 15 passed, 0 warned, 0 failed; ready for make deploy
+25 checks: 25 passed, 0 warned, 0 failed; ready for make deploy
 """
 
 
