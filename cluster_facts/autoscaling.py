@@ -93,19 +93,24 @@ def template_capacity(instance: TrainiumInstanceType) -> dict[str, str]:
     }
 
 
-def node_template_tags(instance: TrainiumInstanceType, *, node_group: str) -> dict[str, str]:
+def node_template_tags(
+    instance: TrainiumInstanceType, *, node_group: str, dra: bool = False
+) -> dict[str, str]:
     """The Auto Scaling group tags that describe a node of ``node_group`` before one exists:
     its labels, its taint, its Neuron and EFA devices, and the cpu, memory and hugepages its kubelet
-    will allocate (without which the autoscaler counts the instance type's whole memory)."""
+    will allocate (without which the autoscaler counts the instance type's whole memory).
+
+    A ``dra`` group's node advertises no extended resources (its devices are in ResourceSlices, which
+    no tag can describe: cluster_facts/dra.py ``AUTOSCALER_FROM_ZERO_ISSUE``)."""
     return {
         **{
             f"{LABEL_TAG_PREFIX}{key}": value
-            for key, value in trainium_node_labels(instance, node_group=node_group).items()
+            for key, value in trainium_node_labels(instance, node_group=node_group, dra=dra).items()
         },
         f"{TAINT_TAG_PREFIX}{NEURON_TAINT_KEY}": f"{NEURON_TAINT_VALUE}:NoSchedule",
         **{
             f"{RESOURCE_TAG_PREFIX}{resource}": str(amount)
-            for resource, amount in scale_from_zero_resources(instance).items()
+            for resource, amount in ({} if dra else scale_from_zero_resources(instance)).items()
         },
         **{
             f"{RESOURCE_TAG_PREFIX}{resource}": amount

@@ -15,10 +15,13 @@ from collections.abc import Mapping
 
 __all__ = [
     "EFA_DEVICE_PLUGIN_TAG",
+    "EFA_DRA_DRIVER_TAG",
     "EKS_IMAGE_ACCOUNTS",
     "ETCD_IMAGE",
     "GANG_WATCHDOG_IMAGE",
+    "NEURON_DRA_DRIVER_IMAGE",
     "PLATFORM_JOB_IMAGE",
+    "efa_dra_driver_image",
     "efa_plugin_image",
 ]
 
@@ -37,6 +40,19 @@ GANG_WATCHDOG_IMAGE = "public.ecr.aws/docker/library/python:3.12.12-slim-trixie"
 
 EFA_DEVICE_PLUGIN_TAG = "v0.5.20"
 """The EFA device plugin: aws/eks-charts stable/aws-efa-k8s-device-plugin appVersion."""
+
+NEURON_DRA_DRIVER_IMAGE = "public.ecr.aws/neuron/neuron-dra-driver:1.2.0"
+"""The Neuron DRA driver (``devices: dra`` groups): the tag Neuron's Helm chart 1.10.0 gives it
+(``helm show values oci://public.ecr.aws/neuron/neuron-helm-chart --version 1.10.0``, chart digest
+sha256:ed5d8f73b7a05d3a1edf17b2bfaf277ea995ad1c65b115fa8ba2c7b4dc649346: ``draDriver.image``
+repository public.ecr.aws/neuron/neuron-dra-driver, tag "1.2.0"), as a published copy of those values
+shows it (the chart's own values.yaml of that release is not readable here; its dra-driver templates
+are, commit 97e1b7d3). Known: none besides what docs/capacity.md says of DRA."""
+
+EFA_DRA_DRIVER_TAG = "v1.2.0-eksbuild.2"
+"""The EFA DRA driver (DRANET, ``devices: dra`` groups): aws/eks-charts stable/aws-dranet 1.0.0
+(commit c043cef4) appVersion and ``image.tag``; its image lives in EKS's regional registry
+(``<account>.dkr.ecr.<region>.amazonaws.com/eks/dranet``), like the EFA device plugin's."""
 
 _STANDARD_ACCOUNT = "602401143452"
 _REGIONS_ON_STANDARD_ACCOUNT = [
@@ -87,6 +103,15 @@ registries for Amazon EKS add-ons")."""
 
 def efa_plugin_image(region: str, tag: str = EFA_DEVICE_PLUGIN_TAG) -> str:
     """The EFA plugin image in the EKS registry of ``region``; ValueError for a region not in the table."""
+    return _eks_image(region, "eks/aws-efa-k8s-device-plugin", tag)
+
+
+def efa_dra_driver_image(region: str, tag: str = EFA_DRA_DRIVER_TAG) -> str:
+    """The EFA DRA driver image in the EKS registry of ``region``; ValueError for a region not in the table."""
+    return _eks_image(region, "eks/dranet", tag)
+
+
+def _eks_image(region: str, path: str, tag: str) -> str:
     try:
         account = EKS_IMAGE_ACCOUNTS[region]
     except KeyError:
@@ -96,4 +121,4 @@ def efa_plugin_image(region: str, tag: str = EFA_DEVICE_PLUGIN_TAG) -> str:
             "user guide page 'View Amazon container image registries for Amazon EKS add-ons'."
         ) from None
     domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return f"{account}.dkr.ecr.{region}.{domain}/eks/aws-efa-k8s-device-plugin:{tag}"
+    return f"{account}.dkr.ecr.{region}.{domain}/{path}:{tag}"

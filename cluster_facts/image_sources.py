@@ -279,6 +279,13 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
     "docker.io/volcanosh/vc-webhook-manager": (
         "the Volcano chart sets a tag only (basic.image_tag_version) and the release publishes no digests"
     ),
+    "public.ecr.aws/neuron/neuron-dra-driver": (
+        "Neuron's Helm chart values and the Neuron DRA documentation name the driver by tag only"
+    ),
+    "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/dranet": (
+        "the eks-charts aws-dranet chart and the EKS docs publish the tag only, and the digest differs per "
+        "regional registry"
+    ),
     "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin": (
         "the eks-charts chart and the EKS docs publish the tag only, and the digest differs per regional registry"
     ),
@@ -288,6 +295,10 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
 The EFA plugin's entry stands for its image in every region (the repository path is the same)."""
 
 DIRECT_PULLS: Mapping[str, str] = {
+    "eks/dranet": (
+        "EKS's own regional ECR registry (k8s_charts/efa_dra_driver.py), as for the EFA device plugin: caching "
+        "it would take an ECR-to-ECR rule with a role that EKS's registry would have to trust"
+    ),
     "eks/aws-efa-k8s-device-plugin": (
         "EKS's own regional ECR registry (k8s_charts/efa_device_plugin.py), as for EKS's add-ons: caching it "
         "would take an ECR-to-ECR rule with a role that EKS's registry would have to trust"

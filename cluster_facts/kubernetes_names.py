@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
+from cluster_facts.dra import DEVICES_LABEL, DRA_DEVICES
 from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
@@ -110,8 +111,11 @@ def system_node_group(cluster_name: str) -> str:
     return f"{cluster_name}-system"
 
 
-def trainium_node_labels(instance: TrainiumInstanceType, *, node_group: str) -> dict[str, str]:
-    """What a Trainium node says about itself, read from the catalog.
+def trainium_node_labels(
+    instance: TrainiumInstanceType, *, node_group: str, dra: bool = False
+) -> dict[str, str]:
+    """What a Trainium node says about itself, read from the catalog; a node of a ``devices: dra``
+    group says so (``DEVICES_LABEL``: the device plugins keep off it, the DRA drivers keep to it).
 
     The pipeline's deployment check compares the devices a node advertises with these labels.
     """
@@ -121,6 +125,7 @@ def trainium_node_labels(instance: TrainiumInstanceType, *, node_group: str) -> 
         NEURON_DEVICES_LABEL: str(instance.chips),
         NEURON_CORES_LABEL: str(instance.neuron_cores),
         EFA_INTERFACES_LABEL: str(instance.efa_interfaces),
+        **({DEVICES_LABEL: DRA_DEVICES} if dra else {}),
     }
 
 

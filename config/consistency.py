@@ -14,6 +14,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
+from cluster_facts.dra import DRA_MINIMUM_KUBERNETES
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
 from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, ETCD_REPLICAS, dataset_variable
@@ -597,3 +598,21 @@ def _run_images_are_a_supported_neuron_stack(
         problem = stack_problem(image=run.image, ami_release=release)
         if problem is not None:
             yield f"runs[{index}].image", problem
+
+
+@_reads("cluster.kubernetes_version", "trainium.node_groups")
+def _dra_groups_have_dra(
+    kubernetes_version: str, groups: list[TrainiumNodeGroupSettings]
+) -> Iterator[Problem]:
+    """A ``devices: dra`` group needs a cluster version where DRA is GA (resource.k8s.io/v1)."""
+    if version_key(kubernetes_version) >= version_key(DRA_MINIMUM_KUBERNETES):
+        return
+    for index, group in enumerate(groups):
+        if group.uses_dra:
+            yield (
+                f"trainium.node_groups[{index}].devices",
+                (
+                    f"dra needs Kubernetes {DRA_MINIMUM_KUBERNETES} or later (DRA is GA there; the Neuron and "
+                    f"EFA DRA drivers require it), the cluster is {kubernetes_version}; allowed: device-plugin"
+                ),
+            )

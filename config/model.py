@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
 )
 
+from cluster_facts.dra import AUTOSCALER_FROM_ZERO_ISSUE, DEVICE_PATHS, DevicePath
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
 from cluster_facts.versions import ADDON_NAMES, KUBECTL_LAYERS, VPC_CNI, VPC_CNI_EFA_ONLY_MINIMUM, version_key
@@ -305,9 +306,40 @@ class TrainiumNodeGroupSettings(_Section):
             )
         return placement
 
+    devices: DevicePath = "device-plugin"
+    """How the group's Neuron devices and EFA interfaces reach pods: ``device-plugin`` (counted
+    extended resources) or ``dra`` (the Neuron and EFA DRA drivers; each run asks for one connected
+    set of devices per node through a ResourceClaimTemplate). docs/capacity.md, "DRA node groups"."""
+
+    @field_validator("devices")
+    @classmethod
+    def _dra_needs_a_node_to_copy(cls, devices: str, info: ValidationInfo) -> str:
+        # The cluster autoscaler's AWS provider pictures a group with no node without its DRA devices
+        # (cluster_facts/dra.py AUTOSCALER_FROM_ZERO_ISSUE): a run on zero nodes would never start.
+        if devices not in DEVICE_PATHS:
+            return devices
+        minimum = info.data.get("min_size")
+        if devices == "dra" and info.data.get("capacity_type") == "capacity_block":
+            raise _problem(
+                "dra cannot go with capacity_type capacity_block: a Capacity Block group scales to 0, and "
+                f"the cluster autoscaler cannot scale a DRA group up from 0 ({AUTOSCALER_FROM_ZERO_ISSUE}); "
+                "allowed: device-plugin"
+            )
+        if devices == "dra" and minimum == 0:
+            raise _problem(
+                "dra needs min_size 1 or more: the cluster autoscaler pictures a group with no node without "
+                f"its DRA devices and never scales it up for a claim ({AUTOSCALER_FROM_ZERO_ISSUE}); "
+                "allowed: device-plugin, or dra with min_size >= 1"
+            )
+        return devices
+
     @property
     def instance(self) -> TrainiumInstanceType:
         return CATALOG[self.instance_type]
+
+    @property
+    def uses_dra(self) -> bool:
+        return self.devices == "dra"
 
     @property
     def uses_placement_group(self) -> bool:

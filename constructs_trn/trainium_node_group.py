@@ -68,6 +68,7 @@ class TrainiumNodeGroup(Construct):
         root_volume_gib: int,
         update_strategy: Literal["DEFAULT", "MINIMAL"],
         ami_release: str,
+        dra: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         if not 0 <= min_size <= desired_size <= max_size:
@@ -119,7 +120,7 @@ class TrainiumNodeGroup(Construct):
             min_size=min_size,
             desired_size=desired_size,
             max_size=max_size,
-            labels=trainium_node_labels(instance, node_group=name),
+            labels=trainium_node_labels(instance, node_group=name, dra=dra),
             taints=[
                 eks.TaintSpec(
                     key=NEURON_TAINT_KEY, value=NEURON_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE
@@ -146,7 +147,7 @@ class TrainiumNodeGroup(Construct):
         nodegroup.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
         self.update_strategy = update_strategy
 
-        self.template_tags = node_template_tags(instance, node_group=name)
+        self.template_tags = node_template_tags(instance, node_group=name, dra=dra)
         self._tag_auto_scaling_group(cluster_name=cluster.cluster_name, name=name, tags=self.template_tags)
 
     def _tag_auto_scaling_group(self, *, cluster_name: str, name: str, tags: Mapping[str, str]) -> None:

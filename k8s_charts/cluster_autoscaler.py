@@ -47,6 +47,10 @@ class AutoscalerValues:
     scale_down_delay_after_add_minutes: int
     max_node_provision_minutes: int
     expander: str
+    dra: bool = False
+    """Some node groups take their devices through DRA: the autoscaler simulates claims
+    (``--enable-dynamic-resource-allocation``, off by default at 1.33 to 1.35; cluster_facts/dra.py
+    says why it still cannot scale such a group up from zero nodes)."""
 
     def __post_init__(self) -> None:
         problem = pinned_image_problem(self.image)
@@ -94,6 +98,7 @@ def cluster_autoscaler_values(values: AutoscalerValues) -> dict[str, Any]:
             "balance-similar-node-groups": False,
             "write-status-configmap": True,
             "status-config-map-name": AUTOSCALER_STATUS_CONFIGMAP,
+            **({"enable-dynamic-resource-allocation": True} if values.dra else {}),
         },
         # One replica: the autoscaler is a single writer (leader election guards a second one anyway).
         "replicaCount": 1,

@@ -64,7 +64,10 @@ class EfaDevicePluginChart(cdk8s.Chart):
         region: str,
         instance_types: Sequence[str] = EFA_INSTANCE_TYPES,
         image_tag: str = DEFAULT_IMAGE_TAG,
+        beside_dra: bool = False,
     ) -> None:
+        """``beside_dra``: some node groups take their EFA interfaces through the EFA DRA driver; the
+        plugin keeps off their nodes (the two on one node oversubscribe the devices: cluster_facts/dra.py)."""
         super().__init__(scope, id)
         image = efa_plugin_image(region, image_tag)
         instance_types = distinct_instance_types("EfaDevicePluginChart", instance_types)
@@ -82,7 +85,7 @@ class EfaDevicePluginChart(cdk8s.Chart):
             name=NAME,
             namespace=NAMESPACE,
             labels=_LABELS,
-            pod_spec=_pod_spec(instance_types, image),
+            pod_spec=_pod_spec(instance_types, image, beside_dra),
             exceptions={**_EXCEPTIONS, **digest_exceptions(image), **pull_policy_exceptions()},
         )
 
@@ -107,7 +110,7 @@ def _host_path(name: str, path: str, type: str | None = None) -> k8s.Volume:
     return k8s.Volume(name=name, host_path=k8s.HostPathVolumeSource(path=path, type=type))
 
 
-def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
+def _pod_spec(instance_types: list[str], image: str, beside_dra: bool) -> k8s.PodSpec:
     return k8s.PodSpec(
         # The plugin never calls the API server.
         automount_service_account_token=False,
@@ -116,7 +119,7 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
         security_context=runtime_default_seccomp(),
         priority_class_name="system-node-critical",
         tolerations=device_plugin_tolerations(),
-        affinity=instance_type_affinity(instance_types),
+        affinity=instance_type_affinity(instance_types, dra=False if beside_dra else None),
         containers=[
             k8s.Container(
                 name=NAME,

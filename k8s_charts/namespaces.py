@@ -27,6 +27,17 @@ TEAM_MEMBER_RULES = (
         api_groups=[""], resources=["pods", "pods/log", "events", "services"], verbs=["get", "list", "watch"]
     ),
     k8s.PolicyRule(api_groups=[""], resources=["pods/portforward"], verbs=["create"]),
+    # A run of a `devices: dra` group brings its ResourceClaimTemplate (k8s_charts/device_claims.py);
+    # the claims made from it are read only. Which DeviceClasses a template may name is the API
+    # server's business (k8s_charts/dra_admission.py, team-device-claims).
+    k8s.PolicyRule(
+        api_groups=["resource.k8s.io"],
+        resources=["resourceclaimtemplates"],
+        verbs=["get", "list", "watch", "create", "delete"],
+    ),
+    k8s.PolicyRule(
+        api_groups=["resource.k8s.io"], resources=["resourceclaims"], verbs=["get", "list", "watch"]
+    ),
 )
 
 

@@ -64,7 +64,10 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         vpc_cidr: str,
         instance_types: Sequence[str] = NEURON_INSTANCE_TYPES,
         image: str = DEFAULT_IMAGE,
+        beside_dra: bool = False,
     ) -> None:
+        """``beside_dra``: some node groups take their devices through DRA; the plugin keeps off their
+        nodes (the Neuron DRA driver must not run beside it: cluster_facts/dra.py)."""
         super().__init__(scope, id)
         instance_types = distinct_instance_types("NeuronDevicePluginChart", instance_types)
 
@@ -100,7 +103,7 @@ class NeuronDevicePluginChart(cdk8s.Chart):
             name=NAME,
             namespace=NAMESPACE,
             labels=_LABELS,
-            pod_spec=self._pod_spec(instance_types, image),
+            pod_spec=self._pod_spec(instance_types, image, beside_dra),
             exceptions={
                 **DEVICE_PLUGIN_EXCEPTIONS,
                 "CKV_K8S_38": "the plugin patches node status and annotates pods through the API server, "
@@ -121,14 +124,14 @@ class NeuronDevicePluginChart(cdk8s.Chart):
         )
 
     @staticmethod
-    def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
+    def _pod_spec(instance_types: list[str], image: str, beside_dra: bool) -> k8s.PodSpec:
         return k8s.PodSpec(
             service_account_name=NAME,
             security_context=runtime_default_seccomp(),
             # A node without its device plugin cannot run its workload: evict other pods first.
             priority_class_name="system-node-critical",
             tolerations=device_plugin_tolerations(),
-            affinity=instance_type_affinity(instance_types),
+            affinity=instance_type_affinity(instance_types, dra=False if beside_dra else None),
             containers=[
                 k8s.Container(
                     name=NAME,

@@ -26,6 +26,7 @@ from typing import Any
 import cdk8s
 
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE
+from cluster_facts.dra import EFA_DEVICE_CLASS, NEURON_DEVICE_CLASS, NodeDevices
 from cluster_facts.image_sources import ImageSource
 from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import PLATFORM_NAMESPACE, datasets_claim, file_system_claim
@@ -40,8 +41,11 @@ from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHAR
 from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
 from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.device_claims import NodeClaimTemplatesChart
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
+from k8s_charts.dra_admission import DraAdmissionChart, TeamClaimsAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
+from k8s_charts.efa_dra_driver import EfaDraDriverChart
 from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
@@ -52,6 +56,8 @@ from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controlle
 from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.neuron_dra_driver import DEFAULT_IMAGE as NEURON_DRA_DRIVER_IMAGE
+from k8s_charts.neuron_dra_driver import NeuronDraDriverChart
 from k8s_charts.node_check import ADMISSION_STEP as NODE_CHECK_ADMISSION
 from k8s_charts.node_check import STEP as NODE_CHECK
 from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
@@ -71,7 +77,9 @@ from k8s_charts.volcano_scheduler import volcano_images, volcano_values
 
 __all__ = [
     "CLUSTER_AUTOSCALER",
+    "DRA_ADMISSION",
     "VOLCANO",
+    "DraValues",
     "FileSystemValues",
     "KubernetesLayerValues",
     "PlannedRun",
@@ -96,6 +104,9 @@ PRIORITY_STEP = "priority-classes"
 TENANT_ADMISSION = "team-admission"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 """The step that installs the cluster autoscaler (the Helm release)."""
+DRA_ADMISSION = "dra-admission"
+"""The fences of the DRA drivers and objects (k8s_charts/dra_admission.py), before the drivers run."""
+DRA_DEVICE_CLASSES = (NEURON_DEVICE_CLASS, EFA_DEVICE_CLASS)
 # The webhook configuration the webhook manager patches with its CA just before it serves
 # (volcano v1.15.1 cmd/webhook-manager/app/server.go: addCaCertForWebhook, then ListenAndServeTLS).
 _VOLCANO_WEBHOOK = "volcano-admission-service-jobs-validate"
@@ -146,6 +157,19 @@ class TeamValues:
     node_groups: tuple[str, ...]
     """The Trainium node groups its pods may run on (an admission policy holds them there)."""
     quota: TeamQuota
+    device_claims: Mapping[str, NodeDevices] = field(default_factory=dict)
+    """Its ``devices: dra`` node groups -> what a pod claims of one node there (its namespace gets a
+    ``trainium-node-<group>`` ResourceClaimTemplate of each, and may claim their DeviceClasses)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraValues:
+    """The cluster's ``devices: dra`` node groups: the drivers that serve them."""
+
+    instance_types: tuple[str, ...]
+    """The instance types of those groups (the drivers' node affinity, besides the group label)."""
+    device_taints: bool = False
+    """Device taints are served (cluster_facts/dra.py ``DEVICE_TAINTS``): Volcano honours them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,6 +200,8 @@ class KubernetesLayerValues:
     images: ImageSource = field(default_factory=ImageSource)
     """Where every upstream image is pulled from (the account's pull-through cache, or upstream).
     A run's image comes resolved already (``TrainingRun.image``)."""
+    dra: DraValues | None = None
+    """The DRA drivers, their fences and the teams' claim templates; None: no ``devices: dra`` group."""
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
@@ -195,8 +221,10 @@ def render(build: ChartBuilder, name: str = "chart") -> tuple[Mapping[str, Any],
     return tuple(as_stored(manifest) for manifest in build(cdk8s.App(), name).to_json())
 
 
-def _volcano(images: ImageSource) -> HelmRelease:
-    values = volcano_values(image_registry=images.registry(VOLCANO_IMAGE_REGISTRY))
+def _volcano(images: ImageSource, *, device_taints: bool = False) -> HelmRelease:
+    values = volcano_values(
+        image_registry=images.registry(VOLCANO_IMAGE_REGISTRY), device_taints=device_taints
+    )
     return HelmRelease(
         name=VOLCANO,
         chart=VOLCANO_CHART.name,
@@ -264,7 +292,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
 
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
-    volcano = _volcano(images)
+    volcano = _volcano(images, device_taints=values.dra is not None and values.dra.device_taints)
     autoscaler: list[KubernetesStep] = (
         [
             chart(AUTOSCALER_NETWORK_STEP, partial(AutoscalerNetworkChart, vpc_cidr=values.vpc_cidr)),
@@ -273,6 +301,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         if values.autoscaler is not None
         else []
     )
+    beside_dra = values.dra is not None
     steps: list[KubernetesStep] = [
         # The API server confines the plugin's service account to its own node before the plugin
         # runs (k8s_charts/device_plugin_admission.py).
@@ -283,11 +312,16 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 NeuronDevicePluginChart,
                 image=images.resolve(NEURON_DEVICE_PLUGIN_IMAGE),
                 vpc_cidr=values.vpc_cidr,
+                beside_dra=beside_dra,
             ),
             after=(DEVICE_PLUGIN_ADMISSION,),
         ),
         # EKS's regional registry: not cached (cluster_facts.image_sources.DIRECT_PULLS).
-        chart("efa-device-plugin", lambda app, name: EfaDevicePluginChart(app, name, region=values.region)),
+        chart(
+            "efa-device-plugin",
+            lambda app, name: EfaDevicePluginChart(app, name, region=values.region, beside_dra=beside_dra),
+        ),
+        *_dra_steps(values, chart),
         # The node check's fence first, then the check (k8s_charts/node_check.py).
         *(
             [
@@ -392,6 +426,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     ),
                     *render(partial(TeamNetworkChart, namespace=team.name, vpc_cidr=values.vpc_cidr)),
                     *render(partial(TeamQuotaChart, namespace=team.name, quota=team.quota)),
+                    *(
+                        render(
+                            partial(NodeClaimTemplatesChart, namespace=team.name, groups=team.device_claims)
+                        )
+                        if team.device_claims
+                        else ()
+                    ),
                 )
             ),
             # The team's members act in the namespace only once its admission policy holds.
@@ -529,14 +570,54 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         )
     )
     # The team namespaces' admission policy, from what the plan puts there, before the namespaces.
+    claims_policy = (
+        render(
+            partial(
+                TeamClaimsAdmissionChart,
+                classes={
+                    team.name: DRA_DEVICE_CLASSES if team.device_claims else () for team in values.teams
+                },
+            )
+        )
+        if values.dra is not None
+        else ()
+    )
     steps.insert(
         next(index for index, step in enumerate(steps) if step.name == TEAMS_STEP),
         ManifestSet(
             name=TENANT_ADMISSION,
-            manifests=render(partial(TenantAdmissionChart, **_tenant_admission_values(steps, values.teams))),
+            manifests=(
+                *render(partial(TenantAdmissionChart, **_tenant_admission_values(steps, values.teams))),
+                *claims_policy,
+            ),
         ),
     )
     return KubernetesLayerPlan.of(steps)
+
+
+def _dra_steps(values: KubernetesLayerValues, chart: Callable[..., ManifestSet]) -> list[KubernetesStep]:
+    """The DRA drivers of the ``devices: dra`` groups, after the fences that confine them."""
+    if values.dra is None:
+        return []
+    instance_types = values.dra.instance_types
+    return [
+        chart(DRA_ADMISSION, DraAdmissionChart),
+        chart(
+            "neuron-dra-driver",
+            partial(
+                NeuronDraDriverChart,
+                instance_types=instance_types,
+                image=values.images.resolve(NEURON_DRA_DRIVER_IMAGE),
+            ),
+            after=(DRA_ADMISSION,),
+        ),
+        # EKS's regional registry, as the EFA device plugin's (cluster_facts.image_sources.DIRECT_PULLS).
+        chart(
+            "efa-dra-driver",
+            partial(EfaDraDriverChart, region=values.region, instance_types=instance_types),
+            after=(DRA_ADMISSION,),
+        ),
+    ]
 
 
 def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValues, ...]) -> dict[str, Any]:

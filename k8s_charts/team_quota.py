@@ -25,16 +25,26 @@
 
 A quota is judged at admission: lowering it never evicts running pods; it refuses new ones until
 the namespace is under it again.
+
+On a cluster with ``devices: dra`` node groups the quota also counts devices by DeviceClass
+(``<class>.deviceclass.resource.k8s.io/devices``, Kubernetes 1.34+), on the ResourceClaims the
+resourceclaim controller makes from a run's template, not on its pods: a claim the quota refuses is
+retried by that controller and its pod waits Pending (Volcano does not end the Job, unlike a refused
+pod; tests/cluster/test_dra.py). A team with no ``dra`` group gets 0 of every class: its namespace
+can claim no DRA device at all; a team with one gets ``neuron_devices`` of the Neuron class when
+that is set, and no limit otherwise (its queue's capability holds its share).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.dra import NEURON_DEVICE_CLASS, device_quota_resource
 from cluster_facts.kubernetes_names import NEURON_RESOURCE
 
 __all__ = [
@@ -63,6 +73,9 @@ class TeamQuota:
     """Cores."""
     memory_gib: int | None = None
     neuron_devices: int | None = None
+    device_classes: Mapping[str, int | None] = field(default_factory=dict)
+    """DeviceClass -> the most devices of it the namespace's claims may request (None: no limit);
+    empty on a cluster without DRA node groups."""
 
     def __post_init__(self) -> None:
         for name in ("pods", "cpu", "memory_gib", "neuron_devices"):
@@ -77,7 +90,26 @@ class TeamQuota:
             "requests.memory": None if self.memory_gib is None else f"{self.memory_gib}Gi",
             f"requests.{NEURON_RESOURCE}": None if self.neuron_devices is None else str(self.neuron_devices),
         }
-        return {"pods": str(self.pods), **{key: value for key, value in amounts.items() if value is not None}}
+        devices = {
+            device_quota_resource(name): str(limit)
+            for name, limit in sorted(self.device_classes.items())
+            if limit is not None
+        }
+        return {
+            "pods": str(self.pods),
+            **{key: value for key, value in amounts.items() if value is not None},
+            **devices,
+        }
+
+    @classmethod
+    def device_limits(
+        cls, classes: tuple[str, ...], *, uses_dra: bool, neuron_devices: int | None
+    ) -> dict[str, int | None]:
+        """The per-class limits of a team: none of any class without a DRA group; with one, the
+        configured Neuron chips on the Neuron class and no other limit."""
+        if not uses_dra:
+            return dict.fromkeys(classes, 0)
+        return {name: (neuron_devices if name == NEURON_DEVICE_CLASS else None) for name in classes}
 
 
 class TeamQuotaChart(cdk8s.Chart):

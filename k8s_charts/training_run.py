@@ -35,6 +35,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.dra import NodeDevices
 from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import TrainiumInstanceType
@@ -59,16 +60,19 @@ from cluster_facts.metadata_proxy import proxy_environment
 from cluster_facts.script_files import script_body
 from cluster_facts.volcano_retries import volcano_max_retry
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
+from k8s_charts.device_claims import claim_template
 from k8s_charts.identity import spec_hash
 from k8s_charts.imports import volcano_batch as vc
 from k8s_charts.policy_exceptions import policy_exceptions
 
 __all__ = [
+    "DEVICE_CLAIM",
     "PROGRAM_DIR",
     "RUN_ID_MAX_LENGTH",
     "WORKER_SCRIPT",
     "TrainingRun",
     "TrainingRunChart",
+    "claim_template_name",
     "compile_key",
     "launcher_arguments",
     "program_config_map",
@@ -139,6 +143,10 @@ class TrainingRun:
     """The run's own limit for holding Trainium nodes without progress (the Job's annotation read by
     the gang watchdog); None: the cluster's. Not hashed into the run's id: a Job's annotations may
     change in place, so a new limit does not restart the run."""
+    devices: NodeDevices | None = None
+    """On a ``devices: dra`` node group: what each pod claims of its node (one connected set of
+    Neuron devices, their EFA interfaces, the LNC), through the run's ResourceClaimTemplate; None:
+    the device plugins' extended resources."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -296,8 +304,18 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
         env=_environment(run, f"{RUNS_ROOT}/{run_id_value}", run_id_value),
         resources=vc.JobSpecTasksTemplateSpecContainersResources(
             # Every chip and EFA interface of the node: one pod per node, one worker per NeuronCore.
-            # Extended resources are limits only; Kubernetes copies them to requests.
-            limits={NEURON_RESOURCE: limit(str(node.chips)), EFA_RESOURCE: limit(str(node.efa_interfaces))},
+            # Extended resources are limits only; Kubernetes copies them to requests. On a DRA group
+            # the pod's claim holds them (the run's ResourceClaimTemplate).
+            limits=(
+                None
+                if run.devices is not None
+                else {NEURON_RESOURCE: limit(str(node.chips)), EFA_RESOURCE: limit(str(node.efa_interfaces))}
+            ),
+            claims=(
+                [vc.JobSpecTasksTemplateSpecContainersResourcesClaims(name=DEVICE_CLAIM)]
+                if run.devices is not None
+                else None
+            ),
             # 7/8 of the node, the rest left to kubelet reservations and the DaemonSets. No cpu or
             # memory limits: the pod owns the node, and a cap would only throttle or OOM-kill a run.
             requests={
@@ -431,6 +449,16 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                 ),
                             ],
                             containers=[_container(run, run_id_value)],
+                            resource_claims=(
+                                [
+                                    vc.JobSpecTasksTemplateSpecResourceClaims(
+                                        name=DEVICE_CLAIM,
+                                        resource_claim_template_name=claim_template_name(run),
+                                    )
+                                ]
+                                if run.devices is not None
+                                else None
+                            ),
                             volumes=[
                                 volume(
                                     name="data",
@@ -476,6 +504,32 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                 )
             ],
         ),
+    )
+
+
+DEVICE_CLAIM = "devices"
+"""The pod's claim (and the container's) on a DRA node group."""
+
+
+def claim_template_name(run: TrainingRun) -> str:
+    """``<run>-devices-<hash>``: the run's ResourceClaimTemplate, named after its spec (a template's
+    spec cannot change in place; a changed claim is a new template, and with it a new Job)."""
+    assert run.devices is not None
+    spec = json.dumps(run.devices.claim_spec(), sort_keys=True)
+    return f"{run.name}-devices-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
+
+
+def _claim_template(scope: Construct, run: TrainingRun, labels: Mapping[str, str]) -> None:
+    """The run's ResourceClaimTemplate: each pod of the Job gets a claim made from it, and loses it
+    with the pod (a retry or a rerun gets new claims, allocated again)."""
+    assert run.devices is not None
+    claim_template(
+        scope,
+        "Devices",
+        name=claim_template_name(run),
+        namespace=run.namespace,
+        labels=labels,
+        spec=run.devices.claim_spec(),
     )
 
 
@@ -528,6 +582,10 @@ class TrainingRunChart(cdk8s.Chart):
                     labels={"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id},
                 ),
                 data=dict(run.program_files),
+            )
+        if run.devices is not None:
+            _claim_template(
+                self, run, {"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id}
             )
         _job(self, run, self.run_id)
 

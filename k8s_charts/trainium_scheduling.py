@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.dra import DEVICES_LABEL, DRA_DEVICES
 from cluster_facts.kubernetes_names import INSTANCE_TYPE_LABEL, NEURON_TAINT_KEY
 from cluster_facts.node_check import NODE_CHECK_TAINT_KEY
 from k8s_charts.policy_exceptions import policy_exceptions
@@ -85,15 +86,23 @@ def device_plugin_tolerations() -> list[k8s.Toleration]:
     ]
 
 
-def instance_type_affinity(instance_types: Sequence[str]) -> k8s.Affinity:
-    """Required node affinity: one of ``instance_types`` (the kubelet's instance-type label)."""
-    requirement = k8s.NodeSelectorRequirement(
-        key=INSTANCE_TYPE_LABEL, operator="In", values=list(instance_types)
-    )
+def instance_type_affinity(instance_types: Sequence[str], *, dra: bool | None = None) -> k8s.Affinity:
+    """Required node affinity: one of ``instance_types`` (the kubelet's instance-type label); with
+    ``dra`` True only the nodes of ``devices: dra`` groups, False none of them (a node without the
+    label, of a group that predates it, counts as a device-plugin node), None either."""
+    requirements = [
+        k8s.NodeSelectorRequirement(key=INSTANCE_TYPE_LABEL, operator="In", values=list(instance_types))
+    ]
+    if dra is not None:
+        requirements.append(
+            k8s.NodeSelectorRequirement(
+                key=DEVICES_LABEL, operator="In" if dra else "NotIn", values=[DRA_DEVICES]
+            )
+        )
     return k8s.Affinity(
         node_affinity=k8s.NodeAffinity(
             required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
-                node_selector_terms=[k8s.NodeSelectorTerm(match_expressions=[requirement])]
+                node_selector_terms=[k8s.NodeSelectorTerm(match_expressions=requirements)]
             )
         )
     )

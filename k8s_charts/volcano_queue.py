@@ -38,6 +38,7 @@ from fractions import Fraction
 import cdk8s
 from constructs import Construct
 
+from cluster_facts.dra import node_devices, queue_device_resource
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
 from k8s_charts.imports.volcano_scheduling import Queue, QueueSpec, QueueSpecCapability, QueueSpecDeserved
@@ -45,30 +46,42 @@ from k8s_charts.imports.volcano_scheduling import Queue, QueueSpec, QueueSpecCap
 __all__ = ["VolcanoQueueChart", "deserved_share", "quantity_value", "queue_capability", "trainium_capability"]
 
 
-def queue_capability(instance: TrainiumInstanceType, nodes: int) -> dict[str, str]:
+def queue_capability(instance: TrainiumInstanceType, nodes: int, *, dra: bool = False) -> dict[str, str]:
     """Total cpu, memory, Neuron chips and EFA interfaces of ``nodes`` instances of one catalog type.
 
     Whole-instance figures, not allocatable ones: the capability is an upper bound, and the
-    job's pods request less than their node's allocatable anyway.
+    job's pods request less than their node's allocatable anyway. A ``dra`` group's devices are
+    counted by DeviceClass (``deviceclass/<class>``), which Volcano v1.15.1's capacity plugin counts
+    from each task's claims (pkg/scheduler/cache/cache.go ``buildTaskDRAInfo``: ExactCount requests;
+    capacity.go ``checkDRAAllocatable``), with ``capacity.DynamicResourceAllocationEnable``
+    (k8s_charts/volcano_scheduler.py); its pods request no extended resource.
     """
     if nodes < 1:
         raise ValueError(f"nodes must be at least 1, got {nodes}")
-    return {
-        "cpu": str(instance.vcpus * nodes),
-        "memory": f"{instance.memory_gib * nodes}Gi",
-        NEURON_RESOURCE: str(instance.chips * nodes),
-        EFA_RESOURCE: str(instance.efa_interfaces * nodes),
-    }
+    devices = (
+        {
+            queue_device_resource(name): str(count * nodes)
+            for name, count in node_devices(instance).counts.items()
+        }
+        if dra
+        else {
+            NEURON_RESOURCE: str(instance.chips * nodes),
+            EFA_RESOURCE: str(instance.efa_interfaces * nodes),
+        }
+    )
+    return {"cpu": str(instance.vcpus * nodes), "memory": f"{instance.memory_gib * nodes}Gi", **devices}
 
 
-def trainium_capability(groups: Sequence[tuple[TrainiumInstanceType, int]]) -> dict[str, str]:
-    """The total of ``queue_capability`` over (instance type, max_size) pairs: every Trainium node the
-    autoscaler may run at once."""
+def trainium_capability(
+    groups: Sequence[tuple[TrainiumInstanceType, int] | tuple[TrainiumInstanceType, int, bool]],
+) -> dict[str, str]:
+    """The total of ``queue_capability`` over (instance type, max_size[, dra]) tuples: every Trainium
+    node the autoscaler may run at once."""
     if not groups:
         raise ValueError("at least one Trainium node group is needed")
     totals: dict[str, int] = {}
-    for instance, nodes in groups:
-        for resource, amount in queue_capability(instance, nodes).items():
+    for instance, nodes, *dra in groups:
+        for resource, amount in queue_capability(instance, nodes, dra=bool(dra and dra[0])).items():
             totals[resource] = totals.get(resource, 0) + int(amount.removesuffix("Gi"))
     return {
         resource: f"{amount}Gi" if resource == "memory" else str(amount)
@@ -76,17 +89,21 @@ def trainium_capability(groups: Sequence[tuple[TrainiumInstanceType, int]]) -> d
     }
 
 
-def deserved_share(groups: Sequence[tuple[TrainiumInstanceType, int, Fraction]]) -> dict[str, str]:
-    """A team's deserved resources: over (instance type, max_size, the team's share of the group)
-    triples, the share of what each group holds at max_size. Rounded down (to a millicore, a MiB,
-    a thousandth of a chip or interface), so it never exceeds the capability of the same groups."""
+def deserved_share(
+    groups: Sequence[
+        tuple[TrainiumInstanceType, int, Fraction] | tuple[TrainiumInstanceType, int, Fraction, bool]
+    ],
+) -> dict[str, str]:
+    """A team's deserved resources: over (instance type, max_size, the team's share of the group[,
+    dra]) tuples, the share of what each group holds at max_size. Rounded down (to a millicore, a
+    MiB, a thousandth of a chip or interface), so it never exceeds the capability of the same groups."""
     if not groups:
         raise ValueError("at least one Trainium node group is needed")
     milli: dict[str, Fraction] = {}
-    for instance, nodes, share in groups:
+    for instance, nodes, share, *dra in groups:
         if not 0 < share <= 1:
             raise ValueError(f"a team's share of a node group must be within (0, 1], got {share}")
-        whole = queue_capability(instance, nodes)
+        whole = queue_capability(instance, nodes, dra=bool(dra and dra[0]))
         for resource, amount in whole.items():
             # cpu, chips and interfaces in thousandths; memory in MiB
             unit = 1024 if resource == "memory" else 1000

@@ -53,6 +53,7 @@ import yaml
 from cluster_facts.versions import VOLCANO_IMAGE_NAMES, VOLCANO_IMAGE_REGISTRY, VOLCANO_IMAGE_TAG
 
 __all__ = [
+    "DEVICE_TAINT_GATES",
     "QUEUE_PLUGIN",
     "SCHEDULER_ACTIONS",
     "VOLCANO_IMAGE_PULL_POLICY",
@@ -115,20 +116,40 @@ kubectl handler at deploy, outside checkov's reach (it reads cdk.out/k8s/): the 
 here, beside the value it excuses, with the reason a reviewer reads."""
 
 
+DEVICE_TAINT_GATES = "DRADeviceTaints=true"
+"""Volcano's scheduler reads device taints only with this gate of its own (v1.15.1 vendors Kubernetes
+1.35.3, where ``DRADeviceTaints`` is alpha and off: pkg/scheduler/plugins/predicates/predicates.go
+``EnableDRADeviceTaints``), and with it on it watches DeviceTaintRules at ``resource.k8s.io/v1alpha3``
+(pkg/scheduler/cache/cache.go, ``resourceslicetracker.Options``): set only where that API is served
+(cluster_facts/dra.py ``DEVICE_TAINTS``), or the scheduler waits for an informer that never syncs."""
+
+
 def volcano_values(
-    *, image_registry: str = VOLCANO_IMAGE_REGISTRY, image_tag: str = VOLCANO_IMAGE_TAG
+    *,
+    image_registry: str = VOLCANO_IMAGE_REGISTRY,
+    image_tag: str = VOLCANO_IMAGE_TAG,
+    device_taints: bool = False,
 ) -> dict[str, Any]:
     """The Volcano Helm release's values: the chart's defaults but for the scheduler configuration
     and the images, which come from ``image_registry`` (the account's pull-through cache of Docker
     Hub, or Docker Hub) with the tag written here rather than left to the chart's default, pulled
-    ``IfNotPresent`` (``VOLCANO_POLICY_EXCEPTIONS``)."""
+    ``IfNotPresent`` (``VOLCANO_POLICY_EXCEPTIONS``); with ``device_taints``, the scheduler's gate
+    for DRA device taints (``DEVICE_TAINT_GATES``).
+
+    DRA claims need nothing more: the ``predicates`` plugin allocates them (Kubernetes' own
+    dynamicresources plugin), and ``capacity`` counts them against a queue's ``deviceclass/<class>``
+    capability, on by default (v1.15.1 capacity.go ``New``: ``capacity.DynamicResourceAllocationEnable``
+    defaults to the DynamicResourceAllocation gate, GA and on)."""
+    custom: dict[str, Any] = {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG}
+    if device_taints:
+        custom["scheduler_feature_gates"] = DEVICE_TAINT_GATES
     return {
         "basic": {
             "image_registry": image_registry,
             "image_tag_version": image_tag,
             "image_pull_policy": VOLCANO_IMAGE_PULL_POLICY,
         },
-        "custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG},
+        "custom": custom,
     }
 
 

@@ -137,7 +137,8 @@ def _expected_tags(config: StackConfig, name: str, instance: TrainiumInstanceTyp
     # EKS writes the first two discovery tags (enabled=true, <cluster>=owned); the stack writes the
     # node-template tags, among them the third discovery tag.
     enabled, owner, _ = discovery_tags(config.name)
-    return {enabled: "true", owner: "owned", **node_template_tags(instance, node_group=name)}
+    dra = config.node_group(name).uses_dra
+    return {enabled: "true", owner: "owned", **node_template_tags(instance, node_group=name, dra=dra)}
 
 
 def deployment_check_script() -> str:

@@ -6,6 +6,7 @@ import hashlib
 import json
 from fractions import Fraction
 
+from cluster_facts.dra import DEVICE_TAINTS, NodeDevices, node_devices
 from cluster_facts.image_sources import (
     ImageSource,
     cached_repository_arn,
@@ -32,6 +33,8 @@ from k8s_charts.fabric_check import FabricCheckValues
 from k8s_charts.gang_watchdog import GangWatchdogValues
 from k8s_charts.node_check import NodeCheckValues
 from k8s_charts.plan import (
+    DRA_DEVICE_CLASSES,
+    DraValues,
     FileSystemValues,
     KubernetesLayerValues,
     PlannedRun,
@@ -49,6 +52,7 @@ __all__ = [
     "autoscaler_values",
     "cached_repository_arns",
     "datasets",
+    "dra_values",
     "fabric_checks",
     "file_system_generation",
     "file_system_values",
@@ -62,6 +66,7 @@ __all__ = [
     "root_zones",
     "team_capability",
     "team_deserved",
+    "team_device_claims",
     "team_quota",
     "training_run",
 ]
@@ -164,7 +169,9 @@ def image_source(config: StackConfig) -> ImageSource:
 def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
     """What the team's node groups hold at max_size: the queue lets a run use any of it, and never
     less than the autoscaler can bring (a capped task would idle the nodes added for it)."""
-    return trainium_capability([(group.instance, group.max_size) for group in config.team_node_groups(team)])
+    return trainium_capability(
+        [(group.instance, group.max_size, group.uses_dra) for group in config.team_node_groups(team)]
+    )
 
 
 def team_deserved(config: StackConfig, team: TeamSettings) -> dict[str, str]:
@@ -177,7 +184,8 @@ def team_deserved(config: StackConfig, team: TeamSettings) -> dict[str, str]:
             for other in config.teams
             if group.name in {mine.name for mine in config.team_node_groups(other)}
         ]
-        shares.append((group.instance, group.max_size, Fraction(team.weight, sum(o.weight for o in sharing))))
+        share = Fraction(team.weight, sum(o.weight for o in sharing))
+        shares.append((group.instance, group.max_size, share, group.uses_dra))
     return deserved_share(shares)
 
 
@@ -216,6 +224,36 @@ def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
         cpu=configured.cpu,
         memory_gib=configured.memory_gib,
         neuron_devices=configured.neuron_devices,
+        device_classes=(
+            TeamQuota.device_limits(
+                DRA_DEVICE_CLASSES,
+                uses_dra=bool(team_device_claims(config, team)),
+                neuron_devices=configured.neuron_devices,
+            )
+            if dra_values(config) is not None
+            else {}
+        ),
+    )
+
+
+def team_device_claims(config: StackConfig, team: TeamSettings) -> dict[str, NodeDevices]:
+    """The team's ``devices: dra`` groups -> what a pod claims of one of their nodes."""
+    return {
+        group.name: node_devices(group.instance) for group in config.team_node_groups(team) if group.uses_dra
+    }
+
+
+def dra_values(config: StackConfig, *, device_taints: bool | None = None) -> DraValues | None:
+    """The DRA drivers of the ``devices: dra`` groups; None without one. ``device_taints``: whether
+    device taints are served; by default what EKS serves at the cluster's version
+    (cluster_facts/dra.py ``DEVICE_TAINTS``); tests/cluster turns it on with the feature gates."""
+    groups = [group for group in config.trainium.node_groups if group.uses_dra]
+    if not groups:
+        return None
+    support = DEVICE_TAINTS.get(config.cluster.kubernetes_version)
+    return DraValues(
+        instance_types=tuple(dict.fromkeys(group.instance_type for group in groups)),
+        device_taints=(support is not None and support.on_eks) if device_taints is None else device_taints,
     )
 
 
@@ -275,10 +313,13 @@ def training_run(
         pod_labels=TRAINING_POD_LABELS,
         run_as=team.owner_id,
         stuck_minutes=run.stuck_minutes,
+        devices=node_devices(group.instance) if group.uses_dra else None,
     )
 
 
-def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> KubernetesLayerValues:
+def kubernetes_values(
+    config: StackConfig, *, file_system: FileSystemValues, device_taints: bool | None = None
+) -> KubernetesLayerValues:
     staged = datasets(config)
     return KubernetesLayerValues(
         region=config.region,
@@ -297,6 +338,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 uid=team.owner_id,
                 node_groups=tuple(group.name for group in config.team_node_groups(team)),
                 quota=team_quota(config, team),
+                device_claims=team_device_claims(config, team),
             )
             for team in config.teams
         ),
@@ -329,6 +371,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
             ),
         ),
         images=image_source(config),
+        dra=dra_values(config, device_taints=device_taints),
     )
 
 
@@ -381,11 +424,16 @@ def autoscaler_values(config: StackConfig) -> AutoscalerValues:
         scale_down_delay_after_add_minutes=settings.scale_down_delay_after_add_minutes,
         max_node_provision_minutes=settings.max_node_provision_minutes,
         expander=settings.expander,
+        dra=any(group.uses_dra for group in config.trainium.node_groups),
     )
 
 
-def kubernetes_plan(config: StackConfig, *, file_system: FileSystemValues) -> KubernetesLayerPlan:
-    return plan_kubernetes_layer(kubernetes_values(config, file_system=file_system))
+def kubernetes_plan(
+    config: StackConfig, *, file_system: FileSystemValues, device_taints: bool | None = None
+) -> KubernetesLayerPlan:
+    return plan_kubernetes_layer(
+        kubernetes_values(config, file_system=file_system, device_taints=device_taints)
+    )
 
 
 def review_plan(config: StackConfig) -> KubernetesLayerPlan:

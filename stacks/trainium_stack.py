@@ -317,6 +317,8 @@ class TrainiumStack(Stack):
                 update_strategy=group.update_strategy,
                 # The Neuron driver a scale-up boots: pinned, checked against the runs' images at synth.
                 ami_release=group.ami_release or DEFAULT_AMI_RELEASES[config.cluster.kubernetes_version],
+                # Its devices through the DRA drivers (cluster_facts/dra.py): labelled for them.
+                dra=group.uses_dra,
             )
             self.trainium_node_groups[group.name] = node_group
         for nodes in (self.system_nodes, *(group.nodegroup for group in self.trainium_node_groups.values())):

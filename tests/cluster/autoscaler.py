@@ -96,6 +96,7 @@ def node_template(config: StackConfig, group: str) -> dict[str, Any]:
         instance=instance_type(settings.instance_type),
         node_group=group,
         zone=config.trainium.availability_zone,
+        dra=settings.uses_dra,
     )
     node["metadata"]["annotations"].update(
         {_MIN_ANNOTATION: str(settings.min_size), _MAX_ANNOTATION: str(settings.max_size)}

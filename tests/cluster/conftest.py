@@ -55,6 +55,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_recovery.py",
         "test_queues.py",
     ),
+    "dra": ("test_dra.py",),
 }
 _ORDER = {
     module: (group, index) for group, modules in WORKERS.items() for index, module in enumerate(modules)

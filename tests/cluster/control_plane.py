@@ -176,8 +176,15 @@ class ControlPlane:
         "no cluster autoscaler runs in this scenario (test_scale_from_zero.py runs the real one); "
         "the test adds the nodes it would add"
     )
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    """Feature gates of the API server, controller manager and scheduler beyond their defaults (none
+    by default: the tier runs what EKS runs; tests/cluster/dra.py says which gates its DRA scenarios
+    turn on and why)."""
+    runtime_config: tuple[str, ...] = ()
+    """API versions the API server serves beyond its defaults (``--runtime-config``)."""
     _volcano_values: str | None = None
     _watchdog_properties: str | None = None
+    _control_args: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.processes = Processes(self.work_dir / "logs")
@@ -270,6 +277,8 @@ class ControlPlane:
                 # lists of newer clients (kwok's client-go 0.36, Volcano's 0.35), which then relist
                 # with backoff and see changes 20-30 s late; etcd's own watcher serves them.
                 "--watch-cache=false",
+                *self._gate_flags(),
+                *([f"--runtime-config={','.join(self.runtime_config)}"] if self.runtime_config else []),
             ],
         )
         self.kubeconfig = self._write_kubeconfig("admin", client=admin)
@@ -291,12 +300,20 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
+                *self._gate_flags(),
             ],
         )
         scheduler_process = self.processes.start(
             "kube-scheduler",
-            [str(self.binaries.kube_scheduler), *self._component_flags("kube-scheduler", scheduler)],
+            [
+                str(self.binaries.kube_scheduler),
+                *self._component_flags("kube-scheduler", scheduler),
+                *self._gate_flags(),
+            ],
         )
+        self._control_args = {
+            process.name: list(process.args) for process in (apiserver, controller_manager, scheduler_process)
+        }
         kwok = self.processes.start("kwok", self._kwok_args(KWOK_NODE_VALUE, "10.244.0.0/16"))
         # The default ServiceAccount of a new namespace comes from the controller manager: a proof it works.
         wait_until(
@@ -308,6 +325,12 @@ class ControlPlane:
             processes=self.processes,
             watch=[controller_manager, scheduler_process, kwok],
         )
+
+    def _gate_flags(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        gates = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(self.feature_gates.items()))
+        return [f"--feature-gates={gates}"]
 
     def _kwok_args(self, node_value: str, cidr: str) -> list[str]:
         """kwok as the kubelet of every node annotated ``kwok.x-k8s.io/node=<node_value>`` (and of
@@ -380,6 +403,42 @@ class ControlPlane:
             yield
         finally:
             self.processes.start(name, process.args)
+
+    @contextlib.contextmanager
+    def reconfigured(
+        self, *, feature_gates: Mapping[str, bool], runtime_config: Sequence[str] = ()
+    ) -> Iterator[None]:
+        """The API server, controller manager and scheduler restarted with ``feature_gates`` (and the
+        API server with ``runtime_config``) for the block, then restarted with this plane's own.
+        etcd keeps every object; the other processes' clients reconnect (what a control plane
+        upgrade looks like to them)."""
+        saved = (dict(self.feature_gates), tuple(self.runtime_config))
+        self._restart_control(feature_gates, runtime_config)
+        try:
+            yield
+        finally:
+            self._restart_control(*saved)
+
+    def _restart_control(self, feature_gates: Mapping[str, bool], runtime_config: Sequence[str]) -> None:
+        self.feature_gates, self.runtime_config = dict(feature_gates), tuple(runtime_config)
+        flags = ("--feature-gates=", "--runtime-config=")
+        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver"):
+            self.processes.stop(name)
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            args = [a for a in self._control_args[name] if not a.startswith(flags)] + self._gate_flags()
+            if name == "kube-apiserver" and self.runtime_config:
+                args.append(f"--runtime-config={','.join(self.runtime_config)}")
+            self.processes.start(name, args)
+            if name == "kube-apiserver":
+                wait_until(
+                    lambda: (
+                        self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).stdout.strip()
+                        == "ok"
+                    ),
+                    timeout=90,
+                    what="kube-apiserver /readyz after its restart",
+                    processes=self.processes,
+                )
 
     def stop(self) -> None:
         self.processes.stop_all()

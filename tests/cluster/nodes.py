@@ -108,13 +108,15 @@ def trainium_node(
     node_group: str,
     zone: str,
     instance_id: str | None = None,
+    dra: bool = False,
 ) -> dict[str, Any]:
     """A node of ``node_group`` as the autoscaler pictures it from the group's tags, and as EKS labels
     it, registered as every Trainium node registers: with the node check's startup taint besides the
     template's (constructs_trn/trainium_node_group.py; the autoscaler's template leaves it out, as a
     startup taint). ``ControlPlane.add_nodes`` plays the check that lifts it. ``instance_id``: the
-    ``providerID`` EKS gives the node (``aws:///<zone>/<instance>``), which the node check reads."""
-    tags = node_template_tags(instance, node_group=node_group)
+    ``providerID`` EKS gives the node (``aws:///<zone>/<instance>``), which the node check reads.
+    ``dra``: a node of a ``devices: dra`` group (its devices are in ResourceSlices, tests/cluster/dra.py)."""
+    tags = node_template_tags(instance, node_group=node_group, dra=dra)
     labels = {k.removeprefix(LABEL_TAG_PREFIX): v for k, v in tags.items() if k.startswith(LABEL_TAG_PREFIX)}
     taints = []
     for key, value in tags.items():
@@ -152,8 +154,15 @@ def trainium_node(
 def group_nodes(config: StackConfig, group: str, names: Iterable[str]) -> list[dict[str, Any]]:
     """A node of ``group`` (as the configuration sets it up) for each of ``names``: the nodes a
     scale-up of the group would add."""
-    instance = instance_type(config.node_group(group).instance_type)
+    settings = config.node_group(group)
+    instance = instance_type(settings.instance_type)
     return [
-        trainium_node(name, instance=instance, node_group=group, zone=config.trainium.availability_zone)
+        trainium_node(
+            name,
+            instance=instance,
+            node_group=group,
+            zone=config.trainium.availability_zone,
+            dra=settings.uses_dra,
+        )
         for name in names
     ]

@@ -1,0 +1,270 @@
+"""Dynamic Resource Allocation (DRA) of Trainium devices: the drivers' names, the attributes they
+publish, the claims this project writes, and what each Kubernetes version (and EKS) offers.
+
+A node group chooses its device path (``trainium.node_groups[].devices``): ``device-plugin`` (the
+Neuron and EFA device plugins advertise counted extended resources) or ``dra`` (the Neuron DRA
+driver and the EFA DRA driver publish each device as an entry of a ResourceSlice, with attributes;
+a run's pods ask for devices through a ResourceClaimTemplate). The two must never serve one node
+(EKS user guide, "Manage Neuron devices": "Do not install the Neuron DRA driver on nodes where the
+Neuron device plugin is running"; "Manage EFA devices": "Do not install the EFA DRA driver on nodes
+where the EFA device plugin is running ... silent oversubscription"): the stack labels every node of
+a ``dra`` group ``DEVICES_LABEL: dra`` and the device plugins keep off such nodes, the DRA drivers
+keep to them.
+
+Sources (read 2026-11-28):
+
+- Neuron DRA driver: aws-neuron/aws-neuron-sdk ``deploy/eks/dra.rst`` (commit cc188c11): the
+  DeviceClass ``neuron.aws.com``, the attributes (``instanceType``, ``resourceType``
+  ``neuron_device``/``neuron_node``, ``resource.aws.com/devicegroup{1,4,8,16}_id``), the claim
+  configuration ``NeuronConfig`` ``logicalNeuronCore`` and ``UltraServerConfig``
+  ``ultraserverMode``; "The supported subsets include set of 1, 4, 8 or 16".
+- EFA DRA driver (DRANET): EKS user guide ``device-management-efa`` (awsdocs/amazon-eks-user-guide
+  commit 43d79bdb): driver ``dra.net``, DeviceClass ``efa.networking.k8s.aws``, and the Neuron
+  pairing: "requests: 4-neurons, 4-efas; matchAttribute resource.aws.com/devicegroup4_id".
+- The device group ids both drivers publish: aws-neuron/connected-device-maps-over-efa-for-neuron
+  ``lookup/lookup.go`` (commit d5710250): for Neuron device ``d`` and group size ``g``, the first 16
+  hex digits of SHA-256 over the sorted, distinct EFA PCI addresses of devices ``g*(d//g)`` to
+  ``g*(d//g)+g-1`` (``lookup/neuron/<family>.json``); ``devicegroup1_id`` is the device's EFA address.
+  tests/cluster/dra.py computes them the same way and checks two captured slices.
+- Kubernetes feature stages: ``pkg/features/kube_features.go`` of v1.34.12, v1.35.3 and v1.36.3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cluster_facts.instance_catalog import TrainiumInstanceType
+
+__all__ = [
+    "AUTOSCALER_FROM_ZERO_ISSUE",
+    "DEVICES_LABEL",
+    "DEVICE_GROUP_SIZES",
+    "DEVICE_PATHS",
+    "DEVICE_TAINTS",
+    "DRA_DEVICES",
+    "DRA_MINIMUM_KUBERNETES",
+    "EFA_DEVICE_CLASS",
+    "EFA_DRA_DRIVER",
+    "NEURON_DEVICE_CLASS",
+    "NEURON_DRA_DRIVER",
+    "NEURON_LNC_FAMILIES",
+    "DeviceTaintSupport",
+    "NodeDevices",
+    "device_group_attribute",
+    "device_quota_resource",
+    "node_claim_template",
+    "node_devices",
+    "queue_device_resource",
+]
+
+DevicePath = Literal["device-plugin", "dra"]
+DEVICE_PATHS: tuple[DevicePath, ...] = ("device-plugin", "dra")
+DRA_DEVICES: DevicePath = "dra"
+
+DEVICES_LABEL = "trainium/devices"
+"""On every node of a ``dra`` group (value ``dra``); the device plugins' affinity is ``NotIn [dra]``,
+the DRA drivers' ``In [dra]``, so a node of a group created before this label (no label) keeps its
+device plugins."""
+
+DRA_MINIMUM_KUBERNETES = "1.34"
+"""DRA is GA (resource.k8s.io/v1, DynamicResourceAllocation on) from 1.34; both AWS drivers require it."""
+
+NEURON_DRA_DRIVER = "neuron.aws.com"
+NEURON_DEVICE_CLASS = "neuron.aws.com"
+EFA_DRA_DRIVER = "dra.net"
+EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
+
+DEVICE_GROUP_SIZES = (1, 4, 8, 16)
+"""The connected subsets the Neuron driver names; one attribute each."""
+
+NEURON_LNC_FAMILIES: Mapping[str, int] = {"trn2": 2, "trn2u": 2}
+"""The Logical NeuronCore size a claim asks the driver for, by instance family: the Neuron runtime's
+default on Trainium2 (LNC=2, which the catalog's ``neuron_cores`` counts: 64 on a trn2.48xlarge).
+Trainium1 takes no LNC setting (its NeuronCore-v2 are not grouped; the driver refuses
+``logicalNeuronCore`` there). When the catalog carries each type's LNC sizes, this table goes."""
+
+AUTOSCALER_FROM_ZERO_ISSUE = "kubernetes/autoscaler#7799"
+"""The cluster autoscaler's AWS provider builds a node group's template without ResourceSlices
+(``AwsNodeGroup.TemplateNodeInfo``: ``framework.NewNodeInfo(node, nil, ...)`` at cluster-autoscaler
+1.33.0, 1.34.5 and 1.36.1), so a pod whose claim needs DRA devices fits no group that has no node:
+"predicate DynamicResources didn't pass (cannot allocate all claims)" (tests/cluster/test_dra.py,
+the real 1.33.0). A group with a node gets a template copied from that node, slices included
+(``processors/nodeinfosprovider/mixed_nodeinfos_processor.go``). Open upstream: #7799 (templates from
+the Kubernetes API), #10277 (the same gap in externalgrpc)."""
+
+
+def device_group_attribute(devices: int) -> str:
+    """The attribute whose equal value marks ``devices`` connected Neuron devices (and their EFA)."""
+    if devices not in DEVICE_GROUP_SIZES:
+        allowed = ", ".join(map(str, DEVICE_GROUP_SIZES))
+        raise ValueError(
+            f"the Neuron DRA driver allocates connected sets of {allowed} devices, not {devices}"
+        )
+    return f"resource.aws.com/devicegroup{devices}_id"
+
+
+def device_quota_resource(device_class: str) -> str:
+    """The ResourceQuota key that counts the devices a namespace's claims request from ``device_class``
+    (Kubernetes 1.34+, "Resource quota: DRA": ``<class>.deviceclass.resource.k8s.io/devices``)."""
+    return f"{device_class}.deviceclass.resource.k8s.io/devices"
+
+
+def queue_device_resource(device_class: str) -> str:
+    """The Volcano queue resource that counts devices of ``device_class`` (v1.15.1
+    pkg/scheduler/plugins/capacity/capacity.go ``DeviceClassCountPrefix``)."""
+    return f"deviceclass/{device_class}"
+
+
+def node_claim_template(node_group: str) -> str:
+    """The ResourceClaimTemplate, in each team namespace that may use ``node_group``, that asks for one
+    whole node of it (the TorchX component names it; k8s_charts/device_claims.py renders it)."""
+    return f"trainium-node-{node_group}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeDevices:
+    """What one training pod takes of its node through DRA: every Neuron device as one connected set,
+    the EFA interfaces beside them, the Logical NeuronCore size, and on an UltraServer its mode."""
+
+    instance_type: str
+    neuron_devices: int
+    efa_interfaces: int
+    logical_core_size: int | None = None
+    ultraserver_mode: int | None = None
+    """How many nodes of the UltraServer the job spans (1, 2 or 4); None off an UltraServer."""
+
+    def claim_spec(self) -> dict[str, Any]:
+        """The ResourceClaimSpec (resource.k8s.io/v1): ``neurons`` (the devices of the instance type,
+        connected), ``efa`` (its EFA interfaces, in the same device group), and the driver's
+        configuration of the Neuron devices."""
+        connected = device_group_attribute(self.neuron_devices)
+        requests: list[dict[str, Any]] = [
+            {
+                "name": "neurons",
+                "exactly": {
+                    "deviceClassName": NEURON_DEVICE_CLASS,
+                    "allocationMode": "ExactCount",
+                    "count": self.neuron_devices,
+                    "selectors": [
+                        {
+                            "cel": {
+                                "expression": f"device.attributes['{NEURON_DRA_DRIVER}'].instanceType == "
+                                f"'{self.instance_type}' && device.attributes['{NEURON_DRA_DRIVER}']"
+                                ".resourceType == 'neuron_device'"
+                            }
+                        }
+                    ],
+                },
+            },
+            {
+                "name": "efa",
+                "exactly": {
+                    "deviceClassName": EFA_DEVICE_CLASS,
+                    "allocationMode": "ExactCount",
+                    "count": self.efa_interfaces,
+                },
+            },
+        ]
+        config: list[dict[str, Any]] = []
+        if self.logical_core_size is not None:
+            config.append(_opaque(["neurons"], "NeuronConfig", logicalNeuronCore=self.logical_core_size))
+        if self.ultraserver_mode is not None:
+            requests.append(
+                {
+                    "name": "ultraserver",
+                    "exactly": {
+                        "deviceClassName": NEURON_DEVICE_CLASS,
+                        "allocationMode": "ExactCount",
+                        "count": 1,
+                        "selectors": [
+                            {
+                                "cel": {
+                                    "expression": f"device.attributes['{NEURON_DRA_DRIVER}'].resourceType"
+                                    " == 'neuron_node'"
+                                }
+                            }
+                        ],
+                    },
+                }
+            )
+            config.append(
+                _opaque(["ultraserver"], "UltraServerConfig", ultraserverMode=self.ultraserver_mode)
+            )
+        devices: dict[str, Any] = {
+            "requests": requests,
+            "constraints": [{"requests": ["neurons", "efa"], "matchAttribute": connected}],
+        }
+        if config:
+            devices["config"] = config
+        return {"devices": devices}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Devices by DeviceClass that one claim takes (what quotas and queues count)."""
+        neurons = self.neuron_devices + (1 if self.ultraserver_mode is not None else 0)
+        return {NEURON_DEVICE_CLASS: neurons, EFA_DEVICE_CLASS: self.efa_interfaces}
+
+
+def _opaque(requests: list[str], kind: str, **parameters: int) -> dict[str, Any]:
+    return {
+        "requests": requests,
+        "opaque": {
+            "driver": NEURON_DRA_DRIVER,
+            "parameters": {"apiVersion": f"{NEURON_DRA_DRIVER}/v1", "kind": kind, **parameters},
+        },
+    }
+
+
+def node_devices(instance: TrainiumInstanceType, *, ultraserver_mode: int | None = None) -> NodeDevices:
+    """One whole node of ``instance``, as a training pod takes it."""
+    return NodeDevices(
+        instance_type=instance.name,
+        neuron_devices=instance.chips,
+        efa_interfaces=instance.efa_interfaces,
+        logical_core_size=NEURON_LNC_FAMILIES.get(instance.family),
+        ultraserver_mode=ultraserver_mode,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceTaintSupport:
+    """What a Kubernetes minor version offers to take one device out of allocation, and where."""
+
+    slice_taints: str
+    """``DRADeviceTaints``: taints a driver writes into its ResourceSlice, honoured by the scheduler."""
+    taint_rules: str
+    """``DRADeviceTaintRules`` (1.35+; part of ``DRADeviceTaints`` in 1.34): the DeviceTaintRule API,
+    which a component other than the driver (the node check) can write."""
+    rule_api: str | None
+    """The API version that serves DeviceTaintRule at that minor."""
+    on_eks: bool
+    """Whether an EKS cluster of that version has DeviceTaintRule: EKS serves GA APIs and the beta
+    APIs it already served, and leaves feature gates at their defaults."""
+
+
+DEVICE_TAINTS: Mapping[str, DeviceTaintSupport] = {
+    "1.33": DeviceTaintSupport(
+        slice_taints="alpha, off", taint_rules="alpha, off", rule_api="resource.k8s.io/v1alpha3", on_eks=False
+    ),
+    "1.34": DeviceTaintSupport(
+        slice_taints="alpha, off", taint_rules="alpha, off", rule_api="resource.k8s.io/v1alpha3", on_eks=False
+    ),
+    "1.35": DeviceTaintSupport(
+        slice_taints="alpha, off", taint_rules="alpha, off", rule_api="resource.k8s.io/v1alpha3", on_eks=False
+    ),
+    # v1.36.3: DRADeviceTaints beta, on; DRADeviceTaintRules beta, off ("Depends on an off-by-default
+    # beta API": resource.k8s.io/v1beta2 DeviceTaintRule).
+    "1.36": DeviceTaintSupport(
+        slice_taints="beta, on", taint_rules="beta, off", rule_api="resource.k8s.io/v1beta2", on_eks=False
+    ),
+    # Stable in 1.37 (KEP-5055, kubernetes/enhancements#5055; kubernetes.io "Device Taints and
+    # Tolerations": "FEATURE STATE: Kubernetes v1.37 [stable] (enabled by default)"); no 1.37 source
+    # was read here, so the API version of the rule is the KEP's GA plan, not a reading.
+    "1.37": DeviceTaintSupport(
+        slice_taints="GA, on", taint_rules="GA, on", rule_api="resource.k8s.io/v1", on_eks=True
+    ),
+}
+"""By Kubernetes minor version. The node check taints a faulty device with a DeviceTaintRule only
+where ``on_eks`` (docs/health.md, "One bad device"); elsewhere a faulty device still fails the node."""
