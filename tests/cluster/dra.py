@@ -128,7 +128,9 @@ def _slice(node: Mapping[str, Any], driver: str, devices: list[dict[str, Any]]) 
             "generateName": f"{name}-{driver}-",
             # As the kubelet plugin library writes it: the Node owns its slices (the garbage
             # collector removes them with it).
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}],
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            ],
         },
         "spec": {
             "driver": driver,
@@ -252,7 +254,11 @@ class DriverStandIn:
 
 def claims_of(plane: ControlPlane, pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ResourceClaims the pod's status names (the resourceclaim controller's, from its templates)."""
-    names = [s["resourceClaimName"] for s in pod.get("status", {}).get("resourceClaimStatuses", []) if "resourceClaimName" in s]
+    names = [
+        s["resourceClaimName"]
+        for s in pod.get("status", {}).get("resourceClaimStatuses", [])
+        if "resourceClaimName" in s
+    ]
     namespace = pod["metadata"]["namespace"]
     return [plane.kubectl.json("get", "resourceclaim", name, "-n", namespace) for name in names]
 

@@ -8,14 +8,13 @@ dra`` groups, ``trn1-dra`` (trn1.32xlarge) and ``trn2-dra`` (trn2.48xlarge, LNC 
 warm node (``min_size`` 1: cluster_facts/dra.py ``AUTOSCALER_FROM_ZERO_ISSUE``). Teams: ``training``
 (queue ``test``) on both DRA groups with a quota of 32 Neuron devices; ``research`` on ``trn1-dra``
 alone (no quota: its queue's capability, 2 nodes' worth of devices, decides); ``vision`` on the
-device-plugin group only. The trn2u UltraServer is not in this branch's instance catalog, so its
-scenario runs an admin's Job in a namespace of its own, on four nodes labelled as an UltraServer's.
+device-plugin group only. Not here yet (issue 32): a trn2u UltraServer scenario (trn2u is not in this
+branch's instance catalog), a tainted device, and the autoscaler adding a DRA group's nodes.
 
 The API server serves ``resource.k8s.io/v1beta1`` for the module (``API_VERSIONS``): the tier's
 autoscaler, release 1.33.0, reads DRA objects only at v1beta1 (simulator/dynamicresources at that
 release); EKS serves that version (its 1.33 release enabled "the Dynamic Resource Allocation beta
-Kubernetes API", and EKS keeps the beta APIs it served). No feature gate is changed but in
-``test_a_tainted_device_...``, which says so.
+Kubernetes API", and EKS keeps the beta APIs it served). No feature gate is changed.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from cluster_facts.dra import (
     NEURON_DEVICE_CLASS,
     device_group_attribute,
     device_quota_resource,
-    node_claim_template,
     queue_device_resource,
 )
 from cluster_facts.kubernetes_names import team_rbac_group
@@ -45,7 +43,9 @@ from tests.cluster.dra import (
     DriverStandIn,
     claims_of,
     device_group_id,
+    efa_slice,
     kubelet_refusals,
+    neuron_slice,
 )
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import config_data, plan_of
@@ -80,7 +80,7 @@ DRA = with_change(
             [
                 config_data(DEFAULT_CONFIG)["trainium"]["node_groups"][0],
                 _group(TRN1, "trn1.32xlarge", 2),
-                _group(TRN2, "trn2.48xlarge", 1),
+                _group(TRN2, "trn2.48xlarge", 3),
             ],
         ),
         "teams",
@@ -94,6 +94,7 @@ DRA = with_change(
     [
         {"name": "bert-large", "preset": "bert-large", "team": TRAINING, "node_group": TRN1, "nodes": 2},
         {"name": "trn2-run", "preset": "bert-large", "team": TRAINING, "node_group": TRN2, "nodes": 1},
+        {"name": "trn2-gang", "preset": "bert-large", "team": TRAINING, "node_group": TRN2, "nodes": 2},
         {"name": "research-1", "preset": "bert-large", "team": RESEARCH, "node_group": TRN1, "nodes": 2},
         {"name": "research-2", "preset": "bert-large", "team": RESEARCH, "node_group": TRN1, "nodes": 1},
     ],
@@ -175,7 +176,9 @@ def test_the_drivers_run_only_on_dra_nodes_and_the_device_plugins_never_there(
             and _daemon_set_nodes(cluster, namespace, efa_device_plugin.NAME) == {PLUGIN_NODE}
         )
 
-    cluster.wait_for(placed, timeout=60, what="the DRA drivers on the DRA nodes, the device plugins elsewhere")
+    cluster.wait_for(
+        placed, timeout=60, what="the DRA drivers on the DRA nodes, the device plugins elsewhere"
+    )
     slices = cluster.kubectl.json("get", "resourceslices")["items"]
     published = {(s["spec"]["nodeName"], s["spec"]["driver"]) for s in slices}
     assert published == {(node, driver) for node in dra_nodes for driver in ("neuron.aws.com", "dra.net")}
@@ -186,7 +189,6 @@ def test_a_driver_writes_only_its_own_drivers_slices_of_its_own_node(
 ) -> None:
     mine, other = nodes[TRN1]
     node = cluster.kubectl.json("get", "node", other)
-    from tests.cluster.dra import efa_slice, neuron_slice
 
     neuron = stand_in.as_driver(neuron_dra_driver.NAME, mine)
     foreign = neuron_slice(node, instance_type="trn1.32xlarge", family="trn1")
@@ -220,7 +222,10 @@ def _connected(plane: ControlPlane, claim: dict[str, Any], size: int) -> set[str
     for result in claim["status"]["allocation"]["devices"]["results"]:
         slices = plane.kubectl.json("get", "resourceslices")["items"]
         for published in slices:
-            if published["spec"]["driver"] != result["driver"] or published["spec"]["pool"]["name"] != result["pool"]:
+            if (
+                published["spec"]["driver"] != result["driver"]
+                or published["spec"]["pool"]["name"] != result["pool"]
+            ):
                 continue
             for device in published["spec"]["devices"]:
                 if device["name"] == result["device"] and attribute in device.get("attributes", {}):
@@ -247,8 +252,221 @@ def test_a_gang_of_connected_claims_is_allocated_whole_nodes_and_reserved_for_it
         [claim] = claims_of(cluster, pod)
         results = _results(claim)
         assert len(results["neurons"]) == 16 and len(results["efa"]) == 8
-        assert len(_connected(cluster, claim, 16)) == 1, "the node's 16 devices and its EFA, one connected set"
+        assert len(_connected(cluster, claim, 16)) == 1, (
+            "the node's 16 devices and its EFA, one connected set"
+        )
         assert claim["status"]["allocation"]["devices"]["results"][0]["pool"] == pod["spec"]["nodeName"]
     run.finish()
-    cluster.wait_for(lambda: run.job_status().get("state", {}).get("phase") == "Completed", timeout=60, what="done")
+    cluster.wait_for(
+        lambda: run.job_status().get("state", {}).get("phase") == "Completed", timeout=60, what="done"
+    )
     end_runs(cluster, [TRAINING])
+
+
+def _events(plane: ControlPlane, namespace: str, reason: str) -> list[str]:
+    found = plane.kubectl.json("get", "events", "-n", namespace, f"--field-selector=reason={reason}")
+    return [str(event["message"]) for event in found["items"]]
+
+
+def _phase(run: RunHandle) -> str:
+    return str(run.job_status().get("state", {}).get("phase", ""))
+
+
+def test_a_claim_over_the_teams_device_quota_waits_and_the_job_lives_then_runs_with_its_lnc(
+    cluster: ControlPlane, nodes: dict[str, list[str]]
+) -> None:
+    """training's quota of 32 Neuron devices: bert-large's two claims take it all; trn2-run's claim is
+    refused by the API server's quota, its pod waits without a claim, and its Job is not ended (a
+    refused *pod* ends a Volcano Job: k8s_charts/team_quota.py); once bert-large ends the
+    resourceclaim controller's retry makes the claim, and the trn2 run gets its node with LNC 2."""
+    runs = _runs(cluster)
+    first, waiting = runs["bert-large"], runs["trn2-run"]
+    first.apply()
+    cluster.wait_for(first.running, timeout=90, what="bert-large running")
+    waiting.apply()
+    refusal = f"exceeded quota: team-quota, requested: {device_quota_resource(NEURON_DEVICE_CLASS)}=16"
+    cluster.wait_for(
+        lambda: any(
+            refusal in message for message in _events(cluster, TRAINING, "FailedResourceClaimCreation")
+        ),
+        timeout=60,
+        what="the quota refusing trn2-run's claim",
+    )
+    time.sleep(15)  # Volcano's job controller retries a failed pod creation for about 3 minutes, not this
+    [pod] = waiting.pods()
+    assert not pod["spec"].get("nodeName") and claims_of(cluster, pod) == []
+    assert _phase(waiting) not in ("Failed", "Terminated", "Aborted"), waiting.job_status()
+    first.finish()
+    end_runs_of(cluster, first)
+    pods = cluster.wait_for(waiting.running, timeout=120, what="trn2-run running once the quota frees")
+    assert {p["spec"]["nodeName"] for p in pods} == set(nodes[TRN2])
+    assert kubelet_refusals(cluster, pods) == []
+    [claim] = claims_of(cluster, pods[0])
+    [config] = claim["status"]["allocation"]["devices"]["config"]
+    assert config["source"] == "FromClaim" and config["requests"] == ["neurons"]
+    assert config["opaque"]["parameters"] == {
+        "apiVersion": "neuron.aws.com/v1",
+        "kind": "NeuronConfig",
+        "logicalNeuronCore": 2,
+    }
+    results = _results(claim)
+    assert len(results["neurons"]) == 16 and len(results["efa"]) == 16
+    assert len(_connected(cluster, claim, 16)) == 1
+    end_runs(cluster, [TRAINING])
+
+
+def end_runs_of(plane: ControlPlane, run: RunHandle) -> None:
+    plane.wait_for(lambda: _phase(run) == "Completed", timeout=60, what=f"{run.name} completed")
+    run.delete()
+
+
+def test_a_queue_counts_devices_and_holds_a_gang_beside_a_free_node(
+    cluster: ControlPlane, nodes: dict[str, list[str]], stand_in: DriverStandIn
+) -> None:
+    """research's queue holds trn1-dra at max_size, 2 nodes: 32 Neuron devices and 16 EFA interfaces,
+    counted by DeviceClass. research-1 takes them; research-2 waits although a third node (beyond
+    max_size, a manual scale-up) is free: Volcano's capacity plugin finds the queue's DRA devices
+    insufficient before anything else (capacity.go ``queueAllocatableWithReserved``)."""
+    queue = cluster.kubectl.json("get", "queues.scheduling.volcano.sh", RESEARCH)["spec"]["capability"]
+    assert queue[queue_device_resource(NEURON_DEVICE_CLASS)] == "32"
+    assert queue[queue_device_resource(EFA_DEVICE_CLASS)] == "16"
+    extra = TRN1_NODES[2]
+    cluster.add_nodes(group_nodes(CONFIG, TRN1, [extra]))
+    stand_in.publish(extra, instance_type="trn1.32xlarge", family="trn1")
+    runs = _runs(cluster)
+    first, held = runs["research-1"], runs["research-2"]
+    try:
+        first.apply()
+        cluster.wait_for(first.running, timeout=90, what="research-1 running")
+        log = SchedulerLog(cluster)
+        held.apply()
+        cluster.wait_for(
+            lambda: f"Queue <{RESEARCH}> DRA resource insufficient for candidate" in log.text(),
+            timeout=60,
+            what="the capacity plugin refusing research-2 by its queue's devices",
+        )
+        log.wait_sessions(5)
+        [pod] = held.pods()
+        assert not pod["spec"].get("nodeName"), "held by the queue beside a free node"
+        first.finish()
+        end_runs_of(cluster, first)
+        pods = cluster.wait_for(held.running, timeout=90, what="research-2 running once its queue frees")
+        assert kubelet_refusals(cluster, pods) == []
+    finally:
+        end_runs(cluster, [RESEARCH])
+        cluster.remove_nodes([extra])
+
+
+def test_a_retry_and_a_rerun_get_new_claims_allocated_again(
+    cluster: ControlPlane, nodes: dict[str, list[str]]
+) -> None:
+    """A worker fails: Volcano's RestartJob deletes the gang, the resourceclaim controller deletes its
+    claims with the pods and makes new ones for the new pods, which the scheduler allocates and
+    reserves for them. A rerun (the Job deleted and applied again, docs/runs.md) does the same."""
+    run = _runs(cluster)["bert-large"]
+    run.apply()
+    first = cluster.wait_for(run.running, timeout=90, what="bert-large running")
+    before = {c["metadata"]["uid"] for pod in first for c in claims_of(cluster, pod)}
+    cluster.kubectl(
+        "annotate",
+        "pod",
+        first[0]["metadata"]["name"],
+        "-n",
+        TRAINING,
+        "cluster-test/exit-code=1",
+        "--overwrite",
+    )
+
+    def restarted() -> list[dict[str, Any]] | None:
+        pods = run.running()
+        if pods and {p["metadata"]["uid"] for p in pods}.isdisjoint(p["metadata"]["uid"] for p in first):
+            return pods
+        return None
+
+    second = cluster.wait_for(restarted, timeout=120, what="the gang restarted by Volcano (RestartJob)")
+    assert int(run.job_status().get("version", 0)) >= 1
+    after = {c["metadata"]["uid"] for pod in second for c in claims_of(cluster, pod)}
+    assert len(after) == 2 and after.isdisjoint(before)
+    assert kubelet_refusals(cluster, second) == []
+    cluster.wait_for(
+        lambda: (
+            not before
+            & {
+                c["metadata"]["uid"]
+                for c in cluster.kubectl.json("get", "resourceclaims", "-n", TRAINING)["items"]
+            }
+        ),
+        timeout=60,
+        what="the first attempt's claims deleted with its pods",
+    )
+    run.delete()
+    run.apply()
+    third = cluster.wait_for(run.running, timeout=120, what="the rerun running")
+    rerun = {c["metadata"]["uid"] for pod in third for c in claims_of(cluster, pod)}
+    assert len(rerun) == 2 and rerun.isdisjoint(after)
+    assert kubelet_refusals(cluster, third) == []
+    end_runs(cluster, [TRAINING])
+
+
+def _vision_member(plane: ControlPlane) -> Any:
+    return plane.impersonate("vera", [team_rbac_group(VISION)])
+
+
+def test_a_team_uses_neither_another_teams_claims_nor_device_classes_it_has_no_group_for(
+    cluster: ControlPlane, nodes: dict[str, list[str]]
+) -> None:
+    run = _runs(cluster)["bert-large"]
+    run.apply()
+    pods = cluster.wait_for(run.running, timeout=90, what="bert-large running")
+    claim = claims_of(cluster, pods[0])[0]["metadata"]["name"]
+    member = _vision_member(cluster)
+    assert not member.can_i("get", "resourceclaims", namespace=TRAINING)
+    assert not member.can_i("get", "resourceclaimtemplates", namespace=TRAINING)
+    # vision has no dra group: its namespace may name no DeviceClass (admission), and its quota holds
+    # none of either class.
+    template: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "borrowed", "namespace": VISION},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "n", "exactly": {"deviceClassName": NEURON_DEVICE_CLASS}}]}
+            }
+        },
+    }
+    refused = member("create", "-f", "-", input=json.dumps(template), check=False)
+    assert refused.returncode != 0 and TEAM_CLAIMS_POLICY in refused.stderr, refused.stderr
+    quota = cluster.kubectl.json("get", "resourcequota", "team-quota", "-n", VISION)["spec"]["hard"]
+    assert quota[device_quota_resource(NEURON_DEVICE_CLASS)] == "0"
+    assert quota[device_quota_resource(EFA_DEVICE_CLASS)] == "0"
+    # Admin access (every device of a class, in use or not), even in a team with DRA groups: the API
+    # server's own validation refuses it first, in a namespace without the admin-access label, which
+    # no team namespace carries and no member may set (the team policy refuses it as well).
+    admin = copy.deepcopy(template)
+    admin["metadata"]["namespace"] = TRAINING
+    admin["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    refused = cluster.kubectl("create", "-f", "-", input=json.dumps(admin), check=False)
+    assert refused.returncode != 0 and "admin access to devices requires" in refused.stderr, refused.stderr
+    labels = cluster.kubectl.json("get", "namespace", TRAINING)["metadata"]["labels"]
+    assert "resource.kubernetes.io/admin-access" not in labels
+    assert not cluster.impersonate("tom", [team_rbac_group(TRAINING)]).can_i("patch", "namespaces")
+    # A Job of vision's naming training's claim: a pod's claim is looked up in its own namespace.
+    job: dict[str, Any] = copy.deepcopy(dict(run.job))
+    job["metadata"] = {"name": "borrow-claim", "namespace": VISION}
+    job["spec"]["queue"] = VISION
+    task = job["spec"]["tasks"][0]
+    task["replicas"] = task["minAvailable"] = job["spec"]["minAvailable"] = 1
+    task["template"]["spec"]["nodeSelector"] = {"trainium/node-group": PLUGIN_GROUP}
+    task["template"]["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimName": claim}]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
+    borrower = RunHandle.of_job(cluster, job)
+    cluster.wait_for(borrower.pods, timeout=60, what="vision's pod made")
+    SchedulerLog(cluster).wait_sessions(5)
+    [pod] = borrower.pods()
+    assert not pod["spec"].get("nodeName"), "bound with another namespace's claim"
+    owners = [
+        r["uid"]
+        for r in cluster.kubectl.json("get", "resourceclaim", claim, "-n", TRAINING)["status"]["reservedFor"]
+    ]
+    assert owners == [pods[0]["metadata"]["uid"]]
+    end_runs(cluster, [TRAINING, VISION])
