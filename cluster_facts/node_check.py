@@ -39,7 +39,9 @@ __all__ = [
     "NODE_CHECK_TAINT_KEY",
     "REPLACEMENT_RECORD_PREFIX",
     "STARTUP_TAINT_PREFIX",
+    "STEP_TIMEOUT_SECONDS",
     "WATCH_SECONDS",
+    "check_time_limit_seconds",
     "replacement_record",
 ]
 
@@ -131,3 +133,22 @@ DEFAULT_REPLACEMENT_WINDOW_MINUTES = 30
 about 14 minutes (docs/capacity.md), inside the window of the one it replaces: with one per window,
 a replacement that fails in any way is not replaced in turn, and one that fails the same way also
 stops the group's launches (k8s_charts/scripts/node_check_budget.py)."""
+
+
+STEP_TIMEOUT_SECONDS = 30
+"""Each of the check's tools gets this long (``nccom-test`` four times as long: it builds its NEFF
+first). On a healthy node the whole check takes about two minutes (docs/health.md)."""
+
+_FILE_SYSTEM_SECONDS = 10
+"""The TCP connection to the file system (``min(step timeout, 10)``)."""
+_PINGPONG_START_SECONDS = 0.5
+"""Each loopback's server is given this long to bind before its client starts."""
+
+
+def check_time_limit_seconds(efa_interfaces: int) -> float:
+    """The longest a node's check can take, every tool at its time limit (k8s_charts/scripts/node_check.py
+    ``check_node``): ``neuron-ls`` twice (is a device in use; the check), ``nccom-test``, ``fi_info``, a
+    loopback per EFA device, the file system. A failing node's verdict comes no later."""
+    step = STEP_TIMEOUT_SECONDS
+    loopbacks = efa_interfaces * (step + _PINGPONG_START_SECONDS)
+    return 2 * step + 4 * step + step + loopbacks + _FILE_SYSTEM_SECONDS

@@ -61,6 +61,7 @@ from cluster_facts.node_check import (
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
     REPLACEMENT_RECORD_PREFIX,
+    STEP_TIMEOUT_SECONDS,
     WATCH_SECONDS,
     replacement_record,
 )
@@ -99,9 +100,7 @@ ADMISSION_STEP = f"{NODE_CHECK_NAME}-admission"
 LUSTRE_PORT = 988
 """The port Lustre clients connect to (FSx for Lustre User Guide, "File System Access Control with
 Amazon VPC": TCP 988 and 1018-1023)."""
-STEP_TIMEOUT_SECONDS = 30
-"""Each tool's time limit (nccom-test gets four: it builds its NEFF first). On a healthy node the
-whole check takes about two minutes (docs/health.md)."""
+
 
 _PROGRAM_DIR = "/opt/node-check"
 # The program, its verdict parser, the fabric check's nccom-test parser it reuses, the API client.

@@ -370,7 +370,11 @@ def empty_record(group: str = "trn1-32xl") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": replacement_record(group), "namespace": NODE_CHECK_NAMESPACE, "resourceVersion": "7"},
+        "metadata": {
+            "name": replacement_record(group),
+            "namespace": NODE_CHECK_NAMESPACE,
+            "resourceVersion": "7",
+        },
     }
 
 
@@ -402,7 +406,7 @@ class Cluster:
         self.configmaps[name] = stored
         return 200, stored
 
-    def answer(  # noqa: PLR0911 - one answer per kind of request
+    def answer(  # noqa: PLR0911, PLR0912 - one answer per kind of request
         self, method: str, path: str, headers: Mapping[str, str], body: Any
     ) -> tuple[int, Any]:
         if method == "POST" and path == f"/api/v1/namespaces/{NODE_CHECK_NAMESPACE}/events":
