@@ -28,7 +28,8 @@ only by reading it.
 ``NodeAgent`` plays what runs on a new node and is not in the cluster here: the kubelet's hostname
 label and CSINode (with the FSx CSI driver, as the add-on's node DaemonSet registers it, owned by the
 Node so the garbage collector removes it with the node), and the node check lifting its startup taint
-``hold_taint_seconds`` after the node is Ready (the check itself, on Neuron devices, cannot run here).
+``hold_taint_seconds`` after the node is Ready (the check itself, on Neuron devices, cannot run here),
+or, given ``check``, the node check's program run on each new node (test_failing_group.py).
 """
 
 from __future__ import annotations
