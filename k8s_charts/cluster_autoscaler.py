@@ -18,6 +18,8 @@ each flag does is from the autoscaler's FAQ and ``config/flags/flags.go`` at the
   finished pods never pin one. ``ignore-daemonsets-utilization``: the device plugins and agents on
   every Trainium node do not make an idle node look busy.
 - ``balance-similar-node-groups`` off: each Trainium group is its own placement group and reservation.
+- ``status-taint``: the taints a node takes for its own verdicts stay out of the autoscaler's picture of
+  a new node of the group.
 - ``scale-down-unready-time``, ``ok-total-unready-count``, ``max-total-unready-percentage``: a node that
   never becomes ready goes before EKS's repair would replace it in place, and the Trainium groups alone
   never halt the autoscaler (the arithmetic: ``cluster_facts.autoscaling``, ``SCALE_DOWN_UNREADY_MINUTES``
@@ -41,6 +43,8 @@ from cluster_facts.autoscaling import (
     ok_total_unready_count,
 )
 from cluster_facts.images import pinned_image_problem
+from cluster_facts.kubernetes_names import FABRIC_CHECK_TAINT_KEY
+from cluster_facts.node_check import EFA_SUSPECT_TAINT_KEY
 from cluster_facts.versions import CLUSTER_AUTOSCALER_IMAGE_REPOSITORY
 
 __all__ = ["AutoscalerValues", "cluster_autoscaler_values"]
@@ -111,6 +115,15 @@ def cluster_autoscaler_values(values: AutoscalerValues) -> dict[str, Any]:
             # the count at every Trainium node the groups may hold, Trainium nodes alone never halt it.
             "ok-total-unready-count": ok_total_unready_count(values.trainium_max_nodes),
             "max-total-unready-percentage": MAX_TOTAL_UNREADY_PERCENTAGE,
+            # A node's own verdicts (the node check's EFA suspicion, the fabric check's failure) are no
+            # part of a new node of its group: status taints are dropped from the autoscaler's picture of
+            # one (taints.SanitizeTaints; FAQ "Status taints"). Without this, a group whose Ready nodes all
+            # carried one kept it in the picture the autoscaler caches (--node-info-cache-expire-time, 10
+            # years), and no gang scaled the group up again until the autoscaler restarted. The node
+            # check's failed taint is deliberately not one (cluster_facts/node_check.py). The chart
+            # renders each key up to its first "_", so the flag is given twice.
+            "status-taint_efa-errors": EFA_SUSPECT_TAINT_KEY,
+            "status-taint_fabric-check": FABRIC_CHECK_TAINT_KEY,
             "skip-nodes-with-system-pods": True,
             "skip-nodes-with-local-storage": False,
             "ignore-daemonsets-utilization": True,

@@ -21,6 +21,8 @@ from cluster_facts.autoscaling import (
     SCALE_DOWN_UNREADY_MINUTES,
 )
 from cluster_facts.failure_recovery import EKS_READY_REPAIR_SECONDS
+from cluster_facts.kubernetes_names import FABRIC_CHECK_TAINT_KEY, NEURON_TAINT_KEY
+from cluster_facts.node_check import EFA_SUSPECT_TAINT_KEY, NODE_CHECK_FAILED_TAINT_KEY
 from config import StackConfig, load_config, parse_config
 from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
@@ -79,3 +81,14 @@ def test_the_upstream_defaults_halt_for_one_stuck_four_node_group_beside_two_sys
     assert config.system_nodes.desired_size == 2
     assert _halts(4, 6, UPSTREAM_DEFAULTS)
     assert not _halts(4, 6, flags(config))
+
+
+def test_a_nodes_own_verdicts_stay_out_of_the_autoscalers_picture_of_a_new_node() -> None:
+    """Status taints (``taints.SanitizeTaints``): the EFA suspicion and the fabric check's verdict are
+    one node's, and would otherwise stay in the group's cached picture and keep every gang from
+    scaling the group up. The node check's failed taint must stay in it (cluster_facts/node_check.py),
+    and so must the Neuron taint every node of the group carries."""
+    arguments = flags(load_config(DEFAULT_CONFIG))
+    status = {value for key, value in arguments.items() if key.split("_", 1)[0] == "status-taint"}
+    assert status == {EFA_SUSPECT_TAINT_KEY, FABRIC_CHECK_TAINT_KEY}
+    assert NODE_CHECK_FAILED_TAINT_KEY not in status and NEURON_TAINT_KEY not in status
