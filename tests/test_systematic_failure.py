@@ -1,24 +1,30 @@
 """The bound on a failure that hits every new node (issue 30, item 2): cluster_facts/systematic_failure.py
 against docs/capacity.md and the shipped configurations.
 
-The arithmetic only; the behaviour behind each term is tested where it is decided: the budget and the
+The arithmetic, and the node check's AWS role that the stop needs; the behaviour behind each term is tested where it is decided: the budget and the
 withheld node in tests/k8s/test_node_check_budget.py, the autoscaler's removal and its halt with the
 real autoscaler in tests/cluster/test_failing_group.py, its flags in tests/test_unready_limits.py.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
-from cluster_facts.node_check import STEP_TIMEOUT_SECONDS, check_time_limit_seconds
+from cluster_facts.node_check import (
+    NODE_CHECK_NAME,
+    NODE_CHECK_NAMESPACE,
+    STEP_TIMEOUT_SECONDS,
+    check_time_limit_seconds,
+)
 from cluster_facts.systematic_failure import (
     IMAGE_PULL_SECONDS,
     LAUNCH_SECONDS,
     systematic_failure_cost,
 )
 from config import load_config
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, Synthesized
 
 CAPACITY = REPO_ROOT / "docs" / "capacity.md"
 _ROW = re.compile(
@@ -91,3 +97,39 @@ def test_a_larger_budget_costs_one_node_more_for_each_replacement() -> None:
         LAUNCH_SECONDS + IMAGE_PULL_SECONDS + check_time_limit_seconds(16)
     )
     assert Path(CAPACITY).read_text().count("A failure that hits every new node") >= 1
+
+
+def test_the_node_checks_role_may_replace_and_stop_only_this_clusters_trainium_groups(
+    default_stack: Synthesized,
+) -> None:
+    """SetInstanceHealth and SuspendProcesses on groups with the cluster's owned tag and the Trainium
+    node-template tag; DescribeAutoScalingInstances, which has no resource type, on ``*``; nothing else."""
+    [association] = [
+        resource
+        for resource in default_stack.resources("AWS::EKS::PodIdentityAssociation").values()
+        if resource["Properties"]["ServiceAccount"] == NODE_CHECK_NAME
+    ]
+    assert association["Properties"]["Namespace"] == NODE_CHECK_NAMESPACE
+    role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    [policy] = [
+        p["Properties"]["PolicyDocument"]
+        for p in default_stack.resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
+    statements = {
+        tuple(sorted([s["Action"]] if isinstance(s["Action"], str) else s["Action"])): s
+        for s in policy["Statement"]
+    }
+    assert set(statements) == {
+        ("autoscaling:SetInstanceHealth", "autoscaling:SuspendProcesses"),
+        ("autoscaling:DescribeAutoScalingInstances",),
+    }
+    writes = statements[("autoscaling:SetInstanceHealth", "autoscaling:SuspendProcesses")]
+    assert writes["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/trainium": "owned"},
+        "Null": {
+            "aws:ResourceTag/k8s.io/cluster-autoscaler/node-template/label/trainium/node-group": "false"
+        },
+    }
+    assert "autoScalingGroupName/*" in json.dumps(writes["Resource"])
+    assert statements[("autoscaling:DescribeAutoScalingInstances",)]["Resource"] == "*"
