@@ -594,6 +594,30 @@ def _failed(
     return False
 
 
+TEMPLATE_READY_SECONDS = 70
+"""How long a withheld node must have been Ready before it trades the startup taint for the failed one.
+The cluster autoscaler builds its picture of a new node of the group only from a node Ready for a
+minute (``stabilizationDelay``, ``isNodeGoodTemplateCandidate`` in
+processors/nodeinfosprovider/mixed_nodeinfos_processor.go, 1.33.0 to 1.34.5), else from the group's
+template: a node withheld sooner would, for that minute, leave the waiting gang looking placeable on
+a new node, and the autoscaler would add one. Still starting meanwhile (the startup taint on), the
+node counts as an upcoming node the gang is expected to land on. 60 s and one of its 10 s loops."""
+
+
+def _wait_until_ready_long_enough(api: Api, name: str) -> None:
+    ready = _condition(api.get(_node_path(name)), "Ready") or {}
+    since = _since(ready) if ready.get("status") == "True" else None
+    if since is None:
+        return  # not Ready at all: the autoscaler builds nothing from it either way
+    wait = TEMPLATE_READY_SECONDS - (datetime.now(UTC) - since).total_seconds()
+    if wait > 0:
+        print(
+            f"node {name}: Ready {TEMPLATE_READY_SECONDS - wait:.0f}s ago; the failed taint waits {wait:.0f}s",
+            flush=True,
+        )
+        time.sleep(wait)
+
+
 def _withheld(
     api: Api,
     node: Mapping[str, Any],
@@ -611,6 +635,7 @@ def _withheld(
     also stops the group's launches."""
     name = str(node["metadata"]["name"])
     if swap is not None:
+        _wait_until_ready_long_enough(api, name)
         taint = repair.failed_taint(reason)
         done = swap_taint(api, name, swap, taint)
         kept = f"the node keeps {taint['key']}={reason}:NoSchedule ({done}); the cluster autoscaler removes it once unneeded"
