@@ -24,6 +24,7 @@ from preflight.aws import DEFAULT_MAX_ATTEMPTS, AwsUnavailable, Clients, gather_
 from preflight.checks import run_checks
 from preflight.costs import cost_rows
 from preflight.lambda_concurrency import LambdaDemand, TemplateError, lambda_demand
+from preflight.live_versions import version_checks
 from preflight.report import DEFAULT_WIDTH, render, summary
 from preflight.rewrite import RewriteError, apply_zone_changes, plan_zone_changes
 
@@ -177,7 +178,7 @@ def main(
                 config = load_config(path)
 
     # The cost rows come last: they PASS or WARN, and never fail the run.
-    results = run_checks(config, facts, demand) + cost_rows(config, facts)
+    results = run_checks(config, facts, demand) + version_checks(config, facts) + cost_rows(config, facts)
     print(f"Preflight of {path} for account {facts.account_id} in {facts.region}", file=out)
     print(file=out)
     print(render(results, width=args.width), file=out)

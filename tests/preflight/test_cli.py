@@ -76,7 +76,7 @@ def test_passing_account_prints_the_table_and_exits_0(
     lines = out.splitlines()
     assert lines[0] == f"Preflight of {EXAMPLE_CONFIG} for account 444455556666 in us-east-1"
     assert lines[2].split() == ["CHECK", "STATUS", "DETAIL", "WHAT", "TO", "DO"]
-    assert lines[-1] == "15 checks: 15 passed, 0 warned, 0 failed; ready for make deploy"
+    assert lines[-1] == "21 checks: 21 passed, 0 warned, 0 failed; ready for make deploy"
     assert all(len(line) <= 100 for line in lines)
 
 
@@ -123,7 +123,13 @@ def test_a_failed_check_exits_1_and_says_so(
         "lambdaconcurrency": "PASS",
         "reservationtrn1n-32xl": "PASS",
         "reservationtrn1-32xl-block": "PASS",
-        "kubernetes1.34": "PASS",
+        "kubernetes1.36": "PASS",
+        "clusterversion": "PASS",
+        "eksdates1.36": "PASS",
+        "eksversions": "PASS",
+        "amirecommended1.36": "PASS",
+        "amitrn1n-32xl": "PASS",
+        "amitrn1-32xl-block": "PASS",
         "costtrn1n-32xl": "PASS",
         "costtrn1-32xl-block": "PASS",
         "costsystemnodes": "PASS",
@@ -132,7 +138,7 @@ def test_a_failed_check_exits_1_and_says_so(
     }
     assert (
         out.splitlines()[-1]
-        == "15 checks: 13 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
+        == "21 checks: 19 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
     )
 
 
@@ -172,7 +178,7 @@ def test_warnings_alone_exit_0(account: FakeAccount, stubbed_factory: Callable[.
     assert code == EXIT_OK
     assert (
         out.splitlines()[-1]
-        == "15 checks: 14 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        == "21 checks: 20 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 
