@@ -50,7 +50,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
+.PHONY: help setup synth diff deploy destroy preflight outdated runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -130,6 +130,10 @@ preflight: synth ## synthesize, then check zones, offerings, quotas, Lambda conc
 
 runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
 	@$(BIN)/python -m stacks.run_listing --config $(CONFIG)
+
+# Offline: the tables in cluster_facts/ (docs/upgrades.md); `make preflight` asks AWS what is newer.
+outdated: $(PY_STAMP) ## list every pin with its support dates, known faults and the newer versions the tables know [CONFIG=file]
+	@$(BIN)/python -m stacks.outdated --config $(CONFIG)
 
 # A model, not a measurement: the canary (make canary) measures the same stages on a real account.
 timeline: $(PY_STAMP) ## model each run's time from kubectl apply on zero nodes to its first step, stage by stage [CONFIG=file]

@@ -268,7 +268,7 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
     "registry.k8s.io/autoscaling/cluster-autoscaler": (
         "the chart pins the tag only, and the registry's promotion manifest (kubernetes/k8s.io "
         "images/k8s-staging-autoscaling) readable offline ends at v1.28; its digests for the pinned "
-        "v1.33-v1.35 releases could not be read"
+        "v1.33-v1.36 releases could not be read"
     ),
     "docker.io/volcanosh/vc-controller-manager": (
         "the Volcano chart sets a tag only (basic.image_tag_version) and the release publishes no digests"

@@ -13,11 +13,21 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cluster_facts.ami_releases import (
+    AMI_RELEASES,
+    DEFAULT_AMI_RELEASES,
+    AmiRelease,
+    declared_release,
+    fault_problem,
+    newest_release,
+    release_minor,
+)
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
 from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, ETCD_REPLICAS, dataset_variable
-from cluster_facts.neuron_stack import AMI_RELEASES, DEFAULT_AMI_RELEASES, stack_problem
+from cluster_facts.neuron_stack import stack_problem
+from cluster_facts.node_startup import FEATURES_TURNED_ON
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE
 
@@ -542,37 +552,73 @@ def _run_images_come_through_the_cache(
 
 
 def _ami_release(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> str | None:
-    """The AMI release the group boots: its own, or the Neuron table's default for the version."""
+    """The AMI release the group boots: its own, or the table's default for the version."""
     return group.ami_release or DEFAULT_AMI_RELEASES.get(kubernetes_version)
 
 
+def _release_facts(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> AmiRelease | None:
+    """The facts of the group's AMI release: the table's, or those its configuration declares."""
+    release = _ami_release(group, kubernetes_version)
+    if release is None:
+        return None
+    if release in AMI_RELEASES:
+        return AMI_RELEASES[release]
+    if group.ami_facts is None:
+        return None
+    return declared_release(
+        release, neuron_driver=group.ami_facts.neuron_driver, containerd=group.ami_facts.containerd
+    )
+
+
 @_reads("cluster.kubernetes_version", "trainium.node_groups")
-def _ami_releases_are_in_the_neuron_table(
+def _ami_releases_are_known_and_without_faults(
     kubernetes_version: str, groups: list[TrainiumNodeGroupSettings]
 ) -> Iterator[Problem]:
-    """A node group boots an AMI release whose Neuron driver the table knows, of the cluster's version."""
-    known = sorted(
-        (r.release_version for r in AMI_RELEASES.values() if r.kubernetes_version == kubernetes_version),
-        key=lambda version: (version_key(version), version),
-    )
+    """A node group boots an AMI release of the cluster's version whose facts are known (the table's, or
+    declared under ami_facts) and that has no known fault for a feature the nodes turn on."""
+    newest = newest_release(kubernetes_version, features=FEATURES_TURNED_ON)
+    suggestion = f"newest of the table without a known fault: {newest.release_version}" if newest else "none"
     for index, group in enumerate(groups):
+        key = f"trainium.node_groups[{index}]"
         release = _ami_release(group, kubernetes_version)
         if release is None:
             yield (
-                f"trainium.node_groups[{index}].ami_release",
+                f"{key}.ami_release",
                 (
-                    f"no Neuron AMI release is known for Kubernetes {kubernetes_version}; add one to "
-                    "cluster_facts/neuron_stack.py (docs/neuron.md)"
+                    f"no Neuron AMI release is known for Kubernetes {kubernetes_version}; name one and declare "
+                    "its facts under ami_facts, or add its releases to cluster_facts/ami_releases.py (docs/upgrades.md)"
                 ),
             )
-        elif release not in AMI_RELEASES or AMI_RELEASES[release].kubernetes_version != kubernetes_version:
+        elif release_minor(release) != kubernetes_version:
             yield (
-                f"trainium.node_groups[{index}].ami_release",
+                f"{key}.ami_release",
                 (
-                    f"{release!r} is not a Neuron AMI release of the table for Kubernetes {kubernetes_version}; "
-                    f"allowed: {', '.join(known) or 'none'}"
+                    f"{release!r} is an AMI release for Kubernetes {release_minor(release)}; the cluster runs "
+                    f"{kubernetes_version}: {suggestion}"
                 ),
             )
+        elif release in AMI_RELEASES and group.ami_facts is not None:
+            known = AMI_RELEASES[release]
+            yield (
+                f"{key}.ami_facts",
+                (
+                    f"the AMI release table knows {release} (Neuron driver {known.driver}, containerd "
+                    f"{known.containerd}): remove ami_facts"
+                ),
+            )
+        elif release not in AMI_RELEASES and group.ami_facts is None:
+            yield (
+                f"{key}.ami_release",
+                (
+                    f"{release!r} is not in the AMI release table (cluster_facts/ami_releases.py); {suggestion}, "
+                    "or declare this release's facts under ami_facts: {neuron_driver, containerd} (docs/upgrades.md)"
+                ),
+            )
+        else:
+            facts = _release_facts(group, kubernetes_version)
+            problem = fault_problem(facts, FEATURES_TURNED_ON) if facts is not None else None
+            if problem is not None:
+                yield f"{key}.ami_release", problem
 
 
 @_reads("cluster.kubernetes_version", "runs", "teams", "trainium.node_groups")
@@ -592,8 +638,10 @@ def _run_images_are_a_supported_neuron_stack(
             continue
         group = by_name.get(_run_group_name(run, _run_team(run, teams), list(by_name)) or "")
         release = _ami_release(group, kubernetes_version) if group is not None else None
-        if release is None or release not in AMI_RELEASES:
-            continue  # the group or its AMI release has its own line
+        if release is None or release not in AMI_RELEASES or release_minor(release) != kubernetes_version:
+            # The group or its AMI release has its own line. A release declared under ami_facts is not
+            # judged here: stack_problem reads the driver from the table only (cluster_facts/neuron_stack.py).
+            continue
         problem = stack_problem(image=run.image, ami_release=release)
         if problem is not None:
             yield f"runs[{index}].image", problem

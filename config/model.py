@@ -24,6 +24,7 @@ from pydantic import (
 
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
+from cluster_facts.kubernetes_versions import support_problem, synth_date
 from cluster_facts.versions import ADDON_NAMES, KUBECTL_LAYERS, VPC_CNI, VPC_CNI_EFA_ONLY_MINIMUM, version_key
 from config.fields import (
     AccountId,
@@ -53,6 +54,7 @@ from config.workloads import (
 )
 
 __all__ = [
+    "AmiFacts",
     "AutoscalerSettings",
     "ClusterSettings",
     "EcrSettings",
@@ -134,6 +136,11 @@ def _kubernetes_version(value: str) -> str:
         raise _problem(
             f"{value!r} has no kubectl layer in this project; supported: {', '.join(KUBECTL_LAYERS)}"
         )
+    # A version EKS no longer runs (its dates: cluster_facts/kubernetes_versions.py); one whose
+    # standard support ends soon is only warned about, at synth (config/notices.py).
+    problem = support_problem(value, synth_date())
+    if problem is not None:
+        raise _problem(problem)
     return value
 
 
@@ -159,7 +166,7 @@ def _not_over_broad(cidr: str) -> str:
 
 
 class ClusterSettings(_Section):
-    kubernetes_version: Annotated[str, _quoted_string("1.34"), AfterValidator(_kubernetes_version)]
+    kubernetes_version: Annotated[str, _quoted_string("1.36"), AfterValidator(_kubernetes_version)]
     endpoint_public_cidrs: list[Annotated[Cidr, AfterValidator(_not_over_broad)]] = Field(
         default_factory=list
     )
@@ -200,6 +207,20 @@ class SystemNodesSettings(_Scaling):
     disk_size_gib: int = Field(default=100, ge=20, le=16384)
 
 
+class AmiFacts(_Section):
+    """What an AMI release brings that the checks read, declared when cluster_facts/ami_releases.py
+    does not know the release (its AMI release notes: awslabs/amazon-eks-ami CHANGELOG.md, the
+    AL2023_x86_64_NEURON column). Synth warns that it rests on this declaration; preflight asks AWS
+    that the release exists."""
+
+    neuron_driver: Annotated[
+        str, _matching(r"\d+\.\d+\.\d+\.\d+", "a Neuron driver version (aws-neuronx-dkms) such as 2.31.7.0")
+    ]
+    containerd: Annotated[
+        str, _matching(r"\d+\.\d+\.\d+(-\S+)?", "a containerd package version such as 2.2.4-1.amzn2023.0.3")
+    ]
+
+
 def _trainium_type(value: str) -> str:
     if value not in CATALOG:
         raise _problem(f"{value!r} is not in the Trainium instance catalog; allowed: {', '.join(CATALOG)}")
@@ -219,12 +240,26 @@ class TrainiumNodeGroupSettings(_Section):
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
     ami_release: (
         Annotated[
-            str, _matching(r"\d+\.\d+\.\d+-\d{8}", "an EKS AMI release version such as 1.34.7-20260505")
+            str, _matching(r"\d+\.\d+\.\d+-\d{8}", "an EKS AMI release version such as 1.36.2-20260714")
         ]
         | None
     ) = None
-    """The EKS Neuron AMI release the group boots (its Neuron driver); default: the Neuron table's for
-    the cluster's Kubernetes version (cluster_facts/neuron_stack.py). Changing it replaces the nodes."""
+    """The EKS Neuron AMI release the group boots (its Neuron driver and containerd); default: the
+    newest release of cluster_facts/ami_releases.py without a known fault that serves the training
+    image, for the cluster's Kubernetes version. Changing it replaces the nodes (docs/upgrades.md)."""
+    ami_facts: AmiFacts | None = Field(default=None, validate_default=True)
+    """What ``ami_release`` brings, declared for a release the table does not know (docs/upgrades.md)."""
+
+    @field_validator("ami_facts")
+    @classmethod
+    def _facts_of_a_named_release(cls, facts: AmiFacts | None, info: ValidationInfo) -> AmiFacts | None:
+        if facts is not None and info.data.get("ami_release", "") is None:
+            raise _problem(
+                "declares the facts of ami_release, which is not set; name the release these facts "
+                "describe, or remove ami_facts"
+            )
+        return facts
+
     # After capacity_type: the checks of min_size read it. validate_default: a default min_size is
     # checked against a configured max_size.
     min_size: int = Field(default=0, ge=0, validate_default=True)

@@ -13,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from cluster_facts.ami_releases import release_minor
 from cluster_facts.autoscaling import TEMPLATE_TAG_PREFIX, node_template_tags
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
@@ -23,6 +24,7 @@ from constructs_trn.nag import (
     acknowledge,
     acknowledge_custom_resource_function,
 )
+from constructs_trn.node_group_version import follow_cluster_version
 
 __all__ = ["AWS_CUSTOM_RESOURCE_FUNCTION_ID", "TrainiumNodeGroup", "acknowledge_custom_resource_function"]
 
@@ -98,7 +100,7 @@ class TrainiumNodeGroup(Construct):
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_NEURON,
             # The AMI release (and so its Neuron driver) the group boots, pinned: without it EKS takes
             # the newest at creation and a scale-up months later still boots that one, while a new
-            # group boots another (AWS::EKS::Nodegroup ReleaseVersion; cluster_facts/neuron_stack.py).
+            # group boots another (AWS::EKS::Nodegroup ReleaseVersion; cluster_facts/ami_releases.py).
             # A launch template without an AMI id may name it. A change rolls the nodes.
             release_version=ami_release,
             capacity_type=_CAPACITY_TYPES[capacity_type],
@@ -145,6 +147,8 @@ class TrainiumNodeGroup(Construct):
         # no surge above max_size, which a reservation sized to the group does not hold.
         nodegroup.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
         self.update_strategy = update_strategy
+        # Version and ReleaseVersion move together: a new minor's release alone is refused.
+        follow_cluster_version(self.nodegroup, release_minor(ami_release))
 
         self.template_tags = node_template_tags(instance, node_group=name)
         self._tag_auto_scaling_group(cluster_name=cluster.cluster_name, name=name, tags=self.template_tags)

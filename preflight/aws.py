@@ -28,11 +28,13 @@ import boto3  # type: ignore[import-untyped]
 import botocore.exceptions  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 
+from cluster_facts.ami_releases import DEFAULT_AMI_RELEASES, neuron_ami_parameter
 from cluster_facts.instance_catalog import CATALOG
 from config.model import StackConfig
 from preflight.costs import PRICE_LIST_CALL, PriceQuery, price_queries
 from preflight.facts import (
     AccountFacts,
+    AmiReleaseFacts,
     InstancesInUse,
     KubernetesVersion,
     LambdaLimits,
@@ -116,6 +118,7 @@ class ServiceQuotasClient(Protocol):
 
 class EksClient(Protocol):
     def get_paginator(self, operation_name: str) -> _Paginator: ...
+    def describe_cluster(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
 class LambdaClient(Protocol):
@@ -124,6 +127,10 @@ class LambdaClient(Protocol):
 
 class PricingClient(Protocol):
     def get_paginator(self, operation_name: str) -> _Paginator: ...
+
+
+class SsmClient(Protocol):
+    def get_parameter(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
 def utc_now() -> datetime:
@@ -140,6 +147,8 @@ class Clients:
     pricing: PricingClient
     """The Price List, in ``PRICING_REGION``."""
     lambda_: LambdaClient
+    ssm: SsmClient
+    """AWS's public parameters: the EKS AMI releases (preflight/live_versions.py)."""
     clock: Callable[[], datetime] = field(default=utc_now)
     """Now, for the checks that compare dates (a Capacity Block's window); tests fix it."""
     ecr: EcrClient | None = None
@@ -180,6 +189,7 @@ def make_clients(
             eks=session.client("eks", region_name=region, config=config),
             pricing=session.client("pricing", region_name=PRICING_REGION, config=config),
             lambda_=session.client("lambda", region_name=region, config=config),
+            ssm=session.client("ssm", region_name=region, config=config),
             clock=clock,
             ecr=session.client("ecr", region_name=region, config=config),
             registry_http=UrllibTransport(),
@@ -212,8 +222,10 @@ def gather_facts(config: StackConfig, clients: Clients) -> AccountFacts:
         quotas={code: _quota(clients.service_quotas, code) for code in quota_codes},
         in_use=_trn_in_use(clients.ec2, cluster_name=config.name) if quota_codes else {},
         kubernetes_versions=_kubernetes_versions(clients.eks),
+        deployed_version=_deployed_version(clients.eks, config.name),
         lambda_limits=_lambda_limits(clients.lambda_),
         prices=_prices(clients.pricing, price_queries(config)),
+        ami_releases=_ami_releases(clients.ssm, config),
         checked_at=clients.clock(),
     )
 
@@ -418,6 +430,46 @@ def _kubernetes_versions(eks: EksClient) -> tuple[KubernetesVersion, ...] | Unav
 
     answer = _ask(read, call="eks:DescribeClusterVersions")
     return answer if answer is not None else Unavailable("eks:DescribeClusterVersions", "no answer")
+
+
+def _deployed_version(eks: EksClient, cluster_name: str) -> str | Unavailable | None:
+    """The Kubernetes version of the cluster already deployed under the configuration's name
+    (``eks:DescribeCluster``); None: no such cluster yet (ResourceNotFoundException)."""
+    answer = _ask(
+        lambda: eks.describe_cluster(name=cluster_name),
+        call="eks:DescribeCluster",
+        missing=frozenset({"ResourceNotFoundException"}),
+    )
+    if answer is None or isinstance(answer, Unavailable):
+        return answer
+    return str(answer["cluster"]["version"])
+
+
+def _ami_releases(ssm: SsmClient, config: StackConfig) -> AmiReleaseFacts:
+    """The recommended Neuron AMI release of the configured version and, for each node group's
+    release, whether EKS publishes it in the region: SSM public parameters, one GetParameter each
+    (ParameterNotFound: no such release here). Paths: the EKS user guide ("Retrieve recommended
+    Amazon Linux AMI IDs", ``.../recommended/image_id``; ``release_version`` is its sibling) and
+    Karpenter's AL2023 AMI family (``resolvePath``: ``.../amazon-eks-node-al2023-<arch>-<variant>-
+    <minor>-<version>/image_id`` for a pinned release)."""
+    minor = config.cluster.kubernetes_version
+    missing = frozenset({"ParameterNotFound"})
+
+    def value(name: str) -> str | Unavailable | None:
+        answer = _ask(lambda: ssm.get_parameter(Name=name), call="ssm:GetParameter", missing=missing)
+        if answer is None or isinstance(answer, Unavailable):
+            return answer
+        return str(answer["Parameter"]["Value"])
+
+    recommended = value(neuron_ami_parameter(minor))
+    published: dict[str, bool | Unavailable] = {}
+    for group in config.trainium.node_groups:
+        release = group.ami_release or DEFAULT_AMI_RELEASES.get(minor)
+        if release is None or release in published:
+            continue
+        found = value(neuron_ami_parameter(minor, release=release))
+        published[release] = found if isinstance(found, Unavailable) else found is not None
+    return AmiReleaseFacts(recommended=recommended, published=published)
 
 
 def _lambda_limits(client: LambdaClient) -> LambdaLimits | Unavailable:

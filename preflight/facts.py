@@ -8,6 +8,7 @@ from datetime import datetime
 
 __all__ = [
     "AccountFacts",
+    "AmiReleaseFacts",
     "InstancesInUse",
     "KubernetesVersion",
     "LambdaLimits",
@@ -107,6 +108,18 @@ class NoPrice:
 
 
 @dataclass(frozen=True)
+class AmiReleaseFacts:
+    """What SSM's public parameters say of the EKS Neuron AMI releases of the configured Kubernetes
+    version (preflight/live_versions.py reads them against cluster_facts/ami_releases.py)."""
+
+    recommended: str | Unavailable | None
+    """``.../x86_64/neuron/recommended/release_version``; None: no such parameter in the region."""
+    published: Mapping[str, bool | Unavailable] = field(default_factory=dict)
+    """Each node group's release -> whether its ``.../amazon-eks-node-al2023-x86_64-neuron-<minor>-v<date>/image_id``
+    parameter exists (EKS published an AMI of that release in the region)."""
+
+
+@dataclass(frozen=True)
 class AccountFacts:
     """Everything the checks need, read once per run."""
 
@@ -127,6 +140,10 @@ class AccountFacts:
     """None: not asked."""
     prices: Mapping[str, Price | NoPrice | Unavailable] = field(default_factory=dict)
     """``costs.PriceQuery.key`` -> the price; the queries come from ``costs.price_queries``."""
+    deployed_version: str | Unavailable | None = None
+    """The Kubernetes version of the cluster deployed under the configuration's name; None: none yet."""
+    ami_releases: AmiReleaseFacts | None = None
+    """None: not asked."""
     checked_at: datetime | None = None
     """When the facts were read (the clock of the machine running preflight); None: unknown, and
     the checks that compare dates (a Capacity Block's window) rely on the reservation's state alone."""

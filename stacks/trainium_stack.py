@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cluster_facts.ami_releases import DEFAULT_AMI_RELEASES
 from cluster_facts.image_sources import pull_through_repository_arn
 from cluster_facts.kubernetes_names import (
     DEPLOYMENT_CHECK_GROUP,
@@ -17,9 +18,10 @@ from cluster_facts.kubernetes_names import (
     system_node_group,
     team_rbac_group,
 )
-from cluster_facts.neuron_stack import DEFAULT_AMI_RELEASES
+from cluster_facts.kubernetes_versions import synth_date
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
+from config.notices import configuration_notices
 from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
 from constructs_trn.cluster_autoscaler import ClusterAutoscalerAccess
@@ -140,6 +142,9 @@ class TrainiumStack(Stack):
         )
         self.config = config
         Tags.of(self).add("project", config.name)
+        # Pins that age or rest on a declaration: `cdk synth` prints each as a warning.
+        for key, message in configuration_notices(config, synth_date()):
+            Annotations.of(self).add_warning_v2(f"trainium:{key}", f"{key}: {message}")
 
         self.network = TrainingNetwork(
             self,

@@ -232,7 +232,7 @@ def test_autoscaler_discovers_the_trainium_groups_of_this_cluster_with_configure
         ],
     }
     assert values["awsRegion"] == "us-east-1"
-    assert values["image"]["tag"] == CLUSTER_AUTOSCALER_IMAGE_TAGS["1.34"] == "v1.34.5"
+    assert values["image"]["tag"] == CLUSTER_AUTOSCALER_IMAGE_TAGS["1.36"] == "v1.36.1"
     arguments = values["extraArgs"]
     assert (
         arguments["scale-down-unneeded-time"],

@@ -94,24 +94,16 @@ BAD_CONFIGURATIONS = [
     ),
     pytest.param(
         "trainium.node_groups.0.ami_release",
-        "1.34.2-20260107",
-        "env.yaml: runs[0].image: 'public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.1-"
-        "ubuntu24.04' is Neuron SDK 2.29.1, which needs Neuron driver 2.27.4.0 or later; AMI release "
-        "1.34.2-20260107 brings 2.25.4.0: use AMI release 1.34.7-20260505, 1.34.9-20260625, 1.34.9-20260714",
-        id="image-newer-than-the-node-groups-driver",
-    ),
-    pytest.param(
-        "trainium.node_groups.0.ami_release",
-        "1.33.11-20260505",
-        "env.yaml: trainium.node_groups[0].ami_release: '1.33.11-20260505' is not a Neuron AMI release of the "
-        "table for Kubernetes 1.34; allowed: 1.34.2-20260107, 1.34.7-20260505, 1.34.9-20260625, 1.34.9-20260714",
+        "1.33.13-20260714",
+        "env.yaml: trainium.node_groups[0].ami_release: '1.33.13-20260714' is an AMI release for Kubernetes "
+        "1.33; the cluster runs 1.36: newest of the table without a known fault: 1.36.2-20260714",
         id="ami-release-of-another-kubernetes-version",
     ),
     pytest.param(
         "trainium.node_groups.0.ami_release",
         "latest",
         "env.yaml: trainium.node_groups[0].ami_release: 'latest' is not an EKS AMI release version such as "
-        "1.34.7-20260505",
+        "1.36.2-20260714",
         id="ami-release-not-a-version",
     ),
     pytest.param(
@@ -232,7 +224,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "cluster.kubernetes_version",
         "1.29",
-        "env.yaml: cluster.kubernetes_version: '1.29' has no kubectl layer in this project; supported: 1.33, 1.34, 1.35",
+        "env.yaml: cluster.kubernetes_version: '1.29' has no kubectl layer in this project; supported: 1.33, 1.34, "
+        "1.35, 1.36",
         id="kubernetes-version-without-layer",
     ),
     pytest.param(
@@ -263,7 +256,7 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "cluster.kubernetes_version",
         1.3,
-        'env.yaml: cluster.kubernetes_version: YAML read the number 1.3; write it in quotes, for example "1.34"',
+        'env.yaml: cluster.kubernetes_version: YAML read the number 1.3; write it in quotes, for example "1.36"',
         id="unquoted-kubernetes-version",
     ),
     pytest.param(

@@ -101,7 +101,7 @@ def test_vpc_flow_logs_capture_all_traffic(default_stack: Synthesized) -> None:
 def test_cluster_version_logging_encryption_and_endpoint(default_stack: Synthesized) -> None:
     _, cluster = default_stack.only("AWS::EKS::Cluster")
     properties = cluster["Properties"]
-    assert properties["Version"] == "1.34"
+    assert properties["Version"] == "1.36"
     assert properties["Name"] == "trainium"
     assert {entry["Type"] for entry in properties["Logging"]["ClusterLogging"]["EnabledTypes"]} == {
         "api",
@@ -210,6 +210,25 @@ def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_s
     # All three (the EKS API takes all or none at creation); DesiredSize is the fixed count the group
     # starts at, which changing the bounds never touches (tests/test_update_safety.py).
     assert group["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 2}
+
+
+@pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
+def test_every_node_group_carries_the_clusters_version_and_moves_with_it(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """EKS updates a control plane only while every managed node group is at its version, and takes
+    a new minor's ReleaseVersion only with that Version (docs/upgrades.md): each group, the system
+    nodes included, writes the cluster's version; a Trainium group's release is of that version."""
+    stack: Synthesized = request.getfixturevalue(fixture)
+    _, cluster = stack.only("AWS::EKS::Cluster")
+    version = cluster["Properties"]["Version"]
+    groups = stack.resources("AWS::EKS::Nodegroup")
+    assert len(groups) == 1 + len(stack.config.trainium.node_groups)
+    for group in groups.values():
+        properties = group["Properties"]
+        assert properties["Version"] == version
+        if "ReleaseVersion" in properties:
+            assert properties["ReleaseVersion"].startswith(f"{version}.")
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
