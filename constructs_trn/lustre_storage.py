@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
-from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from cluster_facts.deploy_timeouts import AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT
 from constructs_trn.nag import acknowledge_custom_resource_function
 from constructs_trn.security_groups import restricted_security_group
 
@@ -74,6 +75,7 @@ class RootSquash(Construct):
             "Resource",
             resource_type="Custom::LustreRootSquash",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=call,
             on_update=call,
             policy=cr.AwsCustomResourcePolicy.from_statements(
@@ -250,6 +252,7 @@ def _bucket_owner_check(scope: Construct, *, bucket: str, owner: str) -> cr.AwsC
         "S3BucketOwner",
         resource_type="Custom::S3BucketOwner",
         install_latest_aws_sdk=False,
+        service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
         on_create=call,
         on_update=call,
         policy=cr.AwsCustomResourcePolicy.from_statements(

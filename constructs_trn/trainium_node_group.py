@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from aws_cdk import Aws, Stack
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -14,6 +14,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cluster_facts.autoscaling import TEMPLATE_TAG_PREFIX, node_template_tags
+from cluster_facts.deploy_timeouts import AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
 from cluster_facts.node_check import NODE_CHECK_TAINT
@@ -158,6 +159,7 @@ class TrainiumNodeGroup(Construct):
             "AutoScalingGroup",
             resource_type="Custom::TrainiumAutoScalingGroup",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=cr.AwsSdkCall(
                 service="EKS",
                 action="describeNodegroup",
@@ -199,6 +201,7 @@ class TrainiumNodeGroup(Construct):
             "NodeTemplateTags",
             resource_type="Custom::TrainiumNodeTemplateTags",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=tag_call,
             on_update=tag_call,
             policy=cr.AwsCustomResourcePolicy.from_statements(
