@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     Field,
     ValidationInfo,
     field_validator,
@@ -164,11 +165,17 @@ class ClusterSettings(_Section):
         default_factory=list
     )
     """CIDRs that may reach the public API endpoint, each /16 or narrower; empty means a private endpoint only."""
-    admin_role_arns: list[RoleArn] = Field(default_factory=list)
+    # Before admin_role_arns, whose check reads it.
     keep_creator_admin: bool = False
     """Only for a cluster created before this key existed: keep EKS's hidden cluster-admin entry of the
     principal that created it (docs/access.md). Switching it replaces the cluster, which CloudFormation
     refuses for this named cluster: an update that changes it fails before anything changes."""
+    # A key whose entries are all commented out reads as null: the same as [] (refused below).
+    admin_role_arns: Annotated[
+        list[RoleArn], BeforeValidator(lambda value: [] if value is None else value)
+    ] = Field(default_factory=list, validate_default=True)
+    """IAM roles of the stack's account with cluster-admin access entries: at least one, since no
+    other principal can use kubectl on the cluster (docs/access.md, "The first admin")."""
     addon_versions: dict[
         str,
         Annotated[
@@ -176,6 +183,22 @@ class ClusterSettings(_Section):
         ],
     ] = Field(default_factory=dict)
     """Pins by add-on name; an add-on left out gets EKS's default version for the cluster version."""
+
+    @field_validator("admin_role_arns")
+    @classmethod
+    def _someone_can_use_kubectl(cls, role_arns: list[str], info: ValidationInfo) -> list[str]:
+        # The cluster has no hidden creator admin (BootstrapClusterCreatorAdminPermissions false), and
+        # the kubectl handler's role is the stack's own: without a role here, nobody could use kubectl
+        # after the deploy, and the first fix would be a second deploy. keep_creator_admin is the one
+        # exception (a cluster created before, whose creator entry stays).
+        if not role_arns and not info.data.get("keep_creator_admin"):
+            raise _problem(
+                "empty, so nobody could use kubectl after the deploy; allowed: one or more IAM roles of the "
+                "stack's account, e.g. the one you deploy with (aws sts get-caller-identity names it, "
+                "assumed-role/<Role>/...; aws iam get-role --role-name <Role> --query Role.Arn prints its ARN), "
+                "docs/access.md"
+            )
+        return role_arns
 
     @field_validator("addon_versions")
     @classmethod

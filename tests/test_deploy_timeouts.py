@@ -61,7 +61,9 @@ def test_the_releases_that_hid_a_failed_deploy_for_an_hour_are_refused() -> None
 
 
 def test_a_gate_counts_its_last_poll() -> None:
-    gate = ReadinessGate(name="g", object_type="queue", object_name="q", json_path=".status", timeout_minutes=5)
+    gate = ReadinessGate(
+        name="g", object_type="queue", object_name="q", json_path=".status", timeout_minutes=5
+    )
     assert handler_seconds(gate) == WORK_SECONDS + 300 + GATE_POLL_SECONDS + REQUEST_SECONDS
     assert too_slow_to_answer(gate) is None
     assert too_slow_to_answer(ReadinessGate(**{**gate.__dict__, "timeout_minutes": 13})) is not None
@@ -79,9 +81,9 @@ def _hook_waits_in(directory: str) -> int:
     count = 0
     for template in sorted(repository_path(directory).rglob("templates/*.yaml")):
         # Strip template actions well enough to read kind and annotations (never executed).
-        text = re.sub(r"{{.*?}}", "", template.read_text(), flags=re.S)
+        text = re.sub(r"{{.*?}}", "", template.read_text(), flags=re.DOTALL)
         for document in text.split("\n---"):
-            kind = re.search(r"^kind:\s*(\w+)", document, flags=re.M)
+            kind = re.search(r"^kind:\s*(\w+)", document, flags=re.MULTILINE)
             if kind and kind.group(1) in ("Job", "Pod") and '"helm.sh/hook":' in document:
                 count += 1
     return count
@@ -136,7 +138,9 @@ def test_every_custom_resource_has_a_service_timeout_its_function_fits(synthesiz
             continue
         longest = min(_function_timeouts(synthesized, resource))
         if not 0 < int(service_timeout) <= longest + ANSWER_SECONDS:
-            problems.append(f"{logical_id}: ServiceTimeout {service_timeout} above {longest} + {ANSWER_SECONDS}")
+            problems.append(
+                f"{logical_id}: ServiceTimeout {service_timeout} above {longest} + {ANSWER_SECONDS}"
+            )
     assert problems == []
 
 
