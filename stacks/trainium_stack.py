@@ -49,7 +49,13 @@ from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP, render
 from k8s_charts.tensorboard import SERVICE_PROXY_NAME
 from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
-from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
+from stacks.kubernetes_values import (
+    applied_plan,
+    cached_repository_arns,
+    review_plan,
+    root_zones,
+    team_exports,
+)
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -169,6 +175,11 @@ class TrainiumStack(Stack):
                     availability_zones=list(root_zones(config)),
                 ).subnets
             ],
+            # fsx.backups: FSx's automatic daily backups, or each team's directory exported to S3.
+            backup_retention_days=config.fsx.backup_retention_days or 0,
+            backup_start_time_utc=config.fsx.backup_start_time_utc,
+            exports=team_exports(config),
+            exports_owner=config.account,
         )
         self.images = TrainingImageRepository(
             self,

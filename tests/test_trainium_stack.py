@@ -321,6 +321,9 @@ def test_fsx_is_encrypted_with_a_rotated_key_and_follows_the_removal_policy(
         "DataCompressionType": "LZ4",
         "DeploymentType": "PERSISTENT_2",
         "PerUnitStorageThroughput": 250,
+        # fsx.backups: daily, 7 days (tests/test_backups.py).
+        "AutomaticBackupRetentionDays": 7,
+        "CopyTagsToBackups": True,
     }
     assert (default_fs["Properties"]["StorageCapacity"], default_fs["DeletionPolicy"]) == (1200, "Delete")
     _, example_fs = example_stack.only("AWS::FSx::FileSystem")
@@ -331,7 +334,11 @@ def test_s3_import_path_becomes_a_data_repository_association(
     default_stack: Synthesized, example_stack: Synthesized
 ) -> None:
     assert default_stack.resources("AWS::FSx::DataRepositoryAssociation") == {}
-    _, association = example_stack.only("AWS::FSx::DataRepositoryAssociation")
+    [association] = [
+        association
+        for association in example_stack.resources("AWS::FSx::DataRepositoryAssociation").values()
+        if "AutoImportPolicy" in association["Properties"]["S3"]
+    ]
     assert association["Properties"]["DataRepositoryPath"] == "s3://my-training-data/bert"
     assert association["Properties"]["FileSystemPath"] == "/s3"
 

@@ -107,7 +107,15 @@ CHANGES = {
     "another file-system deployment type": (
         DEFAULT_ON,
         with_change(
-            with_change(DEFAULT_ON, "fsx.deployment_type", "SCRATCH_2"), "fsx.throughput_mib_per_tib", ...
+            with_change(
+                with_change(
+                    with_change(DEFAULT_ON, "fsx.deployment_type", "SCRATCH_2"), "fsx.throughput_mib_per_tib", ...
+                ),
+                "fsx.backups",
+                "none",
+            ),
+            "fsx.backup_retention_days",
+            ...,
         ),
     ),
     "training switched on": (data(DEFAULT_CONFIG), DEFAULT_ON),
