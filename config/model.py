@@ -276,27 +276,18 @@ class TrainiumNodeGroupSettings(_Section):
         return maximum
 
     desired_size: int = Field(default=0, ge=0, validate_default=True)
-    """The node count EKS creates the group with; the cluster autoscaler owns the count after that.
-
-    The EKS API takes all of min, max and desired or none of them when a group is created
-    (NodegroupScalingConfig), and resizes a group whenever desiredSize changes ("When using
-    CloudFormation, no action occurs if you remove this parameter from your CFN template"): the
-    template therefore carries this fixed value, which changing min_size or max_size never touches,
-    and a deploy resizes the group only when this key itself changes (docs/capacity.md)."""
+    """The node count a new group starts with (at least min_size; default 0). Only at creation: after
+    that the template carries the count the group runs, read at every deploy that changes the group
+    (constructs_trn/node_group_size.py), so neither this key nor min_size or max_size ever resizes a
+    running group, except that a higher min_size starts warm nodes and a lower max_size ends the nodes
+    above it (docs/capacity.md, "CloudFormation and the autoscaler")."""
 
     @field_validator("desired_size")
     @classmethod
-    def _between_min_and_max(cls, desired: int, info: ValidationInfo) -> int:
-        minimum, maximum = info.data.get("min_size"), info.data.get("max_size")
-        if minimum is None or maximum is None:
-            return desired  # min_size or max_size has its own line already
-        if desired < minimum:
-            raise _problem(
-                f"{desired} is below min_size ({minimum}); allowed: min_size to max_size (the count EKS "
-                "creates the group with: set it with warm nodes, then leave it; changing it resizes the group)"
-            )
-        if desired > maximum:
-            raise _problem(f"{desired} is above max_size ({maximum}); allowed: min_size to max_size")
+    def _at_most_max(cls, desired: int, info: ValidationInfo) -> int:
+        maximum = info.data.get("max_size")
+        if maximum is not None and desired > maximum:
+            raise _problem(f"{desired} is above max_size ({maximum}); allowed: 0 to max_size")
         return desired
 
     @field_validator("capacity_reservation_id")

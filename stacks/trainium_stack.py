@@ -289,7 +289,8 @@ class TrainiumStack(Stack):
                 security_group_ids=interface_groups,
                 node_role=self.trainium_node_role,
                 min_size=group.min_size,
-                desired_size=group.desired_size,
+                # Only a new group's count: later the template carries the count the group runs.
+                initial_size=group.desired_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,

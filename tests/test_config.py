@@ -117,16 +117,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "trainium.node_groups.0.desired_size",
         3,
-        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: min_size to max_size",
+        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: 0 to max_size",
         id="desired-size-above-max",
-    ),
-    pytest.param(
-        "trainium.node_groups.0.min_size",
-        1,
-        "env.yaml: trainium.node_groups[0].desired_size: 0 is below min_size (1); allowed: min_size to max_size "
-        "(the count EKS creates the group with: set it with warm nodes, then leave it; changing it resizes "
-        "the group)",
-        id="warm-nodes-without-desired-size",
     ),
     pytest.param(
         "autoscaler.scale_down_unneeded_minutes",

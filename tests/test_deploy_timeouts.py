@@ -23,6 +23,7 @@ from cluster_facts.deploy_timeouts import (
 )
 from cluster_facts.kubernetes_plan import HelmRelease, ManifestSet, ReadinessGate
 from cluster_facts.vendored_charts import VENDORED_CHARTS, VOLCANO_CHART, repository_path
+from constructs_trn.node_group_size import NODE_GROUP_SIZE_SECONDS
 from tests.conftest import Synthesized
 from tests.test_kubernetes_layer import applied
 
@@ -149,7 +150,12 @@ def test_the_functions_are_as_long_as_the_facts_say(synthesized: Synthesized) ->
     seen: set[int] = set()
     for resource in _custom_resources(synthesized).values():
         seen.update(_function_timeouts(synthesized, resource))
-    assert seen == {KUBECTL_HANDLER_SECONDS, AWS_CUSTOM_RESOURCE_SECONDS, CUSTOM_RESOURCE_PROVIDER_SECONDS}
+    assert seen == {
+        KUBECTL_HANDLER_SECONDS,
+        AWS_CUSTOM_RESOURCE_SECONDS,
+        CUSTOM_RESOURCE_PROVIDER_SECONDS,
+        NODE_GROUP_SIZE_SECONDS,
+    }
 
 
 def test_every_kubernetes_step_answers_before_its_handler_is_stopped(synthesized: Synthesized) -> None:

@@ -207,9 +207,18 @@ def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_s
     ]
     # The instance type is in the launch template; on the node group aws-eks-v2 would reject it.
     assert "InstanceTypes" not in group
-    # All three (the EKS API takes all or none at creation); DesiredSize is the fixed count the group
-    # starts at, which changing the bounds never touches (tests/test_update_safety.py).
-    assert group["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 2}
+    # All three (the EKS API takes all or none at creation); DesiredSize is the count the group runs,
+    # read at deploy time (tests/test_node_group_size.py).
+    assert group["ScalingConfig"] == {
+        "MinSize": 0,
+        "DesiredSize": {
+            "Fn::GetAtt": [
+                default_stack.logical_id(default_stack.stack.trainium_node_groups["trn1-32xl"].size.resource),
+                "DesiredSize",
+            ]
+        },
+        "MaxSize": 2,
+    }
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
