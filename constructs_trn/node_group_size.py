@@ -13,7 +13,7 @@ node_group_size_handler/index.py says what else it decides: the first count, new
 Block upgrades).
 
 The one function serves every group of the stack and answers CloudFormation itself; it may only
-describe this cluster's node groups.
+list and describe this cluster's node groups.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class NodeGroupSizeFunction(Construct):
         )
         nodegroups = f"arn:{Aws.PARTITION}:eks:{Aws.REGION}:{Aws.ACCOUNT_ID}:nodegroup/{cluster_name}/*"
         role.add_to_policy(iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=[nodegroups]))
+        cluster = f"arn:{Aws.PARTITION}:eks:{Aws.REGION}:{Aws.ACCOUNT_ID}:cluster/{cluster_name}"
+        role.add_to_policy(iam.PolicyStatement(actions=["eks:ListNodegroups"], resources=[cluster]))
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"],

@@ -68,7 +68,18 @@ def eks() -> Iterator[tuple[Any, Stubber]]:
         stubber.assert_no_pending_responses()
 
 
+def _listed(stubber: Stubber, *names: str) -> None:
+    stubber.add_response("list_nodegroups", {"nodegroups": list(names)}, {"clusterName": CLUSTER})
+
+
 def _runs(stubber: Stubber, desired: int, *, release: str = RELEASE, version: str = TEMPLATE_VERSION) -> None:
+    _listed(stubber, "system", GROUP)
+    _described(stubber, desired, release=release, version=version)
+
+
+def _described(
+    stubber: Stubber, desired: int, *, release: str = RELEASE, version: str = TEMPLATE_VERSION
+) -> None:
     stubber.add_response(
         "describe_nodegroup",
         {
@@ -120,9 +131,7 @@ def _answer(event: dict[str, Any], client: Any, answers: list[dict[str, Any]]) -
 
 def test_a_new_group_starts_with_its_initial_size_at_least_min_size(eks: Any, answers: list[Any]) -> None:
     client, stubber = eks
-    stubber.add_client_error(
-        "describe_nodegroup", service_error_code="ResourceNotFoundException", http_status_code=404
-    )
+    _listed(stubber, "system")  # the first deploy: not there yet, and not described (no ARN to authorize)
     answer = _answer(_event("Create", InitialSize=0, MinSize=1), client, answers)
     assert (answer["Status"], answer["Data"]) == ("SUCCESS", {"DesiredSize": 1})
 
@@ -147,6 +156,17 @@ def test_an_update_carries_the_count_the_group_runs(
     _runs(stubber, running)
     answer = _answer(_event(**changes), client, answers)
     assert (answer["Status"], answer["Data"]) == ("SUCCESS", {"DesiredSize": expected})
+
+
+def test_a_group_on_a_later_page_of_the_list_is_found(eks: Any, answers: list[Any]) -> None:
+    client, stubber = eks
+    stubber.add_response("list_nodegroups", {"nodegroups": ["a"], "nextToken": "t"}, {"clusterName": CLUSTER})
+    stubber.add_response(
+        "list_nodegroups", {"nodegroups": [GROUP]}, {"clusterName": CLUSTER, "nextToken": "t"}
+    )
+    _described(stubber, 3)
+    answer = _answer(_event(), client, answers)
+    assert answer["Data"] == {"DesiredSize": 3}
 
 
 def test_a_capacity_block_group_upgrades_at_zero_nodes(eks: Any, answers: list[Any]) -> None:
@@ -190,6 +210,7 @@ def test_a_rollback_to_what_the_capacity_block_group_runs_is_never_refused(
 
 def test_a_failed_call_fails_the_resource_with_its_reason(eks: Any, answers: list[Any]) -> None:
     client, stubber = eks
+    _listed(stubber, GROUP)
     stubber.add_client_error(
         "describe_nodegroup", service_error_code="AccessDeniedException", http_status_code=403
     )
@@ -269,9 +290,10 @@ def test_the_function_may_only_describe_this_clusters_node_groups(default_stack:
         if {"Ref": role} in policy["Properties"]["Roles"]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
-    # Describe this cluster's node groups; write its own log group; nothing else.
+    # List and describe this cluster's node groups; write its own log group; nothing else.
     assert sorted(json.dumps(statement["Action"]) for statement in statements) == [
         '"eks:DescribeNodegroup"',
+        '"eks:ListNodegroups"',
         '["logs:CreateLogStream", "logs:PutLogEvents"]',
     ]
     [describe] = [statement for statement in statements if statement["Action"] == "eks:DescribeNodegroup"]

@@ -43,11 +43,19 @@ def _int(properties: dict[str, Any], key: str) -> int:
 
 
 def described(eks: Any, cluster: str, nodegroup: str) -> dict[str, Any] | None:
-    """The group as EKS describes it, or None when it does not exist."""
-    try:
-        answer = eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)
-    except eks.exceptions.ResourceNotFoundException:
+    """The group as EKS describes it, or None when the cluster has no such group.
+
+    Listed first: IAM authorizes DescribeNodegroup on the group's ARN, which a group that does not
+    exist yet has not (nodegroup/<cluster>/<name>/<uuid>), while ListNodegroups is authorized on the
+    cluster's."""
+    names = [
+        name
+        for page in eks.get_paginator("list_nodegroups").paginate(clusterName=cluster)
+        for name in page["nodegroups"]
+    ]
+    if nodegroup not in names:
         return None
+    answer = eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)
     group: dict[str, Any] = answer["nodegroup"]
     return group
 
