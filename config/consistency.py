@@ -32,7 +32,7 @@ from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE
 
 if TYPE_CHECKING:
-    from config.model import EcrSettings, StackConfig, TrainiumNodeGroupSettings
+    from config.model import EcrSettings, FsxSettings, StackConfig, TrainiumNodeGroupSettings
     from config.workloads import DatasetSettings, RunSettings, TeamSettings
 
 __all__ = [
@@ -180,6 +180,30 @@ def _team_members_are_roles_of_the_account_and_not_admins(
                     "allowed: a role that is not an administrator"
                 )
                 yield key, message
+
+
+MAX_DATA_REPOSITORY_ASSOCIATIONS = 8
+"""FSx for Lustre: "You can configure a maximum of 8 data repository associations" per file system."""
+
+
+@_reads("fsx", "teams")
+def _one_export_per_team_fits_the_file_system(
+    fsx: FsxSettings, all_teams: list[TeamSettings | None]
+) -> Iterator[Problem]:
+    # backups: s3 links each team's directory through a data repository association of its own,
+    # beside the /s3 import's; FSx takes 8 per file system ("You can configure a maximum of 8 data
+    # repository associations", FSx for Lustre user guide, "Linking your file system to an S3 bucket").
+    if not fsx.exported:
+        return
+    needed = len(all_teams) + (1 if fsx.s3_import_path is not None else 0)
+    if needed > MAX_DATA_REPOSITORY_ASSOCIATIONS:
+        links = f"{len(all_teams)} teams{' and the s3_import_path' if fsx.s3_import_path else ''}"
+        message = (
+            f"s3 exports each team's directory through a data repository association, and this file needs "
+            f"{needed} ({links}); FSx allows {MAX_DATA_REPOSITORY_ASSOCIATIONS} per file system; "
+            "allowed: fewer teams, or backups: none"
+        )
+        yield "fsx.backups", message
 
 
 def _repeated(names: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     Field,
     ValidationInfo,
     field_validator,
@@ -171,11 +172,17 @@ class ClusterSettings(_Section):
         default_factory=list
     )
     """CIDRs that may reach the public API endpoint, each /16 or narrower; empty means a private endpoint only."""
-    admin_role_arns: list[RoleArn] = Field(default_factory=list)
+    # Before admin_role_arns, whose check reads it.
     keep_creator_admin: bool = False
     """Only for a cluster created before this key existed: keep EKS's hidden cluster-admin entry of the
     principal that created it (docs/access.md). Switching it replaces the cluster, which CloudFormation
     refuses for this named cluster: an update that changes it fails before anything changes."""
+    # A key whose entries are all commented out reads as null: the same as [] (refused below).
+    admin_role_arns: Annotated[
+        list[RoleArn], BeforeValidator(lambda value: [] if value is None else value)
+    ] = Field(default_factory=list, validate_default=True)
+    """IAM roles of the stack's account with cluster-admin access entries: at least one, since no
+    other principal can use kubectl on the cluster (docs/access.md, "The first admin")."""
     addon_versions: dict[
         str,
         Annotated[
@@ -183,6 +190,22 @@ class ClusterSettings(_Section):
         ],
     ] = Field(default_factory=dict)
     """Pins by add-on name; an add-on left out gets EKS's default version for the cluster version."""
+
+    @field_validator("admin_role_arns")
+    @classmethod
+    def _someone_can_use_kubectl(cls, role_arns: list[str], info: ValidationInfo) -> list[str]:
+        # The cluster has no hidden creator admin (BootstrapClusterCreatorAdminPermissions false), and
+        # the kubectl handler's role is the stack's own: without a role here, nobody could use kubectl
+        # after the deploy, and the first fix would be a second deploy. keep_creator_admin is the one
+        # exception (a cluster created before, whose creator entry stays).
+        if not role_arns and not info.data.get("keep_creator_admin"):
+            raise _problem(
+                "empty, so nobody could use kubectl after the deploy; allowed: one or more IAM roles of the "
+                "stack's account, e.g. the one you deploy with (aws sts get-caller-identity names it, "
+                "assumed-role/<Role>/...; aws iam get-role --role-name <Role> --query Role.Arn prints its ARN), "
+                "docs/access.md"
+            )
+        return role_arns
 
     @field_validator("addon_versions")
     @classmethod
@@ -288,27 +311,18 @@ class TrainiumNodeGroupSettings(_Section):
         return maximum
 
     desired_size: int = Field(default=0, ge=0, validate_default=True)
-    """The node count EKS creates the group with; the cluster autoscaler owns the count after that.
-
-    The EKS API takes all of min, max and desired or none of them when a group is created
-    (NodegroupScalingConfig), and resizes a group whenever desiredSize changes ("When using
-    CloudFormation, no action occurs if you remove this parameter from your CFN template"): the
-    template therefore carries this fixed value, which changing min_size or max_size never touches,
-    and a deploy resizes the group only when this key itself changes (docs/capacity.md)."""
+    """The node count a new group starts with (at least min_size; default 0). Only at creation: after
+    that the template carries the count the group runs, read at every deploy that changes the group
+    (constructs_trn/node_group_size.py), so neither this key nor min_size or max_size ever resizes a
+    running group, except that a higher min_size starts warm nodes and a lower max_size ends the nodes
+    above it (docs/capacity.md, "CloudFormation and the autoscaler")."""
 
     @field_validator("desired_size")
     @classmethod
-    def _between_min_and_max(cls, desired: int, info: ValidationInfo) -> int:
-        minimum, maximum = info.data.get("min_size"), info.data.get("max_size")
-        if minimum is None or maximum is None:
-            return desired  # min_size or max_size has its own line already
-        if desired < minimum:
-            raise _problem(
-                f"{desired} is below min_size ({minimum}); allowed: min_size to max_size (the count EKS "
-                "creates the group with: set it with warm nodes, then leave it; changing it resizes the group)"
-            )
-        if desired > maximum:
-            raise _problem(f"{desired} is above max_size ({maximum}); allowed: min_size to max_size")
+    def _at_most_max(cls, desired: int, info: ValidationInfo) -> int:
+        maximum = info.data.get("max_size")
+        if maximum is not None and desired > maximum:
+            raise _problem(f"{desired} is above max_size ({maximum}); allowed: 0 to max_size")
         return desired
 
     @field_validator("capacity_reservation_id")
@@ -394,18 +408,30 @@ def _nearest_lustre_sizes(capacity: int) -> list[int]:
     return [below, above]
 
 
+S3Uri = Annotated[
+    str,
+    _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", "an S3 URI such as s3://bucket/prefix"),
+]
+DEFAULT_BACKUP_RETENTION_DAYS = 7
+
+
+def _s3_prefix(uri: str) -> str:
+    """An S3 URI as FSx compares data repository paths: with one trailing slash."""
+    return uri.rstrip("/") + "/"
+
+
+def _overlapping(one: str, other: str) -> bool:
+    """Two data repository paths overlap when one is the other or lies under it (FSx refuses both)."""
+    first, second = _s3_prefix(one), _s3_prefix(other)
+    return first.startswith(second) or second.startswith(first)
+
+
 class FsxSettings(_Section):
     deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = "PERSISTENT_2"
     storage_capacity_gib: int = LUSTRE_SMALLEST_GIB
     throughput_mib_per_tib: int | None = Field(default=None, validate_default=True)
     """MB/s per TiB. PERSISTENT_2: 125, 250, 500 or 1000 (default 250). SCRATCH_2: none (a fixed 200)."""
-    s3_import_path: (
-        Annotated[
-            str,
-            _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", "an S3 URI such as s3://bucket/prefix"),
-        ]
-        | None
-    ) = None
+    s3_import_path: S3Uri | None = None
     s3_bucket_owner: AccountId | None = None
     """The account that owns the s3_import_path bucket, when it is not this configuration's account.
     Auto-import brings every new, changed or deleted object of the bucket onto the file system that
@@ -413,6 +439,95 @@ class FsxSettings(_Section):
     named here, and the deployment checks the owner (S3 HeadBucket with ExpectedBucketOwner) before
     the file system links the bucket."""
     removal_policy: RemovalPolicy = "retain"
+    # After deployment_type and s3_import_path: their checks read both.
+    backups: Literal["daily", "s3", "none"] | None = Field(default=None, validate_default=True)
+    """What keeps the teams' checkpoints and outputs beyond the file system itself (docs/costs.md,
+    "Backups"): ``daily`` FSx automatic backups (PERSISTENT_2 not linked to S3 only; the default
+    there), ``s3`` each team's directory exported to ``backup_s3_path`` as files are written, or
+    ``none``, written down: nothing does. Anything else must be chosen in the file."""
+    backup_retention_days: int | None = Field(default=None, validate_default=True)
+    """``daily``: how long FSx keeps each automatic backup, 1 to 90 days (default 7)."""
+    backup_start_time_utc: (
+        Annotated[str, _matching(r"([01]\d|2[0-3]):[0-5]\d", "a time of day HH:MM such as 03:00")] | None
+    ) = None
+    """``daily``: when the daily backup starts (UTC); default: FSx picks the window."""
+    backup_s3_path: S3Uri | None = Field(default=None, validate_default=True)
+    """``s3``: where ``/teams/<team>`` is exported, as ``<backup_s3_path>/<team>/``; a bucket of this
+    account (checked at deploy), not overlapping ``s3_import_path``."""
+
+    @field_validator("backups")
+    @classmethod
+    def _backups_the_file_system_takes(cls, backups: str | None, info: ValidationInfo) -> str | None:
+        # FSx for Lustre user guide, "Protecting your data with backups": "Backups are supported only
+        # on FSx for Lustre persistent file systems that are not linked to an Amazon S3 data repository."
+        deployment_type, imported = info.data.get("deployment_type"), info.data.get("s3_import_path")
+        if deployment_type is None or "s3_import_path" not in info.data:
+            return backups  # the deployment type or the import path has its own line already
+        if deployment_type == "SCRATCH_2" and backups != "none":
+            raise _problem(
+                f"{'the default (daily)' if backups is None else repr(backups)} is not offered by SCRATCH_2: FSx "
+                "backs up persistent file systems only, and this stack links S3 to SCRATCH_2 by its import "
+                "path alone; allowed: none (docs/costs.md says what is then lost with a file server), or "
+                "deployment_type PERSISTENT_2"
+            )
+        if imported is not None and backups in (None, "daily"):
+            raise _problem(
+                "daily backups are not offered for a file system linked to S3 (s3_import_path): FSx backs up "
+                "no such file system; allowed: s3 (each team's directory exported to backup_s3_path) or "
+                "none (docs/costs.md)"
+            )
+        return "daily" if backups is None else backups
+
+    @field_validator("backup_retention_days")
+    @classmethod
+    def _retention_of_daily_backups(cls, days: int | None, info: ValidationInfo) -> int | None:
+        backups = info.data.get("backups")
+        if backups != "daily":
+            if days is not None and backups is not None:
+                raise _problem(
+                    f"{days} days keep nothing with backups: {backups}; allowed: only with backups: daily"
+                )
+            return None
+        if days is None:
+            return DEFAULT_BACKUP_RETENTION_DAYS
+        if not 1 <= days <= 90:
+            raise _problem(
+                f"{days} days is out of range; allowed: 1 to 90 (FSx keeps automatic backups 90 days at most)"
+            )
+        return days
+
+    @field_validator("backup_start_time_utc")
+    @classmethod
+    def _start_of_daily_backups(cls, start: str | None, info: ValidationInfo) -> str | None:
+        backups = info.data.get("backups")
+        if start is not None and backups not in ("daily", None):
+            raise _problem(
+                f"{start} starts nothing with backups: {backups}; allowed: only with backups: daily"
+            )
+        return start
+
+    @field_validator("backup_s3_path")
+    @classmethod
+    def _export_destination(cls, path: str | None, info: ValidationInfo) -> str | None:
+        backups, imported = info.data.get("backups"), info.data.get("s3_import_path")
+        if backups == "s3" and path is None:
+            raise _problem(
+                "required with backups: s3: the S3 prefix each team's directory is exported to, such as "
+                "s3://my-checkpoints/trainium (a bucket of this account)"
+            )
+        if backups not in ("s3", None) and path is not None:
+            raise _problem(f"{path} receives nothing with backups: {backups}; allowed: only with backups: s3")
+        if path is not None and imported is not None and _overlapping(path, imported):
+            raise _problem(
+                f"{path} overlaps s3_import_path ({imported}): FSx links each S3 prefix to one directory "
+                "only; allowed: a prefix outside the imported one"
+            )
+        return path
+
+    @property
+    def exported(self) -> bool:
+        """Each team's directory goes to S3 (a data repository association per team)."""
+        return self.backups == "s3"
 
     @field_validator("s3_bucket_owner")
     @classmethod

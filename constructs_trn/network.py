@@ -6,10 +6,12 @@ import ipaddress
 import math
 from collections.abc import Sequence
 
-from aws_cdk import Tags
+from aws_cdk import CfnResource, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from cluster_facts.deploy_timeouts import CUSTOM_RESOURCE_PROVIDER_SERVICE_TIMEOUT
 
 __all__ = ["TrainingNetwork"]
 
@@ -57,6 +59,11 @@ class TrainingNetwork(Construct):
                 )
             },
         )
+        # ec2.Vpc's custom resource that strips the default security group's rules: its function has
+        # 15 minutes (a core CustomResourceProvider's default), CloudFormation waits no longer than that.
+        restrict = self.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource").node.default_child
+        assert isinstance(restrict, CfnResource)
+        restrict.add_property_override("ServiceTimeout", CUSTOM_RESOURCE_PROVIDER_SERVICE_TIMEOUT)
         # The AWS Load Balancer Controller picks subnets by these tags.
         for subnet in self.vpc.public_subnets:
             Tags.of(subnet).add("kubernetes.io/role/elb", "1")

@@ -212,7 +212,10 @@ def _volcano(images: ImageSource) -> HelmRelease:
         # get their pods, which the cluster autoscaler sees.
         values=values,
         wait=True,
-        timeout_minutes=15,
+        # Helm waits up to this for the admission-init hook Job, then again for the release's pods:
+        # 2 x 6 minutes leaves the kubectl handler time to report a hang (cluster_facts/deploy_timeouts.py).
+        timeout_minutes=6,
+        hook_waits=VOLCANO_CHART.hook_waits,
         images=volcano_images(values),
     )
 
@@ -233,7 +236,7 @@ def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRe
         values=cluster_autoscaler_values(values),
         # Waits for the autoscaler's pod on the system nodes, never for a Trainium node.
         wait=True,
-        timeout_minutes=10,
+        timeout_minutes=5,
         images=(values.image,),
         after=(AUTOSCALER_NETWORK_STEP,),
     )

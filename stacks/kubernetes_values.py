@@ -17,6 +17,7 @@ from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    TEAMS_DIR,
     TRAINING_POD_LABELS,
     team_rbac_group,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "root_zones",
     "team_capability",
     "team_deserved",
+    "team_exports",
     "team_quota",
     "training_run",
 ]
@@ -83,6 +85,16 @@ def file_system_generation(config: StackConfig) -> str:
         fsx.s3_import_path if fsx.deployment_type == "SCRATCH_2" else None,
     ]
     return hashlib.sha256(json.dumps(replaced_by).encode()).hexdigest()[:6]
+
+
+def team_exports(config: StackConfig) -> dict[str, str]:
+    """With ``fsx.backups: s3``, each team's directory on the file system -> the S3 prefix it is
+    exported to, ``<backup_s3_path>/<team>/``; otherwise none."""
+    fsx = config.fsx
+    if not fsx.exported or fsx.backup_s3_path is None:
+        return {}
+    prefix = fsx.backup_s3_path.rstrip("/")
+    return {f"/{TEAMS_DIR}/{team.name}": f"{prefix}/{team.name}/" for team in config.teams}
 
 
 def root_zones(config: StackConfig) -> tuple[str, ...]:

@@ -59,6 +59,7 @@ from stacks.kubernetes_values import (
     mirrored_images,
     review_plan,
     root_zones,
+    team_exports,
 )
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
@@ -182,6 +183,11 @@ class TrainiumStack(Stack):
                     availability_zones=list(root_zones(config)),
                 ).subnets
             ],
+            # fsx.backups: FSx's automatic daily backups, or each team's directory exported to S3.
+            backup_retention_days=config.fsx.backup_retention_days or 0,
+            backup_start_time_utc=config.fsx.backup_start_time_utc,
+            exports=team_exports(config),
+            exports_owner=config.account,
         )
         self.images = TrainingImageRepository(
             self,
@@ -313,7 +319,8 @@ class TrainiumStack(Stack):
                 security_group_ids=interface_groups,
                 node_role=self.trainium_node_role,
                 min_size=group.min_size,
-                desired_size=group.desired_size,
+                # Only a new group's count: later the template carries the count the group runs.
+                initial_size=group.desired_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,

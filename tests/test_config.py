@@ -109,16 +109,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "trainium.node_groups.0.desired_size",
         3,
-        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: min_size to max_size",
+        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: 0 to max_size",
         id="desired-size-above-max",
-    ),
-    pytest.param(
-        "trainium.node_groups.0.min_size",
-        1,
-        "env.yaml: trainium.node_groups[0].desired_size: 0 is below min_size (1); allowed: min_size to max_size "
-        "(the count EKS creates the group with: set it with warm nodes, then leave it; changing it resizes "
-        "the group)",
-        id="warm-nodes-without-desired-size",
     ),
     pytest.param(
         "autoscaler.scale_down_unneeded_minutes",
@@ -297,7 +289,8 @@ BAD_CONFIGURATIONS = [
         "fsx",
         5,
         "env.yaml: fsx: must be a mapping of keys, got the number 5; allowed keys: deployment_type, "
-        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, s3_bucket_owner, removal_policy",
+        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, s3_bucket_owner, removal_policy, backups, "
+        "backup_retention_days, backup_start_time_utc, backup_s3_path",
         id="section-that-is-not-a-mapping",
     ),
     pytest.param(
@@ -399,7 +392,11 @@ def test_bad_configuration_is_one_line_naming_the_key(path: str, value: Any, exp
 
 
 def test_fsx_scratch_takes_no_throughput() -> None:
-    data = with_change("fsx.deployment_type", "SCRATCH_2")
+    data = change_key(
+        change_key(with_change("fsx.deployment_type", "SCRATCH_2"), "fsx.backups", "none"),
+        "fsx.backup_retention_days",
+        None,
+    )
     assert problems_of(data) == [
         "env.yaml: fsx.throughput_mib_per_tib: 250 is not offered by SCRATCH_2; leave it null (fixed at 200 MB/s/TiB)"
     ]
@@ -646,7 +643,7 @@ def test_fsx_throughput_follows_the_deployment_type() -> None:
     assert (
         parse_config(with_change("fsx", {"throughput_mib_per_tib": None})).fsx.throughput_mib_per_tib == 250
     )
-    scratch = parse_config(with_change("fsx", {"deployment_type": "SCRATCH_2"})).fsx
+    scratch = parse_config(with_change("fsx", {"deployment_type": "SCRATCH_2", "backups": "none"})).fsx
     assert (scratch.deployment_type, scratch.throughput_mib_per_tib) == ("SCRATCH_2", None)
 
 

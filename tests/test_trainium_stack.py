@@ -207,9 +207,18 @@ def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_s
     ]
     # The instance type is in the launch template; on the node group aws-eks-v2 would reject it.
     assert "InstanceTypes" not in group
-    # All three (the EKS API takes all or none at creation); DesiredSize is the fixed count the group
-    # starts at, which changing the bounds never touches (tests/test_update_safety.py).
-    assert group["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 2}
+    # All three (the EKS API takes all or none at creation); DesiredSize is the count the group runs,
+    # read at deploy time (tests/test_node_group_size.py).
+    assert group["ScalingConfig"] == {
+        "MinSize": 0,
+        "DesiredSize": {
+            "Fn::GetAtt": [
+                default_stack.logical_id(default_stack.stack.trainium_node_groups["trn1-32xl"].size.resource),
+                "DesiredSize",
+            ]
+        },
+        "MaxSize": 2,
+    }
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
@@ -340,6 +349,9 @@ def test_fsx_is_encrypted_with_a_rotated_key_and_follows_the_removal_policy(
         "DataCompressionType": "LZ4",
         "DeploymentType": "PERSISTENT_2",
         "PerUnitStorageThroughput": 250,
+        # fsx.backups: daily, 7 days (tests/test_backups.py).
+        "AutomaticBackupRetentionDays": 7,
+        "CopyTagsToBackups": True,
     }
     assert (default_fs["Properties"]["StorageCapacity"], default_fs["DeletionPolicy"]) == (1200, "Delete")
     _, example_fs = example_stack.only("AWS::FSx::FileSystem")
@@ -350,7 +362,11 @@ def test_s3_import_path_becomes_a_data_repository_association(
     default_stack: Synthesized, example_stack: Synthesized
 ) -> None:
     assert default_stack.resources("AWS::FSx::DataRepositoryAssociation") == {}
-    _, association = example_stack.only("AWS::FSx::DataRepositoryAssociation")
+    [association] = [
+        association
+        for association in example_stack.resources("AWS::FSx::DataRepositoryAssociation").values()
+        if "AutoImportPolicy" in association["Properties"]["S3"]
+    ]
     assert association["Properties"]["DataRepositoryPath"] == "s3://my-training-data/bert"
     assert association["Properties"]["FileSystemPath"] == "/s3"
 

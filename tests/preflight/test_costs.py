@@ -365,7 +365,8 @@ def test_unreadable_odcr_is_said_not_counted(account: FakeAccount) -> None:
 
 def test_scratch_storage_is_unknown_and_not_asked() -> None:
     def scratch(data: dict[str, Any]) -> None:
-        data["fsx"].update(deployment_type="SCRATCH_2", throughput_mib_per_tib=None)
+        data["fsx"].update(deployment_type="SCRATCH_2", throughput_mib_per_tib=None, backups="none")
+        data["fsx"].pop("backup_retention_days", None)
 
     config = config_from(DEFAULT_CONFIG, scratch)
     assert "fsx" not in " ".join(query.key for query in price_queries(config))
