@@ -27,6 +27,9 @@ WRITE ?=
 GROUP ?=
 # Where `make synth` writes the cloud assembly and the review files (cdk.json's "output").
 OUT ?= cdk.out
+# Set BASE=<git ref> for `make review` (CONFIG may name several files); REVIEW_OUT=<file> also writes it there.
+BASE ?=
+REVIEW_OUT ?=
 
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
@@ -50,13 +53,13 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
+.PHONY: help setup synth review diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
 help: ## list the targets and what each does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "make %-10s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
-	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) GROUP=<node group> (fabric-check) OUT=$(OUT)"
+	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) GROUP=<node group> (fabric-check) OUT=$(OUT) BASE=<git ref> (review)"
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/, .venv-torchx/
 
@@ -114,6 +117,12 @@ synth: $(CDK_DEPS) ## synthesize TrainiumStack [CONFIG=file], or TrainiumPipelin
 	mkdir -p $(OUT) && $(CLEAR_OUT)
 	$(CDK) synth --quiet --output $(OUT) -c config=$(CONFIG) $(if $(PIPELINE),-c pipeline=$(PIPELINE))
 	@$(BIN)/python tools/synth_report.py $(OUT)
+
+# Offline, like synth: the base in a temporary git worktree (removed afterwards), both with these
+# environments; what .github/workflows/review.yml posts on a pull request (tools/review.py).
+review: $(CDK_DEPS) ## synthesize BASE and the working tree offline; print what changes, as the pull request's comment [BASE=ref CONFIG=file(s)]
+	@test -n "$(BASE)" || { echo "make review: set BASE=<git ref>, for example BASE=main" >&2; exit 2; }
+	@$(BIN)/python -m tools.review --base $(BASE) $(foreach config,$(CONFIG),--config $(config)) $(if $(REVIEW_OUT),--output $(REVIEW_OUT))
 
 diff: $(CDK_DEPS) ## cdk diff TrainiumStack [CONFIG=file] against the deployed stack (needs credentials)
 	$(CDK) diff $(STACK) -c config=$(CONFIG)

@@ -54,6 +54,7 @@ __all__ = [
     "root_zones",
     "team_capability",
     "team_deserved",
+    "team_member_groups",
     "team_quota",
     "training_run",
 ]
@@ -75,6 +76,15 @@ def file_system_generation(config: StackConfig) -> str:
         fsx.s3_import_path if fsx.deployment_type == "SCRATCH_2" else None,
     ]
     return hashlib.sha256(json.dumps(replaced_by).encode()).hexdigest()[:6]
+
+
+def team_member_groups(config: StackConfig) -> dict[str, list[str]]:
+    """Each member role and the Kubernetes groups of the teams it belongs to (one access entry per role)."""
+    groups: dict[str, list[str]] = {}
+    for team in config.teams:
+        for role_arn in team.member_role_arns:
+            groups.setdefault(role_arn, []).append(team_rbac_group(team.name))
+    return groups
 
 
 def root_zones(config: StackConfig) -> tuple[str, ...]:

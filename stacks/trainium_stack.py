@@ -15,7 +15,6 @@ from cluster_facts.kubernetes_names import (
     PLATFORM_NAMESPACE,
     ROOT_SQUASH_ID,
     system_node_group,
-    team_rbac_group,
 )
 from cluster_facts.neuron_stack import DEFAULT_AMI_RELEASES
 from cluster_facts.stack_outputs import StackOutput
@@ -49,7 +48,13 @@ from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP, render
 from k8s_charts.tensorboard import SERVICE_PROXY_NAME
 from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
-from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
+from stacks.kubernetes_values import (
+    applied_plan,
+    cached_repository_arns,
+    review_plan,
+    root_zones,
+    team_member_groups,
+)
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -76,15 +81,6 @@ def _repository_name(config: StackConfig) -> str | None:
     if config.ecr.repository_name is not None:
         return config.ecr.repository_name
     return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
-
-
-def _team_member_groups(config: StackConfig) -> dict[str, list[str]]:
-    """Each member role and the Kubernetes groups of the teams it belongs to (one entry per role)."""
-    groups: dict[str, list[str]] = {}
-    for team in config.teams:
-        for role_arn in team.member_role_arns:
-            groups.setdefault(role_arn, []).append(team_rbac_group(team.name))
-    return groups
 
 
 def availability_zones_context(config: StackConfig) -> tuple[str, list[str]]:
@@ -238,7 +234,7 @@ class TrainiumStack(Stack):
         )
         eks_cluster = self.cluster.cluster
         self.team_access = TeamAccess(
-            self, "TeamAccess", cluster=self.cluster.interface, groups_by_role_arn=_team_member_groups(config)
+            self, "TeamAccess", cluster=self.cluster.interface, groups_by_role_arn=team_member_groups(config)
         )
         self.system_nodes = self.cluster.add_system_nodes(
             "SystemNodes",
