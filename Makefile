@@ -53,7 +53,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth review diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
+.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -62,6 +62,18 @@ help: ## list the targets and what each does
 	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) GROUP=<node group> (fabric-check) OUT=$(OUT) BASE=<git ref> (review)"
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/, .venv-torchx/
+
+# What the pipeline's build runs (stacks/pipeline_stack.py, docs/pipeline.md): the deployment's checks
+# and nothing of the runtime or cluster tiers (no PyTorch, TorchX, Go or control-plane binaries).
+deploy-setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) ## install what a deployment's checks and synth need: .venv/, node_modules/, .venv-checkov/
+
+deploy-checks: deploy-setup ## lint, the fast tests and the guardrails (cdk-nag, cfn-lint, checkov): the pipeline's build
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/shellcheck --severity=style $(SCRIPTS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope tests/guardrails
 
 # pip checks every downloaded file against the lock's hashes (--require-hashes), and refuses a
 # dependency that the lock does not pin with its hashes.
