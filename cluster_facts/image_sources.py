@@ -44,6 +44,7 @@ __all__ = [
     "cached_repository_arn",
     "digest_exception_reason",
     "ecr_registry",
+    "ecr_repository_arn",
     "is_ecr_private_registry",
     "pull_through_image",
     "pull_through_repository_arn",
@@ -149,6 +150,16 @@ def cached_repository_arn(image: str, *, account: str, region: str) -> str | Non
     host, path, _, _ = split_image(image)
     if host != ecr_registry(account=account, region=region) or not path.startswith(f"{PULL_THROUGH_PREFIX}/"):
         return None
+    return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{path}"
+
+
+def ecr_repository_arn(image: str) -> str | None:
+    """The ARN of the private ECR repository ``image`` is pulled from (any account and region), or
+    None for an image of another registry: what a node role needs ``ecr:BatchGetImage`` on."""
+    host, path, _, _ = split_image(image)
+    if not is_ecr_private_registry(host):
+        return None
+    account, _, _, region = host.split(".")[:4]
     return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{path}"
 
 

@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
-from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
+from cluster_facts.image_sources import UPSTREAM_REGISTRIES, ecr_repository_arn
 from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, ETCD_REPLICAS, dataset_variable
 from cluster_facts.neuron_stack import AMI_RELEASES, DEFAULT_AMI_RELEASES, stack_problem
@@ -512,33 +512,64 @@ def _credentials_in_the_registry_account(
 
 
 @_reads("account", "ecr", "runs")
-def _run_images_come_through_the_cache(
+def _run_images_can_be_pulled(
     account: str, ecr: EcrSettings, runs: list[RunSettings | None]
 ) -> Iterator[Problem]:
-    """With the cache on, a run's image must come from a registry it serves or from this account's ECR."""
-    cached = ecr.cached_registries
-    if not ecr.pull_through_cache:
-        return
+    """Every run's image is one the Trainium nodes can pull: from a registry the cache serves (or any
+    public registry with the cache off), from this account's ECR (the node role gets pull on exactly
+    that repository), or from another account's repository named in ``ecr.cross_account_repositories``
+    (its policy lets this account pull; the node role gets pull on it)."""
     for index, run in enumerate(runs):
-        if run is None:
-            continue
-        host = split_image(run.image)[0]
-        if host in cached or (is_ecr_private_registry(host) and host.startswith(f"{account}.")):
-            continue
-        registry = UPSTREAM_REGISTRIES.get(host)
-        if registry is not None:
-            message = (
-                f"{run.image!r} is on {host}, which ECR's pull-through cache serves only with a credential: "
-                f"set ecr.upstream_credentials.{host} to a Secrets Manager secret (ecr-pullthroughcache/...), "
-                "push the image to the stack's repository, or set ecr.pull_through_cache: false"
+        if run is not None:
+            problem = _image_pull_problem(account, ecr, run.image)
+            if problem is not None:
+                yield f"runs[{index}].image", problem
+
+
+def _image_pull_problem(account: str, ecr: EcrSettings, image: str) -> str | None:
+    host = split_image(image)[0]
+    arn = ecr_repository_arn(image)
+    if arn is not None:
+        owner = arn.split(":")[4]
+        if owner == account or arn in ecr.cross_account_repositories:
+            return None
+        # ECR User Guide, "Private repository policy examples" (allow another account to pull): a
+        # cross-account pull needs both the repository's policy in the owner's account and the
+        # puller's IAM permission; the stack can grant only the second, once the first is declared.
+        return (
+            f"{image!r} is in account {owner}'s ECR: nodes of account {account} pull it only when that "
+            f"repository's policy allows account {account} ecr:BatchGetImage and ecr:GetDownloadUrlForLayer; "
+            f"once it does, add {arn} to ecr.cross_account_repositories (the Trainium node role then gets "
+            "pull on it), or push the image to this stack's repository"
+        )
+    if not ecr.pull_through_cache:
+        return None  # pulled from its public registry directly
+    cached = ecr.cached_registries
+    if host in cached:
+        return None
+    if UPSTREAM_REGISTRIES.get(host) is not None:
+        return (
+            f"{image!r} is on {host}, which ECR's pull-through cache serves only with a credential: "
+            f"set ecr.upstream_credentials.{host} to a Secrets Manager secret (ecr-pullthroughcache/...), "
+            "push the image to the stack's repository, or set ecr.pull_through_cache: false (nodes then pull "
+            f"from {host} directly, within its anonymous limits)"
+        )
+    return (
+        f"{image!r} is on {host}, which ECR's pull-through cache does not serve; allowed: "
+        f"{', '.join(sorted(cached))} or an ECR repository of this account ({account}.dkr.ecr.<region>...): "
+        "push the image there, or set ecr.pull_through_cache: false if it is public (nodes then pull "
+        f"from {host} directly)"
+    )
+
+
+@_reads("account", "ecr.cross_account_repositories")
+def _cross_account_repositories_are_of_other_accounts(account: str, arns: list[str]) -> Iterator[Problem]:
+    for index, arn in enumerate(arns):
+        if arn.split(":")[4] == account:
+            yield (
+                f"ecr.cross_account_repositories[{index}]",
+                f"{arn} is a repository of this account ({account}): a run's image there needs no entry; remove it",
             )
-        else:
-            message = (
-                f"{run.image!r} is on {host}, which ECR's pull-through cache does not serve; allowed: "
-                f"{', '.join(sorted(cached))} or this account's ECR ({account}.dkr.ecr.<region>...): push "
-                "the image to the stack's repository, or set ecr.pull_through_cache: false"
-            )
-        yield f"runs[{index}].image", message
 
 
 def _ami_release(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> str | None:

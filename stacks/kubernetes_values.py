@@ -6,7 +6,7 @@ import hashlib
 import json
 from fractions import Fraction
 
-from cluster_facts.image_sources import ImageSource, cached_repository_arn
+from cluster_facts.image_sources import ImageSource, cached_repository_arn, ecr_repository_arn
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
@@ -52,6 +52,7 @@ __all__ = [
     "placeholder_file_system",
     "review_plan",
     "root_zones",
+    "run_image_repository_arns",
     "team_capability",
     "team_deserved",
     "team_member_groups",
@@ -76,6 +77,13 @@ def file_system_generation(config: StackConfig) -> str:
         fsx.s3_import_path if fsx.deployment_type == "SCRATCH_2" else None,
     ]
     return hashlib.sha256(json.dumps(replaced_by).encode()).hexdigest()[:6]
+
+
+def run_image_repository_arns(config: StackConfig) -> list[str]:
+    """The private ECR repositories the runs' images are in (this account's, or the declared
+    ``ecr.cross_account_repositories``; config/consistency.py refuses any other): the Trainium node
+    role may pull from each, and from no other repository of those accounts."""
+    return sorted({arn for run in config.runs if (arn := ecr_repository_arn(run.image)) is not None})
 
 
 def team_member_groups(config: StackConfig) -> dict[str, list[str]]:

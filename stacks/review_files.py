@@ -129,6 +129,7 @@ def summary(
             f"FSx for Lustre: {config.fsx.deployment_type}, {config.fsx.storage_capacity_gib} GiB, "
             f"removal policy {config.fsx.removal_policy}."
         ),
+        _network_line(config),
         "",
         f"## Trainium capacity in {config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
         "",
@@ -176,6 +177,17 @@ def summary(
         "",
     ]
     return "\n".join(lines)
+
+
+def _network_line(config: StackConfig) -> str:
+    vpc = config.vpc
+    if vpc.vpc_id is None:
+        return f"Network: a new VPC {vpc.cidr} over {', '.join(vpc.availability_zones)}, {vpc.nat_gateways} NAT gateway(s)."
+    subnets = ", ".join(
+        f"{s.id} ({zone})" for s, zone in zip(vpc.private_subnets or [], vpc.availability_zones, strict=True)
+    )
+    trainium = f"; Trainium subnet {vpc.trainium_subnet.id}" if vpc.trainium_subnet is not None else ""
+    return f"Network: existing VPC {vpc.vpc_id} ({vpc.cidr}), private subnets {subnets}{trainium}; the stack creates no network."
 
 
 def _access_lines(config: StackConfig) -> list[str]:

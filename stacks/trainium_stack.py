@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
-from aws_cdk import aws_ec2 as ec2
+from aws_cdk import Annotations, Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -33,7 +32,7 @@ from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer, StepWaits
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
-from constructs_trn.network import TrainingNetwork
+from constructs_trn.network import ExistingNetwork, SubnetAttributes, TrainingNetwork
 from constructs_trn.node_check_access import NodeCheckAccess
 from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
@@ -53,6 +52,7 @@ from stacks.kubernetes_values import (
     cached_repository_arns,
     review_plan,
     root_zones,
+    run_image_repository_arns,
     team_member_groups,
 )
 
@@ -81,6 +81,39 @@ def _repository_name(config: StackConfig) -> str | None:
     if config.ecr.repository_name is not None:
         return config.ecr.repository_name
     return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
+
+
+def _network(scope: Construct, config: StackConfig) -> TrainingNetwork | ExistingNetwork:
+    """The stack's own VPC, or the existing one ``vpc.vpc_id`` names (nothing of it is created)."""
+    vpc, zone = config.vpc, config.trainium.availability_zone
+    if vpc.vpc_id is None or vpc.private_subnets is None:
+        assert vpc.nat_gateways is not None and vpc.flow_log_retention_days is not None
+        return TrainingNetwork(
+            scope,
+            "Network",
+            cidr=vpc.cidr,
+            availability_zones=vpc.availability_zones,
+            trainium_availability_zone=zone,
+            nat_gateways=vpc.nat_gateways,
+            flow_log_retention=_RETENTION[vpc.flow_log_retention_days],
+        )
+    trainium = vpc.trainium_subnet
+    return ExistingNetwork(
+        scope,
+        "Network",
+        vpc_id=vpc.vpc_id,
+        cidr=vpc.cidr,
+        private_subnets=[
+            SubnetAttributes(subnet_id=subnet.id, availability_zone=name, cidr=subnet.cidr)
+            for subnet, name in zip(vpc.private_subnets, vpc.availability_zones, strict=True)
+        ],
+        trainium_subnet=(
+            SubnetAttributes(subnet_id=trainium.id, availability_zone=zone, cidr=trainium.cidr)
+            if trainium is not None
+            else None
+        ),
+        trainium_availability_zone=zone,
+    )
 
 
 def availability_zones_context(config: StackConfig) -> tuple[str, list[str]]:
@@ -129,15 +162,7 @@ class TrainiumStack(Stack):
         self.config = config
         Tags.of(self).add("project", config.name)
 
-        self.network = TrainingNetwork(
-            self,
-            "Network",
-            cidr=config.vpc.cidr,
-            availability_zones=config.vpc.availability_zones,
-            trainium_availability_zone=config.trainium.availability_zone,
-            nat_gateways=config.vpc.nat_gateways,
-            flow_log_retention=_RETENTION[config.vpc.flow_log_retention_days],
-        )
+        self.network = _network(self, config)
         vpc = self.network.vpc
 
         self.efa_security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=vpc, name=config.name)
@@ -158,13 +183,7 @@ class TrainiumStack(Stack):
             # file system; the system nodes' subnets of the other zones, where the platform's Jobs
             # run (stacks/kubernetes_values.root_zones), keep root.
             root_squash_to=f"{ROOT_SQUASH_ID}:{ROOT_SQUASH_ID}",
-            root_squash_exempt_cidrs=[
-                subnet.ipv4_cidr_block
-                for subnet in vpc.select_subnets(
-                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
-                    availability_zones=list(root_zones(config)),
-                ).subnets
-            ],
+            root_squash_exempt_cidrs=self.network.private_subnet_cidrs(root_zones(config)),
         )
         self.images = TrainingImageRepository(
             self,
@@ -216,7 +235,9 @@ class TrainiumStack(Stack):
             self,
             "TrainiumNodeRole",
             description=f"{config.name}: Trainium nodes (join the cluster, pull the cluster's images)",
-            pull_repository_arns=pull_repositories,
+            # The runs' own images in private ECR repositories: each by its ARN, so that an image
+            # synth accepts is one the nodes may pull (config/consistency.py refuses the rest).
+            pull_repository_arns=[*pull_repositories, *run_image_repository_arns(config)],
             pull_through_repository_arns=pull_through,
             import_repository_arns=imports if pull_through else (),
         )
@@ -233,6 +254,12 @@ class TrainiumStack(Stack):
             creator_admin=config.cluster.keep_creator_admin,
         )
         eks_cluster = self.cluster.cluster
+        if isinstance(self.network, ExistingNetwork):
+            # The stack tags nothing of an existing VPC; preflight checks the owner tagged the subnets.
+            Annotations.of(eks_cluster).acknowledge_warning(
+                "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+                "an existing VPC's subnets are tagged by its owner; make preflight checks the tag",
+            )
         self.team_access = TeamAccess(
             self, "TeamAccess", cluster=self.cluster.interface, groups_by_role_arn=team_member_groups(config)
         )
@@ -409,11 +436,13 @@ class TrainiumStack(Stack):
                 f"ContainerInsights{kind.capitalize()}", f"/aws/containerinsights/{name}/{kind}"
             )
         # ec2.Vpc's default-security-group function has no log group resource: Lambda would create it.
-        provider = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
-        restrict = self.network.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource")
-        handler, custom_resource = provider.node.find_child("Handler"), restrict.node.default_child
-        assert isinstance(handler, CfnResource) and isinstance(custom_resource, CfnResource)
-        self.log_encryption.encrypt_lambda_default_log_group(handler, invoked_by=custom_resource)
+        # (An existing VPC has no such function: the stack leaves its default security group alone.)
+        provider = self.node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        if provider is not None:
+            restrict = self.network.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource")
+            handler, custom_resource = provider.node.find_child("Handler"), restrict.node.default_child
+            assert isinstance(handler, CfnResource) and isinstance(custom_resource, CfnResource)
+            self.log_encryption.encrypt_lambda_default_log_group(handler, invoked_by=custom_resource)
         # Last: every construct that brings a log group exists now.
         self.log_encryption.encrypt_template_log_groups(self)
 

@@ -393,8 +393,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "vpc",
         None,
-        "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: cidr, availability_zones, "
-        "nat_gateways, flow_log_retention_days",
+        "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: vpc_id, private_subnets, "
+        "trainium_subnet, cidr, availability_zones, nat_gateways, flow_log_retention_days",
         id="required-section-left-empty",
     ),
 ]
@@ -712,7 +712,8 @@ def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
         ),
         (
             "env.yaml: ecr.keep_image: unknown key; did you mean 'keep_images'? allowed here: repository_name, "
-            "removal_policy, keep_images, pull_through_cache, pull_through_cache_rules, upstream_credentials"
+            "removal_policy, keep_images, pull_through_cache, pull_through_cache_rules, upstream_credentials, "
+            "cross_account_repositories"
         ),
         (
             "env.yaml: trainium.availability_zone: 'us-west-2b' must be one of vpc.availability_zones "
