@@ -149,8 +149,8 @@ destroy: $(CDK_DEPS) ## cdk destroy TrainiumStack [CONFIG=file]; asks first; ret
 preflight: synth ## synthesize, then check zones, offerings, quotas, Lambda concurrency and reservations in the account [CONFIG=file WRITE=1]
 	$(BIN)/python -m preflight --config $(CONFIG) --template $(OUT)/$(STACK).template.json $(if $(WRITE),--write)
 
-runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
-	@$(BIN)/python -m stacks.run_listing --config $(CONFIG)
+runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx, manifest [CONFIG=file OUT=dir]
+	@$(BIN)/python -m stacks.run_listing --config $(CONFIG) --out $(OUT)
 
 # A model, not a measurement: the canary (make canary) measures the same stages on a real account.
 timeline: $(PY_STAMP) ## model each run's time from kubectl apply on zero nodes to its first step, stage by stage [CONFIG=file]

@@ -279,6 +279,51 @@ def _applied_runs_fit_their_teams_quota(
             )
 
 
+@_reads("runs", "teams", "trainium.node_groups")
+def _each_run_fits_its_teams_quota(
+    runs: list[RunSettings | None],
+    all_teams: list[TeamSettings | None],
+    groups: list[TrainiumNodeGroupSettings],
+) -> Iterator[Problem]:
+    """A run not applied at deploy (``kubectl apply`` or TorchX later) must fit its team's quota on its
+    own, beside the team's etcd: a quota below it refuses some of its pods whenever it is applied,
+    and Volcano ends it about 3 minutes in. (Applied runs are checked together above.)"""
+    teams = [team for team in all_teams if team is not None]
+    if not teams or len(teams) != len(all_teams):
+        return
+    by_name = {group.name: group for group in groups}
+    for index, run in enumerate(runs):
+        if run is None or run.apply:
+            continue
+        team = _run_team(run, teams)
+        if team is None:
+            continue  # the run's own check names its team
+        where = f"teams[{teams.index(team)}].quota"
+        pods = ETCD_REPLICAS + run.nodes
+        if pods > team.quota.pods:
+            yield (
+                f"{where}.pods",
+                (
+                    f"{team.quota.pods} pods do not hold run {run.name!r} (runs[{index}], {run.nodes} nodes, not "
+                    f"applied at deploy) and the team's etcd: Volcano ends it about 3 minutes after it is "
+                    f"applied; allowed: {pods} or more"
+                ),
+            )
+        group = by_name.get(_run_group_name(run, team, list(by_name)) or "")
+        if group is None or team.quota.neuron_devices is None:
+            continue
+        chips = run.nodes * group.instance.chips
+        if chips > team.quota.neuron_devices:
+            yield (
+                f"{where}.neuron_devices",
+                (
+                    f"{team.quota.neuron_devices} chips do not hold run {run.name!r} (runs[{index}], {chips} chips, "
+                    f"not applied at deploy): Volcano ends it about 3 minutes after it is applied; "
+                    f"allowed: {chips} or more"
+                ),
+            )
+
+
 def _team_group_names(team: TeamSettings, group_names: list[str]) -> list[str]:
     """The defined groups a team's runs may use, in the team's order (every group when it lists
     none); a run without ``node_group`` takes the first."""

@@ -138,6 +138,13 @@ def summary(
             f"(idle nodes go after {config.autoscaler.scale_down_unneeded_minutes} minutes; docs/capacity.md)."
         ),
         "",
+        (
+            f"Not checked offline: whether {config.trainium.availability_zone_id} offers "
+            f"{', '.join(sorted({g.instance_type for g in config.trainium.node_groups}))} (EC2 publishes no "
+            "list to read here; `make preflight` asks DescribeInstanceTypeOfferings before a deploy, "
+            "docs/preflight.md). A zone without them deploys, and its nodes never launch."
+        ),
+        "",
         "| node group | instance type | min | max | capacity | EFA per node | placement group | updates |",
         "|---|---|---|---|---|---|---|---|",
     ]

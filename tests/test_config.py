@@ -1195,3 +1195,33 @@ def test_a_slash_16_is_the_broadest_public_endpoint_range() -> None:
     config = parse_config(with_change("cluster.endpoint_public_cidrs", ["198.51.0.0/16", "192.0.2.7/32"]))
     assert config.cluster.endpoint_public_cidrs == ["198.51.0.0/16", "192.0.2.7/32"]
     assert len(problems_of(with_change("cluster.endpoint_public_cidrs", ["198.50.0.0/15"]))) == 1
+
+
+@pytest.mark.parametrize(
+    ("quota", "expected"),
+    [
+        (
+            {"neuron_devices": 16},
+            (
+                "env.yaml: teams[0].quota.neuron_devices: 16 chips do not hold run 'bert-large' (runs[0], 32 chips, not "
+                "applied at deploy): Volcano ends it about 3 minutes after it is applied; allowed: 32 or more"
+            ),
+        ),
+        (
+            {"pods": 2},
+            (
+                "env.yaml: teams[0].quota.pods: 2 pods do not hold run 'bert-large' (runs[0], 2 nodes, not applied at "
+                "deploy) and the team's etcd: Volcano ends it about 3 minutes after it is applied; allowed: 3 or more"
+            ),
+        ),
+    ],
+)
+def test_a_quota_below_a_run_applied_later_is_refused(quota: dict[str, int], expected: str) -> None:
+    """The default's BERT run is rendered only (kubectl apply later): a quota it cannot fit would let
+    Volcano end it about 3 minutes after it is applied (issue 33)."""
+    data = with_change("teams", [{"name": "training", "queue": "test", "quota": quota}])
+    assert problems_of(data) == [expected]
+    # One that fits is accepted.
+    parse_config(
+        with_change("teams", [{"name": "training", "queue": "test", "quota": {"neuron_devices": 32}}])
+    )

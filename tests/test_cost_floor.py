@@ -102,3 +102,12 @@ def test_the_summary_shows_access_teams_runs_and_the_cost(snapshot: dict[str, An
     assert (
         "| none | no IAM role can use kubectl (cluster.admin_role_arns is empty; docs/access.md) |" in default
     )
+
+
+def test_the_summary_says_the_zones_offering_is_checked_by_preflight(snapshot: dict[str, Any]) -> None:
+    """A zone id without the instance type passes offline (issue 33): the page says who checks it."""
+    page = summary(load_config(EXAMPLE_CONFIG), stack_name="TrainiumStack", template=snapshot)
+    assert (
+        "Not checked offline: whether use1-az6 offers trn1.32xlarge, trn1n.32xlarge (EC2 publishes no list to "
+        "read here; `make preflight` asks DescribeInstanceTypeOfferings before a deploy, docs/preflight.md)."
+    ) in page
