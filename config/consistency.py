@@ -473,6 +473,9 @@ def _scripts_are_checked(
     """What a run executes is checked by SHA-256 on every attempt (docs/code-integrity.md): a file of
     one of its data sets, or a path in its pinned image; never a file on the team's writable volume."""
     datasets = {dataset_variable(dataset.name): dataset for dataset in all_datasets if dataset is not None}
+    # A data set with a problem of its own (its line is printed) is not in `datasets`: a script that
+    # names it gets no second, wrong line saying it names no data set.
+    whole = len(datasets) == len(all_datasets)
     for index, run in enumerate(runs):
         if run is None or run.script is None:
             continue  # a preset's script is a file of its data set
@@ -480,6 +483,8 @@ def _scripts_are_checked(
         if script.startswith("$(DATASET_") and ")/" in script:
             variable, name = script[2:].split(")/", 1)
             dataset = datasets.get(variable)
+            if dataset is None and not whole:
+                continue
             if dataset is None or dataset.name not in run.datasets:
                 yield where, f"{script!r} names no data set of this run's datasets"
             elif name not in [file.name for file in dataset.files]:

@@ -286,6 +286,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 uid=team.owner_id,
                 node_groups=tuple(group.name for group in config.team_node_groups(team)),
                 quota=team_quota(config, team),
+                instance_types={group.name: group.instance_type for group in config.team_node_groups(team)},
             )
             for team in config.teams
         ),

@@ -1225,3 +1225,21 @@ def test_a_quota_below_a_run_applied_later_is_refused(quota: dict[str, int], exp
     parse_config(
         with_change("teams", [{"name": "training", "queue": "test", "quota": {"neuron_devices": 32}}])
     )
+
+
+def test_a_data_set_with_a_problem_of_its_own_gets_one_line_not_two() -> None:
+    """A run's script in a data set whose file URL is refused: the URL's line, and no second line
+    saying the script names no data set of the run (issue 33)."""
+    data = default_data()
+    data["datasets"] = [
+        {
+            "name": "code",
+            "files": [{"url": "ftp://example.com/train.py", "sha256": "a" * 64, "name": "train.py"}],
+        }
+    ]
+    data["runs"].append(
+        {"name": "mine", "script": "$(DATASET_CODE)/train.py", "datasets": ["code"], "nodes": 1}
+    )
+    assert problems_of(data) == [
+        "env.yaml: datasets[0].files[0].url: 'ftp://example.com/train.py' is not an https:// URL"
+    ]
