@@ -228,6 +228,10 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
         "a Docker Official Image: the tag is rebuilt when its base changes, and docker-library/repo-info "
         "records digests only for docker.io and only of the current build, none for the ECR Public copy"
     ),
+    "public.ecr.aws/aws-cli/aws-cli": (
+        "AWS publishes the CLI's images on ECR Public by version tag; the release notes (aws/aws-cli "
+        "CHANGELOG) name versions only, no image digests"
+    ),
     "quay.io/coreos/etcd": (
         "etcd's release notes name the images by tag (gcr.io/etcd-development and quay.io) and publish "
         "checksums only for the release tarballs"

@@ -39,7 +39,7 @@ from cluster_facts.kubernetes_plan import (
 from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHART
 from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
-from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
@@ -267,6 +267,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
 
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
+    fetch_image = images.resolve(S3_FETCH_IMAGE)
     volcano = _volcano(images)
     autoscaler: list[KubernetesStep] = (
         [
@@ -473,6 +474,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     root_zones=file_system.root_zones,
                     vpc_cidr=values.vpc_cidr,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ),
                 after=("fsx-layout",),
                 identity=staging_job_name(
@@ -481,6 +484,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     claim_name=file_system.claim_name,
                     root_zones=file_system.root_zones,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets

@@ -21,6 +21,7 @@ from config.model import StackConfig
 from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
 from constructs_trn.cluster_autoscaler import ClusterAutoscalerAccess
+from constructs_trn.dataset_access import DatasetStagingAccess
 from constructs_trn.deployment_check_role import (
     DeploymentCheckAccess,
     DeploymentCheckTrust,
@@ -38,6 +39,7 @@ from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
+from k8s_charts.dataset_staging import s3_sources, staging_service_account
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
@@ -54,6 +56,9 @@ from stacks.kubernetes_values import (
     root_zones,
     run_image_repository_arns,
     team_member_groups,
+)
+from stacks.kubernetes_values import (
+    datasets as staged_datasets,
 )
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
@@ -330,6 +335,22 @@ class TrainiumStack(Stack):
         # cluster security group; they mount the file system too.
         self.storage.allow_clients(eks_cluster.cluster_security_group)
 
+        # A data set with s3:// sources: its staging Job reads exactly those objects (Pod Identity).
+        self.dataset_access = {
+            dataset.name: DatasetStagingAccess(
+                self,
+                f"DatasetAccess-{dataset.name}",
+                cluster=self.cluster.interface,
+                cluster_name=config.name,
+                dataset=dataset.name,
+                namespace=PLATFORM_NAMESPACE,
+                service_account=staging_service_account(dataset),
+                urls=list(s3_sources(dataset)),
+            )
+            for dataset in staged_datasets(config).values()
+            if s3_sources(dataset)
+        }
+
         self.kubernetes_plan = applied_plan(
             self.review_plan,
             file_system_id=self.storage.file_system_id,
@@ -362,6 +383,10 @@ class TrainiumStack(Stack):
                     AUTOSCALER_STEP: [self.autoscaler.association, self.addons.pod_identity_agent],
                     # Its pods get AWS credentials only if the association exists when they start.
                     NODE_CHECK_STEP: [self.node_check.association, self.addons.pod_identity_agent],
+                    **{
+                        f"data-{name}": [access.association, self.addons.pod_identity_agent]
+                        for name, access in self.dataset_access.items()
+                    },
                 },
             ),
         )

@@ -959,7 +959,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs(datasets=[{"name": "d", "archive_url": "http://example.com/d.tar"}]),
-            "datasets[0].archive_url: 'http://example.com/d.tar' is not an https:// URL",
+            "datasets[0].archive_url: 'http://example.com/d.tar' is not an https:// URL or an S3 object such as s3://bucket/key",
             id="plain-http-data-set",
         ),
         pytest.param(
@@ -1241,5 +1241,8 @@ def test_a_data_set_with_a_problem_of_its_own_gets_one_line_not_two() -> None:
         {"name": "mine", "script": "$(DATASET_CODE)/train.py", "datasets": ["code"], "nodes": 1}
     )
     assert problems_of(data) == [
-        "env.yaml: datasets[0].files[0].url: 'ftp://example.com/train.py' is not an https:// URL"
+        (
+            "env.yaml: datasets[0].files[0].url: 'ftp://example.com/train.py' is not an https:// URL or an S3 "
+            "object such as s3://bucket/key"
+        )
     ]
