@@ -169,7 +169,11 @@ def test_the_synth_caches_pip_and_npm_downloads_in_the_artifact_bucket(synth: Pi
     assert project["Cache"]["Type"] == "S3"
     bucket = synth.stack.resolve(synth.stack.artifact_bucket.bucket_name)
     assert project["Cache"]["Location"] == {"Fn::Join": ["/", [bucket, "build-cache/synth"]]}
-    assert synth.build_spec(action)["cache"]["paths"] == ["/root/.cache/pip/**/*", "/root/.npm/**/*"]
+    assert synth.build_spec(action)["cache"]["paths"] == [
+        "/root/.cache/pip/**/*",
+        "/root/.npm/**/*",
+        ".mypy_cache/**/*",
+    ]
 
 
 @pytest.mark.process
