@@ -59,6 +59,7 @@ __all__ = [
     "AutoscalerSettings",
     "ClusterSettings",
     "EcrSettings",
+    "ExistingSubnet",
     "FabricCheckSettings",
     "FsxSettings",
     "NodeCheckSettings",
@@ -94,18 +95,81 @@ class _Scaling(_Section):
         return maximum
 
 
-class VpcSettings(_Section):
+VpcId = Annotated[str, _matching(r"vpc-[0-9a-f]{8,17}", "a VPC id such as vpc-0123456789abcdef0")]
+SubnetId = Annotated[str, _matching(r"subnet-[0-9a-f]{8,17}", "a subnet id such as subnet-0123456789abcdef0")]
+
+
+class ExistingSubnet(_Section):
+    """A subnet of an existing VPC, as the stack needs it offline (preflight checks it in the account)."""
+
+    id: SubnetId
     cidr: Cidr
+    """Its IPv4 CIDR: root squash exempts the system subnets by it (constructs_trn/lustre_storage.py)."""
+
+
+class VpcSettings(_Section):
+    # vpc_id first: the checks of the keys below read it.
+    vpc_id: VpcId | None = None
+    """An existing VPC: the stack creates no VPC, subnet, route, NAT gateway or flow log, and tags
+    nothing of it (docs/existing-vpc.md); ``private_subnets`` name where everything goes."""
+    private_subnets: list[ExistingSubnet] | None = Field(default=None, validate_default=True)
+    """With ``vpc_id``: one private subnet per zone of ``availability_zones``, in that order."""
+    trainium_subnet: ExistingSubnet | None = Field(default=None, validate_default=True)
+    """With ``vpc_id``: the subnet of the Trainium nodes and the file system, in
+    ``trainium.availability_zone``; default: that zone's private subnet."""
+    cidr: Cidr
+    """The VPC's CIDR: of the VPC the stack creates, or the existing VPC's (its network policies
+    admit the API server's addresses in it)."""
     availability_zones: list[AzName]
     """Names in this account; EKS needs subnets in at least two."""
-    nat_gateways: int = Field(default=1, ge=1)
-    """One NAT gateway is enough for image pulls; one per AZ survives the loss of an AZ."""
-    flow_log_retention_days: Literal[7, 14, 30, 60, 90, 180, 365] = 30
+    nat_gateways: int | None = Field(default=None, ge=1, validate_default=True)
+    """One NAT gateway is enough for image pulls; one per AZ survives the loss of an AZ. Default 1;
+    none with ``vpc_id`` (the existing VPC's routes are its owner's)."""
+    flow_log_retention_days: Literal[7, 14, 30, 60, 90, 180, 365] | None = Field(
+        default=None, validate_default=True
+    )
+    """Default 30; none with ``vpc_id`` (the existing VPC's flow logs are its owner's)."""
+
+    @field_validator("private_subnets")
+    @classmethod
+    def _with_an_existing_vpc(
+        cls, subnets: list[ExistingSubnet] | None, info: ValidationInfo
+    ) -> list[ExistingSubnet] | None:
+        existing = info.data.get("vpc_id") is not None
+        if existing and subnets is None:
+            raise _problem(
+                "required with vpc_id: the existing VPC's private subnets, one per availability zone "
+                "({id: subnet-..., cidr: ...} each), where the nodes, the cluster and the file system go"
+            )
+        if not existing and subnets is not None and "vpc_id" in info.data:
+            raise _problem("belongs to an existing VPC: set vpc.vpc_id, or leave it out for a new VPC")
+        if subnets is not None:
+            ids = [subnet.id for subnet in subnets]
+            if len(set(ids)) != len(ids):
+                raise _problem(f"subnets must be distinct, got {', '.join(ids)}")
+        return subnets
+
+    @field_validator("trainium_subnet")
+    @classmethod
+    def _only_with_an_existing_vpc(
+        cls, subnet: ExistingSubnet | None, info: ValidationInfo
+    ) -> ExistingSubnet | None:
+        if subnet is not None and info.data.get("vpc_id") is None and "vpc_id" in info.data:
+            raise _problem("belongs to an existing VPC: set vpc.vpc_id, or leave it out for a new VPC")
+        others = info.data.get("private_subnets") or []
+        if subnet is not None and subnet.id in [other.id for other in others]:
+            raise _problem(f"{subnet.id} is already a private subnet: leave trainium_subnet out to use it")
+        return subnet
 
     @field_validator("cidr")
     @classmethod
-    def _room_for_subnets(cls, cidr: str) -> str:
-        prefix = ipaddress.IPv4Network(cidr).prefixlen
+    def _room_for_subnets(cls, cidr: str, info: ValidationInfo) -> str:
+        network = ipaddress.IPv4Network(cidr)
+        if info.data.get("vpc_id") is not None:
+            return _subnets_inside(
+                network, info.data.get("private_subnets") or [], info.data.get("trainium_subnet")
+            )
+        prefix = network.prefixlen
         if not 16 <= prefix <= 22:
             raise _problem(
                 f"{cidr} is too {'large' if prefix < 16 else 'small'}; allowed prefixes: /16 to /22"
@@ -114,22 +178,72 @@ class VpcSettings(_Section):
 
     @field_validator("availability_zones")
     @classmethod
-    def _two_or_more_distinct(cls, zones: list[str]) -> list[str]:
+    def _two_or_more_distinct(cls, zones: list[str], info: ValidationInfo) -> list[str]:
         if len(zones) < 2:
             raise _problem(f"EKS needs at least two availability zones, got {len(zones)}")
         if len(set(zones)) != len(zones):
             raise _problem(f"zones must be distinct, got {', '.join(zones)}")
+        subnets = info.data.get("private_subnets")
+        if subnets is not None and len(subnets) != len(zones):
+            raise _problem(
+                f"{len(zones)} zones for {len(subnets)} vpc.private_subnets; give one private subnet per "
+                "zone, in the same order"
+            )
         return zones
 
     @field_validator("nat_gateways")
     @classmethod
-    def _one_per_zone_at_most(cls, count: int, info: ValidationInfo) -> int:
+    def _one_per_zone_at_most(cls, count: int | None, info: ValidationInfo) -> int | None:
+        if info.data.get("vpc_id") is not None:
+            if count is not None:
+                raise _problem(
+                    "the stack creates no NAT gateway in an existing VPC (vpc_id): its routes are its "
+                    "owner's; leave nat_gateways out"
+                )
+            return None
+        count = 1 if count is None else count
         zones = info.data.get("availability_zones")
         if zones is not None and count > len(zones):
             raise _problem(
                 f"{count} NAT gateways for {len(zones)} availability zones; allowed: 1 to {len(zones)}"
             )
         return count
+
+    @field_validator("flow_log_retention_days")
+    @classmethod
+    def _flow_logs_of_a_new_vpc(cls, days: int | None, info: ValidationInfo) -> int | None:
+        if info.data.get("vpc_id") is not None:
+            if days is not None:
+                raise _problem(
+                    "the stack creates no flow log for an existing VPC (vpc_id): its flow logs are its "
+                    "owner's; leave flow_log_retention_days out"
+                )
+            return None
+        return 30 if days is None else days
+
+    @property
+    def existing(self) -> bool:
+        """The stack uses an existing VPC (``vpc_id``) and creates no network."""
+        return self.vpc_id is not None
+
+
+def _subnets_inside(
+    network: ipaddress.IPv4Network, subnets: list[ExistingSubnet], trainium: ExistingSubnet | None
+) -> str:
+    """An existing VPC's CIDR: every named subnet inside it, none overlapping another."""
+    named = [*subnets, *([trainium] if trainium is not None else [])]
+    blocks = [(subnet.id, ipaddress.IPv4Network(subnet.cidr)) for subnet in named]
+    outside = [subnet_id for subnet_id, block in blocks if not block.subnet_of(network)]
+    if outside:
+        raise _problem(
+            f"{network} does not hold subnet {', '.join(outside)}: give the VPC's CIDR that holds its "
+            "private subnets (the network policies admit the API server's addresses in it)"
+        )
+    for index, (subnet_id, block) in enumerate(blocks):
+        for other_id, other in blocks[index + 1 :]:
+            if block.overlaps(other):
+                raise _problem(f"subnets {subnet_id} ({block}) and {other_id} ({other}) overlap")
+    return str(network)
 
 
 def _kubernetes_version(value: str) -> str:
@@ -575,6 +689,15 @@ PullThroughCredentialArn = Annotated[
 ]
 
 
+EcrRepositoryArn = Annotated[
+    str,
+    _matching(
+        r"arn:aws(-cn|-us-gov)?:ecr:[a-z0-9-]+:\d{12}:repository/[a-z0-9]+([._/-][a-z0-9]+)*",
+        "an ECR repository ARN such as arn:aws:ecr:us-west-2:777788889999:repository/team/train",
+    ),
+]
+
+
 class EcrSettings(_Section):
     repository_name: (
         Annotated[str, _matching(r"[a-z0-9]+([._/-][a-z0-9]+)*", "an ECR repository name")] | None
@@ -591,6 +714,10 @@ class EcrSettings(_Section):
         default_factory=dict
     )
     """Registry -> Secrets Manager secret ECR signs in with; a rule for Docker Hub or ghcr.io needs one."""
+    cross_account_repositories: list[EcrRepositoryArn] = Field(default_factory=list)
+    """ECR repositories of other accounts whose repository policy lets this account pull
+    (``ecr:BatchGetImage``, ``ecr:GetDownloadUrlForLayer``); a run's image in one of them is pulled
+    with the Trainium node role's grant on exactly that repository (docs/supply-chain.md)."""
 
     @property
     def mirrored_registries(self) -> frozenset[str]:

@@ -17,6 +17,7 @@ responses are read into typed facts right here.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,9 +39,11 @@ from preflight.facts import (
     InstancesInUse,
     KubernetesVersion,
     LambdaLimits,
+    NetworkFacts,
     NoPrice,
     Price,
     Reservation,
+    SubnetFacts,
     Unavailable,
     Zone,
 )
@@ -107,6 +110,10 @@ class StsClient(Protocol):
 
 class Ec2Client(Protocol):
     def describe_availability_zones(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_vpcs(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_subnets(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_route_tables(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_vpc_endpoints(self, **kwargs: Any) -> Mapping[str, Any]: ...
     def describe_capacity_reservations(self, **kwargs: Any) -> Mapping[str, Any]: ...
     def get_paginator(self, operation_name: str) -> _Paginator: ...
 
@@ -226,6 +233,7 @@ def gather_facts(config: StackConfig, clients: Clients) -> AccountFacts:
         lambda_limits=_lambda_limits(clients.lambda_),
         prices=_prices(clients.pricing, price_queries(config)),
         ami_releases=_ami_releases(clients.ssm, config),
+        network=_network(clients.ec2, config) if config.vpc.existing else None,
         checked_at=clients.clock(),
     )
 
@@ -298,6 +306,110 @@ def _zones(ec2: Ec2Client) -> tuple[Zone, ...] | Unavailable:
         for zone in answer.get("AvailabilityZones", [])
         # Local and Wavelength zones can hold neither the VPC's subnets here nor Trainium nodes.
         if zone.get("ZoneType", "availability-zone") == "availability-zone"
+    )
+
+
+_VPC_NOT_FOUND = frozenset({"InvalidVpcID.NotFound"})
+_SUBNET_NOT_FOUND = frozenset({"InvalidSubnetID.NotFound"})
+
+
+def _network(ec2: Ec2Client, config: StackConfig) -> NetworkFacts | Unavailable:
+    """The existing VPC's CIDRs, each named subnet with its default route, and the VPC's endpoints.
+
+    A VPC or subnet that does not exist is a fact (None), not an error. One call per question;
+    subnets one by one, so that one missing id does not hide the others (DescribeSubnets refuses the
+    whole list for one unknown id)."""
+    vpc_id = str(config.vpc.vpc_id)
+    answer = _ask(
+        functools.partial(ec2.describe_vpcs, VpcIds=[vpc_id]), call="ec2:DescribeVpcs", missing=_VPC_NOT_FOUND
+    )
+    if isinstance(answer, Unavailable):
+        return answer
+    vpcs = answer.get("Vpcs", []) if answer is not None else []
+    cidrs = (
+        tuple(str(block["CidrBlock"]) for block in vpcs[0].get("CidrBlockAssociationSet", []))
+        if vpcs
+        else None
+    )
+    tables = _ask(
+        functools.partial(ec2.describe_route_tables, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]),
+        call="ec2:DescribeRouteTables",
+    )
+    endpoints = _ask(
+        functools.partial(ec2.describe_vpc_endpoints, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]),
+        call="ec2:DescribeVpcEndpoints",
+    )
+    if isinstance(tables, Unavailable):
+        return tables
+    if isinstance(endpoints, Unavailable):
+        return endpoints
+    routes = _default_routes((tables or {}).get("RouteTables", []))
+    subnets: dict[str, SubnetFacts | None] = {}
+    for subnet_id in _named_subnets(config):
+        found = _ask(
+            functools.partial(ec2.describe_subnets, SubnetIds=[subnet_id]),
+            call="ec2:DescribeSubnets",
+            missing=_SUBNET_NOT_FOUND,
+        )
+        if isinstance(found, Unavailable):
+            return found
+        items = found.get("Subnets", []) if found is not None else []
+        subnets[subnet_id] = _subnet(items[0], routes) if items else None
+    return NetworkFacts(
+        vpc_cidrs=cidrs,
+        subnets=subnets,
+        endpoints=tuple(
+            sorted(str(endpoint["ServiceName"]) for endpoint in (endpoints or {}).get("VpcEndpoints", []))
+        ),
+    )
+
+
+def _named_subnets(config: StackConfig) -> list[str]:
+    named = [subnet.id for subnet in config.vpc.private_subnets or []]
+    if config.vpc.trainium_subnet is not None:
+        named.append(config.vpc.trainium_subnet.id)
+    return named
+
+
+def _default_routes(tables: Iterable[Mapping[str, Any]]) -> dict[str, str | None]:
+    """Subnet id (or ``main``) -> the target of its table's 0.0.0.0/0 route, None without one."""
+    routes: dict[str, str | None] = {}
+    for table in tables:
+        target = next(
+            (
+                str(
+                    route.get("NatGatewayId")
+                    or route.get("TransitGatewayId")
+                    or route.get("GatewayId")
+                    or route.get("NetworkInterfaceId")
+                    or route.get("InstanceId")
+                    or route.get("VpcPeeringConnectionId")
+                )
+                for route in table.get("Routes", [])
+                if route.get("DestinationCidrBlock") == "0.0.0.0/0"
+                and route.get("State", "active") == "active"
+            ),
+            None,
+        )
+        for association in table.get("Associations", []):
+            if association.get("Main"):
+                routes["main"] = target
+            elif association.get("SubnetId"):
+                routes[str(association["SubnetId"])] = target
+    return routes
+
+
+def _subnet(item: Mapping[str, Any], routes: Mapping[str, str | None]) -> SubnetFacts:
+    subnet_id = str(item["SubnetId"])
+    return SubnetFacts(
+        subnet_id=subnet_id,
+        vpc_id=str(item["VpcId"]),
+        zone_name=str(item["AvailabilityZone"]),
+        zone_id=str(item.get("AvailabilityZoneId", "")),
+        cidr=str(item["CidrBlock"]),
+        available_addresses=int(item.get("AvailableIpAddressCount", 0)),
+        tags={str(tag["Key"]): str(tag.get("Value", "")) for tag in item.get("Tags", [])},
+        default_route=routes[subnet_id] if subnet_id in routes else routes.get("main"),
     )
 
 

@@ -9,6 +9,7 @@ from fractions import Fraction
 from cluster_facts.image_sources import (
     ImageSource,
     cached_repository_arn,
+    ecr_repository_arn,
     is_ecr_private_registry,
     mirror_prefix,
     upstream_repository,
@@ -61,9 +62,11 @@ __all__ = [
     "placeholder_file_system",
     "review_plan",
     "root_zones",
+    "run_image_repository_arns",
     "team_capability",
     "team_deserved",
     "team_exports",
+    "team_member_groups",
     "team_quota",
     "training_run",
 ]
@@ -95,6 +98,22 @@ def team_exports(config: StackConfig) -> dict[str, str]:
         return {}
     prefix = fsx.backup_s3_path.rstrip("/")
     return {f"/{TEAMS_DIR}/{team.name}": f"{prefix}/{team.name}/" for team in config.teams}
+
+
+def run_image_repository_arns(config: StackConfig) -> list[str]:
+    """The private ECR repositories the runs' images are in (this account's, or the declared
+    ``ecr.cross_account_repositories``; config/consistency.py refuses any other): the Trainium node
+    role may pull from each, and from no other repository of those accounts."""
+    return sorted({arn for run in config.runs if (arn := ecr_repository_arn(run.image)) is not None})
+
+
+def team_member_groups(config: StackConfig) -> dict[str, list[str]]:
+    """Each member role and the Kubernetes groups of the teams it belongs to (one access entry per role)."""
+    groups: dict[str, list[str]] = {}
+    for team in config.teams:
+        for role_arn in team.member_role_arns:
+            groups.setdefault(role_arn, []).append(team_rbac_group(team.name))
+    return groups
 
 
 def root_zones(config: StackConfig) -> tuple[str, ...]:
@@ -309,6 +328,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 uid=team.owner_id,
                 node_groups=tuple(group.name for group in config.team_node_groups(team)),
                 quota=team_quota(config, team),
+                instance_types={group.name: group.instance_type for group in config.team_node_groups(team)},
             )
             for team in config.teams
         ),

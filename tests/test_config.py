@@ -379,8 +379,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "vpc",
         None,
-        "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: cidr, availability_zones, "
-        "nat_gateways, flow_log_retention_days",
+        "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: vpc_id, private_subnets, "
+        "trainium_subnet, cidr, availability_zones, nat_gateways, flow_log_retention_days",
         id="required-section-left-empty",
     ),
 ]
@@ -702,7 +702,8 @@ def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
         ),
         (
             "env.yaml: ecr.keep_image: unknown key; did you mean 'keep_images'? allowed here: repository_name, "
-            "removal_policy, keep_images, pull_through_cache, pull_through_cache_rules, upstream_credentials"
+            "removal_policy, keep_images, pull_through_cache, pull_through_cache_rules, upstream_credentials, "
+            "cross_account_repositories"
         ),
         (
             "env.yaml: trainium.availability_zone: 'us-west-2b' must be one of vpc.availability_zones "
@@ -948,7 +949,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs(datasets=[{"name": "d", "archive_url": "http://example.com/d.tar"}]),
-            "datasets[0].archive_url: 'http://example.com/d.tar' is not an https:// URL",
+            "datasets[0].archive_url: 'http://example.com/d.tar' is not an https:// URL or an S3 object such as s3://bucket/key",
             id="plain-http-data-set",
         ),
         pytest.param(
@@ -1184,3 +1185,54 @@ def test_a_slash_16_is_the_broadest_public_endpoint_range() -> None:
     config = parse_config(with_change("cluster.endpoint_public_cidrs", ["198.51.0.0/16", "192.0.2.7/32"]))
     assert config.cluster.endpoint_public_cidrs == ["198.51.0.0/16", "192.0.2.7/32"]
     assert len(problems_of(with_change("cluster.endpoint_public_cidrs", ["198.50.0.0/15"]))) == 1
+
+
+@pytest.mark.parametrize(
+    ("quota", "expected"),
+    [
+        (
+            {"neuron_devices": 16},
+            (
+                "env.yaml: teams[0].quota.neuron_devices: 16 chips do not hold run 'bert-large' (runs[0], 32 chips, not "
+                "applied at deploy): Volcano ends it about 3 minutes after it is applied; allowed: 32 or more"
+            ),
+        ),
+        (
+            {"pods": 2},
+            (
+                "env.yaml: teams[0].quota.pods: 2 pods do not hold run 'bert-large' (runs[0], 2 nodes, not applied at "
+                "deploy) and the team's etcd: Volcano ends it about 3 minutes after it is applied; allowed: 3 or more"
+            ),
+        ),
+    ],
+)
+def test_a_quota_below_a_run_applied_later_is_refused(quota: dict[str, int], expected: str) -> None:
+    """The default's BERT run is rendered only (kubectl apply later): a quota it cannot fit would let
+    Volcano end it about 3 minutes after it is applied (issue 33)."""
+    data = with_change("teams", [{"name": "training", "queue": "test", "quota": quota}])
+    assert problems_of(data) == [expected]
+    # One that fits is accepted.
+    parse_config(
+        with_change("teams", [{"name": "training", "queue": "test", "quota": {"neuron_devices": 32}}])
+    )
+
+
+def test_a_data_set_with_a_problem_of_its_own_gets_one_line_not_two() -> None:
+    """A run's script in a data set whose file URL is refused: the URL's line, and no second line
+    saying the script names no data set of the run (issue 33)."""
+    data = default_data()
+    data["datasets"] = [
+        {
+            "name": "code",
+            "files": [{"url": "ftp://example.com/train.py", "sha256": "a" * 64, "name": "train.py"}],
+        }
+    ]
+    data["runs"].append(
+        {"name": "mine", "script": "$(DATASET_CODE)/train.py", "datasets": ["code"], "nodes": 1}
+    )
+    assert problems_of(data) == [
+        (
+            "env.yaml: datasets[0].files[0].url: 'ftp://example.com/train.py' is not an https:// URL or an S3 "
+            "object such as s3://bucket/key"
+        )
+    ]

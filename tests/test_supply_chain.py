@@ -395,14 +395,36 @@ SECRET = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:ecr-pullthroughcache
             [("runs.0.image", "nvcr.io/nvidia/pytorch:24.01-py3")],
             (
                 "env.yaml: runs[0].image: 'nvcr.io/nvidia/pytorch:24.01-py3' is on nvcr.io, which ECR's pull-through "
-                "cache does not serve; allowed: public.ecr.aws, quay.io, registry.k8s.io or this account's ECR"
+                "cache does not serve; allowed: public.ecr.aws, quay.io, registry.k8s.io or an ECR repository of "
+                "this account"
             ),
         ),
         (
             [("runs.0.image", "444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1")],
             (
-                "env.yaml: runs[0].image: '444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1' is on "
-                "444455556666.dkr.ecr.us-west-2.amazonaws.com, which ECR's pull-through cache does not serve"
+                "env.yaml: runs[0].image: '444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1' is in account "
+                f"444455556666's ECR: nodes of account {ACCOUNT} pull it only when that repository's policy allows "
+                f"account {ACCOUNT} ecr:BatchGetImage and ecr:GetDownloadUrlForLayer; once it does, add "
+                "arn:aws:ecr:us-west-2:444455556666:repository/team/train to ecr.cross_account_repositories (the "
+                "Trainium node role then gets pull on it), or push the image to this stack's repository"
+            ),
+        ),
+        (
+            # With the cache off too: turning the cache off never made another account's image pullable.
+            [
+                ("runs.0.image", "444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1"),
+                ("ecr.pull_through_cache", False),
+            ],
+            (
+                "env.yaml: runs[0].image: '444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1' is in "
+                "account 444455556666's ECR"
+            ),
+        ),
+        (
+            [("ecr.cross_account_repositories", [f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/team/train"])],
+            (
+                f"env.yaml: ecr.cross_account_repositories[0]: arn:aws:ecr:{REGION}:{ACCOUNT}:repository/team/train "
+                f"is a repository of this account ({ACCOUNT}): a run's image there needs no entry; remove it"
             ),
         ),
         (
@@ -433,6 +455,8 @@ SECRET = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:ecr-pullthroughcache
         "docker-hub-without-credential",
         "unserved-registry",
         "other-accounts-ecr",
+        "other-accounts-ecr-cache-off",
+        "own-account-declared",
         "bad-secret",
         "secret-elsewhere",
         "quay",

@@ -1,4 +1,5 @@
-"""Build the real control plane's binaries for tests/cluster, once per machine, from the Go module proxy.
+"""Build the real control plane's binaries for tests/cluster (and actionlint for the workflow test), once
+per machine, from the Go module proxy.
 
 Each component is a Go module of its own under ``tools/cluster-binaries/<component>/`` (different
 dependency graphs): its go.mod names the pinned upstream module and lists the main packages as
@@ -168,6 +169,9 @@ COMPONENTS = {
             version_of="helm.sh/helm/v4",
             version_variables=("helm.sh/helm/v4/internal/version.version={version}",),
         ),
+        # Not a control plane binary: the workflow linter tests/test_review_workflow.py runs, built and
+        # cached the same way (its version comes from the module's build info).
+        Component("actionlint"),
     )
 }
 

@@ -209,7 +209,8 @@ def test_invalid_configuration_prints_its_error_lines_and_exits_3(tmp_path: Path
         f"{broken}: region: 'us-east-one' is not an AWS region name such as us-west-2",
         (
             f"{broken}: vpc.nat_gateway: unknown key; did you mean 'nat_gateways'? allowed here: "
-            "cidr, availability_zones, nat_gateways, flow_log_retention_days"
+            "vpc_id, private_subnets, trainium_subnet, cidr, availability_zones, nat_gateways, "
+            "flow_log_retention_days"
         ),
     ]
 
