@@ -19,6 +19,8 @@ __all__ = [
     "EFA_INTERFACES_LABEL",
     "EFA_RESOURCE",
     "ETCD_CLIENT_PORT",
+    "ETCD_LABELS",
+    "ETCD_PEER_PORT",
     "ETCD_REPLICAS",
     "ETCD_SERVICE_NAME",
     "FABRIC_CHECK_TAINT",
@@ -209,8 +211,12 @@ def dataset_variable(name: str) -> str:
 # etcd for TorchElastic rendezvous: the Service the launchers dial, in the training namespace.
 ETCD_SERVICE_NAME = "etcd-server"
 ETCD_CLIENT_PORT = 2379
-ETCD_REPLICAS = 1
-"""Each team's rendezvous etcd: one pod in the team's namespace, counted by its quota's ``pods``."""
+ETCD_PEER_PORT = 2380
+ETCD_REPLICAS = 3
+"""Each team's rendezvous etcd: three members in the team's namespace (a quorum survives the loss of
+any one: k8s_charts/etcd.py), counted by its quota's ``pods``."""
+ETCD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous"}
+"""The labels of a team's etcd pods: what its Services select and the NetworkPolicies admit or reach."""
 TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
 """Labels every training pod of this project carries (for selection by people; not an identity)."""
 TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}

@@ -1000,7 +1000,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
                 teams=[{"name": "a", "quota": {"pods": 4}}],
             ),
             "teams[0].quota.pods: 4 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
-            "Volcano ends a run whose pods the quota refuses; allowed: 5 or more",
+            "Volcano ends a run whose pods the quota refuses; allowed: 7 or more",
             id="quota-pods-below-the-applied-runs",
         ),
         pytest.param(

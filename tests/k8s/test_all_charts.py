@@ -112,9 +112,11 @@ EXPECTED_NAMES = {
     ],
     "volcano-queue": [("Queue", None, "test")],
     "etcd": [
-        ("Deployment", "training", "etcd-server"),
         ("NetworkPolicy", "training", "etcd-server"),
+        ("PodDisruptionBudget", "training", "etcd-server"),
         ("Service", "training", "etcd-server"),
+        ("Service", "training", "etcd-server-peers"),
+        ("StatefulSet", "training", "etcd-server"),
     ],
     # Named after the file system's generation, the data set's and the run's identity: the names
     # change exactly when the objects cannot be updated in place.
