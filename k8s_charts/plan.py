@@ -59,6 +59,7 @@ from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeC
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.resources import ContainerDefaultsChart
 from k8s_charts.stored_form import as_stored
 from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
 from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
@@ -309,9 +310,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),
-        chart(
-            VOLCANO_NAMESPACE_STEP,
-            partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ManifestSet(
+            name=VOLCANO_NAMESPACE_STEP,
+            manifests=(
+                *render(partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY)),
+                # Requests and limits for a container of Volcano's that declares none (a chart upgrade).
+                *render(partial(ContainerDefaultsChart, namespace=VOLCANO_NAMESPACE)),
+            ),
         ),
         # Default-deny in Volcano's namespace and what each of its pods needs, before the release
         # (its pre-install hook Job already runs under them).
@@ -372,6 +377,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             manifests=(
                 *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
                 *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
+                *render(partial(ContainerDefaultsChart, namespace=PLATFORM_NAMESPACE)),
             ),
             after=(PRIORITY_STEP,),
         ),
