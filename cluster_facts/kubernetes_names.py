@@ -251,11 +251,12 @@ DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"
 # 78 is EX_CONFIG in sysexits.h: nothing a retry can fix. Neither torchrun nor Python use it.
 CANNOT_PROCEED_EXIT_CODE = 78
 
-# A training pod runs as its team's uid, which has no passwd entry in the image: getpass.getuser()
-# (CPython: LOGNAME, USER, LNAME, USERNAME, then pwd.getpwuid, which raises KeyError, OSError from
-# 3.13) and the tools that call it (torch 2.9's compile cache names its directory after it:
-# torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir) find a name here first,
-# and HOME a writable directory (~ expands from HOME before the passwd database).
+# A training pod runs as its team's uid, which has no passwd entry in the image; the pod gets one
+# (cluster_facts/pod_user.py: USER is its name, HOME its home). Set in the environment too:
+# getpass.getuser() (CPython: LOGNAME, USER, LNAME, USERNAME, then pwd.getpwuid) and the tools that
+# call it (torch 2.9's compile cache names its directory after it:
+# torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir) find a name here first, and HOME a
+# writable directory (~ expands from HOME before the passwd database).
 POD_USER_ENVIRONMENT: dict[str, str] = {"HOME": "/tmp", "USER": "trainium", "LOGNAME": "trainium"}
 
 # The cluster autoscaler never removes a node that runs a pod with this annotation set to "false".
