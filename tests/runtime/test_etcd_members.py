@@ -5,9 +5,10 @@ While a run trains, every agent asks etcd every 0.1 s how many nodes wait to joi
 failure there is not caught (torch 2.9, ``EtcdRendezvousHandler.num_nodes_waiting``; k8s_charts/etcd.py):
 
 - one member (the chart as it was, rendered with one replica): killed mid-run and started again at
-  once on its data, as a container restarts, it ends the run: every agent stops its workers and
-  exits with an error naming ``EtcdConnectionFailed``, which in a cluster is a failed pod and a
-  RestartJob that spends a retry;
+  once on its data, as a container restarts, it ends the run: an agent whose read fails in that
+  moment stops its workers and exits with ``EtcdConnectionFailed``, the other workers' collectives
+  fail with it, and every agent exits with an error: in a cluster, failed pods and a RestartJob
+  that spends a retry;
 - the rendered three: the member the launchers dial is killed mid-run, then replaced by a new pod
   (empty data: its init container removes the old member and adds itself, and it copies the data);
   then another is killed and replaced. The run goes on through all of it: the same attempt and
@@ -82,8 +83,9 @@ def test_one_member_restarted_mid_run_ends_the_run(
             for agent in agents:
                 assert agent.returncode not in (None, 0), describe(agents)
                 assert not agent.stopped_by_harness, describe(agents)
-                assert "EtcdConnectionFailed" in agent.output, describe(agents)
                 assert "standin: phase=train done" not in agent.output, describe(agents)
+            # An agent whose read failed stops its workers; the others' collectives then fail.
+            assert any("EtcdConnectionFailed" in agent.output for agent in agents), describe(agents)
     finally:
         single.stop()
 
