@@ -4,8 +4,8 @@ and real etcd members started as the rendered StatefulSet starts them (tests/run
 While a run trains, every agent asks etcd every 0.1 s how many nodes wait to join, and a connection
 failure there is not caught (torch 2.9, ``EtcdRendezvousHandler.num_nodes_waiting``; k8s_charts/etcd.py):
 
-- one member (the chart as it was, rendered with one replica): killed mid-run and started again at
-  once on its data, as a container restarts, it ends the run: an agent whose read fails in that
+- one member (the chart as it was, rendered with one replica): killed mid-run and started again on
+  its data two seconds later, as a container restarts, it ends the run: an agent whose read fails in that
   moment stops its workers and exits with ``EtcdConnectionFailed``, the other workers' collectives
   fail with it, and every agent exits with an error: in a cluster, failed pods and a RestartJob
   that spends a retry;
@@ -76,6 +76,11 @@ def test_one_member_restarted_mid_run_ends_the_run(
         )
         with one.attempt("single", env={"STANDIN_SECONDS": "40"}) as agents:
             wait_for_training(agents)
+            # Down for two seconds, on its data (a container restarts no sooner; a new pod later):
+            # a restart faster than the agents' next reads (every 0.1 s, urllib3's retries) could
+            # go unseen, which no pod restart is.
+            single.kill(member_name(0))
+            time.sleep(2)
             single.restart(member_name(0))
             single.wait_serving(member_name(0))
             for agent in agents:
