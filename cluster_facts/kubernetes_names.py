@@ -47,6 +47,7 @@ __all__ = [
     "STUCK_MINUTES_ANNOTATION",
     "TEAMS_DIR",
     "TEAM_NAMESPACE_LABEL",
+    "TEAM_SETTINGS_CONFIGMAP",
     "TORCHX_POD_LABELS",
     "TRAINING_NAMESPACE",
     "TRAINING_POD_LABELS",
@@ -132,6 +133,12 @@ PLATFORM_NAMESPACE = "trainium-system"
 # The default team's namespace (config.workloads.DEFAULT_TEAMS): etcd, claims and runs of a team
 # live in the team's own namespace.
 TRAINING_NAMESPACE = "training"
+
+
+TEAM_SETTINGS_CONFIGMAP = "trainium-team"
+"""The ConfigMap in each team's namespace that says what a run of the team needs (its queue, claims,
+uid and node groups with their instance types): the TorchX component reads it (``--team``), and
+the team's members may read it (k8s_charts/team_settings.py)."""
 
 
 def file_system_claim(generation: str) -> str:

@@ -48,6 +48,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.image_pins import ETCD_IMAGE, GANG_WATCHDOG_IMAGE
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_LABELS,
@@ -58,7 +59,6 @@ from cluster_facts.kubernetes_names import (
     VOLCANO_JOB_NAME_LABEL,
 )
 from cluster_facts.script_files import script_text
-from k8s_charts.gang_watchdog import DEFAULT_IMAGE as PYTHON_IMAGE
 from k8s_charts.policy_exceptions import (
     PINNED_PULL_POLICY,
     digest_exceptions,
@@ -79,10 +79,10 @@ __all__ = [
     "member_name",
 ]
 
-# The newest 3.5 release (etcd-io/etcd tag v3.5.33, 2026-07-23); the release script publishes it
-# as quay.io/coreos/etcd:v3.5.33. Its image is distroless-static: no shell, any uid works.
-DEFAULT_IMAGE = "quay.io/coreos/etcd:v3.5.33"
-MEMBER_IMAGE = PYTHON_IMAGE
+# The etcd release pinned in cluster_facts/image_pins.py (with its source): distroless-static, no
+# shell, any uid works.
+DEFAULT_IMAGE = ETCD_IMAGE
+MEMBER_IMAGE = GANG_WATCHDOG_IMAGE
 """The init container's image: the platform's Python image (the gang watchdog's), for a program that
 uses the standard library only. The etcd image has no shell and no Python."""
 MEMBER_PROGRAM = script_text("k8s_charts", "etcd_member.py")

@@ -39,7 +39,7 @@ from cluster_facts.kubernetes_plan import (
 from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHART
 from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
-from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
@@ -63,6 +63,7 @@ from k8s_charts.resources import ContainerDefaultsChart
 from k8s_charts.stored_form import as_stored
 from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
 from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
+from k8s_charts.team_settings import TeamSettingsChart, team_settings_data
 from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
 from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
@@ -148,6 +149,8 @@ class TeamValues:
     node_groups: tuple[str, ...]
     """The Trainium node groups its pods may run on (an admission policy holds them there)."""
     quota: TeamQuota
+    instance_types: Mapping[str, str] = field(default_factory=dict)
+    """Each of ``node_groups``' instance type, for the team's settings (k8s_charts/team_settings.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,7 +217,10 @@ def _volcano(images: ImageSource) -> HelmRelease:
         # get their pods, which the cluster autoscaler sees.
         values=values,
         wait=True,
-        timeout_minutes=15,
+        # Helm waits up to this for the admission-init hook Job, then again for the release's pods:
+        # 2 x 6 minutes leaves the kubectl handler time to report a hang (cluster_facts/deploy_timeouts.py).
+        timeout_minutes=6,
+        hook_waits=VOLCANO_CHART.hook_waits,
         images=volcano_images(values),
     )
 
@@ -235,7 +241,7 @@ def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRe
         values=cluster_autoscaler_values(values),
         # Waits for the autoscaler's pod on the system nodes, never for a Trainium node.
         wait=True,
-        timeout_minutes=10,
+        timeout_minutes=5,
         images=(values.image,),
         after=(AUTOSCALER_NETWORK_STEP,),
     )
@@ -266,6 +272,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
 
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
+    fetch_image = images.resolve(S3_FETCH_IMAGE)
     volcano = _volcano(images)
     autoscaler: list[KubernetesStep] = (
         [
@@ -399,6 +406,22 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     ),
                     *render(partial(TeamNetworkChart, namespace=team.name, vpc_cidr=values.vpc_cidr)),
                     *render(partial(TeamQuotaChart, namespace=team.name, quota=team.quota)),
+                    *render(
+                        partial(
+                            TeamSettingsChart,
+                            namespace=team.name,
+                            data=team_settings_data(
+                                team=team.name,
+                                queue=team.queue.name,
+                                claim=values.file_system.claim_name,
+                                datasets_claim=values.file_system.datasets_claim_name,
+                                uid=team.uid,
+                                node_groups={
+                                    group: team.instance_types.get(group, "") for group in team.node_groups
+                                },
+                            ),
+                        )
+                    ),
                 )
             ),
             # The team's members act in the namespace only once its admission policy holds.
@@ -466,6 +489,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     root_zones=file_system.root_zones,
                     vpc_cidr=values.vpc_cidr,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ),
                 after=("fsx-layout",),
                 identity=staging_job_name(
@@ -474,6 +499,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     claim_name=file_system.claim_name,
                     root_zones=file_system.root_zones,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets

@@ -104,10 +104,10 @@ VOLCANO_IMAGE_PULL_POLICY = "IfNotPresent"
 
 VOLCANO_POLICY_EXCEPTIONS = {
     "CKV_K8S_15": (
-        "the tag is a pinned Volcano release, pulled once per node through the account's pull-through "
-        "cache or from Docker Hub; Always would ask the registry again at every pod start, against "
-        "Docker Hub's anonymous limit of 10 pulls an hour per address that every node behind the NAT "
-        "gateway shares"
+        "the tag is a pinned Volcano release, pulled once per node from the account's registry (the "
+        "stack's copy or the pull-through cache, both with immutable tags) or, with the cache off, from "
+        "Docker Hub; Always would ask the registry again at every pod start, and Docker Hub counts each "
+        "anonymous pull against a limit per address that every node behind the NAT gateway shares"
     )
 }
 """checkov's pull-policy check (``imagePullPolicy`` should be Always), accepted for Volcano's objects.

@@ -170,6 +170,7 @@ EXPECTED_NAMES = {
         ("ValidatingAdmissionPolicyBinding", None, "trainium-team-volcano-jobs"),
     ],
     "training-namespace": [
+        ("ConfigMap", "training", "trainium-team"),
         ("LimitRange", "training", "team-defaults"),
         ("Namespace", None, "training"),
         ("NetworkPolicy", "training", "default-deny"),
