@@ -43,6 +43,7 @@ from k8s_charts.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingCh
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
+from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
@@ -58,6 +59,7 @@ from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeC
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.resources import ContainerDefaultsChart
 from k8s_charts.stored_form import as_stored
 from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
 from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
@@ -315,9 +317,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),
-        chart(
-            VOLCANO_NAMESPACE_STEP,
-            partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ManifestSet(
+            name=VOLCANO_NAMESPACE_STEP,
+            manifests=(
+                *render(partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY)),
+                # Requests and limits for a container of Volcano's that declares none (a chart upgrade).
+                *render(partial(ContainerDefaultsChart, namespace=VOLCANO_NAMESPACE)),
+            ),
         ),
         # Default-deny in Volcano's namespace and what each of its pods needs, before the release
         # (its pre-install hook Job already runs under them).
@@ -378,6 +384,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             manifests=(
                 *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
                 *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
+                *render(partial(ContainerDefaultsChart, namespace=PLATFORM_NAMESPACE)),
             ),
             after=(PRIORITY_STEP,),
         ),
@@ -427,7 +434,12 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 manifest
                 for team in values.teams
                 for manifest in render(
-                    partial(EtcdChart, namespace=team.name, image=images.resolve(ETCD_IMAGE)),
+                    partial(
+                        EtcdChart,
+                        namespace=team.name,
+                        image=images.resolve(ETCD_IMAGE),
+                        member_image=images.resolve(ETCD_MEMBER_IMAGE),
+                    ),
                     f"etcd-{team.name}",
                 )
             ),
@@ -566,6 +578,20 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     return KubernetesLayerPlan.of(steps)
 
 
+# A workload the platform keeps in team namespaces -> who creates its pods: the owner the pods name
+# and kube-controller-manager's users for that controller (with per-controller credentials, or its own).
+_PLATFORM_POD_OWNERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Deployment": (
+        "ReplicaSet",
+        ("system:serviceaccount:kube-system:replicaset-controller", "system:kube-controller-manager"),
+    ),
+    "StatefulSet": (
+        "StatefulSet",
+        ("system:serviceaccount:kube-system:statefulset-controller", "system:kube-controller-manager"),
+    ),
+}
+
+
 def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValues, ...]) -> dict[str, Any]:
     """What the team policy needs to know of the plan: every object the platform keeps in a team
     namespace (their names are reserved), the read-only claims there, and the platform's pods there.
@@ -584,12 +610,15 @@ def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValue
     ]
     platform_pods = []
     for manifest in objects:
-        if manifest["kind"] == "Deployment":
-            platform_pods.append(PlatformPod(labels=manifest["spec"]["template"]["metadata"]["labels"]))
+        if manifest["kind"] in _PLATFORM_POD_OWNERS:
+            owner, creators = _PLATFORM_POD_OWNERS[manifest["kind"]]
+            labels = manifest["spec"]["template"]["metadata"]["labels"]
+            platform_pods.append(PlatformPod(labels=labels, owner_kind=owner, creators=creators))
         elif "template" in manifest.get("spec", {}) or manifest["kind"] == "Pod":
             raise ValueError(
                 f"{manifest['kind']} {manifest['metadata']['name']} in a team namespace: the team admission "
-                "policy (k8s_charts/tenant_admission.py) knows how to admit only Deployments' pods there"
+                "policy (k8s_charts/tenant_admission.py) knows how to admit only the pods of "
+                f"{' and '.join(sorted(_PLATFORM_POD_OWNERS))} there"
             )
     return {
         "teams": [

@@ -988,10 +988,10 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
                 {**GENERIC_RUN, "nodes": 2, "apply": True},
                 {**GENERIC_RUN, "name": "llm2", "nodes": 2, "apply": True},
                 {**GENERIC_RUN, "name": "later", "nodes": 2},
-                teams=[{"name": "a", "quota": {"pods": 4}}],
+                teams=[{"name": "a", "quota": {"pods": 6}}],
             ),
-            "teams[0].quota.pods: 4 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
-            "Volcano ends a run whose pods the quota refuses; allowed: 5 or more",
+            "teams[0].quota.pods: 6 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
+            "Volcano ends a run whose pods the quota refuses; allowed: 7 or more",
             id="quota-pods-below-the-applied-runs",
         ),
         pytest.param(
@@ -1201,7 +1201,7 @@ def test_a_slash_16_is_the_broadest_public_endpoint_range() -> None:
             {"pods": 2},
             (
                 "env.yaml: teams[0].quota.pods: 2 pods do not hold run 'bert-large' (runs[0], 2 nodes, not applied at "
-                "deploy) and the team's etcd: Volcano ends it about 3 minutes after it is applied; allowed: 3 or more"
+                "deploy) and the team's etcd: Volcano ends it about 3 minutes after it is applied; allowed: 5 or more"
             ),
         ),
     ],
