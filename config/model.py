@@ -26,6 +26,7 @@ from pydantic import (
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
 from cluster_facts.kubernetes_versions import support_problem, synth_date
+from cluster_facts.node_check import DEFAULT_REPLACEMENT_WINDOW_MINUTES, DEFAULT_REPLACEMENTS_PER_WINDOW
 from cluster_facts.versions import ADDON_NAMES, KUBECTL_LAYERS, VPC_CNI, VPC_CNI_EFA_ONLY_MINIMUM, version_key
 from config.fields import (
     AccountId,
@@ -819,6 +820,12 @@ def _minutes(low: int, high: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _replacements(value: int) -> int:
+    if not 1 <= value <= 10:
+        raise _problem(f"{value} replacements is out of range; allowed: 1 to 10 per window")
+    return value
+
+
 class NodeCheckSettings(_Section):
     """The node check of every Trainium node and what it may do to a bad one (docs/health.md)."""
 
@@ -830,6 +837,13 @@ class NodeCheckSettings(_Section):
     """A Trainium node whose kubelet has been silent (``Ready`` Unknown) this long is terminated
     through its Auto Scaling group by the node check of another Trainium node, so that its pods go
     and the gang can start again; null: wait for EKS node auto repair (30 minutes)."""
+    replacements_per_window: Annotated[int, AfterValidator(_replacements)] = DEFAULT_REPLACEMENTS_PER_WINDOW
+    """The most replacements the check asks for in one node group within ``replacement_window_minutes``
+    (failed new nodes, failed EFA re-checks, unresponsive nodes together); past it a failed node is
+    not replaced: it keeps a taint with its reason and the autoscaler removes it (docs/health.md)."""
+    replacement_window_minutes: Annotated[int, _minutes(15, 1440)] = DEFAULT_REPLACEMENT_WINDOW_MINUTES
+    """The window of ``replacements_per_window``: at least the 15 minutes a replacement takes to launch,
+    pull and be checked, so that a replacement's own failure falls in the window that allowed it."""
 
 
 class AutoscalerSettings(_Section):

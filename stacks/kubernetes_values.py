@@ -359,6 +359,9 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 if config.node_check.replace_unresponsive_after_minutes is None
                 else config.node_check.replace_unresponsive_after_minutes * 60
             ),
+            node_groups=tuple(group.name for group in config.trainium.node_groups),
+            replacements_per_window=config.node_check.replacements_per_window,
+            replacement_window_seconds=config.node_check.replacement_window_minutes * 60,
         ),
         images=image_source(config),
     )
@@ -413,6 +416,7 @@ def autoscaler_values(config: StackConfig) -> AutoscalerValues:
         scale_down_delay_after_add_minutes=settings.scale_down_delay_after_add_minutes,
         max_node_provision_minutes=settings.max_node_provision_minutes,
         expander=settings.expander,
+        trainium_max_nodes=sum(group.max_size for group in config.trainium.node_groups),
     )
 
 

@@ -337,6 +337,30 @@ BAD_CONFIGURATIONS = [
         id="node-check-unresponsive-not-before-eks-repair",
     ),
     pytest.param(
+        "node_check.replacements_per_window",
+        0,
+        "env.yaml: node_check.replacements_per_window: 0 replacements is out of range; allowed: 1 to 10 per window",
+        id="node-check-no-replacement-budget",
+    ),
+    pytest.param(
+        "node_check.replacements_per_window",
+        11,
+        "env.yaml: node_check.replacements_per_window: 11 replacements is out of range; allowed: 1 to 10 per window",
+        id="node-check-replacement-budget-too-large",
+    ),
+    pytest.param(
+        "node_check.replacement_window_minutes",
+        10,
+        "env.yaml: node_check.replacement_window_minutes: 10 minutes is out of range; allowed: 15 to 1440",
+        id="node-check-replacement-window-shorter-than-a-replacement",
+    ),
+    pytest.param(
+        "node_check.replacement_window_minutes",
+        2000,
+        "env.yaml: node_check.replacement_window_minutes: 2000 minutes is out of range; allowed: 15 to 1440",
+        id="node-check-replacement-window-over-a-day",
+    ),
+    pytest.param(
         "fabric_check.threshold",
         0,
         "env.yaml: fabric_check.threshold: 0.0 is not a fraction in (0, 1]; the default is 0.25",

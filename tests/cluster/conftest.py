@@ -48,6 +48,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
     ),
     "autoscaler-and-teams": (
         "test_scale_from_zero.py",
+        "test_failing_group.py",
         "test_teams.py",
         "test_tenant_admission.py",
         "test_torchx_teams.py",

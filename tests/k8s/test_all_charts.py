@@ -114,6 +114,7 @@ EXPECTED_NAMES = {
         ("ClusterRole", None, "node-check"),
         ("ClusterRoleBinding", None, "node-check"),
         ("ConfigMap", "kube-system", "node-check"),
+        ("ConfigMap", "kube-system", "node-check-replacements-trn1-32xl"),
         ("DaemonSet", "kube-system", "node-check"),
         ("NetworkPolicy", "kube-system", "node-check"),
         ("Role", "kube-system", "node-check"),
