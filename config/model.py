@@ -53,6 +53,7 @@ from config.workloads import (
 )
 
 __all__ = [
+    "AmiFactsSettings",
     "AutoscalerSettings",
     "ClusterSettings",
     "EcrSettings",
@@ -200,6 +201,22 @@ class SystemNodesSettings(_Scaling):
     disk_size_gib: int = Field(default=100, ge=20, le=16384)
 
 
+class AmiFactsSettings(_Section):
+    """What a node group's AMI release brings, declared for a release the offline table does not
+    know (docs/neuron.md, "An AMI release the table does not know"). Preflight checks the release exists."""
+
+    neuron_driver: Annotated[
+        str,
+        _quoted_string("2.31.7.0"),
+        _matching(r"\d+\.\d+\.\d+\.\d+", "a Neuron driver version such as 2.31.7.0"),
+    ]
+    """Its ``aws-neuronx-dkms`` (amazon-eks-ami CHANGELOG.md, the release's AL2023_x86_64_NEURON table)."""
+    containerd: Annotated[
+        str, _quoted_string("2.2.3"), _matching(r"\d+\.\d+\.\d+", "a containerd version such as 2.2.3")
+    ]
+    """Its ``containerd`` (the same table)."""
+
+
 def _trainium_type(value: str) -> str:
     if value not in CATALOG:
         raise _problem(f"{value!r} is not in the Trainium instance catalog; allowed: {', '.join(CATALOG)}")
@@ -225,6 +242,24 @@ class TrainiumNodeGroupSettings(_Section):
     ) = None
     """The EKS Neuron AMI release the group boots (its Neuron driver); default: the Neuron table's for
     the cluster's Kubernetes version (cluster_facts/neuron_stack.py). Changing it replaces the nodes."""
+    ami_facts: AmiFactsSettings | None = Field(default=None, validate_default=True)
+    """The release's driver and containerd, for an ``ami_release`` the offline table does not know."""
+    neuron_stack: Literal["xla", "native"] | None = None
+    """The training path the group serves (cluster_facts/neuron_stack.py): ``xla`` (PyTorch/XLA, SDK up
+    to 2.29) or ``native`` (TorchNeuron, SDK 2.33). Default: the only one its instance type runs, else
+    the one of the runs placed on it, else ``xla``."""
+
+    @field_validator("ami_facts")
+    @classmethod
+    def _facts_of_a_named_release(
+        cls, facts: AmiFactsSettings | None, info: ValidationInfo
+    ) -> AmiFactsSettings | None:
+        if facts is not None and "ami_release" in info.data and info.data["ami_release"] is None:
+            raise _problem(
+                "facts of no release: ami_release is not set; set it to the release these facts describe"
+            )
+        return facts
+
     # After capacity_type: the checks of min_size read it. validate_default: a default min_size is
     # checked against a configured max_size.
     min_size: int = Field(default=0, ge=0, validate_default=True)
