@@ -708,6 +708,8 @@ def _ami_drivers_serve_their_stacks(
     stacks = node_group_stacks(groups, runs, teams)
     for index, group in enumerate(groups):
         stack, why = stacks[group.name]
+        if group.instance.family not in STACKS[stack].instance_families:
+            continue  # the group's stack has its own line: the driver follows from the stack
         driver = _ami_driver(group, kubernetes_version)
         needed = stack_driver(stack)
         if driver is None or version_key(driver) >= version_key(needed):
@@ -788,7 +790,7 @@ def _run_stack_problem(
             f"image of SDK {', '.join(stack_releases(stack))}"
         )
     driver = _ami_driver(group, kubernetes_version)
-    if driver is None:
+    if driver is None or version_key(driver) < version_key(stack_driver(stack)):
         return None  # the group's AMI release has its own line
     problem = driver_problem(run.image, driver=driver)
     if problem is None:
