@@ -82,7 +82,7 @@ def template_capacity(instance: TrainiumInstanceType) -> dict[str, str]:
     """cpu, memory and hugepages as the kubelet will allocate them, for the node template.
 
     The autoscaler reads cpu and memory from the instance type and takes them as allocatable
-    (cluster-autoscaler v1.34.5 ``aws_manager.go`` ``buildNodeFromTemplate``); a tag of the same name
+    (cluster-autoscaler v1.34.5 and v1.36.1 ``aws_manager.go`` ``buildNodeFromTemplate``); a tag of the same name
     overrides each, and any other ``resources/<name>`` tag (``hugepages-2Mi``) becomes one more.
     """
     allocatable = template_allocatable(instance)

@@ -1,6 +1,6 @@
 """The Neuron stacks this cluster runs, side by side: which SDK release each training image is, the
-training path it supports, the driver it needs, the instance types each path runs on; and which AMI
-release brings which Neuron driver (the AMI part moves to cluster_facts/ami_releases.py).
+training path it supports, the driver it needs, the instance types each path runs on. Which AMI
+release brings which Neuron driver is cluster_facts/ami_releases.py's.
 
 Two stacks (``STACKS``), one per training path:
 
@@ -17,8 +17,8 @@ pin their AMI release (``releaseVersion``), so a scale-up next month boots the s
 
 Sources (read 2026-11-28; docs/neuron.md says what to do when Neuron moves on):
 
-- Neuron driver of each EKS AMI release: awslabs/amazon-eks-ami CHANGELOG.md, "AMI Release
-  v<date>", the Kubernetes <minor> table, package ``aws-neuronx-dkms`` of AL2023_x86_64_NEURON.
+- Neuron driver of each EKS AMI release: cluster_facts/ami_releases.py (moved there with the AMI
+  releases' containerd and known faults).
 - Neuron SDK releases and their driver: aws-neuron/aws-neuron-sdk src/helperscripts/n2-manifest.json
   (the package list of each release up to 2.32.0, which release-notes/prev/content.rst prints),
   packages ``aws-neuronx-dkms`` and ``aws-neuronx-k8-plugin``; for 2.33.0, the release artifacts page
@@ -55,12 +55,7 @@ Sources (read 2026-11-28; docs/neuron.md says what to do when Neuron moves on):
   trn2-arch.rst: "trn2.48xlarge / trn2u.48xlarge", 16 Trainium2 chips each), the node of a Trn2
   UltraServer, whose scheduling needs the Neuron device plugin 2.30.0.0 or later (deploy/eks/
   ultraserver.rst), which no xla release ships: trn2u is the native stack's only.
-- Device plugin: n2-manifest.json names ``aws-neuronx-k8-plugin`` 2.29.147.0 for SDK 2.29.0 and
-  2.29.1 (and none for 2.30 and later, whose Helm chart takes the newest tag); Neuron's Helm chart
-  1.1.2 pins 2.28.27.0 (neuron-helm-charts values.yaml). The image tags equal the package versions
-  wherever both could be read (2.22.4.0, 2.23.30.0, 2.24.23.0, 2.29.16.0), so the release's own
-  2.29.147.0 is pinned. Its RBAC (nodes/proxy) and host paths (/opt/aws read-only) follow the
-  chart's device-plugin templates of that generation (k8s_charts/neuron_device_plugin.py).
+- Device plugin: see ``DEVICE_PLUGIN_VERSION`` below (the image tag, with the sources that name it).
 """
 
 from __future__ import annotations
@@ -74,15 +69,11 @@ from cluster_facts.images import split_image
 from cluster_facts.versions import version_key
 
 __all__ = [
-    "AMI_RELEASES",
-    "DEFAULT_AMI_RELEASES",
-    "DEFAULT_STACK",
     "DEVICE_PLUGIN_IMAGE",
     "DEVICE_PLUGIN_VERSION",
     "NEURON_RELEASES",
     "STACKS",
     "TRAINING_IMAGE",
-    "AmiRelease",
     "NeuronRelease",
     "NeuronStack",
     "StackName",
@@ -148,20 +139,6 @@ class NeuronRelease:
         return self.training_path == "xla"
 
 
-@dataclass(frozen=True, kw_only=True)
-class AmiRelease:
-    """An EKS AL2023 Neuron AMI release (a managed node group's ``releaseVersion``)."""
-
-    release_version: str
-    """``<kubernetes version>-<date>``, as EKS names it."""
-    driver: str
-    """Its ``aws-neuronx-dkms``."""
-
-    @property
-    def kubernetes_version(self) -> str:
-        return ".".join(self.release_version.split(".")[:2])
-
-
 _IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk{}-ubuntu24.04"
 
 
@@ -195,37 +172,24 @@ TRAINING_IMAGE = _IMAGE.format("2.29.1")
 """The cluster's training image (the BERT preset's, the TorchX component's default, TensorBoard's):
 the newest release that supports PyTorch/XLA training. docker/Dockerfile builds FROM it too."""
 
-DEVICE_PLUGIN_VERSION = "2.29.147.0"
+# The device plugin image: a tag that a source names as an image, in the plugin line SDK 2.29 ships.
+# Read 2026-11-28. n2-manifest.json names the package ``aws-neuronx-k8-plugin`` 2.29.147.0 for SDK
+# 2.29.0 and 2.29.1, but no manifest, chart or page readable here names an image of that tag. Neuron's
+# Helm chart names the image tags of the same 2.29 plugin line: its README's Configuration table,
+# ``devicePlugin.image.tag``, gives 2.29.148.0 and then, at chart 1.7.0 (aws-neuron/neuron-helm-charts
+# commit 2f5072d7, charts/neuron-helm-chart/README.md and Chart.yaml), 2.29.149.0 for
+# ``public.ecr.aws/neuron/neuron-device-plugin``. The chart writes those values with its
+# update-image-tags.sh from the registry's own tag list (public.ecr.aws/v2/neuron/neuron-device-plugin
+# /tags/list), so the tag existed in ECR Public when the chart named it. Chart 1.9.0 (released
+# 2026-07-10, Neuron SDK 2.31.0) moved on to 2.31.0.0. The RBAC (``nodes/proxy`` get, list) and host
+# paths (``/opt/aws`` read-only) of k8s_charts/neuron_device_plugin.py are those of that chart
+# generation's templates/device-plugin/ and values.yaml. Known wrong: 2.29.149.0 is a later build
+# than SDK 2.29's own package (2.29.147.0) and no Neuron release note ties it to an SDK release; it is
+# pinned by tag (no source publishes a digest); the chart's date of 1.7.0 could not be read (between
+# SDK 2.29.0, 2026-04-09, and chart 1.9.0). ``make preflight`` asks the registry that the tag exists
+# (preflight/image_checks.py).
+DEVICE_PLUGIN_VERSION = "2.29.149.0"
 DEVICE_PLUGIN_IMAGE = f"public.ecr.aws/neuron/neuron-device-plugin:{DEVICE_PLUGIN_VERSION}"
-
-AMI_RELEASES: Mapping[str, AmiRelease] = {
-    release.release_version: release
-    for release in (
-        # v20260107: driver 2.25.4.0 (SDK 2.27's): too old for SDK 2.29's image.
-        AmiRelease(release_version="1.34.2-20260107", driver="2.25.4.0"),
-        # v20260505: driver 2.27.4.0, SDK 2.29's own.
-        AmiRelease(release_version="1.33.11-20260505", driver="2.27.4.0"),
-        AmiRelease(release_version="1.34.7-20260505", driver="2.27.4.0"),
-        AmiRelease(release_version="1.35.4-20260505", driver="2.27.4.0"),
-        # v20260625: driver 2.28.0.0 (SDK 2.30's).
-        AmiRelease(release_version="1.33.13-20260625", driver="2.28.0.0"),
-        AmiRelease(release_version="1.34.9-20260625", driver="2.28.0.0"),
-        AmiRelease(release_version="1.35.6-20260625", driver="2.28.0.0"),
-        # v20260714: driver 2.29.0.0 (SDK 2.31's).
-        AmiRelease(release_version="1.33.13-20260714", driver="2.29.0.0"),
-        AmiRelease(release_version="1.34.9-20260714", driver="2.29.0.0"),
-        AmiRelease(release_version="1.35.6-20260714", driver="2.29.0.0"),
-    )
-}
-"""AMI releases the table knows, by release version."""
-
-DEFAULT_AMI_RELEASES: Mapping[str, str] = {
-    # The release whose driver is the training image's SDK's own: what Neuron tested together.
-    "1.33": "1.33.11-20260505",
-    "1.34": "1.34.7-20260505",
-    "1.35": "1.35.4-20260505",
-}
-"""A node group's AMI release when its configuration names none, by Kubernetes version."""
 
 _SDK_IN_TAG = re.compile(r"(?:^|[^0-9a-z])sdk(\d+\.\d+\.\d+)(?:[^0-9]|$)")
 

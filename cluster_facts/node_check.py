@@ -5,7 +5,8 @@ No training pod tolerates it, so Volcano and the scheduler keep gangs off a node
 (k8s_charts/node_check.py, k8s_charts/scripts/node_check.py) has passed on it and lifted the taint.
 
 The key's prefix makes it a startup taint for the Cluster Autoscaler, read in its source at the
-version cluster_facts/versions.py pins for Kubernetes 1.34 (tag cluster-autoscaler-1.34.5):
+versions cluster_facts/versions.py pins for Kubernetes 1.34 and 1.36 (tags cluster-autoscaler-1.34.5
+and -1.36.1; 1.36 makes ``MaxNodeStartupTime`` configurable per group, 15 minutes by default):
 
 - ``utils/taints/taints.go``: ``StartupTaintPrefix = "startup-taint.cluster-autoscaler.kubernetes.io/"``;
   ``SanitizeTaints`` drops every taint ``IsStartupTaint`` matches when it builds a node template

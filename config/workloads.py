@@ -62,6 +62,15 @@ RunName = Annotated[
 ]
 Sha256 = Annotated[str, _matching(r"[0-9a-f]{64}", "a SHA-256 of 64 lowercase hex digits")]
 HttpsUrl = Annotated[str, _matching(r"https://[^\s]+", "an https:// URL")]
+SourceUrl = Annotated[
+    str,
+    _matching(
+        r"https://[^\s]+|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s]*[^\s/]",
+        "an https:// URL or an S3 object such as s3://bucket/key",
+    ),
+]
+"""Where a data set's file or archive comes from: https://, or an S3 object, which the staging Job
+reads read-only through a role that may get exactly the objects named (constructs_trn/dataset_access.py)."""
 FileName = Annotated[str, _matching(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "a plain file name (no '/')")]
 EnvName = Annotated[str, _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")]
 
@@ -153,15 +162,15 @@ DEFAULT_TEAMS = (TeamSettings(name="training", queue="test"),)
 
 
 class DatasetFileSettings(_Section):
-    url: HttpsUrl
+    url: SourceUrl
     sha256: Sha256
     name: FileName
 
 
 class DatasetSettings(_Section):
     name: Name
-    archive_url: HttpsUrl | None = None
-    """A tar archive streamed and unpacked into the data set's directory."""
+    archive_url: SourceUrl | None = None
+    """A tar archive streamed and unpacked into the data set's directory (https:// or s3://)."""
     archive_sha256: Sha256 | None = None
     """Checked while the archive streams; required with archive_url (the staging job refuses any
     other bytes, and the marker that training pods require records it)."""

@@ -98,9 +98,13 @@ def cluster_autoscaler_values(values: AutoscalerValues) -> dict[str, Any]:
         # One replica: the autoscaler is a single writer (leader election guards a second one anyway).
         "replicaCount": 1,
         "priorityClassName": "system-cluster-critical",
+        # The AWS example manifest's sizes (cluster-autoscaler cloudprovider/aws/examples/
+        # cluster-autoscaler-autodiscover.yaml: 100m and 600Mi, requests and limits). The CPU limit
+        # is higher: a scale-up decision simulates each pending pod on each group's template, CPU
+        # bound for the seconds it takes, and a 100m cap would stretch a gang's scale-up.
         "resources": {
             "requests": {"cpu": "100m", "memory": "600Mi"},
-            "limits": {"memory": "600Mi"},
+            "limits": {"cpu": "1", "memory": "600Mi"},
         },
         "securityContext": {
             "runAsNonRoot": True,

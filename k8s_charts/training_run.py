@@ -56,6 +56,13 @@ from cluster_facts.kubernetes_names import (
     dataset_variable,
 )
 from cluster_facts.metadata_proxy import proxy_environment
+from cluster_facts.pod_user import (
+    POD_USER_DIR,
+    POD_USER_FILES,
+    POD_USER_VOLUME,
+    pod_user_command,
+    pod_user_init_container,
+)
 from cluster_facts.script_files import script_body
 from cluster_facts.volcano_retries import volcano_max_retry
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
@@ -336,11 +343,14 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
                 if run.program_files
                 else []
             ),
+            # The image's passwd and group with the team's uid added (cluster_facts/pod_user.py).
+            *(
+                vc.JobSpecTasksTemplateSpecContainersVolumeMounts(
+                    name=POD_USER_VOLUME, mount_path=path, sub_path=file, read_only=True
+                )
+                for path, file in POD_USER_FILES.items()
+            ),
         ],
-        # Root (see _AS_ROOT), without raw sockets: nothing of a run crafts packets, and NET_RAW is
-        # what ARP and DNS spoofing of the node's other pods would need. The rest of the runtime's
-        # default capabilities stay: whether the Neuron runtime and the launcher do without them
-        # (restricted's drop ALL) has not been tried on a Trainium node.
         security_context=vc.JobSpecTasksTemplateSpecContainersSecurityContext(
             allow_privilege_escalation=False,
             # Neuron devices and EFA need no capability: the device plugins hand the pod its device
@@ -349,6 +359,33 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
             # CAP_IPC_LOCK (not in the runtime's default set) exactly as for any other uid.
             capabilities=vc.JobSpecTasksTemplateSpecContainersSecurityContextCapabilities(drop=["ALL"]),
         ),
+    )
+
+
+def _pod_user_container(image: str) -> vc.JobSpecTasksTemplateSpecInitContainers:
+    """Writes the pod's passwd and group files before the trainer starts (cluster_facts/pod_user.py)."""
+    plain = pod_user_init_container(image)
+    resources = plain["resources"]
+    limit = vc.JobSpecTasksTemplateSpecInitContainersResourcesLimits.from_string
+    request = vc.JobSpecTasksTemplateSpecInitContainersResourcesRequests.from_string
+    return vc.JobSpecTasksTemplateSpecInitContainers(
+        name=plain["name"],
+        image=image,
+        command=pod_user_command(),
+        resources=vc.JobSpecTasksTemplateSpecInitContainersResources(
+            limits={k: limit(v) for k, v in resources["limits"].items()},
+            requests={k: request(v) for k, v in resources["requests"].items()},
+        ),
+        security_context=vc.JobSpecTasksTemplateSpecInitContainersSecurityContext(
+            allow_privilege_escalation=False,
+            capabilities=vc.JobSpecTasksTemplateSpecInitContainersSecurityContextCapabilities(drop=["ALL"]),
+            read_only_root_filesystem=True,
+        ),
+        volume_mounts=[
+            vc.JobSpecTasksTemplateSpecInitContainersVolumeMounts(
+                name=POD_USER_VOLUME, mount_path=POD_USER_DIR
+            )
+        ],
     )
 
 
@@ -445,6 +482,7 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                     )
                                 ),
                             ],
+                            init_containers=[_pod_user_container(run.image)],
                             containers=[_container(run, run_id_value)],
                             volumes=[
                                 volume(
@@ -457,6 +495,15 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                     name="datasets",
                                     persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
                                         claim_name=run.datasets_claim_name, read_only=True
+                                    ),
+                                ),
+                                # The pod's passwd and group files, written by its init container.
+                                volume(
+                                    name=POD_USER_VOLUME,
+                                    empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(
+                                        size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string(
+                                            "1Mi"
+                                        )
                                     ),
                                 ),
                                 # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.

@@ -6,10 +6,19 @@ import hashlib
 import json
 from fractions import Fraction
 
-from cluster_facts.image_sources import ImageSource, cached_repository_arn
+from cluster_facts.image_sources import (
+    ImageSource,
+    cached_repository_arn,
+    ecr_repository_arn,
+    is_ecr_private_registry,
+    mirror_prefix,
+    upstream_repository,
+)
+from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    TEAMS_DIR,
     TRAINING_POD_LABELS,
     team_rbac_group,
 )
@@ -63,11 +72,15 @@ __all__ = [
     "image_source",
     "kubernetes_plan",
     "kubernetes_values",
+    "mirrored_images",
     "placeholder_file_system",
     "review_plan",
     "root_zones",
+    "run_image_repository_arns",
     "team_capability",
     "team_deserved",
+    "team_exports",
+    "team_member_groups",
     "team_quota",
     "training_run",
 ]
@@ -89,6 +102,32 @@ def file_system_generation(config: StackConfig) -> str:
         fsx.s3_import_path if fsx.deployment_type == "SCRATCH_2" else None,
     ]
     return hashlib.sha256(json.dumps(replaced_by).encode()).hexdigest()[:6]
+
+
+def team_exports(config: StackConfig) -> dict[str, str]:
+    """With ``fsx.backups: s3``, each team's directory on the file system -> the S3 prefix it is
+    exported to, ``<backup_s3_path>/<team>/``; otherwise none."""
+    fsx = config.fsx
+    if not fsx.exported or fsx.backup_s3_path is None:
+        return {}
+    prefix = fsx.backup_s3_path.rstrip("/")
+    return {f"/{TEAMS_DIR}/{team.name}": f"{prefix}/{team.name}/" for team in config.teams}
+
+
+def run_image_repository_arns(config: StackConfig) -> list[str]:
+    """The private ECR repositories the runs' images are in (this account's, or the declared
+    ``ecr.cross_account_repositories``; config/consistency.py refuses any other): the Trainium node
+    role may pull from each, and from no other repository of those accounts."""
+    return sorted({arn for run in config.runs if (arn := ecr_repository_arn(run.image)) is not None})
+
+
+def team_member_groups(config: StackConfig) -> dict[str, list[str]]:
+    """Each member role and the Kubernetes groups of the teams it belongs to (one access entry per role)."""
+    groups: dict[str, list[str]] = {}
+    for team in config.teams:
+        for role_arn in team.member_role_arns:
+            groups.setdefault(role_arn, []).append(team_rbac_group(team.name))
+    return groups
 
 
 def root_zones(config: StackConfig) -> tuple[str, ...]:
@@ -164,7 +203,13 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
 def image_source(config: StackConfig) -> ImageSource:
     """Where the cluster pulls upstream images from: the account's pull-through cache, for every
     registry it has a rule for (none when ``ecr.pull_through_cache`` is off)."""
-    return ImageSource(account=config.account, region=config.region, cached=config.ecr.cached_registries)
+    return ImageSource(
+        account=config.account,
+        region=config.region,
+        cached=config.ecr.cached_registries,
+        mirrored=config.ecr.mirrored_registries,
+        mirror=mirror_prefix(config.name),
+    )
 
 
 def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
@@ -194,6 +239,21 @@ def cached_repository_arns(config: StackConfig, plan: KubernetesLayerPlan) -> li
     images = [*plan.images(), image_source(config).resolve(DEFAULT_TRAINING_IMAGE)]
     arns = {cached_repository_arn(image, account=config.account, region=config.region) for image in images}
     return sorted(arn for arn in arns if arn is not None)
+
+
+def mirrored_images(config: StackConfig, plan: KubernetesLayerPlan) -> list[tuple[str, str]]:
+    """The images the stack copies into the account at deploy, as (upstream, repository name): every
+    image of the plan that resolves to the mirror (constructs_trn/image_mirror.py copies them)."""
+    prefix = f"{mirror_prefix(config.name)}/"
+    copies = []
+    for image in plan.images():
+        host, path, tag, digest = split_image(image)
+        if is_ecr_private_registry(host) and path.startswith(prefix):
+            upstream = (
+                upstream_repository(image) + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+            )
+            copies.append((upstream, path))
+    return copies
 
 
 def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
@@ -301,6 +361,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 uid=team.owner_id,
                 node_groups=tuple(group.name for group in config.team_node_groups(team)),
                 quota=team_quota(config, team),
+                instance_types={group.name: group.instance_type for group in config.team_node_groups(team)},
             )
             for team in config.teams
         ),

@@ -30,6 +30,7 @@ from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NODE_G
 from cluster_facts.run_stages import RUN_STAGES
 from config.loader import load_config, parse_config
 from stacks.canary import TENSORBOARD_PROXY, canary_for
+from stacks.canary import main as canary_main
 from stacks.canary_report import (
     POD_PREFIX,
     POD_STAGES,
@@ -148,6 +149,22 @@ def test_the_canary_is_a_run_of_the_real_chart_with_its_program_checked() -> Non
     # retries 0: no restart, a failure ends the canary (maxRetry is retries + 1: Volcano fails a Job
     # when its retry count reaches maxRetry; cluster_facts/volcano_retries.py).
     assert job["spec"]["maxRetry"] == 1
+
+
+def test_without_a_kubeconfig_the_canary_says_how_to_write_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """make canary before aws eks update-kubeconfig: one line and exit 2, never a traceback (issue 33)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    assert canary_main(["--config", str(DEFAULT_CONFIG)]) == 2
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        (
+            "canary: no usable kubeconfig (Invalid kube-config file. No configuration found.); write one with "
+            "the stack's UpdateKubeconfigCommand output: aws eks update-kubeconfig --region us-west-2 --name trainium"
+        )
+    ]
 
 
 def test_a_group_the_team_may_not_use_is_refused_with_one_line() -> None:

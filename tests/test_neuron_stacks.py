@@ -193,12 +193,12 @@ def test_a_stack_on_an_instance_type_it_does_not_run_is_refused() -> None:
 
 
 def test_an_ami_driver_too_old_for_the_stack_is_refused() -> None:
-    # The table's default release for 1.35 brings SDK 2.29.1's driver: too old for TorchNeuron.
+    # The table's default release for 1.36 brings driver 2.29.0.0: too old for TorchNeuron.
     data = with_change(native_data(), "trainium.node_groups.1.ami_release", ...)
     data = with_change(data, "trainium.node_groups.1.ami_facts", ...)
     assert problems_of(data) == [
         (
-            "env.yaml: trainium.node_groups[1].ami_release: '1.35.4-20260505' brings Neuron driver 2.27.4.0; the "
+            "env.yaml: trainium.node_groups[1].ami_release: '1.36.2-20260714' brings Neuron driver 2.29.0.0; the "
             "native stack (its neuron_stack; SDK 2.33.0) needs 2.31.7.0 or later: no AMI release the table knows "
             "brings it: set ami_release to one that does, with its ami_facts (docs/neuron.md)"
         )
@@ -207,7 +207,7 @@ def test_an_ami_driver_too_old_for_the_stack_is_refused() -> None:
     data = with_change(native_data(), "trainium.node_groups.1.ami_facts.neuron_driver", "2.30.2.0")
     assert problems_of(data) == [
         (
-            "env.yaml: trainium.node_groups[1].ami_release: '1.35.9-20261103' brings Neuron driver 2.30.2.0; the "
+            "env.yaml: trainium.node_groups[1].ami_release: '1.36.5-20261103' brings Neuron driver 2.30.2.0; the "
             "native stack (its neuron_stack; SDK 2.33.0) needs 2.31.7.0 or later: no AMI release the table knows "
             "brings it: set ami_release to one that does, with its ami_facts (docs/neuron.md)"
         )
@@ -226,8 +226,8 @@ def test_declared_ami_facts_need_their_release() -> None:
     data = with_change(native_data(), "trainium.node_groups.1.ami_release", ...)
     assert problems_of(data) == [
         (
-            "env.yaml: trainium.node_groups[1].ami_facts: facts of no release: ami_release is not set; set it to "
-            "the release these facts describe"
+            "env.yaml: trainium.node_groups[1].ami_facts: declares the facts of ami_release, which is not set; "
+            "name the release these facts describe, or remove ami_facts"
         )
     ]
 
@@ -301,7 +301,7 @@ def test_the_native_example_synthesizes_with_the_declared_release(native_stack: 
         for logical, resource in native_stack.resources("AWS::EKS::Nodegroup").items()
     }
     assert sorted(release for release in releases.values() if release) == [
-        "1.35.4-20260505",
-        "1.35.9-20261103",
+        "1.36.2-20260714",
+        "1.36.5-20261103",
     ]
     assert Path(native_stack.assembly_dir, "TrainiumStack.template.json").is_file()

@@ -368,13 +368,17 @@ def test_the_team_values_the_docs_show_are_the_configurations() -> None:
         assert f"TEAM_UID={values['TEAM_UID']}" in page, case.name
     default = submission_environment(BY_NAME["default-team"])
     assert f'print(team_uid("training"))\'   # {default["TEAM_UID"]}' in page
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert f"NODE_GROUP={default['NODE_GROUP']} TEAM_UID={default['TEAM_UID']}" in readme
 
 
 def test_the_readmes_torchx_command_is_a_tested_one() -> None:
+    """The README shows the --team form, which tests/test_team_settings.py runs against the settings."""
+    from tests.test_team_settings import TEAM_COMMAND  # noqa: PLC0415
+
     [line] = docs_commands(REPO_ROOT / "README.md")
-    assert line.replace("torchx run ", "torchx run --dryrun ", 1) in [case.command for case in CASES]
+    assert line.replace("torchx run ", "torchx run --dryrun ", 1) in [
+        *(case.command for case in CASES),
+        TEAM_COMMAND,
+    ]
 
 
 def test_the_torchx_environment_holds_no_aws_cdk_cdk8s_or_pydantic() -> None:

@@ -38,6 +38,7 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.metadata_proxy import proxy_environment
 from cluster_facts.neuron_stack import STACKS, TRAINING_IMAGE, image_stack, release_problem, stack_releases
+from cluster_facts.pod_user import pod_user_init_container, pod_user_mounts, pod_user_volume
 from cluster_facts.script_files import script_body
 from cluster_facts.volcano_retries import volcano_max_retry
 
@@ -247,6 +248,10 @@ class TrainiumJob:
                     "allowPrivilegeEscalation": False,
                     "capabilities": {"drop": ["ALL"]},
                 }
+                # The image's passwd and group with the team's uid added (cluster_facts/pod_user.py).
+                container["volumeMounts"] = [*container.get("volumeMounts", []), *pod_user_mounts()]
+            pod["initContainers"] = [pod_user_init_container(self.image), *pod.get("initContainers", [])]
+            pod["volumes"] = [*pod.get("volumes", []), pod_user_volume()]
         return admitted
 
 

@@ -2,7 +2,7 @@
 place of AWS.
 
 What is real: the autoscaler binary (tools/cluster_binaries.py builds release ``AUTOSCALER_RELEASE``
-with ``-tags kwok``; ``AUTOSCALER_INSTEAD_OF`` says how it differs from the 1.34.5 the product
+with ``-tags kwok``; ``AUTOSCALER_INSTEAD_OF`` says how it differs from the 1.36.1 the product
 deploys), run as a local process with the arguments of the Deployment the product's Helm release
 rendered (read back from the API server, as tests/cluster/control_plane.py does for Volcano) and the
 token of that release's ServiceAccount, so the chart's RBAC is what lets it work. Its scale-up
@@ -71,7 +71,7 @@ GROUP_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/name"
 _MIN_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/min-count"
 _MAX_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/max-count"
 STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
-"""The autoscaler's (utils/taints/taints.go ``StartupTaintPrefix``, the same at 1.33.0 and 1.34.5)."""
+"""The autoscaler's (utils/taints/taints.go ``StartupTaintPrefix``, the same at 1.33.0 and 1.36.1)."""
 
 TEST_TIMINGS: dict[str, str] = {
     "scale-down-unneeded-time": "20s",
@@ -282,7 +282,7 @@ def start_autoscaler(
             "cloud-provider": "kwok",
             "kubeconfig": str(kubeconfig),
             "address": f"127.0.0.1:{free_port()}",
-            # 1.34's default (flags.go); 1.33.0's is false (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF).
+            # 1.34 and later: the default (flags.go); 1.33.0's is false (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF).
             "cordon-node-before-terminating": "true",
         },
     )

@@ -44,6 +44,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_torchx.py",
         "test_redeploy.py",
         "test_deployment_check.py",
+        "test_platform_pods.py",
     ),
     "autoscaler-and-teams": (
         "test_scale_from_zero.py",

@@ -27,7 +27,8 @@ import yaml
 from config import parse_config
 from stacks.kubernetes_values import review_plan
 from tests.conftest import REPO_ROOT
-from tests.runtime.harness import Agent, EtcdServer, LocalJob, RuntimeTools, option_value, training_job
+from tests.runtime.etcd_cluster import EtcdCluster
+from tests.runtime.harness import Agent, LocalJob, RuntimeTools, option_value, training_job
 from tests.yaml_edits import with_change
 
 pytestmark = pytest.mark.slow
@@ -52,7 +53,7 @@ def native_container() -> Any:
     return training_job(review_plan(parse_config(data)))
 
 
-def native_job(tools: RuntimeTools, etcd: EtcdServer, work_dir: Path) -> LocalJob:
+def native_job(tools: RuntimeTools, etcd: EtcdCluster, work_dir: Path) -> LocalJob:
     container = native_container()
     job = LocalJob(
         tools=tools,
@@ -101,7 +102,7 @@ def output_dir(job: LocalJob) -> Path:
 
 
 def test_a_lost_pod_restarts_the_gang_which_resumes_from_the_newest_checkpoint(
-    runtime_tools: RuntimeTools, etcd: EtcdServer, tmp_path: Path
+    runtime_tools: RuntimeTools, etcd: EtcdCluster, tmp_path: Path
 ) -> None:
     job = native_job(runtime_tools, etcd, tmp_path / "restarted")
     with job.attempt("failed", job_uid=JOB_UID, version=0) as agents:
