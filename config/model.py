@@ -387,6 +387,10 @@ class TrainiumNodeGroupSettings(_Section):
     image, for the cluster's Kubernetes version. Changing it replaces the nodes (docs/upgrades.md)."""
     ami_facts: AmiFacts | None = Field(default=None, validate_default=True)
     """What ``ami_release`` brings, declared for a release the table does not know (docs/upgrades.md)."""
+    neuron_stack: Literal["xla", "native"] | None = None
+    """The training path the group serves (cluster_facts/neuron_stack.py): ``xla`` (PyTorch/XLA, SDK up
+    to 2.29) or ``native`` (TorchNeuron, SDK 2.33). Default: the only one its instance type runs, else
+    the one of the runs placed on it, else ``xla``."""
 
     @field_validator("ami_facts")
     @classmethod

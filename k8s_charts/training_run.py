@@ -146,6 +146,9 @@ class TrainingRun:
     """The run's own limit for holding Trainium nodes without progress (the Job's annotation read by
     the gang watchdog); None: the cluster's. Not hashed into the run's id: a Job's annotations may
     change in place, so a new limit does not restart the run."""
+    logical_core_size: int | None = None
+    """Physical NeuronCores per logical one (``NEURON_LOGICAL_NC_CONFIG``), one worker per logical
+    core; None: the instance type's default, and the variable is not set."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -163,6 +166,12 @@ class TrainingRun:
             raise ValueError(f"run_as must be a non-root uid, got {self.run_as}")
         if not re.fullmatch(r"[A-Za-z0-9_-]+", self.cacheset):
             raise ValueError(f"cacheset {self.cacheset!r} may hold only letters, digits, '-' and '_'")
+        self.instance.logical_cores(self.logical_core_size)  # a ValueError names the sizes it takes
+
+    @property
+    def processes_per_node(self) -> int:
+        """``--nproc_per_node``: one worker per logical NeuronCore at the run's LNC."""
+        return self.instance.logical_cores(self.logical_core_size)
 
     @property
     def cache_root(self) -> str:
@@ -183,7 +192,7 @@ def compile_key(run: TrainingRun) -> str:
         "image": run.image,
         "instance_type": run.instance.name,
         "nodes": run.nodes,
-        "processes_per_node": run.instance.processes_per_node,
+        "processes_per_node": run.processes_per_node,
         "script": run.script,
         "script_args": list(run.script_args),
         "environment": dict(sorted(run.environment.items())),
@@ -206,7 +215,7 @@ def launcher_arguments(run: TrainingRun) -> list[str]:
         "--rdzv_endpoint", run.rendezvous_endpoint,
         "--rdzv_id", "$(RDZV_ID)",
         "--nnodes", str(run.nodes),
-        "--nproc_per_node", str(run.instance.processes_per_node),
+        "--nproc_per_node", str(run.processes_per_node),
         "--tee", "3",
         "--role=",
         run.script,
@@ -243,6 +252,12 @@ def _environment(
         # Instance-metadata calls fail at once, nothing else is proxied (cluster_facts/metadata_proxy.py).
         **proxy_environment(job=run_id_value),
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
+        # The runtime groups this many physical NeuronCores into each of the cores --nproc_per_node counts.
+        **(
+            {"NEURON_LOGICAL_NC_CONFIG": str(run.logical_core_size)}
+            if run.logical_core_size is not None
+            else {}
+        ),
         **run.environment,
         # What k8s_charts/scripts/run_worker.sh reads.
         "REQUIRED_MARKERS": "\n".join(

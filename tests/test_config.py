@@ -68,7 +68,7 @@ BAD_CONFIGURATIONS = [
         "trainium.node_groups.0.instance_type",
         "trn9.64xlarge",
         "env.yaml: trainium.node_groups[0].instance_type: 'trn9.64xlarge' is not in the Trainium instance catalog; "
-        "allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge",
+        "allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, trn2u.48xlarge",
         id="unknown-instance-type",
     ),
     pytest.param(
@@ -81,15 +81,16 @@ BAD_CONFIGURATIONS = [
         "runs.0.image",
         "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04",
         "env.yaml: runs[0].image: 'public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-"
-        "ubuntu24.04' is Neuron SDK 2.30.0, which no longer supports PyTorch/XLA training (Neuron 2.30 "
-        "announcement); allowed: 2.27.1, 2.29.1",
+        "ubuntu24.04' is Neuron SDK 2.30.0, which supports neither training path (PyTorch/XLA training ended "
+        "in Neuron 2.30; TorchNeuron begins in 2.33); allowed: 2.27.1, 2.29.1 (xla); 2.33.0 (native)",
         id="image-of-a-neuron-release-without-xla-training",
     ),
     pytest.param(
         "runs.0.image",
-        "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1",
-        "env.yaml: runs[0].image: '111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1' "
-        "is Neuron SDK 2.31.0, which this cluster's Neuron table does not know; allowed: 2.27.1, 2.29.1",
+        "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.34.0-1",
+        "env.yaml: runs[0].image: '111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.34.0-1' "
+        "is Neuron SDK 2.34.0, which this cluster's Neuron table does not know; allowed: 2.27.1, 2.29.1 (xla); "
+        "2.33.0 (native)",
         id="image-of-an-unknown-neuron-release",
     ),
     pytest.param(
@@ -915,7 +916,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs({"name": "llm"}),
-            "runs[0]: a run needs a script (or a preset such as bert-large)",
+            "runs[0]: a run needs a script (or a preset: bert-large, native-fsdp2)",
             id="nothing-to-run",
         ),
         pytest.param(
@@ -925,8 +926,8 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs({**GENERIC_RUN, "parameters": {"batch_size": 8}}),
-            "runs[0].parameters: parameters belong to a preset; set preset: bert-large, or describe the run "
-            "with script and args",
+            "runs[0].parameters: parameters belong to a preset; set preset: bert-large or native-fsdp2, or "
+            "describe the run with script and args",
             id="parameters-without-preset",
         ),
         pytest.param(

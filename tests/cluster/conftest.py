@@ -52,6 +52,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_teams.py",
         "test_tenant_admission.py",
         "test_torchx_teams.py",
+        "test_torchx_native.py",
     ),
     "recovery-and-queues": (
         "test_recovery.py",

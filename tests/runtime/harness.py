@@ -12,8 +12,9 @@ What runs is what the cluster would run, with only the differences one machine f
   resolves to the pod's address; here every agent must advertise loopback). ``python3`` is the
   torch virtualenv's through PATH, ``neuron_parallel_compile`` a stand-in that runs the command
   once. The script's /data moves under the work dir (the data sets' markers in place), and it
-  verifies no files and installs no packages (``LocalJob._pod_local``). ``LocalJob(worker_script=
-  False)`` runs the launcher argv alone.
+  verifies no files and installs no packages (``LocalJob._pod_local``; /datasets moves there too).
+  ``LocalJob(worker_script=False)`` runs the launcher argv alone; ``LocalJob(program=...)`` runs a
+  real program of the repository in place of the stand-in, with the rendered script's arguments.
 - the environment of each agent is the container's as the kubelet builds it (tests/k8s/expansion.py):
   its ``env`` list in order, ``$(VAR)`` references expanded, downward-API ``fieldRef`` values from a
   simulated Volcano pod (``volcano_pod_fields``: job uid and version per attempt), plus what
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_facts.kubernetes_names import DATA_MOUNT
+from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from tests.k8s.expansion import container_environment, expand
 from tests.runtime.etcd_cluster import EtcdCluster
@@ -64,7 +65,8 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_ON_DATA = re.compile(rf"(?<![\w./-]){re.escape(DATA_MOUNT)}(?=/|\s|$)")
+# The team's volume and the data sets' mount, each moved under the work dir.
+_ON_MOUNTS = re.compile(rf"(?<![\w./-])({re.escape(DATA_MOUNT)}|{re.escape(DATASETS_ROOT)})(?=/|\s|$)")
 # The Neuron SDK's tool runs the training command to extract and compile its graphs; here it
 # runs it once, in the stand-in's precompile phase.
 _NEURON_PARALLEL_COMPILE = 'STANDIN_PHASE=precompile exec "$@"\n'
@@ -316,6 +318,10 @@ class LocalJob:
     rather than the launcher alone."""
     timeout: float = 45
     """Seconds an attempt may take before its agents are killed."""
+    program: Path | None = None
+    """Run this file with the rendered script's arguments (expanded in the pod's environment, its
+    mounts moved) and ``program_args`` after them, instead of the stand-in."""
+    program_args: Sequence[str] = ()
 
     def argv(self, environment: Mapping[str, str]) -> list[str]:
         launcher = local_launcher(
@@ -324,6 +330,15 @@ class LocalJob:
             nproc_per_node=self.nproc_per_node,
             script_args=["--output_dir", str(self.work_dir / "output")],
         )
+        if self.program is not None:
+            script = launcher_script_index(self.container.args)
+            rendered_args = list(self.container.args[script + 1 :])
+            launcher = [
+                *launcher[: launcher.index(str(STANDIN))],
+                str(self.program),
+                *rendered_args,
+                *self.program_args,
+            ]
         return [expand(arg, environment) for arg in launcher]
 
     @contextlib.contextmanager
@@ -360,12 +375,13 @@ class LocalJob:
                 environment = container_environment(
                     {"env": [*self.container.env, *volcano_env]}, downward=fields
                 )
+                if self.worker_script:
+                    environment = self._pod_local(environment, logs / f"pod-{index}")
                 argv = self.argv(environment)
                 if rdzv_id is not None:
                     argv = with_option(argv, "--rdzv_id", rdzv_id)
                 if self.worker_script:
                     argv = [*self.container.command, *argv]
-                    environment = self._pod_local(environment, logs / f"pod-{index}")
                 process_env = {
                     "PATH": os.pathsep.join(
                         [str(self._stand_ins()), str(self.tools.bin_dir), "/usr/bin", "/bin"]
@@ -390,11 +406,14 @@ class LocalJob:
                 agent.delete()
 
     def _pod_local(self, environment: Mapping[str, str], pod_dir: Path) -> dict[str, str]:
-        """What run_worker.sh reads, moved onto this machine: /data under the work dir (with the
-        data sets' staged markers in place), a pod-local package dir; no files to verify (the
-        stand-in replaces the script) and no packages to install (they come from a registry)."""
-        data = str(self.work_dir / "data")
-        moved = {name: _ON_DATA.sub(data, value) for name, value in environment.items()}
+        """What run_worker.sh reads, moved onto this machine: /data and /datasets under the work dir
+        (with the data sets' staged markers in place), a pod-local package dir; no files to verify
+        (the stand-in replaces the script, a ``program`` is the repository's file) and no packages
+        to install (they come from a registry)."""
+        mounts = {DATA_MOUNT: str(self.work_dir / "data"), DATASETS_ROOT: str(self.work_dir / "datasets")}
+        moved = {
+            name: _ON_MOUNTS.sub(lambda match: mounts[match[1]], value) for name, value in environment.items()
+        }
         for line in moved.get("REQUIRED_MARKERS", "").splitlines():
             # "MARKER VERSION": the staging job writes the version as the marker's first line.
             marker, version = line.split(" ", 1)
