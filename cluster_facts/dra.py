@@ -49,7 +49,6 @@ __all__ = [
     "EFA_DRA_DRIVER",
     "NEURON_DEVICE_CLASS",
     "NEURON_DRA_DRIVER",
-    "NEURON_LNC_FAMILIES",
     "DeviceTaintSupport",
     "NodeDevices",
     "device_group_attribute",
@@ -78,12 +77,6 @@ EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
 
 DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 """The connected subsets the Neuron driver names; one attribute each."""
-
-NEURON_LNC_FAMILIES: Mapping[str, int] = {"trn2": 2, "trn2u": 2}
-"""The Logical NeuronCore size a claim asks the driver for, by instance family: the Neuron runtime's
-default on Trainium2 (LNC=2, which the catalog's ``neuron_cores`` counts: 64 on a trn2.48xlarge).
-Trainium1 takes no LNC setting (its NeuronCore-v2 are not grouped; the driver refuses
-``logicalNeuronCore`` there). When the catalog carries each type's LNC sizes, this table goes."""
 
 AUTOSCALER_FROM_ZERO_ISSUE = "kubernetes/autoscaler#7799"
 """The cluster autoscaler's AWS provider builds a node group's template without ResourceSlices
@@ -217,13 +210,22 @@ def _opaque(requests: list[str], kind: str, **parameters: int) -> dict[str, Any]
     }
 
 
-def node_devices(instance: TrainiumInstanceType, *, ultraserver_mode: int | None = None) -> NodeDevices:
-    """One whole node of ``instance``, as a training pod takes it."""
+def node_devices(
+    instance: TrainiumInstanceType,
+    *,
+    logical_core_size: int | None = None,
+    ultraserver_mode: int | None = None,
+) -> NodeDevices:
+    """One whole node of ``instance``, as a training pod takes it. The Logical NeuronCore size the claim
+    asks the driver for: ``logical_core_size`` (a run's), else the catalog's default for the type; none
+    on a type that takes one size only (Trainium1: its NeuronCore-v2 are not grouped, and the driver
+    refuses ``logicalNeuronCore`` there)."""
+    lnc = instance.default_logical_core_size if logical_core_size is None else logical_core_size
     return NodeDevices(
         instance_type=instance.name,
         neuron_devices=instance.chips,
         efa_interfaces=instance.efa_interfaces,
-        logical_core_size=NEURON_LNC_FAMILIES.get(instance.family),
+        logical_core_size=lnc if len(instance.logical_core_sizes) > 1 else None,
         ultraserver_mode=ultraserver_mode,
     )
 

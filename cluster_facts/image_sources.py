@@ -52,6 +52,7 @@ __all__ = [
     "cached_repository_arn",
     "digest_exception_reason",
     "ecr_registry",
+    "ecr_repository_arn",
     "is_ecr_private_registry",
     "mirror_prefix",
     "mirrored_image",
@@ -177,6 +178,16 @@ def mirrored_image(upstream: str, *, account: str, region: str, prefix: str) -> 
     return reference + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
 
 
+def ecr_repository_arn(image: str) -> str | None:
+    """The ARN of the private ECR repository ``image`` is pulled from (any account and region), or
+    None for an image of another registry: what a node role needs ``ecr:BatchGetImage`` on."""
+    host, path, _, _ = split_image(image)
+    if not is_ecr_private_registry(host):
+        return None
+    account, _, _, region = host.split(".")[:4]
+    return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{path}"
+
+
 def upstream_repository(image: str) -> str:
     """``host/path`` of the upstream repository ``image`` comes from, whether named upstream, through
     the cache (``<registry>/upstream/quay.io/coreos/etcd:v3`` -> ``quay.io/coreos/etcd``) or as the
@@ -261,6 +272,10 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
         "a Docker Official Image: the tag is rebuilt when its base changes, and docker-library/repo-info "
         "records digests only for docker.io and only of the current build, none for the ECR Public copy"
     ),
+    "public.ecr.aws/aws-cli/aws-cli": (
+        "AWS publishes the CLI's images on ECR Public by version tag; the release notes (aws/aws-cli "
+        "CHANGELOG) name versions only, no image digests"
+    ),
     "quay.io/coreos/etcd": (
         "etcd's release notes name the images by tag (gcr.io/etcd-development and quay.io) and publish "
         "checksums only for the release tarballs"
@@ -268,7 +283,7 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
     "registry.k8s.io/autoscaling/cluster-autoscaler": (
         "the chart pins the tag only, and the registry's promotion manifest (kubernetes/k8s.io "
         "images/k8s-staging-autoscaling) readable offline ends at v1.28; its digests for the pinned "
-        "v1.33-v1.35 releases could not be read"
+        "v1.33-v1.36 releases could not be read"
     ),
     "docker.io/volcanosh/vc-controller-manager": (
         "the Volcano chart sets a tag only (basic.image_tag_version) and the release publishes no digests"

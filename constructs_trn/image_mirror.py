@@ -29,13 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import cdk_ecr_deployment as ecr_deployment
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from cluster_facts.deploy_timeouts import ANSWER_SECONDS
 from cluster_facts.images import split_image
 from constructs_trn.nag import acknowledge, aws_managed_policy
 
@@ -117,6 +118,11 @@ class ImageMirror(Construct):
         for copy in self.copies:
             if group is not None:
                 copy.node.add_dependency(group)
+            # A copy that hangs fails the deploy once its Lambda has timed out, not after
+            # CloudFormation's default hour (cluster_facts/deploy_timeouts.py).
+            resource = copy.node.find_child("CustomResource").node.default_child
+            assert isinstance(resource, CfnResource)
+            resource.add_property_override("ServiceTimeout", int(COPY_TIMEOUT.to_seconds()) + ANSWER_SECONDS)
         self._acknowledge()
 
     def _copy_function(self) -> lambda_.CfnFunction:

@@ -483,6 +483,8 @@ def _pod_spec(values: GangWatchdogValues) -> k8s.PodSpec:
                 ],
                 # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
                 image_pull_policy=PINNED_PULL_POLICY,
+                # A Python loop that lists nodes, pods and PodGroups once a minute: the interpreter and
+                # one listing of the cluster in memory; a pass takes a CPU for a moment.
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "256Mi"}
                 ),

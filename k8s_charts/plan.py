@@ -40,13 +40,14 @@ from cluster_facts.kubernetes_plan import (
 from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHART
 from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
-from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.device_claims import NodeClaimTemplatesChart
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.dra_admission import DraAdmissionChart, TeamClaimsAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.efa_dra_driver import EfaDraDriverChart
 from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
+from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
@@ -64,9 +65,11 @@ from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeC
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.resources import ContainerDefaultsChart
 from k8s_charts.stored_form import as_stored
 from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
 from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
+from k8s_charts.team_settings import TeamSettingsChart, team_settings_data
 from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
 from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
@@ -157,6 +160,8 @@ class TeamValues:
     node_groups: tuple[str, ...]
     """The Trainium node groups its pods may run on (an admission policy holds them there)."""
     quota: TeamQuota
+    instance_types: Mapping[str, str] = field(default_factory=dict)
+    """Each of ``node_groups``' instance type, for the team's settings (k8s_charts/team_settings.py)."""
     device_claims: Mapping[str, NodeDevices] = field(default_factory=dict)
     """Its ``devices: dra`` node groups -> what a pod claims of one node there (its namespace gets a
     ``trainium-node-<group>`` ResourceClaimTemplate of each, and may claim their DeviceClasses)."""
@@ -240,7 +245,10 @@ def _volcano(images: ImageSource, *, device_taints: bool = False) -> HelmRelease
         # get their pods, which the cluster autoscaler sees.
         values=values,
         wait=True,
-        timeout_minutes=15,
+        # Helm waits up to this for the admission-init hook Job, then again for the release's pods:
+        # 2 x 6 minutes leaves the kubectl handler time to report a hang (cluster_facts/deploy_timeouts.py).
+        timeout_minutes=6,
+        hook_waits=VOLCANO_CHART.hook_waits,
         images=volcano_images(values),
     )
 
@@ -261,7 +269,7 @@ def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRe
         values=cluster_autoscaler_values(values),
         # Waits for the autoscaler's pod on the system nodes, never for a Trainium node.
         wait=True,
-        timeout_minutes=10,
+        timeout_minutes=5,
         images=(values.image,),
         after=(AUTOSCALER_NETWORK_STEP,),
     )
@@ -292,6 +300,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
 
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
+    fetch_image = images.resolve(S3_FETCH_IMAGE)
     volcano = _volcano(images, device_taints=values.dra is not None and values.dra.device_taints)
     autoscaler: list[KubernetesStep] = (
         [
@@ -342,9 +351,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),
-        chart(
-            VOLCANO_NAMESPACE_STEP,
-            partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ManifestSet(
+            name=VOLCANO_NAMESPACE_STEP,
+            manifests=(
+                *render(partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY)),
+                # Requests and limits for a container of Volcano's that declares none (a chart upgrade).
+                *render(partial(ContainerDefaultsChart, namespace=VOLCANO_NAMESPACE)),
+            ),
         ),
         # Default-deny in Volcano's namespace and what each of its pods needs, before the release
         # (its pre-install hook Job already runs under them).
@@ -405,6 +418,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             manifests=(
                 *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
                 *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
+                *render(partial(ContainerDefaultsChart, namespace=PLATFORM_NAMESPACE)),
             ),
             after=(PRIORITY_STEP,),
         ),
@@ -433,6 +447,22 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                         if team.device_claims
                         else ()
                     ),
+                    *render(
+                        partial(
+                            TeamSettingsChart,
+                            namespace=team.name,
+                            data=team_settings_data(
+                                team=team.name,
+                                queue=team.queue.name,
+                                claim=values.file_system.claim_name,
+                                datasets_claim=values.file_system.datasets_claim_name,
+                                uid=team.uid,
+                                node_groups={
+                                    group: team.instance_types.get(group, "") for group in team.node_groups
+                                },
+                            ),
+                        )
+                    ),
                 )
             ),
             # The team's members act in the namespace only once its admission policy holds.
@@ -445,7 +475,12 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 manifest
                 for team in values.teams
                 for manifest in render(
-                    partial(EtcdChart, namespace=team.name, image=images.resolve(ETCD_IMAGE)),
+                    partial(
+                        EtcdChart,
+                        namespace=team.name,
+                        image=images.resolve(ETCD_IMAGE),
+                        member_image=images.resolve(ETCD_MEMBER_IMAGE),
+                    ),
                     f"etcd-{team.name}",
                 )
             ),
@@ -495,6 +530,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     root_zones=file_system.root_zones,
                     vpc_cidr=values.vpc_cidr,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ),
                 after=("fsx-layout",),
                 identity=staging_job_name(
@@ -503,6 +540,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     claim_name=file_system.claim_name,
                     root_zones=file_system.root_zones,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets
@@ -620,6 +659,20 @@ def _dra_steps(values: KubernetesLayerValues, chart: Callable[..., ManifestSet])
     ]
 
 
+# A workload the platform keeps in team namespaces -> who creates its pods: the owner the pods name
+# and kube-controller-manager's users for that controller (with per-controller credentials, or its own).
+_PLATFORM_POD_OWNERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Deployment": (
+        "ReplicaSet",
+        ("system:serviceaccount:kube-system:replicaset-controller", "system:kube-controller-manager"),
+    ),
+    "StatefulSet": (
+        "StatefulSet",
+        ("system:serviceaccount:kube-system:statefulset-controller", "system:kube-controller-manager"),
+    ),
+}
+
+
 def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValues, ...]) -> dict[str, Any]:
     """What the team policy needs to know of the plan: every object the platform keeps in a team
     namespace (their names are reserved), the read-only claims there, and the platform's pods there.
@@ -638,12 +691,15 @@ def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValue
     ]
     platform_pods = []
     for manifest in objects:
-        if manifest["kind"] == "Deployment":
-            platform_pods.append(PlatformPod(labels=manifest["spec"]["template"]["metadata"]["labels"]))
+        if manifest["kind"] in _PLATFORM_POD_OWNERS:
+            owner, creators = _PLATFORM_POD_OWNERS[manifest["kind"]]
+            labels = manifest["spec"]["template"]["metadata"]["labels"]
+            platform_pods.append(PlatformPod(labels=labels, owner_kind=owner, creators=creators))
         elif "template" in manifest.get("spec", {}) or manifest["kind"] == "Pod":
             raise ValueError(
                 f"{manifest['kind']} {manifest['metadata']['name']} in a team namespace: the team admission "
-                "policy (k8s_charts/tenant_admission.py) knows how to admit only Deployments' pods there"
+                "policy (k8s_charts/tenant_admission.py) knows how to admit only the pods of "
+                f"{' and '.join(sorted(_PLATFORM_POD_OWNERS))} there"
             )
     return {
         "teams": [

@@ -58,6 +58,7 @@ __all__ = [
     "SCHEDULER_ACTIONS",
     "VOLCANO_IMAGE_PULL_POLICY",
     "VOLCANO_POLICY_EXCEPTIONS",
+    "VOLCANO_RESOURCES",
     "VOLCANO_SCHEDULER_CONFIG",
     "scheduler_configuration",
     "volcano_images",
@@ -123,6 +124,32 @@ DEVICE_TAINT_GATES = "DRADeviceTaints=true"
 (pkg/scheduler/cache/cache.go, ``resourceslicetracker.Options``): set only where that API is served
 (cluster_facts/dra.py ``DEVICE_TAINTS``), or the scheduler waits for an informer that never syncs."""
 
+VOLCANO_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
+    # The scheduler and the job controller: what Huawei's CCE and UCS ship as their Volcano add-on's
+    # default below 100 nodes (CPU 500m requested, 2000m limit; memory 500Mi requested, 2000Mi
+    # limit; more per 100 nodes: support.huaweicloud.com/usermanual-ucs/ucs_10_0193.html); Volcano's
+    # own chart sets none. Both hold every pod, node, PodGroup and queue of the cluster in informer
+    # caches; the scheduler runs a session every second over all of them. The chart sets GOMEMLIMIT
+    # from the memory limit, so Go's collector works harder before the limit is reached.
+    "scheduler_resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
+    },
+    "controller_resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
+    },
+    # The webhook answers each Job, PodGroup, queue and pod admission of the cluster (one at a time,
+    # small), and the same values size the chart's admission-init Job (a certificate script). The
+    # chart's values.yaml example: limits of 300m and 300Mi.
+    "admission_resources": {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "512Mi"},
+    },
+}
+"""Requests and limits of Volcano's containers, through the chart's ``custom.*_resources`` values
+(chart v1.15.1: templates/scheduler.yaml, controllers.yaml, admission.yaml, admission-init.yaml)."""
+
 
 def volcano_values(
     *,
@@ -140,7 +167,7 @@ def volcano_values(
     dynamicresources plugin), and ``capacity`` counts them against a queue's ``deviceclass/<class>``
     capability, on by default (v1.15.1 capacity.go ``New``: ``capacity.DynamicResourceAllocationEnable``
     defaults to the DynamicResourceAllocation gate, GA and on)."""
-    custom: dict[str, Any] = {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG}
+    custom: dict[str, Any] = {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG, **VOLCANO_RESOURCES}
     if device_taints:
         custom["scheduler_feature_gates"] = DEVICE_TAINT_GATES
     return {

@@ -54,10 +54,14 @@ def run_checks(
 ) -> list[CheckResult]:
     """``lambda_demand``: what a deploy of the configuration's synthesized template holds at once
     (``lambda_concurrency.lambda_demand``); None when no template was given."""
+    # Imported here: network_checks builds on this module's CheckResult.
+    from preflight.network_checks import check_network  # noqa: PLC0415
+
     results = [
         check_account(config, facts),
         check_vpc_zones(config, facts),
         check_trainium_zone(config, facts),
+        *check_network(config, facts),
     ]
     results += [check_offering(config, facts, index) for index in range(len(config.trainium.node_groups))]
     results += check_quotas(config, facts)

@@ -27,6 +27,7 @@ from preflight.costs import cost_rows
 from preflight.image_checks import check_images
 from preflight.image_inventory import pulled_images
 from preflight.lambda_concurrency import LambdaDemand, TemplateError, lambda_demand
+from preflight.live_versions import version_checks
 from preflight.registries import ask_registries
 from preflight.report import DEFAULT_WIDTH, render, summary
 from preflight.rewrite import RewriteError, apply_zone_changes, plan_zone_changes
@@ -189,8 +190,14 @@ def main(
                 print(f"--write: {path}: {edits}", file=out)
                 config = load_config(path)
 
-    # The image rows after the account's, then the cost rows: they PASS or WARN, and never fail the run.
-    results = run_checks(config, facts, demand) + _image_rows(config, clients) + cost_rows(config, facts)
+    # The account's rows, the live versions, the images, then the cost rows (they PASS or WARN, and
+    # never fail the run).
+    results = (
+        run_checks(config, facts, demand)
+        + version_checks(config, facts)
+        + _image_rows(config, clients)
+        + cost_rows(config, facts)
+    )
     print(f"Preflight of {path} for account {facts.account_id} in {facts.region}", file=out)
     print(file=out)
     print(render(results, width=args.width), file=out)

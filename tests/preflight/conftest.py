@@ -29,6 +29,7 @@ import yaml
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
+from cluster_facts.ami_releases import DEFAULT_AMI_RELEASES, neuron_ami_parameter
 from cluster_facts.images import split_image
 from config import StackConfig, load_config, parse_config
 from preflight.aws import Clients, make_clients
@@ -263,6 +264,13 @@ class FakeAccount:
     """Pending and running Trn instances (``trn_instance``); the account has none by default."""
     versions: list[dict[str, Any]] = field(
         default_factory=lambda: [
+            {
+                "clusterVersion": "1.36",
+                "versionStatus": "STANDARD_SUPPORT",
+                "status": "standard-support",
+                "endOfStandardSupportDate": datetime(2027, 8, 2, tzinfo=UTC),
+                "endOfExtendedSupportDate": datetime(2028, 8, 2, tzinfo=UTC),
+            },
             {"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT", "status": "standard-support"},
             {
                 "clusterVersion": "1.34",
@@ -280,6 +288,12 @@ class FakeAccount:
     """Region -> ``PriceQuery.key`` -> the Price List items ``GetProducts`` answers (price_list.py)."""
     lambda_limits: tuple[int, int] = (1000, 1000)
     """``GetAccountSettings``' AccountLimit: (ConcurrentExecutions, UnreservedConcurrentExecutions)."""
+    cluster_version: str | None = None
+    """The version of a cluster already deployed under the configuration's name; None: none yet."""
+    ami_recommended: str | None = "1.36.2-20260714"
+    """SSM's recommended Neuron AMI release of the configured version; None: no such parameter."""
+    ami_unpublished: set[str] = field(default_factory=set)
+    """AMI releases whose image parameter SSM does not have (ParameterNotFound); every other is published."""
     errors: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Operation name -> (error code, message) that AWS answers instead, e.g. AccessDenied."""
     registries: FakeRegistries = field(default_factory=FakeRegistries)
@@ -343,6 +357,7 @@ def real_clients(region: str, *, max_attempts: int = 8, now: datetime = NOW) -> 
         clients.pricing,
         clients.lambda_,
         clients.ecr,
+        clients.ssm,
     ):
         client.meta.events.register_last("before-send", no_network)
     # The public registries are a model (fake_registries.py): nothing leaves the process.
@@ -366,7 +381,7 @@ def stub_clients(
     clients = dataclasses.replace(
         real_clients(config.region, max_attempts=max_attempts, now=now), registry_http=account.registries
     )
-    sts, ec2, quotas, eks, pricing, lambda_, ecr = (
+    sts, ec2, quotas, eks, pricing, lambda_, ecr, ssm = (
         Stubber(clients.sts),
         Stubber(clients.ec2),
         Stubber(clients.service_quotas),
@@ -374,8 +389,9 @@ def stub_clients(
         Stubber(clients.pricing),
         Stubber(clients.lambda_),
         Stubber(clients.ecr),
+        Stubber(clients.ssm),
     )
-    stubbers = [sts, eks, lambda_, ecr]
+    stubbers = [sts, eks, lambda_, ecr, ssm]
     for name, client, stubber in (
         ("ec2", clients.ec2, ec2),
         ("service-quotas", clients.service_quotas, quotas),
@@ -396,10 +412,12 @@ def stub_clients(
         _queue_ec2(account, config, ec2)
         _queue_quotas(account, config, quotas)
         _queue(account, eks, "describe_cluster_versions", {"clusterVersions": account.versions}, {})
+        _queue_deployed_cluster(account, config, eks)
         concurrent, unreserved = account.lambda_limits
         limits = {"ConcurrentExecutions": concurrent, "UnreservedConcurrentExecutions": unreserved}
         _queue(account, lambda_, "get_account_settings", {"AccountLimit": limits}, {})
         _queue_prices(account, config, pricing)
+        _queue_ami_releases(account, config, ssm)
         if images:  # the CLI asks them after gather_facts (preflight/cli.py, _image_rows)
             _queue_ecr(account, config, ecr)
     for stubber in stubbers:
@@ -422,6 +440,51 @@ def _queue(
         )
     else:
         stubber.add_response(operation, response, params)
+
+
+def _queue_deployed_cluster(account: FakeAccount, config: StackConfig, eks: Stubber) -> None:
+    params = {"name": config.name}
+    if account.cluster_version is None and "describe_cluster" not in account.errors:
+        eks.add_client_error(
+            "describe_cluster",
+            service_error_code="ResourceNotFoundException",
+            http_status_code=404,
+            expected_params=params,
+        )
+    else:
+        answer = {
+            "cluster": {"name": config.name, "version": account.cluster_version or "", "status": "ACTIVE"}
+        }
+        _queue(account, eks, "describe_cluster", answer, params)
+
+
+def _queue_ami_releases(account: FakeAccount, config: StackConfig, ssm: Stubber) -> None:
+    """SSM's public parameters, as preflight.aws._ami_releases asks: the recommended release, then
+    each node group's release once (a missing one answers ParameterNotFound, as SSM does)."""
+    minor = config.cluster.kubernetes_version
+
+    def parameter(name: str, value: str | None) -> None:
+        if "get_parameter" in account.errors:
+            _queue(account, ssm, "get_parameter", {}, {"Name": name})
+        elif value is None:
+            ssm.add_client_error(
+                "get_parameter",
+                service_error_code="ParameterNotFound",
+                http_status_code=400,
+                expected_params={"Name": name},
+            )
+        else:
+            answer = {"Parameter": {"Name": name, "Type": "String", "Value": value, "Version": 1}}
+            ssm.add_response("get_parameter", answer, {"Name": name})
+
+    parameter(neuron_ami_parameter(minor), account.ami_recommended)
+    asked: set[str] = set()
+    for group in config.trainium.node_groups:
+        release = group.ami_release or DEFAULT_AMI_RELEASES[minor]
+        if release not in asked:
+            asked.add(release)
+            image = None if release in account.ami_unpublished else "ami-0123456789abcdef0"
+            parameter(neuron_ami_parameter(minor, release=release), image)
 
 
 def _queue_ec2(account: FakeAccount, config: StackConfig, ec2: Stubber) -> None:

@@ -107,6 +107,6 @@ def test_each_image_names_the_key_or_pin_it_comes_from() -> None:
     training = images["pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.1-ubuntu24.04"]
     assert [origin.configured for origin in training.origins] == [False, False]
     assert "run bert-large" in [origin.used_by for origin in training.origins]
-    autoscaler = images["cluster-autoscaler:v1.34.5"]
-    assert autoscaler.origins[0].what.startswith("CLUSTER_AUTOSCALER_IMAGE_TAGS['1.34']")
+    autoscaler = images["cluster-autoscaler:v1.36.1"]
+    assert autoscaler.origins[0].what.startswith("CLUSTER_AUTOSCALER_IMAGE_TAGS['1.36']")
     assert "gang watchdog" not in str(pulled_images(variant("no watchdog")))

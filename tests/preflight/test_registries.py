@@ -141,7 +141,7 @@ def ask(image: PulledImage, registries: FakeRegistries) -> Any:
         DEVICE_PLUGIN_IMAGE,
         "docker.io/volcanosh/vc-scheduler:v1.15.1",
         "quay.io/coreos/etcd:v3.5.33",
-        "registry.k8s.io/autoscaling/cluster-autoscaler:v1.34.5",
+        "registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.1",
     ],
 )
 def test_an_existing_image_is_found_with_head_requests_only(image: str) -> None:
@@ -156,7 +156,7 @@ def test_an_existing_image_is_found_with_head_requests_only(image: str) -> None:
 
 def test_registry_k8s_io_is_asked_through_its_redirect_without_leaking_a_token() -> None:
     registries = FakeRegistries()
-    answer = ask(upstream("registry.k8s.io/autoscaling/cluster-autoscaler:v1.34.5"), registries)
+    answer = ask(upstream("registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.1"), registries)
     assert answer.status == "found"
     hosts = [url.split("/")[2] for _, url in registries.requests]
     assert hosts == [
