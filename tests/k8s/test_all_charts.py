@@ -6,31 +6,47 @@ import re
 from functools import cache
 
 import pytest
+import yaml
 
 from cluster_facts.images import is_pinned_image
-from cluster_facts.kubernetes_names import NEURON_RESOURCE
 from cluster_facts.kubernetes_plan import ManifestSet
-from config import load_config
+from config import StackConfig, load_config, parse_config
 from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
 from tests.k8s.manifests import Manifest, containers
-from tests.k8s.resources import OWNS_ITS_NODE, missing_resources
+from tests.k8s.resources import OWNS_ITS_NODE, holds_devices, missing_resources
 from tests.k8s_validation import assert_valid
 from tests.plans import shared_review_plan
+from tests.yaml_edits import with_change
 
-CONFIGS = {"default": DEFAULT_CONFIG, "example": EXAMPLE_CONFIG}
+CONFIGS = {"default": DEFAULT_CONFIG, "example": EXAMPLE_CONFIG, "dra": DEFAULT_CONFIG}
+
+
+def _dra_config() -> StackConfig:
+    """The default with its group on ``devices: dra`` and a trn2.48xlarge DRA group beside it, a run
+    on each: the DRA drivers, their fences, the claim templates and the runs' claims."""
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    [group] = data["trainium"]["node_groups"]
+    trn2 = {**group, "name": "trn2-dra", "instance_type": "trn2.48xlarge", "devices": "dra"}
+    dra = {"devices": "dra", "min_size": 1, "desired_size": 1}
+    data = with_change(data, "trainium.node_groups", [{**group, **dra}, {**trn2, **dra}])
+    run = {"name": "trn2-run", "preset": "bert-large", "node_group": "trn2-dra", "nodes": 1}
+    return parse_config(with_change(data, "runs", [*data["runs"], run]))
 
 
 @cache
 def plan_steps(config: str) -> dict[str, ManifestSet]:
-    """Every manifest set the stack would apply (or render) for one shipped configuration."""
-    return {step.name: step for step in shared_review_plan(load_config(CONFIGS[config])).manifest_sets()}
+    """Every manifest set the stack would apply (or render) for one shipped configuration (and one on
+    DRA, which none ships)."""
+    loaded = _dra_config() if config == "dra" else load_config(CONFIGS[config])
+    return {step.name: step for step in shared_review_plan(loaded).manifest_sets()}
 
 
 CHARTS = [(config, name) for config in sorted(CONFIGS) for name in plan_steps(config)]
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
+    "DeviceClass",
     "Namespace",
     "PersistentVolume",
     "PriorityClass",
@@ -77,7 +93,7 @@ def test_only_pods_that_own_their_node_leave_out_limits() -> None:
         for step in plan_steps(config).values()
         for manifest in step.manifests
         for container in containers(dict(manifest))
-        if NEURON_RESOURCE in (container.get("resources", {}).get("limits") or {})
+        if holds_devices(container)
     }
     assert exempt == {("Job", "trainer"), ("Job", "worker")}, OWNS_ITS_NODE
 
