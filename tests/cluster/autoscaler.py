@@ -54,6 +54,7 @@ __all__ = [
     "GROUP_ANNOTATION",
     "KWOK_CONFIG",
     "KWOK_TEMPLATES",
+    "MIN_COUNT_ANNOTATION",
     "STARTUP_TAINT_PREFIX",
     "TEST_TIMINGS",
     "Autoscaler",
@@ -69,7 +70,7 @@ KWOK_CONFIG = "kwok-provider-config"
 KWOK_TEMPLATES = "kwok-provider-templates"
 GROUP_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/name"
 """What the kwok provider annotates each template, and so each node it creates, with: its group."""
-_MIN_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/min-count"
+MIN_COUNT_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/min-count"
 _MAX_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/max-count"
 STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
 """The autoscaler's (utils/taints/taints.go ``StartupTaintPrefix``, the same at 1.33.0 and 1.36.1)."""
@@ -100,7 +101,7 @@ def node_template(config: StackConfig, group: str) -> dict[str, Any]:
         dra=settings.uses_dra,
     )
     node["metadata"]["annotations"].update(
-        {_MIN_ANNOTATION: str(settings.min_size), _MAX_ANNOTATION: str(settings.max_size)}
+        {MIN_COUNT_ANNOTATION: str(settings.min_size), _MAX_ANNOTATION: str(settings.max_size)}
     )
     return node
 
@@ -151,6 +152,9 @@ class NodeAgent:
     seen: dict[str, float] = field(default_factory=dict)
     registered_tainted: set[str] = field(default_factory=set)
     """Nodes that carried a startup taint when the agent first saw them."""
+    on_register: Callable[[Mapping[str, Any]], None] | None = None
+    """More of what a new node's software does, once it is registered (the DRA drivers' slices:
+    tests/cluster/dra.py)."""
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -226,6 +230,8 @@ class NodeAgent:
             "spec": {"drivers": [{"name": FSX_CSI_DRIVER, "nodeID": name}]},
         }
         self.kubectl("create", "-f", "-", input=json.dumps(csi_node))
+        if self.on_register is not None:
+            self.on_register(node)
 
 
 @dataclass
@@ -276,6 +282,7 @@ def start_autoscaler(
     hold_taint_seconds: float = 5.0,
     templates: Callable[[StackConfig], dict[str, Any]] = kwok_templates,
     check: Callable[[str], None] | None = None,
+    on_register: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> Autoscaler:
     """The autoscaler as the applied plan's Helm release runs it (its Deployment must exist), on
     kwok node groups made from ``config``; waits until it has read them."""
@@ -312,7 +319,7 @@ def start_autoscaler(
         "KUBECONFIG": str(plane.kubeconfig),
         "PATH": "/usr/bin:/bin",
     }
-    agent = NodeAgent(plane.kubectl, hold_taint_seconds, check)
+    agent = NodeAgent(plane.kubectl, hold_taint_seconds, check, on_register=on_register)
     agent.start()
     binary = plane.binaries.cluster_autoscaler
     plane.processes.stop("cluster-autoscaler")

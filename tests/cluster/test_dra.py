@@ -9,7 +9,7 @@ warm node (``min_size`` 1: cluster_facts/dra.py ``AUTOSCALER_FROM_ZERO_ISSUE``).
 (queue ``test``) on both DRA groups with a quota of 32 Neuron devices; ``research`` on ``trn1-dra``
 alone (no quota: its queue's capability, 2 nodes' worth of devices, decides); ``vision`` on the
 device-plugin group only. Not here yet (issue 32): a trn2u UltraServer scenario (trn2u is not in this
-branch's instance catalog), a tainted device, and the autoscaler adding a DRA group's nodes.
+branch's instance catalog), and a tainted device.
 
 The API server serves ``resource.k8s.io/v1beta1`` for the module (``API_VERSIONS``): the tier's
 autoscaler, release 1.33.0, reads DRA objects only at v1beta1 (simulator/dynamicresources at that
@@ -22,23 +22,26 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from cluster_facts.dra import (
+    DEVICES_LABEL,
     EFA_DEVICE_CLASS,
     NEURON_DEVICE_CLASS,
     device_group_attribute,
     device_quota_resource,
     queue_device_resource,
 )
-from cluster_facts.kubernetes_names import team_rbac_group
-from config import parse_config
+from cluster_facts.kubernetes_names import INSTANCE_FAMILY_LABEL, INSTANCE_TYPE_LABEL, team_rbac_group
+from config import StackConfig, parse_config
 from k8s_charts import efa_device_plugin, efa_dra_driver, neuron_device_plugin, neuron_dra_driver
 from k8s_charts.dra_admission import DRIVER_POLICIES, OBJECTS_POLICY, TEAM_CLAIMS_POLICY
-from tests.cluster.control_plane import ControlPlane
+from tests.cluster.autoscaler import MIN_COUNT_ANNOTATION, TEST_TIMINGS, kwok_templates, start_autoscaler
+from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
 from tests.cluster.dra import (
     DriverStandIn,
     claims_of,
@@ -158,6 +161,120 @@ def test_the_stand_in_computes_the_device_groups_a_real_driver_published() -> No
     assert device_group_id("trn1", 12, 8) == "aa86c05423d6e8cd"
     assert device_group_id("trn1", 12, 16) == "fb838249c99a6341"
     assert device_group_id("trn2", 0, 4) == "13713e551cd37c19"
+
+
+WATCHDOG_THRESHOLD_MINUTES = 0.2
+WATCHDOG_INTERVAL_SECONDS = 2.0
+TEMPLATE_STABILIZATION_SECONDS = 70
+"""The minute of mixed_nodeinfos_processor.go ``stabilizationDelay``, and a few of the autoscaler's 2 s loops."""
+FROM_ZERO_LOOPS_SECONDS = 20
+"""How long the test watches the autoscaler decline a group with no node: ten of its 2 s loops."""
+
+
+def _ready_since(plane: ControlPlane, name: str) -> float:
+    """When the node's Ready condition last turned (seconds since the epoch)."""
+    node = plane.kubectl.json("get", "node", name)
+    [ready] = [c for c in node["status"]["conditions"] if c["type"] == "Ready" and c["status"] == "True"]
+    return datetime.fromisoformat(ready["lastTransitionTime"]).timestamp()
+
+
+def _publish_on_register(stand_in: DriverStandIn) -> Callable[[Mapping[str, Any]], None]:
+    def publish(node: Mapping[str, Any]) -> None:
+        labels = node["metadata"]["labels"]
+        if labels.get(DEVICES_LABEL) == "dra":
+            stand_in.publish(
+                node["metadata"]["name"],
+                instance_type=labels[INSTANCE_TYPE_LABEL],
+                family=labels[INSTANCE_FAMILY_LABEL],
+            )
+
+    return publish
+
+
+def _from_zero_templates(config: StackConfig) -> dict[str, Any]:
+    """The kwok provider's groups at the minimum 0: it refuses at start a group whose nodes are fewer
+    than its minimum (kwok_provider.go: "desired-count '0' cannot be lesser than min-count '1'"),
+    where EKS would have launched the ``min_size`` node; the test adds that node itself."""
+    templates = kwok_templates(config)
+    for template in templates["items"]:
+        template["metadata"]["annotations"][MIN_COUNT_ANNOTATION] = "0"
+    return templates
+
+
+def test_the_autoscaler_never_scales_a_dra_group_up_from_zero_and_does_from_a_node_it_copies(
+    cluster: ControlPlane, stand_in: DriverStandIn
+) -> None:
+    """The real autoscaler (1.33.0, its kwok provider for AWS's), ``--enable-dynamic-resource-allocation``
+    from the Helm release: a gang of two on trn2-dra with no node is declined, loop after loop, its
+    template node holding no device ("cannot allocate all claims": cluster_facts/dra.py
+    ``AUTOSCALER_FROM_ZERO_ISSUE``); with one node of the group (the ``min_size`` 1 the configuration
+    requires) the template is that node's copy, slices included, and once the gang watchdog has
+    cordoned the idle node (volcano-sh/volcano#3976, as in test_scale_from_zero.py) the autoscaler
+    adds the whole gang, whose claims Volcano allocates on the new nodes' devices."""
+    run = _runs(cluster)["trn2-gang"]
+    autoscaler = start_autoscaler(
+        cluster,
+        CONFIG,
+        # The warm node is the group's minimum on EKS; the kwok provider's minimum is 0 here
+        # (_from_zero_templates), so scale-down is held off for the scenario's few minutes.
+        overrides={**TEST_TIMINGS, "scale-down-unneeded-time": "30m"},
+        templates=_from_zero_templates,
+        on_register=_publish_on_register(stand_in),
+    )
+    idle = f"{TRN2}-idle-0"
+    try:
+        assert "--enable-dynamic-resource-allocation=true" in autoscaler.args
+        run.apply()
+        cluster.wait_for(
+            lambda: (
+                'predicate "DynamicResources" didn\'t pass (predicateReasons=[cannot allocate all claims]'
+                in autoscaler.log()
+            ),
+            timeout=60,
+            what="the autoscaler's simulation finding no device on the group's template node",
+        )
+        time.sleep(FROM_ZERO_LOOPS_SECONDS)
+        assert autoscaler.nodes(TRN2) == [], "a node added for claims the template could not hold"
+        assert any(
+            "cannot allocate all claims" in message
+            for message in _events(cluster, TRAINING, "NotTriggerScaleUp")
+        )
+        run.delete()
+
+        (node,) = group_nodes(CONFIG, TRN2, [idle])
+        node["spec"]["providerID"] = f"kwok:{idle}"  # the provider's own, as test_scale_from_zero.py says
+        cluster.add_nodes([node])
+        stand_in.publish(idle, instance_type="trn2.48xlarge", family="trn2")
+        cluster.watchdog_args_override = lambda args: shortened_watchdog_args(
+            args,
+            threshold_minutes=WATCHDOG_THRESHOLD_MINUTES,
+            interval_seconds=WATCHDOG_INTERVAL_SECONDS,
+            stuck_minutes=30,
+        )
+        cluster.start_watchdog()
+        # The autoscaler copies a node into its group's template only once it has been Ready for a
+        # minute ("stable", mixed_nodeinfos_processor.go isNodeGoodTemplateCandidate), and keeps the
+        # copy in its cache after the node is cordoned: a warm node is older than that.
+        time.sleep(max(0.0, _ready_since(cluster, idle) + TEMPLATE_STABILIZATION_SECONDS - time.time()))
+        run.apply()
+
+        def placed() -> list[dict[str, Any]] | None:
+            return run.running()
+
+        pods = cluster.wait_for(
+            placed, timeout=180, what="the gang running on the nodes the autoscaler added"
+        )
+        added = {n["metadata"]["name"] for n in autoscaler.nodes(TRN2)} - {idle}
+        assert len(added) >= 1 and {p["spec"]["nodeName"] for p in pods} <= added | {idle}
+        assert f"Scale-up: setting group {TRN2} size to" in autoscaler.log()
+        assert kubelet_refusals(cluster, pods) == []
+        assert autoscaler.agent.errors == []
+    finally:
+        cluster.watchdog_args_override = None
+        cluster.start_watchdog()
+        end_runs(cluster, [TRAINING])
+        autoscaler.stop()
+        cluster.remove_nodes([idle])
 
 
 def test_the_drivers_run_only_on_dra_nodes_and_the_device_plugins_never_there(
