@@ -8,8 +8,7 @@ dra`` groups, ``trn1-dra`` (trn1.32xlarge) and ``trn2-dra`` (trn2.48xlarge, LNC 
 warm node (``min_size`` 1: cluster_facts/dra.py ``AUTOSCALER_FROM_ZERO_ISSUE``). Teams: ``training``
 (queue ``test``) on both DRA groups with a quota of 32 Neuron devices; ``research`` on ``trn1-dra``
 alone (no quota: its queue's capability, 2 nodes' worth of devices, decides); ``vision`` on the
-device-plugin group only. Not here yet (issue 32): a trn2u UltraServer scenario (trn2u is not in this
-branch's instance catalog), and a tainted device.
+device-plugin group only. Not here yet (issue 32): a trn2u UltraServer scenario and a tainted device.
 
 The API server serves ``resource.k8s.io/v1beta1`` for the module (``API_VERSIONS``): the tier's
 autoscaler, release 1.33.0, reads DRA objects only at v1beta1 (simulator/dynamicresources at that
