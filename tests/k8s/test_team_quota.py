@@ -34,12 +34,38 @@ from tests.plans import shared_review_plan
 from tests.tenant_cases import volcano_pod
 
 
+def _cross_namespace_affinity(pod: dict[str, Any]) -> bool:
+    """pods.go ``usesCrossNamespacePodAffinity``: a pod (anti-)affinity term, required or preferred,
+    with namespaces or a namespace selector (``crossNamespacePodAffinityTerm``)."""
+    affinity = pod["spec"].get("affinity") or {}
+    terms = [
+        term
+        for kind in ("podAffinity", "podAntiAffinity")
+        for term in [
+            *(affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution", []),
+            *(
+                weighted["podAffinityTerm"]
+                for weighted in (affinity.get(kind) or {}).get(
+                    "preferredDuringSchedulingIgnoredDuringExecution", []
+                )
+            ),
+        ]
+    ]
+    return any(term.get("namespaces") or term.get("namespaceSelector") is not None for term in terms)
+
+
 def counted_by(quota: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """Whether ``quota`` counts ``pod`` (only the scope selectors used here: PriorityClass In)."""
+    """Whether ``quota`` counts ``pod`` (only the scope selectors used here: PriorityClass In,
+    CrossNamespacePodAffinity Exists)."""
     selector = quota["spec"].get("scopeSelector")
     if selector is None:
         return True
     for expression in selector["matchExpressions"]:
+        if expression["scopeName"] == "CrossNamespacePodAffinity":
+            assert expression["operator"] == "Exists", expression
+            if not _cross_namespace_affinity(pod):
+                return False
+            continue
         assert expression["scopeName"] == "PriorityClass" and expression["operator"] == "In", expression
         if pod["spec"].get("priorityClassName", "") not in expression["values"]:
             return False
