@@ -49,6 +49,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_scale_from_zero.py",
         "test_teams.py",
         "test_tenant_admission.py",
+        "test_tenants_apart.py",
         "test_torchx_teams.py",
     ),
     "recovery-and-queues": (

@@ -33,7 +33,6 @@ from tests.k8s_validation import assert_valid
 from tests.plans import shared_review_plan
 from tests.tenant_cases import (
     HANDLER,
-    MEMBER,
     AdmissionCase,
     decide,
     plan_namespace_labels,
