@@ -43,6 +43,19 @@ Each rule is one validation with one message (a request that breaks several gets
   its ssh plugin the Secret ``<job>-ssh``, its ray plugin the Service ``<job>-head-svc``, none of
   them checking who owns what they delete (volcano v1.15.1 pkg/controllers/job/plugins). The
   reserved names are those of every object the platform keeps in a team namespace, from the plan.
+- pod affinity and anti-affinity terms (required and preferred) only over the pod's own namespace
+  (no ``namespaces``, no ``namespaceSelector``) and only on one node (``topologyKey``
+  ``kubernetes.io/hostname``): a term over another team's pods on a topology every node shares
+  (``kubernetes.io/os``, the zone: every Trainium node is in one) kept that team's pods off every
+  node, and one over the platform's its staging, layout and fabric-check pods; a same-namespace
+  term on such a topology still fences the team's own etcd (issue 34);
+- Pod Security's ``restricted`` checks the team rules above do not already make stricter
+  (k8s_charts/pod_security_cel.py), on the Job's templates too: a Job whose pods Pod Security would
+  refuse is refused before Volcano's controller loops creating them.
+
+A Job also answers to the rules only a Job has (k8s_charts/tenant_job_rules.py): the plugins and
+claims Volcano acts on for it, its replicas, chips and size, its retries and stuck-run limit, and
+the names the stack applies.
 
 Per-team values (queue, node groups) are CEL maps keyed by namespace; a namespace labelled as a
 team's that the maps do not know gets no queue and no groups, so everything there is refused.
