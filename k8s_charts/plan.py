@@ -427,15 +427,18 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             # The team's members act in the namespace only once its admission policy holds.
             after=(PRIORITY_STEP, TENANT_ADMISSION),
         ),
-        # The object quotas count from their first moment: until the quota controller has, the API
-        # server refuses every object they count ("status unknown for quota").
+        # The object quotas count from their first moment: until the quota controller has counted
+        # every resource of one, the API server refuses every object it counts ("status unknown for
+        # quota"). The controller finds Volcano's resources by discovery, every 30 s
+        # (kube-controller-manager's resource quota controller): the gate waits for the count of its
+        # Jobs, which comes last.
         *(
             ReadinessGate(
                 name=quota_gate(team.name),
                 object_type="resourcequota",
                 object_name=OBJECTS_QUOTA,
                 namespace=team.name,
-                json_path=".status.hard",
+                json_path=r".status.used.count/jobs\.batch\.volcano\.sh",
                 after=(TEAMS_STEP,),
             )
             for team in values.teams
