@@ -27,6 +27,9 @@ WRITE ?=
 GROUP ?=
 # Where `make synth` writes the cloud assembly and the review files (cdk.json's "output").
 OUT ?= cdk.out
+# Set BASE=<git ref> for `make review` (CONFIG may name several files); REVIEW_OUT=<file> also writes it there.
+BASE ?=
+REVIEW_OUT ?=
 
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
@@ -50,15 +53,27 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth diff deploy destroy preflight runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
+.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight outdated runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
 help: ## list the targets and what each does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "make %-10s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
-	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) GROUP=<node group> (fabric-check) OUT=$(OUT)"
+	@echo "Variables: CONFIG=$(CONFIG) STACK=$(STACK) PIPELINE=<pipeline file> WRITE=1 (preflight) GROUP=<node group> (fabric-check) OUT=$(OUT) BASE=<git ref> (review)"
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMP) ## install everything: .venv/, node_modules/, .venv-checkov/, .venv-torchx/
+
+# What the pipeline's build runs (stacks/pipeline_stack.py, docs/pipeline.md): the deployment's checks
+# and nothing of the runtime or cluster tiers (no PyTorch, TorchX, Go or control-plane binaries).
+deploy-setup: $(PY_STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) ## install what a deployment's checks and synth need: .venv/, node_modules/, .venv-checkov/
+
+deploy-checks: deploy-setup ## lint, the fast tests and the guardrails (cdk-nag, cfn-lint, checkov): the pipeline's build
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/shellcheck --severity=style $(SCRIPTS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope tests/guardrails
 
 # pip checks every downloaded file against the lock's hashes (--require-hashes), and refuses a
 # dependency that the lock does not pin with its hashes.
@@ -115,6 +130,12 @@ synth: $(CDK_DEPS) ## synthesize TrainiumStack [CONFIG=file], or TrainiumPipelin
 	$(CDK) synth --quiet --output $(OUT) -c config=$(CONFIG) $(if $(PIPELINE),-c pipeline=$(PIPELINE))
 	@$(BIN)/python tools/synth_report.py $(OUT)
 
+# Offline, like synth: the base in a temporary git worktree (removed afterwards), both with these
+# environments; what .github/workflows/review.yml posts on a pull request (tools/review.py).
+review: $(CDK_DEPS) ## synthesize BASE and the working tree offline; print what changes, as the pull request's comment [BASE=ref CONFIG=file(s)]
+	@test -n "$(BASE)" || { echo "make review: set BASE=<git ref>, for example BASE=main" >&2; exit 2; }
+	@$(BIN)/python -m tools.review --base $(BASE) $(foreach config,$(CONFIG),--config $(config)) $(if $(REVIEW_OUT),--output $(REVIEW_OUT))
+
 diff: $(CDK_DEPS) ## cdk diff TrainiumStack [CONFIG=file] against the deployed stack (needs credentials)
 	$(CDK) diff $(STACK) -c config=$(CONFIG)
 
@@ -128,8 +149,12 @@ destroy: $(CDK_DEPS) ## cdk destroy TrainiumStack [CONFIG=file]; asks first; ret
 preflight: synth ## synthesize, then check zones, offerings, quotas, Lambda concurrency and reservations in the account [CONFIG=file WRITE=1]
 	$(BIN)/python -m preflight --config $(CONFIG) --template $(OUT)/$(STACK).template.json $(if $(WRITE),--write)
 
-runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx [CONFIG=file]
-	@$(BIN)/python -m stacks.run_listing --config $(CONFIG)
+runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx, manifest [CONFIG=file OUT=dir]
+	@$(BIN)/python -m stacks.run_listing --config $(CONFIG) --out $(OUT)
+
+# Offline: the tables in cluster_facts/ (docs/upgrades.md); `make preflight` asks AWS what is newer.
+outdated: $(PY_STAMP) ## list every pin with its support dates, known faults and the newer versions the tables know [CONFIG=file]
+	@$(BIN)/python -m stacks.outdated --config $(CONFIG)
 
 # A model, not a measurement: the canary (make canary) measures the same stages on a real account.
 timeline: $(PY_STAMP) ## model each run's time from kubectl apply on zero nodes to its first step, stage by stage [CONFIG=file]

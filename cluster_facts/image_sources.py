@@ -16,6 +16,14 @@ ECR caches public.ecr.aws, registry.k8s.io and quay.io without credentials; Dock
 GitHub Container Registry only with a Secrets Manager secret (name ``ecr-pullthroughcache/...``),
 so their rules exist only when the configuration names one (``ecr.upstream_credentials``).
 
+Images ECR's cache cannot serve without a credential (Docker Hub's: Volcano's) are copied at deploy
+into repositories of the account under ``<cluster name>/mirror/<registry host>/...``
+(``mirror_prefix``, ``ImageSource.mirrored``; constructs_trn/image_mirror.py copies them) when the
+configuration names no Docker Hub credential, so no node pulls Docker Hub anonymously::
+
+    docker.io/volcanosh/vc-scheduler:v1.15.1
+    -> 111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/mirror/docker.io/volcanosh/vc-scheduler:v1.15.1
+
 Digests: ``IMAGE_DIGESTS`` holds the digests that upstream releases publish for the tags the
 project pins; ``TAG_ONLY_IMAGES`` names every image that stays pinned by tag, with the reason.
 ``DIRECT_PULLS`` names the images that do not come through the cache, with the reason.
@@ -44,7 +52,10 @@ __all__ = [
     "cached_repository_arn",
     "digest_exception_reason",
     "ecr_registry",
+    "ecr_repository_arn",
     "is_ecr_private_registry",
+    "mirror_prefix",
+    "mirrored_image",
     "pull_through_image",
     "pull_through_repository_arn",
     "upstream_repository",
@@ -152,14 +163,48 @@ def cached_repository_arn(image: str, *, account: str, region: str) -> str | Non
     return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{path}"
 
 
-def upstream_repository(image: str) -> str:
-    """``host/path`` of the upstream repository ``image`` comes from, whether named upstream or
-    through the cache (``<registry>/upstream/quay.io/coreos/etcd:v3`` -> ``quay.io/coreos/etcd``)."""
+_MIRROR = "mirror"
+
+
+def mirror_prefix(cluster_name: str) -> str:
+    """The repository prefix under which the stack of ``cluster_name`` keeps its copies of upstream images."""
+    return f"{cluster_name}/{_MIRROR}"
+
+
+def mirrored_image(upstream: str, *, account: str, region: str, prefix: str) -> str:
+    """``upstream`` as copied into the account's repository ``<prefix>/<host>/<path>`` (tag and digest kept)."""
+    host, path, tag, digest = split_image(upstream)
+    reference = f"{ecr_registry(account=account, region=region)}/{prefix}/{host}/{_upstream_path(host, path)}"
+    return reference + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+
+
+def ecr_repository_arn(image: str) -> str | None:
+    """The ARN of the private ECR repository ``image`` is pulled from (any account and region), or
+    None for an image of another registry: what a node role needs ``ecr:BatchGetImage`` on."""
     host, path, _, _ = split_image(image)
-    if is_ecr_private_registry(host) and path.startswith(f"{PULL_THROUGH_PREFIX}/"):
-        cached_host, _, cached_path = path.removeprefix(f"{PULL_THROUGH_PREFIX}/").partition("/")
-        if cached_host in UPSTREAM_REGISTRIES and cached_path:
-            return f"{cached_host}/{cached_path}"
+    if not is_ecr_private_registry(host):
+        return None
+    account, _, _, region = host.split(".")[:4]
+    return f"arn:{_partition(region)}:ecr:{region}:{account}:repository/{path}"
+
+
+def upstream_repository(image: str) -> str:
+    """``host/path`` of the upstream repository ``image`` comes from, whether named upstream, through
+    the cache (``<registry>/upstream/quay.io/coreos/etcd:v3`` -> ``quay.io/coreos/etcd``) or as the
+    stack's copy (``<registry>/<cluster>/mirror/docker.io/volcanosh/vc-scheduler``)."""
+    host, path, _, _ = split_image(image)
+    if is_ecr_private_registry(host):
+        inside = (
+            path.removeprefix(f"{PULL_THROUGH_PREFIX}/")
+            if path.startswith(f"{PULL_THROUGH_PREFIX}/")
+            else None
+        )
+        if inside is None and f"/{_MIRROR}/" in path:
+            inside = path.split(f"/{_MIRROR}/", 1)[1]
+        if inside is not None:
+            cached_host, _, cached_path = inside.partition("/")
+            if cached_host in UPSTREAM_REGISTRIES and cached_path:
+                return f"{cached_host}/{cached_path}"
     return f"{host}/{_upstream_path(host, path)}"
 
 
@@ -171,27 +216,37 @@ class ImageSource:
     region: str = ""
     cached: frozenset[str] = frozenset()
     """Hosts with a pull-through cache rule; empty: every image comes from upstream directly."""
+    mirrored: frozenset[str] = frozenset()
+    """Hosts whose images the stack copies into the account at deploy (under ``mirror``)."""
+    mirror: str = ""
+    """The repository prefix of those copies (``mirror_prefix``)."""
 
     def __post_init__(self) -> None:
         unknown = sorted(self.cached - set(UPSTREAM_REGISTRIES))
         if unknown:
             raise ValueError(f"no pull-through cache rule is possible for {', '.join(unknown)}")
-        if self.cached and not (self.account and self.region):
-            raise ValueError("a pull-through cache needs the account and region of its registry")
+        if (self.cached or self.mirrored) and not (self.account and self.region):
+            raise ValueError("a pull-through cache or a mirror needs the account and region of its registry")
+        if self.mirrored & self.cached or (self.mirrored and not self.mirror):
+            raise ValueError("a mirrored registry needs a mirror prefix and no cache rule")
 
     def resolve(self, upstream: str) -> str:
         """The reference the cluster pulls ``upstream`` by: with its published digest, if any, and
-        through the cache when this cluster has a rule for its registry."""
+        through the cache (or the stack's copy) when this cluster has one for its registry."""
         upstream = with_published_digest(upstream)
         host = split_image(upstream)[0]
         if host in self.cached:
             return pull_through_image(upstream, account=self.account, region=self.region)
+        if host in self.mirrored:
+            return mirrored_image(upstream, account=self.account, region=self.region, prefix=self.mirror)
         return upstream
 
     def registry(self, host: str) -> str:
         """Where a chart that takes a registry value finds the images of ``host``."""
         if host in self.cached:
             return f"{ecr_registry(account=self.account, region=self.region)}/{PULL_THROUGH_PREFIX}/{host}"
+        if host in self.mirrored:
+            return f"{ecr_registry(account=self.account, region=self.region)}/{self.mirror}/{host}"
         return host
 
 
@@ -217,6 +272,10 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
         "a Docker Official Image: the tag is rebuilt when its base changes, and docker-library/repo-info "
         "records digests only for docker.io and only of the current build, none for the ECR Public copy"
     ),
+    "public.ecr.aws/aws-cli/aws-cli": (
+        "AWS publishes the CLI's images on ECR Public by version tag; the release notes (aws/aws-cli "
+        "CHANGELOG) name versions only, no image digests"
+    ),
     "quay.io/coreos/etcd": (
         "etcd's release notes name the images by tag (gcr.io/etcd-development and quay.io) and publish "
         "checksums only for the release tarballs"
@@ -224,7 +283,7 @@ TAG_ONLY_IMAGES: Mapping[str, str] = {
     "registry.k8s.io/autoscaling/cluster-autoscaler": (
         "the chart pins the tag only, and the registry's promotion manifest (kubernetes/k8s.io "
         "images/k8s-staging-autoscaling) readable offline ends at v1.28; its digests for the pinned "
-        "v1.33-v1.35 releases could not be read"
+        "v1.33-v1.36 releases could not be read"
     ),
     "docker.io/volcanosh/vc-controller-manager": (
         "the Volcano chart sets a tag only (basic.image_tag_version) and the release publishes no digests"
@@ -249,10 +308,10 @@ DIRECT_PULLS: Mapping[str, str] = {
         "would take an ECR-to-ECR rule with a role that EKS's registry would have to trust"
     ),
     "docker.io/volcanosh/": (
-        "Docker Hub: ECR caches it only with a Docker Hub credential, and Volcano publishes nowhere the "
-        "cache serves without one (Docker Hub and ghcr.io only); without ecr.upstream_credentials "
-        "docker.io the Volcano chart's images come from Docker Hub, anonymously, within its limit of "
-        "10 pulls an hour per address"
+        "Docker Hub, only with ecr.pull_through_cache: false: then every image comes from upstream, and "
+        "Volcano's anonymously within Docker Hub's limit for unauthenticated pulls (100 per 6 hours per "
+        "IPv4 address or IPv6 /64 subnet, docs/supply-chain.md); otherwise the cache (with a Docker Hub "
+        "credential) or the stack's copy in the account serves them"
     ),
 }
 """Images the cluster may pull from elsewhere than the account's registry, by repository prefix

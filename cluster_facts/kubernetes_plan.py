@@ -47,7 +47,9 @@ class ReadinessGate:
     namespace: str = "default"
     after: tuple[str, ...] = ()
     applied: bool = True
-    timeout_minutes: int = 10
+    timeout_minutes: int = 5
+    """How long the gate polls before it fails the deploy (cluster_facts.deploy_timeouts: the kubectl
+    handler must still have time to say so)."""
     identity: str | None = None
     """As for ManifestSet: a new identity waits again (for example, after an upgrade of what it waits for)."""
 
@@ -69,7 +71,11 @@ class HelmRelease:
     applied: bool = True
     wait: bool = True
     """Wait until the release's workloads are ready before the steps after it start."""
-    timeout_minutes: int = 15
+    timeout_minutes: int = 5
+    """Helm's ``--timeout``: how long it waits for each hook and, with ``wait``, for the release's
+    workloads (each its own timeout; cluster_facts.deploy_timeouts adds them up)."""
+    hook_waits: int = 0
+    """How many hooks of the chart Helm waits for on an install or upgrade (its hook Jobs and Pods)."""
     images: tuple[str, ...] = ()
     """Every image the chart runs with these values, as the values name them (for review and for the
     supply-chain tests: each comes through the account's registry or is a listed exception)."""

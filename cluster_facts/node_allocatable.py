@@ -2,8 +2,8 @@
 
 The cluster autoscaler builds a node of a group at zero from the instance type and the group's
 ``node-template/resources/<name>`` tags, and sets allocatable = capacity (cluster-autoscaler
-v1.34.5, ``cloudprovider/aws/aws_manager.go`` ``buildNodeFromTemplate``: memory from its instance
-list, 524,288 MiB for trn1.32xlarge, cpu the vCPUs, then each resource tag overrides the value of
+v1.34.5, and v1.36.1 the same but for its AWS SDK v2 types, ``cloudprovider/aws/aws_manager.go``
+``buildNodeFromTemplate``: memory from its instance list, 524,288 MiB for trn1.32xlarge, cpu the vCPUs, then each resource tag overrides the value of
 its name, then "TODO: use proper allocatable!!" ``Allocatable = Capacity``). A real node allocates
 less (kubelet, ``pkg/kubelet/nodestatus/setters.go`` ``MachineInfo``):
 

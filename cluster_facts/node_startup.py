@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-__all__ = ["FAST_IMAGE_PULL", "ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND"]
+__all__ = [
+    "FAST_IMAGE_PULL",
+    "FAST_IMAGE_PULL_FEATURE",
+    "FEATURES_TURNED_ON",
+    "ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND",
+]
 
 # The training image is many gigabytes and every new Trainium node pulls it before a run's first
 # step (stacks/first_step_model.py). nodeadm's FastImagePull feature gate turns on the SOCI
@@ -14,6 +19,11 @@ __all__ = ["FAST_IMAGE_PULL", "ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND"]
 # a 10.8 GB image from ECR in 112 s with containerd's default pull and 60 s in parallel mode on
 # AL2023, with the root volume at 1,000 MiB/s.
 FAST_IMAGE_PULL = True
+FAST_IMAGE_PULL_FEATURE = "FastImagePull"
+"""nodeadm's name of the feature gate (NodeConfig ``spec.featureGates``)."""
+FEATURES_TURNED_ON: frozenset[str] = frozenset({FAST_IMAGE_PULL_FEATURE} if FAST_IMAGE_PULL else ())
+"""The nodeadm features every Trainium node turns on: an AMI release with a known fault for one of
+them is refused (cluster_facts/ami_releases.py)."""
 # A parallel pull buffers and unpacks layers on the root volume: at gp3's 125 MiB/s baseline it
 # would write no faster than the default pull. The blueprint names 600 MiB/s with the base 3,000
 # IOPS as "a good starting point"; the extra throughput costs about $19 a month per volume, billed

@@ -48,6 +48,10 @@ class VendoredChart:
     """The chart's directory in the upstream repository at ``tag``."""
     dropped: Mapping[str, str] = field(default_factory=dict)
     """Paths in the chart directory that are not copied, each with the reason."""
+    hook_waits: int = 0
+    """The chart's hook Jobs and Pods that Helm waits for (up to ``--timeout`` each) on an install or
+    upgrade, on top of ``--wait`` (cluster_facts.deploy_timeouts); tests/test_deploy_timeouts.py
+    counts them in the templates."""
 
     @property
     def directory(self) -> str:
@@ -72,6 +76,9 @@ VOLCANO_CHART = VendoredChart(
         ),
         "charts/jobflow/crd/v1": "the same link in the jobflow subchart, read by none of its templates",
     },
+    # templates/admission-init.yaml: the pre-install,pre-upgrade Job that writes the webhook's
+    # certificate (rendered while custom.admission_enable is on, the chart's default and the stack's).
+    hook_waits=1,
 )
 
 CLUSTER_AUTOSCALER_CHART = VendoredChart(

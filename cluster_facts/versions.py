@@ -3,7 +3,8 @@
 - Kubernetes: a minor version is supported exactly when its kubectl Lambda layer package is pinned
   in requirements.txt and listed in ``KUBECTL_LAYERS`` (the kubectl handler that applies manifests
   must run a kubectl of the cluster's minor version). Adding a version is one line here and one
-  there; ``constructs_trn.kubectl_layer`` builds the layer.
+  there, its dates in cluster_facts/kubernetes_versions.py and its AMI releases in
+  cluster_facts/ami_releases.py; ``constructs_trn.kubectl_layer`` builds the layer.
 - EKS add-ons: the names of the managed add-ons the cluster runs (version pins are configuration).
 - Cluster Autoscaler: the Helm chart release and, per Kubernetes minor version, the image (the
   autoscaler's minor version must match the cluster's).
@@ -46,6 +47,7 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
     "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
     "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
     "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+    "1.36": ("aws_cdk.lambda_layer_kubectl_v36", "KubectlV36Layer"),
 }
 
 VPC_CNI = "vpc-cni"
@@ -71,14 +73,17 @@ VPC_CNI_EFA_ONLY_MINIMUM = "1.18.5"
 # The Kubernetes Cluster Autoscaler's chart (kubernetes/autoscaler, tag cluster-autoscaler-chart-9.59.0,
 # vendored in charts/cluster-autoscaler-9.59.0)
 # and the newest patch release of the autoscaler for each supported minor version (git tags
-# cluster-autoscaler-1.33.6, -1.34.5, -1.35.2, July 2026). A new entry in KUBECTL_LAYERS needs one here
-# (tests/test_versions.py).
+# cluster-autoscaler-1.33.6, -1.34.5, -1.35.2, -1.36.1: the newest of each minor in the repository's
+# tags as read on 2026-11-28 (its snapshot of 2026-08-22); 1.36.1 released 2026-07-23, commit 35e8a28,
+# "registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.1" on its GitHub release page). A new entry in
+# KUBECTL_LAYERS needs one here (tests/test_capacity.py).
 CLUSTER_AUTOSCALER_CHART_VERSION = "9.59.0"
 CLUSTER_AUTOSCALER_IMAGE_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
 CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
     "1.33": "v1.33.6",
     "1.34": "v1.34.5",
     "1.35": "v1.35.2",
+    "1.36": "v1.36.1",
 }
 
 VOLCANO_CHART_VERSION = "1.15.1"
@@ -89,8 +94,9 @@ VOLCANO_CHART_VERSION = "1.15.1"
 # (ghcr.io/volcano-sh/vc-*, since commit 3cda63c52); not to public.ecr.aws, registry.k8s.io or quay.io,
 # the registries ECR caches without a credential. ECR caches Docker Hub and GHCR only with a Secrets
 # Manager secret (ECR user guide, "Sync an upstream registry"), so neither is free of a credential:
-# Volcano stays on the chart's Docker Hub names, through the cache when ecr.upstream_credentials
-# names a Docker Hub secret and anonymously otherwise (docs/supply-chain.md: the rate limit).
+# Volcano stays on the chart's Docker Hub names: through the cache when ecr.upstream_credentials
+# names a Docker Hub secret, else copied into the account at deploy (constructs_trn/image_mirror.py),
+# and from Docker Hub anonymously only with the cache off (docs/supply-chain.md: the rate limit).
 VOLCANO_IMAGE_REGISTRY = "docker.io"
 VOLCANO_IMAGE_NAMES = (
     "volcanosh/vc-webhook-manager",

@@ -13,16 +13,45 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cluster_facts.ami_releases import (
+    AMI_RELEASES,
+    DEFAULT_AMI_RELEASES,
+    AmiRelease,
+    declared_release,
+    fault_problem,
+    newest_release,
+    release_minor,
+)
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
-from cluster_facts.image_sources import UPSTREAM_REGISTRIES, is_ecr_private_registry
+from cluster_facts.image_sources import UPSTREAM_REGISTRIES, ecr_repository_arn
 from cluster_facts.images import split_image
+from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, ETCD_REPLICAS, dataset_variable
-from cluster_facts.neuron_stack import AMI_RELEASES, DEFAULT_AMI_RELEASES, stack_problem
+from cluster_facts.neuron_stack import (
+    DEFAULT_STACK,
+    NEURON_RELEASES,
+    STACKS,
+    StackName,
+    driver_problem,
+    image_neuron_release,
+    image_stack,
+    release_problem,
+    stack_driver,
+    stack_releases,
+    stacks_of_family,
+)
+from cluster_facts.node_startup import FEATURES_TURNED_ON
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
-from config.presets import BERT_LARGE
+from config.presets import BERT_LARGE, PRESETS
 
 if TYPE_CHECKING:
-    from config.model import AutoscalerSettings, EcrSettings, StackConfig, TrainiumNodeGroupSettings
+    from config.model import (
+        AutoscalerSettings,
+        EcrSettings,
+        FsxSettings,
+        StackConfig,
+        TrainiumNodeGroupSettings,
+    )
     from config.workloads import DatasetSettings, RunSettings, TeamSettings
 
 __all__ = [
@@ -32,6 +61,7 @@ __all__ = [
     "Unavailable",
     "consistency_problems",
     "cross_section_problems",
+    "node_group_stacks",
     "zone_id_prefix",
 ]
 
@@ -172,6 +202,30 @@ def _team_members_are_roles_of_the_account_and_not_admins(
                 yield key, message
 
 
+MAX_DATA_REPOSITORY_ASSOCIATIONS = 8
+"""FSx for Lustre: "You can configure a maximum of 8 data repository associations" per file system."""
+
+
+@_reads("fsx", "teams")
+def _one_export_per_team_fits_the_file_system(
+    fsx: FsxSettings, all_teams: list[TeamSettings | None]
+) -> Iterator[Problem]:
+    # backups: s3 links each team's directory through a data repository association of its own,
+    # beside the /s3 import's; FSx takes 8 per file system ("You can configure a maximum of 8 data
+    # repository associations", FSx for Lustre user guide, "Linking your file system to an S3 bucket").
+    if not fsx.exported:
+        return
+    needed = len(all_teams) + (1 if fsx.s3_import_path is not None else 0)
+    if needed > MAX_DATA_REPOSITORY_ASSOCIATIONS:
+        links = f"{len(all_teams)} teams{' and the s3_import_path' if fsx.s3_import_path else ''}"
+        message = (
+            f"s3 exports each team's directory through a data repository association, and this file needs "
+            f"{needed} ({links}); FSx allows {MAX_DATA_REPOSITORY_ASSOCIATIONS} per file system; "
+            "allowed: fewer teams, or backups: none"
+        )
+        yield "fsx.backups", message
+
+
 def _repeated(names: list[str]) -> list[str]:
     return sorted({name for name in names if names.count(name) > 1})
 
@@ -287,6 +341,51 @@ def _applied_runs_fit_their_teams_quota(
             )
 
 
+@_reads("runs", "teams", "trainium.node_groups")
+def _each_run_fits_its_teams_quota(
+    runs: list[RunSettings | None],
+    all_teams: list[TeamSettings | None],
+    groups: list[TrainiumNodeGroupSettings],
+) -> Iterator[Problem]:
+    """A run not applied at deploy (``kubectl apply`` or TorchX later) must fit its team's quota on its
+    own, beside the team's etcd: a quota below it refuses some of its pods whenever it is applied,
+    and Volcano ends it about 3 minutes in. (Applied runs are checked together above.)"""
+    teams = [team for team in all_teams if team is not None]
+    if not teams or len(teams) != len(all_teams):
+        return
+    by_name = {group.name: group for group in groups}
+    for index, run in enumerate(runs):
+        if run is None or run.apply:
+            continue
+        team = _run_team(run, teams)
+        if team is None:
+            continue  # the run's own check names its team
+        where = f"teams[{teams.index(team)}].quota"
+        pods = ETCD_REPLICAS + run.nodes
+        if pods > team.quota.pods:
+            yield (
+                f"{where}.pods",
+                (
+                    f"{team.quota.pods} pods do not hold run {run.name!r} (runs[{index}], {run.nodes} nodes, not "
+                    f"applied at deploy) and the team's etcd: Volcano ends it about 3 minutes after it is "
+                    f"applied; allowed: {pods} or more"
+                ),
+            )
+        group = by_name.get(_run_group_name(run, team, list(by_name)) or "")
+        if group is None or team.quota.neuron_devices is None:
+            continue
+        chips = run.nodes * group.instance.chips
+        if chips > team.quota.neuron_devices:
+            yield (
+                f"{where}.neuron_devices",
+                (
+                    f"{team.quota.neuron_devices} chips do not hold run {run.name!r} (runs[{index}], {chips} chips, "
+                    f"not applied at deploy): Volcano ends it about 3 minutes after it is applied; "
+                    f"allowed: {chips} or more"
+                ),
+            )
+
+
 def _team_group_names(team: TeamSettings, group_names: list[str]) -> list[str]:
     """The defined groups a team's runs may use, in the team's order (every group when it lists
     none); a run without ``node_group`` takes the first."""
@@ -360,15 +459,12 @@ def _datasets_are_distinct(
     repeated = _repeated(names)
     if repeated:
         yield "datasets", f"data set names must be unique; repeated: {', '.join(repeated)}"
+    brought = {PRESETS[run.preset].dataset.name: run.preset for run in runs if run.preset is not None}
     for index, dataset in enumerate(all_datasets):
-        if (
-            dataset is not None
-            and any(run.preset == BERT_LARGE.name for run in runs)
-            and dataset.name == BERT_LARGE.dataset.name
-        ):
+        if dataset is not None and dataset.name in brought:
             yield (
                 f"datasets[{index}].name",
-                f"{dataset.name!r} is the data set of preset {BERT_LARGE.name}, which brings it itself; pick another name",
+                f"{dataset.name!r} is the data set of preset {brought[dataset.name]}, which brings it itself; pick another name",
             )
 
 
@@ -458,6 +554,9 @@ def _scripts_are_checked(
     """What a run executes is checked by SHA-256 on every attempt (docs/code-integrity.md): a file of
     one of its data sets, or a path in its pinned image; never a file on the team's writable volume."""
     datasets = {dataset_variable(dataset.name): dataset for dataset in all_datasets if dataset is not None}
+    # A data set with a problem of its own (its line is printed) is not in `datasets`: a script that
+    # names it gets no second, wrong line saying it names no data set.
+    whole = len(datasets) == len(all_datasets)
     for index, run in enumerate(runs):
         if run is None or run.script is None:
             continue  # a preset's script is a file of its data set
@@ -465,6 +564,8 @@ def _scripts_are_checked(
         if script.startswith("$(DATASET_") and ")/" in script:
             variable, name = script[2:].split(")/", 1)
             dataset = datasets.get(variable)
+            if dataset is None and not whole:
+                continue
             if dataset is None or dataset.name not in run.datasets:
                 yield where, f"{script!r} names no data set of this run's datasets"
             elif name not in [file.name for file in dataset.files]:
@@ -498,8 +599,10 @@ def _one_pin_of_the_preset_archive(runs: list[RunSettings | None]) -> Iterator[P
     """The preset's data set is staged once for every run that uses it: one archive checksum."""
     pins: dict[str, int] = {}
     for index, run in enumerate(runs):
-        if run is not None and run.parameters is not None and run.parameters.dataset_archive_sha256:
-            pins.setdefault(run.parameters.dataset_archive_sha256, index)
+        # Only bert-large's recipe pins an archive (native-fsdp2's data set is one checked file).
+        pin = getattr(run.parameters, "dataset_archive_sha256", None) if run is not None else None
+        if pin:
+            pins.setdefault(pin, index)
     if len(pins) > 1:
         first, *others = pins.values()
         yield (
@@ -542,67 +645,270 @@ def _credentials_in_the_registry_account(
 
 
 @_reads("account", "ecr", "runs")
-def _run_images_come_through_the_cache(
+def _run_images_can_be_pulled(
     account: str, ecr: EcrSettings, runs: list[RunSettings | None]
 ) -> Iterator[Problem]:
-    """With the cache on, a run's image must come from a registry it serves or from this account's ECR."""
-    cached = ecr.cached_registries
-    if not ecr.pull_through_cache:
-        return
+    """Every run's image is one the Trainium nodes can pull: from a registry the cache serves (or any
+    public registry with the cache off), from this account's ECR (the node role gets pull on exactly
+    that repository), or from another account's repository named in ``ecr.cross_account_repositories``
+    (its policy lets this account pull; the node role gets pull on it)."""
     for index, run in enumerate(runs):
-        if run is None:
-            continue
-        host = split_image(run.image)[0]
-        if host in cached or (is_ecr_private_registry(host) and host.startswith(f"{account}.")):
-            continue
-        registry = UPSTREAM_REGISTRIES.get(host)
-        if registry is not None:
-            message = (
-                f"{run.image!r} is on {host}, which ECR's pull-through cache serves only with a credential: "
-                f"set ecr.upstream_credentials.{host} to a Secrets Manager secret (ecr-pullthroughcache/...), "
-                "push the image to the stack's repository, or set ecr.pull_through_cache: false"
+        if run is not None:
+            problem = _image_pull_problem(account, ecr, run.image)
+            if problem is not None:
+                yield f"runs[{index}].image", problem
+
+
+def _image_pull_problem(account: str, ecr: EcrSettings, image: str) -> str | None:
+    host = split_image(image)[0]
+    arn = ecr_repository_arn(image)
+    if arn is not None:
+        owner = arn.split(":")[4]
+        if owner == account or arn in ecr.cross_account_repositories:
+            return None
+        # ECR User Guide, "Private repository policy examples" (allow another account to pull): a
+        # cross-account pull needs both the repository's policy in the owner's account and the
+        # puller's IAM permission; the stack can grant only the second, once the first is declared.
+        return (
+            f"{image!r} is in account {owner}'s ECR: nodes of account {account} pull it only when that "
+            f"repository's policy allows account {account} ecr:BatchGetImage and ecr:GetDownloadUrlForLayer; "
+            f"once it does, add {arn} to ecr.cross_account_repositories (the Trainium node role then gets "
+            "pull on it), or push the image to this stack's repository"
+        )
+    if not ecr.pull_through_cache:
+        return None  # pulled from its public registry directly
+    cached = ecr.cached_registries
+    if host in cached:
+        return None
+    if UPSTREAM_REGISTRIES.get(host) is not None:
+        return (
+            f"{image!r} is on {host}, which ECR's pull-through cache serves only with a credential: "
+            f"set ecr.upstream_credentials.{host} to a Secrets Manager secret (ecr-pullthroughcache/...), "
+            "push the image to the stack's repository, or set ecr.pull_through_cache: false (nodes then pull "
+            f"from {host} directly, within its anonymous limits)"
+        )
+    return (
+        f"{image!r} is on {host}, which ECR's pull-through cache does not serve; allowed: "
+        f"{', '.join(sorted(cached))} or an ECR repository of this account ({account}.dkr.ecr.<region>...): "
+        "push the image there, or set ecr.pull_through_cache: false if it is public (nodes then pull "
+        f"from {host} directly)"
+    )
+
+
+@_reads("account", "ecr.cross_account_repositories")
+def _cross_account_repositories_are_of_other_accounts(account: str, arns: list[str]) -> Iterator[Problem]:
+    for index, arn in enumerate(arns):
+        if arn.split(":")[4] == account:
+            yield (
+                f"ecr.cross_account_repositories[{index}]",
+                f"{arn} is a repository of this account ({account}): a run's image there needs no entry; remove it",
             )
-        else:
-            message = (
-                f"{run.image!r} is on {host}, which ECR's pull-through cache does not serve; allowed: "
-                f"{', '.join(sorted(cached))} or this account's ECR ({account}.dkr.ecr.<region>...): push "
-                "the image to the stack's repository, or set ecr.pull_through_cache: false"
-            )
-        yield f"runs[{index}].image", message
+
+
+# --- The Neuron stacks (cluster_facts/neuron_stack.py) -------------------------------------------
+# AMI facts (cluster_facts/ami_releases.py, or a release's facts declared under ami_facts) are read
+# here only through _release_facts, _ami_driver and _releases_with_driver.
 
 
 def _ami_release(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> str | None:
-    """The AMI release the group boots: its own, or the Neuron table's default for the version."""
+    """The AMI release the group boots: its own, or the table's default for the version."""
     return group.ami_release or DEFAULT_AMI_RELEASES.get(kubernetes_version)
 
 
-@_reads("cluster.kubernetes_version", "trainium.node_groups")
-def _ami_releases_are_in_the_neuron_table(
-    kubernetes_version: str, groups: list[TrainiumNodeGroupSettings]
-) -> Iterator[Problem]:
-    """A node group boots an AMI release whose Neuron driver the table knows, of the cluster's version."""
-    known = sorted(
-        (r.release_version for r in AMI_RELEASES.values() if r.kubernetes_version == kubernetes_version),
+def _ami_driver(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> str | None:
+    """The Neuron driver the group's nodes boot: its release's in the table, or as declared
+    (``ami_facts``); None when neither says or the release is of another version (the release's own
+    check reports it)."""
+    release = _ami_release(group, kubernetes_version)
+    if release is None or release_minor(release) != kubernetes_version:
+        return None
+    facts = _release_facts(group, kubernetes_version)
+    return facts.driver if facts is not None else None
+
+
+def _releases_with_driver(kubernetes_version: str, minimum: str) -> list[str]:
+    """The table's AMI releases of the version whose driver is at least ``minimum``, oldest first."""
+    return sorted(
+        (
+            r.release_version
+            for r in AMI_RELEASES.values()
+            if r.kubernetes_version == kubernetes_version
+            and version_key(r.driver) >= version_key(minimum)
+            and not r.faults  # never suggest a release synth refuses (cluster_facts/ami_releases.py)
+        ),
         key=lambda version: (version_key(version), version),
     )
+
+
+def _release_facts(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> AmiRelease | None:
+    """The facts of the group's AMI release: the table's, or those its configuration declares."""
+    release = _ami_release(group, kubernetes_version)
+    if release is None:
+        return None
+    if release in AMI_RELEASES:
+        return AMI_RELEASES[release]
+    if group.ami_facts is None:
+        return None
+    return declared_release(
+        release, neuron_driver=group.ami_facts.neuron_driver, containerd=group.ami_facts.containerd
+    )
+
+
+@_reads("cluster.kubernetes_version", "trainium.node_groups")
+def _ami_releases_are_known_and_without_faults(
+    kubernetes_version: str, groups: list[TrainiumNodeGroupSettings]
+) -> Iterator[Problem]:
+    """A node group boots an AMI release of the cluster's version whose facts are known (the table's, or
+    declared under ami_facts) and that has no known fault for a feature the nodes turn on."""
+    newest = newest_release(kubernetes_version, features=FEATURES_TURNED_ON)
+    suggestion = f"newest of the table without a known fault: {newest.release_version}" if newest else "none"
     for index, group in enumerate(groups):
+        key = f"trainium.node_groups[{index}]"
         release = _ami_release(group, kubernetes_version)
         if release is None:
             yield (
-                f"trainium.node_groups[{index}].ami_release",
+                f"{key}.ami_release",
                 (
-                    f"no Neuron AMI release is known for Kubernetes {kubernetes_version}; add one to "
-                    "cluster_facts/neuron_stack.py (docs/neuron.md)"
+                    f"no Neuron AMI release is known for Kubernetes {kubernetes_version}; name one and declare "
+                    "its facts under ami_facts, or add its releases to cluster_facts/ami_releases.py (docs/upgrades.md)"
                 ),
             )
-        elif release not in AMI_RELEASES or AMI_RELEASES[release].kubernetes_version != kubernetes_version:
+        elif release_minor(release) != kubernetes_version:
             yield (
-                f"trainium.node_groups[{index}].ami_release",
+                f"{key}.ami_release",
                 (
-                    f"{release!r} is not a Neuron AMI release of the table for Kubernetes {kubernetes_version}; "
-                    f"allowed: {', '.join(known) or 'none'}"
+                    f"{release!r} is an AMI release for Kubernetes {release_minor(release)}; the cluster runs "
+                    f"{kubernetes_version}: {suggestion}"
                 ),
             )
+        elif release in AMI_RELEASES and group.ami_facts is not None:
+            known = AMI_RELEASES[release]
+            yield (
+                f"{key}.ami_facts",
+                (
+                    f"the AMI release table knows {release} (Neuron driver {known.driver}, containerd "
+                    f"{known.containerd}): remove ami_facts"
+                ),
+            )
+        elif release not in AMI_RELEASES and group.ami_facts is None:
+            yield (
+                f"{key}.ami_release",
+                (
+                    f"{release!r} is not in the AMI release table (cluster_facts/ami_releases.py); {suggestion}, "
+                    "or declare this release's facts under ami_facts: {neuron_driver, containerd} (docs/upgrades.md)"
+                ),
+            )
+        else:
+            facts = _release_facts(group, kubernetes_version)
+            problem = fault_problem(facts, FEATURES_TURNED_ON) if facts is not None else None
+            if problem is not None:
+                yield f"{key}.ami_release", problem
+
+
+def _run_stack(run: RunSettings) -> StackName | None:
+    """The stack a run trains on: its preset's, else its image's (when the tag names a release)."""
+    preset = PRESETS.get(run.preset or "")
+    return preset.stack if preset is not None else image_stack(run.image)
+
+
+def _placed_runs(
+    runs: list[RunSettings | None], teams: list[TeamSettings], group_names: list[str]
+) -> Iterator[tuple[int, RunSettings, str]]:
+    """(index, run, the name of its node group) of every run whose team and group are defined."""
+    for index, run in enumerate(runs):
+        team = _run_team(run, teams) if run is not None else None
+        if run is None or team is None:
+            continue
+        name = _run_group_name(run, team, group_names)
+        if name in group_names:
+            yield index, run, name
+
+
+def node_group_stacks(
+    groups: list[TrainiumNodeGroupSettings], runs: list[RunSettings | None], teams: list[TeamSettings]
+) -> dict[str, tuple[StackName, str]]:
+    """Each group's stack, with why: as configured (``neuron_stack``), the only one its instance type
+    runs, the one of the first run placed on it that has one, or the default (``xla``)."""
+    names = [group.name for group in groups]
+    first_run: dict[str, tuple[int, StackName]] = {}
+    for index, run, name in _placed_runs(runs, teams, names):
+        stack = _run_stack(run)
+        if stack is not None:
+            first_run.setdefault(name, (index, stack))
+    found: dict[str, tuple[StackName, str]] = {}
+    for group in groups:
+        families = stacks_of_family(group.instance.family)
+        if group.neuron_stack is not None:
+            found[group.name] = (group.neuron_stack, "its neuron_stack")
+        elif len(families) == 1:
+            found[group.name] = (families[0], f"the only stack {group.instance_type} runs")  # type: ignore[assignment]
+        elif group.name in first_run:
+            index, stack = first_run[group.name]
+            found[group.name] = (stack, f"from runs[{index}]")
+        else:
+            found[group.name] = (DEFAULT_STACK, "the default")
+    return found
+
+
+def _instance_types_of(stack: str) -> str:
+    families = STACKS[stack].instance_families
+    return ", ".join(name for name, entry in CATALOG.items() if entry.family in families)
+
+
+@_reads("trainium.node_groups")
+def _stacks_run_on_their_instance_types(groups: list[TrainiumNodeGroupSettings]) -> Iterator[Problem]:
+    """A group's configured stack runs on its instance type (trn1 has no TorchNeuron; trn2u no
+    PyTorch/XLA release's device plugin places UltraServers)."""
+    for index, group in enumerate(groups):
+        stack = group.neuron_stack
+        if stack is None or group.instance.family in STACKS[stack].instance_families:
+            continue
+        others = [name for name in stacks_of_family(group.instance.family) if name != stack]
+        switch = f", or set neuron_stack: {others[0]}" if others else ""
+        yield (
+            f"trainium.node_groups[{index}].instance_type",
+            (
+                f"{group.instance_type!r} does not run the {stack} stack ({STACKS[stack].title}); allowed: "
+                f"{_instance_types_of(stack)}{switch}"
+            ),
+        )
+
+
+@_reads("cluster.kubernetes_version", "trainium.node_groups", "runs", "teams")
+def _ami_drivers_serve_their_stacks(
+    kubernetes_version: str,
+    groups: list[TrainiumNodeGroupSettings],
+    runs: list[RunSettings | None],
+    all_teams: list[TeamSettings | None],
+) -> Iterator[Problem]:
+    """A group's AMI brings a driver on which its stack's oldest release runs."""
+    teams = [team for team in all_teams if team is not None]
+    if not teams:
+        return
+    stacks = node_group_stacks(groups, runs, teams)
+    for index, group in enumerate(groups):
+        stack, why = stacks[group.name]
+        if group.instance.family not in STACKS[stack].instance_families:
+            continue  # the group's stack has its own line: the driver follows from the stack
+        driver = _ami_driver(group, kubernetes_version)
+        needed = stack_driver(stack)
+        if driver is None or version_key(driver) >= version_key(needed):
+            continue
+        release = _ami_release(group, kubernetes_version)
+        newer = _releases_with_driver(kubernetes_version, needed)
+        fix = (
+            f"use AMI release {', '.join(newer)}"
+            if newer
+            else "no AMI release the table knows brings it: set ami_release to one that does, with its "
+            "ami_facts (docs/neuron.md)"
+        )
+        yield (
+            f"trainium.node_groups[{index}].ami_release",
+            (
+                f"{release!r} brings Neuron driver {driver}; the {stack} stack ({why}; SDK "
+                f"{', '.join(stack_releases(stack))}) needs {needed} or later: {fix}"
+            ),
+        )
 
 
 @_reads("cluster.kubernetes_version", "runs", "teams", "trainium.node_groups")
@@ -612,18 +918,66 @@ def _run_images_are_a_supported_neuron_stack(
     all_teams: list[TeamSettings | None],
     groups: list[TrainiumNodeGroupSettings],
 ) -> Iterator[Problem]:
-    """Each run's image is an SDK release that supports its training and whose driver its nodes boot."""
+    """Each run's image is an SDK release of its node group's stack (and its preset's), whose driver
+    its nodes boot; its Logical NeuronCore size is one its instance type takes."""
     teams = [team for team in all_teams if team is not None]
     if len(teams) != len(all_teams) or not teams:
         return
     by_name = {group.name: group for group in groups}
-    for index, run in enumerate(runs):
-        if run is None:
-            continue
-        group = by_name.get(_run_group_name(run, _run_team(run, teams), list(by_name)) or "")
-        release = _ami_release(group, kubernetes_version) if group is not None else None
-        if release is None or release not in AMI_RELEASES:
-            continue  # the group or its AMI release has its own line
-        problem = stack_problem(image=run.image, ami_release=release)
+    stacks = node_group_stacks(groups, runs, teams)
+    for index, run, name in _placed_runs(runs, teams, list(by_name)):
+        group = by_name[name]
+        problem = _run_stack_problem(run, group, stacks[name], kubernetes_version)
         if problem is not None:
             yield f"runs[{index}].image", problem
+        if run.logical_core_size not in (None, *group.instance.logical_core_sizes):
+            allowed = ", ".join(map(str, group.instance.logical_core_sizes))
+            yield (
+                f"runs[{index}].logical_core_size",
+                (
+                    f"{run.logical_core_size} is not a Logical NeuronCore size of {group.instance_type} "
+                    f"(node group {group.name!r}); allowed: {allowed}, or leave it out"
+                ),
+            )
+
+
+def _run_stack_problem(
+    run: RunSettings,
+    group: TrainiumNodeGroupSettings,
+    group_stack: tuple[StackName, str],
+    kubernetes_version: str,
+) -> str | None:
+    """The first of: an SDK that trains on no stack, an image of another stack than the run's preset
+    or its node group, a driver its nodes do not boot. One line, with the fix."""
+    problem = release_problem(run.image)
+    if problem is not None:
+        return problem
+    image = image_stack(run.image)
+    sdk = image_neuron_release(run.image)
+    preset = PRESETS.get(run.preset or "")
+    if preset is not None and image is not None and image != preset.stack:
+        return (
+            f"{run.image!r} is Neuron SDK {sdk} ({image} stack); preset {preset.name} trains on the {preset.stack} "
+            f"stack: set image to an image of SDK {', '.join(stack_releases(preset.stack))} (docs/neuron.md)"
+        )
+    stack, why = group_stack
+    run_stack = _run_stack(run)
+    if run_stack is not None and run_stack != stack:
+        what = f"preset {run.preset}" if preset is not None and image is None else f"Neuron SDK {sdk}"
+        return (
+            f"{run.image!r} is {what} ({run_stack} stack); node group {group.name!r} serves the {stack} stack "
+            f"({why}): put the run on a node group of the {run_stack} stack (runs[].node_group), or use an "
+            f"image of SDK {', '.join(stack_releases(stack))}"
+        )
+    driver = _ami_driver(group, kubernetes_version)
+    if driver is None or version_key(driver) < version_key(stack_driver(stack)):
+        return None  # the group's AMI release has its own line
+    problem = driver_problem(run.image, driver=driver)
+    if problem is None:
+        return None
+    release = _ami_release(group, kubernetes_version)
+    newer = _releases_with_driver(kubernetes_version, NEURON_RELEASES[sdk or ""].driver)
+    return (
+        f"{problem}; AMI release {release} brings {driver}: use AMI release "
+        f"{', '.join(newer) or '(none known: declare a newer release with ami_facts, docs/neuron.md)'}"
+    )

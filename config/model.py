@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     Field,
     ValidationInfo,
     field_validator,
@@ -24,6 +25,8 @@ from pydantic import (
 
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
+from cluster_facts.kubernetes_versions import support_problem, synth_date
+from cluster_facts.node_check import DEFAULT_REPLACEMENT_WINDOW_MINUTES, DEFAULT_REPLACEMENTS_PER_WINDOW
 from cluster_facts.versions import ADDON_NAMES, KUBECTL_LAYERS, VPC_CNI, VPC_CNI_EFA_ONLY_MINIMUM, version_key
 from config.fields import (
     AccountId,
@@ -53,9 +56,11 @@ from config.workloads import (
 )
 
 __all__ = [
+    "AmiFacts",
     "AutoscalerSettings",
     "ClusterSettings",
     "EcrSettings",
+    "ExistingSubnet",
     "FabricCheckSettings",
     "FsxSettings",
     "NodeCheckSettings",
@@ -91,18 +96,81 @@ class _Scaling(_Section):
         return maximum
 
 
-class VpcSettings(_Section):
+VpcId = Annotated[str, _matching(r"vpc-[0-9a-f]{8,17}", "a VPC id such as vpc-0123456789abcdef0")]
+SubnetId = Annotated[str, _matching(r"subnet-[0-9a-f]{8,17}", "a subnet id such as subnet-0123456789abcdef0")]
+
+
+class ExistingSubnet(_Section):
+    """A subnet of an existing VPC, as the stack needs it offline (preflight checks it in the account)."""
+
+    id: SubnetId
     cidr: Cidr
+    """Its IPv4 CIDR: root squash exempts the system subnets by it (constructs_trn/lustre_storage.py)."""
+
+
+class VpcSettings(_Section):
+    # vpc_id first: the checks of the keys below read it.
+    vpc_id: VpcId | None = None
+    """An existing VPC: the stack creates no VPC, subnet, route, NAT gateway or flow log, and tags
+    nothing of it (docs/existing-vpc.md); ``private_subnets`` name where everything goes."""
+    private_subnets: list[ExistingSubnet] | None = Field(default=None, validate_default=True)
+    """With ``vpc_id``: one private subnet per zone of ``availability_zones``, in that order."""
+    trainium_subnet: ExistingSubnet | None = Field(default=None, validate_default=True)
+    """With ``vpc_id``: the subnet of the Trainium nodes and the file system, in
+    ``trainium.availability_zone``; default: that zone's private subnet."""
+    cidr: Cidr
+    """The VPC's CIDR: of the VPC the stack creates, or the existing VPC's (its network policies
+    admit the API server's addresses in it)."""
     availability_zones: list[AzName]
     """Names in this account; EKS needs subnets in at least two."""
-    nat_gateways: int = Field(default=1, ge=1)
-    """One NAT gateway is enough for image pulls; one per AZ survives the loss of an AZ."""
-    flow_log_retention_days: Literal[7, 14, 30, 60, 90, 180, 365] = 30
+    nat_gateways: int | None = Field(default=None, ge=1, validate_default=True)
+    """One NAT gateway is enough for image pulls; one per AZ survives the loss of an AZ. Default 1;
+    none with ``vpc_id`` (the existing VPC's routes are its owner's)."""
+    flow_log_retention_days: Literal[7, 14, 30, 60, 90, 180, 365] | None = Field(
+        default=None, validate_default=True
+    )
+    """Default 30; none with ``vpc_id`` (the existing VPC's flow logs are its owner's)."""
+
+    @field_validator("private_subnets")
+    @classmethod
+    def _with_an_existing_vpc(
+        cls, subnets: list[ExistingSubnet] | None, info: ValidationInfo
+    ) -> list[ExistingSubnet] | None:
+        existing = info.data.get("vpc_id") is not None
+        if existing and subnets is None:
+            raise _problem(
+                "required with vpc_id: the existing VPC's private subnets, one per availability zone "
+                "({id: subnet-..., cidr: ...} each), where the nodes, the cluster and the file system go"
+            )
+        if not existing and subnets is not None and "vpc_id" in info.data:
+            raise _problem("belongs to an existing VPC: set vpc.vpc_id, or leave it out for a new VPC")
+        if subnets is not None:
+            ids = [subnet.id for subnet in subnets]
+            if len(set(ids)) != len(ids):
+                raise _problem(f"subnets must be distinct, got {', '.join(ids)}")
+        return subnets
+
+    @field_validator("trainium_subnet")
+    @classmethod
+    def _only_with_an_existing_vpc(
+        cls, subnet: ExistingSubnet | None, info: ValidationInfo
+    ) -> ExistingSubnet | None:
+        if subnet is not None and info.data.get("vpc_id") is None and "vpc_id" in info.data:
+            raise _problem("belongs to an existing VPC: set vpc.vpc_id, or leave it out for a new VPC")
+        others = info.data.get("private_subnets") or []
+        if subnet is not None and subnet.id in [other.id for other in others]:
+            raise _problem(f"{subnet.id} is already a private subnet: leave trainium_subnet out to use it")
+        return subnet
 
     @field_validator("cidr")
     @classmethod
-    def _room_for_subnets(cls, cidr: str) -> str:
-        prefix = ipaddress.IPv4Network(cidr).prefixlen
+    def _room_for_subnets(cls, cidr: str, info: ValidationInfo) -> str:
+        network = ipaddress.IPv4Network(cidr)
+        if info.data.get("vpc_id") is not None:
+            return _subnets_inside(
+                network, info.data.get("private_subnets") or [], info.data.get("trainium_subnet")
+            )
+        prefix = network.prefixlen
         if not 16 <= prefix <= 22:
             raise _problem(
                 f"{cidr} is too {'large' if prefix < 16 else 'small'}; allowed prefixes: /16 to /22"
@@ -111,16 +179,30 @@ class VpcSettings(_Section):
 
     @field_validator("availability_zones")
     @classmethod
-    def _two_or_more_distinct(cls, zones: list[str]) -> list[str]:
+    def _two_or_more_distinct(cls, zones: list[str], info: ValidationInfo) -> list[str]:
         if len(zones) < 2:
             raise _problem(f"EKS needs at least two availability zones, got {len(zones)}")
         if len(set(zones)) != len(zones):
             raise _problem(f"zones must be distinct, got {', '.join(zones)}")
+        subnets = info.data.get("private_subnets")
+        if subnets is not None and len(subnets) != len(zones):
+            raise _problem(
+                f"{len(zones)} zones for {len(subnets)} vpc.private_subnets; give one private subnet per "
+                "zone, in the same order"
+            )
         return zones
 
     @field_validator("nat_gateways")
     @classmethod
-    def _one_per_zone_at_most(cls, count: int, info: ValidationInfo) -> int:
+    def _one_per_zone_at_most(cls, count: int | None, info: ValidationInfo) -> int | None:
+        if info.data.get("vpc_id") is not None:
+            if count is not None:
+                raise _problem(
+                    "the stack creates no NAT gateway in an existing VPC (vpc_id): its routes are its "
+                    "owner's; leave nat_gateways out"
+                )
+            return None
+        count = 1 if count is None else count
         zones = info.data.get("availability_zones")
         if zones is not None and count > len(zones):
             raise _problem(
@@ -128,12 +210,53 @@ class VpcSettings(_Section):
             )
         return count
 
+    @field_validator("flow_log_retention_days")
+    @classmethod
+    def _flow_logs_of_a_new_vpc(cls, days: int | None, info: ValidationInfo) -> int | None:
+        if info.data.get("vpc_id") is not None:
+            if days is not None:
+                raise _problem(
+                    "the stack creates no flow log for an existing VPC (vpc_id): its flow logs are its "
+                    "owner's; leave flow_log_retention_days out"
+                )
+            return None
+        return 30 if days is None else days
+
+    @property
+    def existing(self) -> bool:
+        """The stack uses an existing VPC (``vpc_id``) and creates no network."""
+        return self.vpc_id is not None
+
+
+def _subnets_inside(
+    network: ipaddress.IPv4Network, subnets: list[ExistingSubnet], trainium: ExistingSubnet | None
+) -> str:
+    """An existing VPC's CIDR: every named subnet inside it, none overlapping another."""
+    named = [*subnets, *([trainium] if trainium is not None else [])]
+    blocks = [(subnet.id, ipaddress.IPv4Network(subnet.cidr)) for subnet in named]
+    outside = [subnet_id for subnet_id, block in blocks if not block.subnet_of(network)]
+    if outside:
+        raise _problem(
+            f"{network} does not hold subnet {', '.join(outside)}: give the VPC's CIDR that holds its "
+            "private subnets (the network policies admit the API server's addresses in it)"
+        )
+    for index, (subnet_id, block) in enumerate(blocks):
+        for other_id, other in blocks[index + 1 :]:
+            if block.overlaps(other):
+                raise _problem(f"subnets {subnet_id} ({block}) and {other_id} ({other}) overlap")
+    return str(network)
+
 
 def _kubernetes_version(value: str) -> str:
     if value not in KUBECTL_LAYERS:
         raise _problem(
             f"{value!r} has no kubectl layer in this project; supported: {', '.join(KUBECTL_LAYERS)}"
         )
+    # A version EKS no longer runs (its dates: cluster_facts/kubernetes_versions.py); one whose
+    # standard support ends soon is only warned about, at synth (config/notices.py).
+    problem = support_problem(value, synth_date())
+    if problem is not None:
+        raise _problem(problem)
     return value
 
 
@@ -159,16 +282,22 @@ def _not_over_broad(cidr: str) -> str:
 
 
 class ClusterSettings(_Section):
-    kubernetes_version: Annotated[str, _quoted_string("1.34"), AfterValidator(_kubernetes_version)]
+    kubernetes_version: Annotated[str, _quoted_string("1.36"), AfterValidator(_kubernetes_version)]
     endpoint_public_cidrs: list[Annotated[Cidr, AfterValidator(_not_over_broad)]] = Field(
         default_factory=list
     )
     """CIDRs that may reach the public API endpoint, each /16 or narrower; empty means a private endpoint only."""
-    admin_role_arns: list[RoleArn] = Field(default_factory=list)
+    # Before admin_role_arns, whose check reads it.
     keep_creator_admin: bool = False
     """Only for a cluster created before this key existed: keep EKS's hidden cluster-admin entry of the
     principal that created it (docs/access.md). Switching it replaces the cluster, which CloudFormation
     refuses for this named cluster: an update that changes it fails before anything changes."""
+    # A key whose entries are all commented out reads as null: the same as [] (refused below).
+    admin_role_arns: Annotated[
+        list[RoleArn], BeforeValidator(lambda value: [] if value is None else value)
+    ] = Field(default_factory=list, validate_default=True)
+    """IAM roles of the stack's account with cluster-admin access entries: at least one, since no
+    other principal can use kubectl on the cluster (docs/access.md, "The first admin")."""
     addon_versions: dict[
         str,
         Annotated[
@@ -176,6 +305,22 @@ class ClusterSettings(_Section):
         ],
     ] = Field(default_factory=dict)
     """Pins by add-on name; an add-on left out gets EKS's default version for the cluster version."""
+
+    @field_validator("admin_role_arns")
+    @classmethod
+    def _someone_can_use_kubectl(cls, role_arns: list[str], info: ValidationInfo) -> list[str]:
+        # The cluster has no hidden creator admin (BootstrapClusterCreatorAdminPermissions false), and
+        # the kubectl handler's role is the stack's own: without a role here, nobody could use kubectl
+        # after the deploy, and the first fix would be a second deploy. keep_creator_admin is the one
+        # exception (a cluster created before, whose creator entry stays).
+        if not role_arns and not info.data.get("keep_creator_admin"):
+            raise _problem(
+                "empty, so nobody could use kubectl after the deploy; allowed: one or more IAM roles of the "
+                "stack's account, e.g. the one you deploy with (aws sts get-caller-identity names it, "
+                "assumed-role/<Role>/...; aws iam get-role --role-name <Role> --query Role.Arn prints its ARN), "
+                "docs/access.md"
+            )
+        return role_arns
 
     @field_validator("addon_versions")
     @classmethod
@@ -200,6 +345,20 @@ class SystemNodesSettings(_Scaling):
     disk_size_gib: int = Field(default=100, ge=20, le=16384)
 
 
+class AmiFacts(_Section):
+    """What an AMI release brings that the checks read, declared when cluster_facts/ami_releases.py
+    does not know the release (its AMI release notes: awslabs/amazon-eks-ami CHANGELOG.md, the
+    AL2023_x86_64_NEURON column). Synth warns that it rests on this declaration; preflight asks AWS
+    that the release exists."""
+
+    neuron_driver: Annotated[
+        str, _matching(r"\d+\.\d+\.\d+\.\d+", "a Neuron driver version (aws-neuronx-dkms) such as 2.31.7.0")
+    ]
+    containerd: Annotated[
+        str, _matching(r"\d+\.\d+\.\d+(-\S+)?", "a containerd package version such as 2.2.4-1.amzn2023.0.3")
+    ]
+
+
 def _trainium_type(value: str) -> str:
     if value not in CATALOG:
         raise _problem(f"{value!r} is not in the Trainium instance catalog; allowed: {', '.join(CATALOG)}")
@@ -219,12 +378,30 @@ class TrainiumNodeGroupSettings(_Section):
     root_volume_gib: int = Field(default=500, ge=100, le=16384)
     ami_release: (
         Annotated[
-            str, _matching(r"\d+\.\d+\.\d+-\d{8}", "an EKS AMI release version such as 1.34.7-20260505")
+            str, _matching(r"\d+\.\d+\.\d+-\d{8}", "an EKS AMI release version such as 1.36.2-20260714")
         ]
         | None
     ) = None
-    """The EKS Neuron AMI release the group boots (its Neuron driver); default: the Neuron table's for
-    the cluster's Kubernetes version (cluster_facts/neuron_stack.py). Changing it replaces the nodes."""
+    """The EKS Neuron AMI release the group boots (its Neuron driver and containerd); default: the
+    newest release of cluster_facts/ami_releases.py without a known fault that serves the training
+    image, for the cluster's Kubernetes version. Changing it replaces the nodes (docs/upgrades.md)."""
+    ami_facts: AmiFacts | None = Field(default=None, validate_default=True)
+    """What ``ami_release`` brings, declared for a release the table does not know (docs/upgrades.md)."""
+    neuron_stack: Literal["xla", "native"] | None = None
+    """The training path the group serves (cluster_facts/neuron_stack.py): ``xla`` (PyTorch/XLA, SDK up
+    to 2.29) or ``native`` (TorchNeuron, SDK 2.33). Default: the only one its instance type runs, else
+    the one of the runs placed on it, else ``xla``."""
+
+    @field_validator("ami_facts")
+    @classmethod
+    def _facts_of_a_named_release(cls, facts: AmiFacts | None, info: ValidationInfo) -> AmiFacts | None:
+        if facts is not None and info.data.get("ami_release", "") is None:
+            raise _problem(
+                "declares the facts of ami_release, which is not set; name the release these facts "
+                "describe, or remove ami_facts"
+            )
+        return facts
+
     # After capacity_type: the checks of min_size read it. validate_default: a default min_size is
     # checked against a configured max_size.
     min_size: int = Field(default=0, ge=0, validate_default=True)
@@ -253,27 +430,18 @@ class TrainiumNodeGroupSettings(_Section):
         return maximum
 
     desired_size: int = Field(default=0, ge=0, validate_default=True)
-    """The node count EKS creates the group with; the cluster autoscaler owns the count after that.
-
-    The EKS API takes all of min, max and desired or none of them when a group is created
-    (NodegroupScalingConfig), and resizes a group whenever desiredSize changes ("When using
-    CloudFormation, no action occurs if you remove this parameter from your CFN template"): the
-    template therefore carries this fixed value, which changing min_size or max_size never touches,
-    and a deploy resizes the group only when this key itself changes (docs/capacity.md)."""
+    """The node count a new group starts with (at least min_size; default 0). Only at creation: after
+    that the template carries the count the group runs, read at every deploy that changes the group
+    (constructs_trn/node_group_size.py), so neither this key nor min_size or max_size ever resizes a
+    running group, except that a higher min_size starts warm nodes and a lower max_size ends the nodes
+    above it (docs/capacity.md, "CloudFormation and the autoscaler")."""
 
     @field_validator("desired_size")
     @classmethod
-    def _between_min_and_max(cls, desired: int, info: ValidationInfo) -> int:
-        minimum, maximum = info.data.get("min_size"), info.data.get("max_size")
-        if minimum is None or maximum is None:
-            return desired  # min_size or max_size has its own line already
-        if desired < minimum:
-            raise _problem(
-                f"{desired} is below min_size ({minimum}); allowed: min_size to max_size (the count EKS "
-                "creates the group with: set it with warm nodes, then leave it; changing it resizes the group)"
-            )
-        if desired > maximum:
-            raise _problem(f"{desired} is above max_size ({maximum}); allowed: min_size to max_size")
+    def _at_most_max(cls, desired: int, info: ValidationInfo) -> int:
+        maximum = info.data.get("max_size")
+        if maximum is not None and desired > maximum:
+            raise _problem(f"{desired} is above max_size ({maximum}); allowed: 0 to max_size")
         return desired
 
     @field_validator("capacity_reservation_id")
@@ -359,18 +527,30 @@ def _nearest_lustre_sizes(capacity: int) -> list[int]:
     return [below, above]
 
 
+S3Uri = Annotated[
+    str,
+    _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", "an S3 URI such as s3://bucket/prefix"),
+]
+DEFAULT_BACKUP_RETENTION_DAYS = 7
+
+
+def _s3_prefix(uri: str) -> str:
+    """An S3 URI as FSx compares data repository paths: with one trailing slash."""
+    return uri.rstrip("/") + "/"
+
+
+def _overlapping(one: str, other: str) -> bool:
+    """Two data repository paths overlap when one is the other or lies under it (FSx refuses both)."""
+    first, second = _s3_prefix(one), _s3_prefix(other)
+    return first.startswith(second) or second.startswith(first)
+
+
 class FsxSettings(_Section):
     deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = "PERSISTENT_2"
     storage_capacity_gib: int = LUSTRE_SMALLEST_GIB
     throughput_mib_per_tib: int | None = Field(default=None, validate_default=True)
     """MB/s per TiB. PERSISTENT_2: 125, 250, 500 or 1000 (default 250). SCRATCH_2: none (a fixed 200)."""
-    s3_import_path: (
-        Annotated[
-            str,
-            _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", "an S3 URI such as s3://bucket/prefix"),
-        ]
-        | None
-    ) = None
+    s3_import_path: S3Uri | None = None
     s3_bucket_owner: AccountId | None = None
     """The account that owns the s3_import_path bucket, when it is not this configuration's account.
     Auto-import brings every new, changed or deleted object of the bucket onto the file system that
@@ -378,6 +558,95 @@ class FsxSettings(_Section):
     named here, and the deployment checks the owner (S3 HeadBucket with ExpectedBucketOwner) before
     the file system links the bucket."""
     removal_policy: RemovalPolicy = "retain"
+    # After deployment_type and s3_import_path: their checks read both.
+    backups: Literal["daily", "s3", "none"] | None = Field(default=None, validate_default=True)
+    """What keeps the teams' checkpoints and outputs beyond the file system itself (docs/costs.md,
+    "Backups"): ``daily`` FSx automatic backups (PERSISTENT_2 not linked to S3 only; the default
+    there), ``s3`` each team's directory exported to ``backup_s3_path`` as files are written, or
+    ``none``, written down: nothing does. Anything else must be chosen in the file."""
+    backup_retention_days: int | None = Field(default=None, validate_default=True)
+    """``daily``: how long FSx keeps each automatic backup, 1 to 90 days (default 7)."""
+    backup_start_time_utc: (
+        Annotated[str, _matching(r"([01]\d|2[0-3]):[0-5]\d", "a time of day HH:MM such as 03:00")] | None
+    ) = None
+    """``daily``: when the daily backup starts (UTC); default: FSx picks the window."""
+    backup_s3_path: S3Uri | None = Field(default=None, validate_default=True)
+    """``s3``: where ``/teams/<team>`` is exported, as ``<backup_s3_path>/<team>/``; a bucket of this
+    account (checked at deploy), not overlapping ``s3_import_path``."""
+
+    @field_validator("backups")
+    @classmethod
+    def _backups_the_file_system_takes(cls, backups: str | None, info: ValidationInfo) -> str | None:
+        # FSx for Lustre user guide, "Protecting your data with backups": "Backups are supported only
+        # on FSx for Lustre persistent file systems that are not linked to an Amazon S3 data repository."
+        deployment_type, imported = info.data.get("deployment_type"), info.data.get("s3_import_path")
+        if deployment_type is None or "s3_import_path" not in info.data:
+            return backups  # the deployment type or the import path has its own line already
+        if deployment_type == "SCRATCH_2" and backups != "none":
+            raise _problem(
+                f"{'the default (daily)' if backups is None else repr(backups)} is not offered by SCRATCH_2: FSx "
+                "backs up persistent file systems only, and this stack links S3 to SCRATCH_2 by its import "
+                "path alone; allowed: none (docs/costs.md says what is then lost with a file server), or "
+                "deployment_type PERSISTENT_2"
+            )
+        if imported is not None and backups in (None, "daily"):
+            raise _problem(
+                "daily backups are not offered for a file system linked to S3 (s3_import_path): FSx backs up "
+                "no such file system; allowed: s3 (each team's directory exported to backup_s3_path) or "
+                "none (docs/costs.md)"
+            )
+        return "daily" if backups is None else backups
+
+    @field_validator("backup_retention_days")
+    @classmethod
+    def _retention_of_daily_backups(cls, days: int | None, info: ValidationInfo) -> int | None:
+        backups = info.data.get("backups")
+        if backups != "daily":
+            if days is not None and backups is not None:
+                raise _problem(
+                    f"{days} days keep nothing with backups: {backups}; allowed: only with backups: daily"
+                )
+            return None
+        if days is None:
+            return DEFAULT_BACKUP_RETENTION_DAYS
+        if not 1 <= days <= 90:
+            raise _problem(
+                f"{days} days is out of range; allowed: 1 to 90 (FSx keeps automatic backups 90 days at most)"
+            )
+        return days
+
+    @field_validator("backup_start_time_utc")
+    @classmethod
+    def _start_of_daily_backups(cls, start: str | None, info: ValidationInfo) -> str | None:
+        backups = info.data.get("backups")
+        if start is not None and backups not in ("daily", None):
+            raise _problem(
+                f"{start} starts nothing with backups: {backups}; allowed: only with backups: daily"
+            )
+        return start
+
+    @field_validator("backup_s3_path")
+    @classmethod
+    def _export_destination(cls, path: str | None, info: ValidationInfo) -> str | None:
+        backups, imported = info.data.get("backups"), info.data.get("s3_import_path")
+        if backups == "s3" and path is None:
+            raise _problem(
+                "required with backups: s3: the S3 prefix each team's directory is exported to, such as "
+                "s3://my-checkpoints/trainium (a bucket of this account)"
+            )
+        if backups not in ("s3", None) and path is not None:
+            raise _problem(f"{path} receives nothing with backups: {backups}; allowed: only with backups: s3")
+        if path is not None and imported is not None and _overlapping(path, imported):
+            raise _problem(
+                f"{path} overlaps s3_import_path ({imported}): FSx links each S3 prefix to one directory "
+                "only; allowed: a prefix outside the imported one"
+            )
+        return path
+
+    @property
+    def exported(self) -> bool:
+        """Each team's directory goes to S3 (a data repository association per team)."""
+        return self.backups == "s3"
 
     @field_validator("s3_bucket_owner")
     @classmethod
@@ -425,6 +694,15 @@ PullThroughCredentialArn = Annotated[
 ]
 
 
+EcrRepositoryArn = Annotated[
+    str,
+    _matching(
+        r"arn:aws(-cn|-us-gov)?:ecr:[a-z0-9-]+:\d{12}:repository/[a-z0-9]+([._/-][a-z0-9]+)*",
+        "an ECR repository ARN such as arn:aws:ecr:us-west-2:777788889999:repository/team/train",
+    ),
+]
+
+
 class EcrSettings(_Section):
     repository_name: (
         Annotated[str, _matching(r"[a-z0-9]+([._/-][a-z0-9]+)*", "an ECR repository name")] | None
@@ -441,6 +719,19 @@ class EcrSettings(_Section):
         default_factory=dict
     )
     """Registry -> Secrets Manager secret ECR signs in with; a rule for Docker Hub or ghcr.io needs one."""
+    cross_account_repositories: list[EcrRepositoryArn] = Field(default_factory=list)
+    """ECR repositories of other accounts whose repository policy lets this account pull
+    (``ecr:BatchGetImage``, ``ecr:GetDownloadUrlForLayer``); a run's image in one of them is pulled
+    with the Trainium node role's grant on exactly that repository (docs/supply-chain.md)."""
+
+    @property
+    def mirrored_registries(self) -> frozenset[str]:
+        """The upstream registries whose images the stack copies into the account at deploy: Docker Hub
+        (Volcano's images) while the cache is on but has no Docker Hub credential, so that no node
+        pulls Docker Hub anonymously (docs/supply-chain.md)."""
+        if not self.pull_through_cache or "docker.io" in self.upstream_credentials:
+            return frozenset()
+        return frozenset({"docker.io"})
 
     @property
     def cached_registries(self) -> frozenset[str]:
@@ -533,6 +824,12 @@ def _minutes(low: int, high: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _replacements(value: int) -> int:
+    if not 1 <= value <= 10:
+        raise _problem(f"{value} replacements is out of range; allowed: 1 to 10 per window")
+    return value
+
+
 class NodeCheckSettings(_Section):
     """The node check of every Trainium node and what it may do to a bad one (docs/health.md)."""
 
@@ -544,6 +841,13 @@ class NodeCheckSettings(_Section):
     """A Trainium node whose kubelet has been silent (``Ready`` Unknown) this long is terminated
     through its Auto Scaling group by the node check of another Trainium node, so that its pods go
     and the gang can start again; null: wait for EKS node auto repair (30 minutes)."""
+    replacements_per_window: Annotated[int, AfterValidator(_replacements)] = DEFAULT_REPLACEMENTS_PER_WINDOW
+    """The most replacements the check asks for in one node group within ``replacement_window_minutes``
+    (failed new nodes, failed EFA re-checks, unresponsive nodes together); past it a failed node is
+    not replaced: it keeps a taint with its reason and the autoscaler removes it (docs/health.md)."""
+    replacement_window_minutes: Annotated[int, _minutes(15, 1440)] = DEFAULT_REPLACEMENT_WINDOW_MINUTES
+    """The window of ``replacements_per_window``: at least the 15 minutes a replacement takes to launch,
+    pull and be checked, so that a replacement's own failure falls in the window that allowed it."""
 
 
 class AutoscalerSettings(_Section):

@@ -15,6 +15,7 @@ from constructs import Construct, IConstruct
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL
 from constructs_trn.kubectl_layer import kubectl_layer
 from constructs_trn.nag import acknowledge, aws_managed_policy
+from constructs_trn.node_group_version import follow_cluster_version
 from constructs_trn.node_launch_template import metadata_options, root_volume
 
 __all__ = ["TrainingCluster"]
@@ -54,6 +55,7 @@ class TrainingCluster(Construct):
         creator_admin: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.kubernetes_version = kubernetes_version
         self.secrets_key = kms.Key(
             self,
             "SecretsKey",
@@ -136,7 +138,7 @@ class TrainingCluster(Construct):
                 block_device_mappings=[root_volume(disk_size_gib)],
             ),
         )
-        return eks.Nodegroup(
+        nodegroup = eks.Nodegroup(
             self,
             construct_id,
             cluster=self.interface,
@@ -153,6 +155,9 @@ class TrainingCluster(Construct):
             max_size=max_size,
             labels={NODE_GROUP_LABEL: name},
         )
+        # The newest AMI of the cluster's version, moved with it (docs/upgrades.md).
+        follow_cluster_version(nodegroup, self.kubernetes_version)
+        return nodegroup
 
 
 def _acknowledge_kubectl_provider(provider: IConstruct) -> None:

@@ -24,12 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Aws
+from aws_cdk import Aws, CfnResource
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from cluster_facts.deploy_timeouts import KUBECTL_HANDLER_SERVICE_TIMEOUT
 from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP
 from constructs_trn.nag import acknowledge
 
@@ -121,3 +122,7 @@ class DeploymentCheckAccess(Construct):
         self.rbac = cluster.add_manifest(
             "DeploymentCheckNodeReader", *(dict(manifest) for manifest in rbac_manifests)
         )
+        # One kubectl apply: CloudFormation waits no longer than the kubectl handler can run.
+        rbac_resource = self.rbac.node.default_child
+        assert isinstance(rbac_resource, CfnResource)
+        rbac_resource.add_property_override("ServiceTimeout", KUBECTL_HANDLER_SERVICE_TIMEOUT)

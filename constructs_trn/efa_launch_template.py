@@ -19,7 +19,11 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cluster_facts.instance_catalog import TrainiumInstanceType
-from cluster_facts.node_startup import FAST_IMAGE_PULL, ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND
+from cluster_facts.node_startup import (
+    FAST_IMAGE_PULL,
+    FAST_IMAGE_PULL_FEATURE,
+    ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND,
+)
 from constructs_trn.node_launch_template import metadata_options, root_volume
 
 __all__ = ["EfaLaunchTemplate", "efa_network_interfaces", "node_config_user_data"]
@@ -46,7 +50,7 @@ def node_config_user_data() -> str:
             "kind: NodeConfig",
             "spec:",
             "  featureGates:",
-            f"    FastImagePull: {'true' if FAST_IMAGE_PULL else 'false'}",
+            f"    {FAST_IMAGE_PULL_FEATURE}: {'true' if FAST_IMAGE_PULL else 'false'}",
             "",
             f"--{boundary}--",
             "",

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnResource, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct, IDependable
 
+from cluster_facts.deploy_timeouts import service_timeout_seconds, too_slow_to_answer
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, KubernetesStep, ReadinessGate
 from cluster_facts.step_needs import FILE_SYSTEM, RUNNING_PODS, deploy_needs
 from cluster_facts.vendored_charts import repository_path
@@ -52,6 +53,11 @@ class KubernetesLayer(Construct):
     cluster_facts.step_needs): nothing more, so the layer starts as soon as the cluster exists and
     only the steps that wait for pods to run wait for the nodes and the add-ons those pods use.
 
+    A failed step fails the deploy in minutes: each step's own timeout leaves the kubectl handler
+    time to answer CloudFormation (a step that would not is refused here), and each custom resource
+    carries a ``ServiceTimeout`` just above what its handler may take, instead of CloudFormation's
+    one hour (cluster_facts/deploy_timeouts.py).
+
     Construct ids are part of the deployed stack's logical ids: a step's id is its name (a Helm
     release's in CamelCase, ``volcano`` -> ``Volcano``), followed by its identity when it has one.
     A new id makes CloudFormation create the new resource and then delete the old one: right for
@@ -72,6 +78,9 @@ class KubernetesLayer(Construct):
         self.applied: dict[str, Construct] = {}
         chart_assets: list[s3_assets.Asset] = []
         for step in plan.applied():
+            problem = too_slow_to_answer(step)
+            if problem is not None:
+                raise ValueError(problem)
             construct: Construct
             if isinstance(step, HelmRelease):
                 release_id = "".join(part.capitalize() for part in step.name.split("-"))
@@ -113,6 +122,7 @@ class KubernetesLayer(Construct):
                     manifest=[dict(manifest) for manifest in step.manifests],
                     overwrite=True,
                 )
+            _custom_resource(construct).add_property_override("ServiceTimeout", service_timeout_seconds(step))
             for dependency in waits.of(step):
                 construct.node.add_dependency(dependency)
             for prerequisite in step.after:
@@ -120,6 +130,15 @@ class KubernetesLayer(Construct):
             self.applied[step.name] = construct
         if chart_assets:
             _acknowledge_chart_reads(cluster, chart_assets[0])
+
+
+def _custom_resource(construct: Construct) -> CfnResource:
+    """The CloudFormation resource of an aws-eks-v2 HelmChart, KubernetesManifest or
+    KubernetesObjectValue: each wraps one ``CustomResource`` with the id ``Resource``, whose props
+    offer no ``serviceTimeout`` (aws-cdk-lib 2.273), so it is set on the resource itself."""
+    resource = construct.node.find_child("Resource").node.default_child
+    assert isinstance(resource, CfnResource)
+    return resource
 
 
 def _chart_asset(scope: Construct, asset_id: str, step: HelmRelease) -> s3_assets.Asset | None:

@@ -18,13 +18,14 @@ The key is retained: the service groups outlive a destroyed stack, and their eve
 
 from __future__ import annotations
 
-from aws_cdk import Aws, CfnResource, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from cluster_facts.deploy_timeouts import AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT
 from constructs_trn.nag import acknowledge_custom_resource_function
 
 __all__ = ["LogEncryption"]
@@ -93,6 +94,7 @@ class LogEncryption(Construct):
             f"{construct_id}Create",
             resource_type="Custom::ServiceLogGroup",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=cr.AwsSdkCall(
                 service="CloudWatchLogs",
                 action="createLogGroup",
@@ -116,6 +118,7 @@ class LogEncryption(Construct):
             f"{construct_id}Key",
             resource_type="Custom::ServiceLogGroupKey",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=associate_call,
             on_update=associate_call,
             policy=cr.AwsCustomResourcePolicy.from_statements(

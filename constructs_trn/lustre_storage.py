@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from cluster_facts.deploy_timeouts import AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT
 from constructs_trn.nag import acknowledge_custom_resource_function
 from constructs_trn.security_groups import restricted_security_group
 
@@ -74,6 +75,7 @@ class RootSquash(Construct):
             "Resource",
             resource_type="Custom::LustreRootSquash",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=call,
             on_update=call,
             policy=cr.AwsCustomResourcePolicy.from_statements(
@@ -103,6 +105,14 @@ class LustreStorage(Construct):
 
     S3: a PERSISTENT_2 file system links the bucket through a data repository association mounted
     at ``/s3``; SCRATCH_2 imports it at creation (``import_path``), the only way it supports.
+
+    Beyond the file system: ``backup_retention_days`` of FSx automatic daily backups, or ``exports``,
+    a data repository association per directory (a team's) that exports each file to S3 as it is
+    written. FSx takes backups only of a persistent file system linked to no S3 bucket ("Backups are
+    supported only on FSx for Lustre persistent file systems that are not linked to an Amazon S3 data
+    repository", FSx for Lustre user guide, "Protecting your data with backups"; "Data repositories
+    cannot be linked to file systems that have file system backups enabled", "Linking your file system
+    to an S3 bucket"): the configuration allows one or the other (config/model.py ``fsx.backups``).
     """
 
     def __init__(
@@ -122,7 +132,13 @@ class LustreStorage(Construct):
         removal_policy: RemovalPolicy,
         root_squash_to: str,
         root_squash_exempt_cidrs: Sequence[str],
+        backup_retention_days: int = 0,
+        backup_start_time_utc: str | None = None,
+        exports: Mapping[str, str] | None = None,
+        exports_owner: str | None = None,
     ) -> None:
+        """``exports``: file system directory -> the S3 prefix it is exported to (``exports_owner``'s
+        bucket, checked at deploy); ``backup_retention_days`` 0: no automatic backups."""
         super().__init__(scope, construct_id)
         persistent = deployment_type == "PERSISTENT_2"
 
@@ -150,10 +166,20 @@ class LustreStorage(Construct):
         # HeadBucket with ExpectedBucketOwner fails (403) for a bucket of another account, and the
         # file system links the bucket only after it succeeded.
         self.bucket_owner_check = (
-            _bucket_owner_check(self, bucket=_bucket_of(s3_import_path), owner=s3_bucket_owner)
+            _bucket_owner_check(
+                self, "S3BucketOwner", bucket=_bucket_of(s3_import_path), owner=s3_bucket_owner
+            )
             if s3_import_path
             else None
         )
+        exports = dict(exports or {})
+        if exports and (not persistent or backup_retention_days):
+            raise ValueError("exports need a PERSISTENT_2 file system without automatic backups")
+        export_buckets = sorted({_bucket_of(path) for path in exports.values()})
+        if exports and (len(export_buckets) != 1 or exports_owner is None):
+            raise ValueError(
+                f"exports go to one bucket of a named owner, not {export_buckets} of {exports_owner}"
+            )
         self.file_system = fsx.LustreFileSystem(
             self,
             "FileSystem",
@@ -169,6 +195,10 @@ class LustreStorage(Construct):
                 per_unit_storage_throughput=throughput_mib_per_tib,
                 data_compression_type=fsx.LustreDataCompressionType.LZ4,
                 import_path=None if persistent else s3_import_path,
+                # Explicit on PERSISTENT_2, 0 included; SCRATCH_2 takes no backup setting at all.
+                automatic_backup_retention=Duration.days(backup_retention_days) if persistent else None,
+                daily_automatic_backup_start_time=_start_time(backup_start_time_utc),
+                copy_tags_to_backups=True if backup_retention_days else None,
             ),
         )
         self.data_repository = (
@@ -188,6 +218,15 @@ class LustreStorage(Construct):
             if persistent and s3_import_path
             else None
         )
+        self.export_owner_check = (
+            _bucket_owner_check(self, "ExportBucketOwner", bucket=export_buckets[0], owner=exports_owner)
+            if exports and exports_owner is not None
+            else None
+        )
+        self.exports = {
+            directory: self._export(directory, destination)
+            for directory, destination in sorted(exports.items())
+        }
         self.root_squash = RootSquash(
             self,
             "RootSquash",
@@ -195,13 +234,42 @@ class LustreStorage(Construct):
             squash_to=root_squash_to,
             exempt_cidrs=root_squash_exempt_cidrs,
         )
-        if self.data_repository is not None:
-            # FSx runs one administrative action on a file system at a time: the association first.
-            self.root_squash.node.add_dependency(self.data_repository)
+        # FSx runs one administrative action on a file system at a time: the associations first.
+        for association in (self.data_repository, *self.exports.values()):
+            if association is not None:
+                self.root_squash.node.add_dependency(association)
 
         if self.bucket_owner_check is not None:
             # SCRATCH_2 imports at creation; PERSISTENT_2 links through the association.
             (self.data_repository or self.file_system).node.add_dependency(self.bucket_owner_check)
+
+    def _export(self, directory: str, destination: str) -> fsx.CfnDataRepositoryAssociation:
+        """``directory`` exported to ``destination`` as files are created or changed there.
+
+        Deleted files are not exported (no ``DELETED`` event): a checkpoint removed on the file system
+        stays in S3, and with versioning on the bucket an overwritten one keeps its earlier version.
+        On creation the association imports the metadata already under ``destination``: a new file
+        system (a replaced one) finds the team's earlier checkpoints, loaded from S3 when read. FSx
+        creates ``directory`` if it is missing, as it does for ``/s3``; the layout Job then hands it
+        to its team (k8s_charts/scripts/fsx_layout.sh).
+        """
+        # The construct id is the team's directory: a team keeps its association across deploys.
+        association = fsx.CfnDataRepositoryAssociation(
+            self,
+            f"Export{directory.replace('/', '-')}",
+            file_system_id=self.file_system.file_system_id,
+            file_system_path=directory,
+            data_repository_path=destination,
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
+                    events=["NEW", "CHANGED"]
+                )
+            ),
+        )
+        if self.export_owner_check is not None:
+            association.node.add_dependency(self.export_owner_check)
+        return association
 
     def _allow_itself_outbound(self) -> None:
         """Outbound Lustre ports to the file system's own group: its servers talk to each other.
@@ -237,7 +305,16 @@ def _bucket_of(s3_path: str) -> str:
     return s3_path.removeprefix("s3://").split("/", 1)[0]
 
 
-def _bucket_owner_check(scope: Construct, *, bucket: str, owner: str) -> cr.AwsCustomResource:
+def _start_time(start_utc: str | None) -> fsx.DailyAutomaticBackupStartTime | None:
+    if start_utc is None:
+        return None
+    hour, minute = start_utc.split(":")
+    return fsx.DailyAutomaticBackupStartTime(hour=int(hour), minute=int(minute))
+
+
+def _bucket_owner_check(
+    scope: Construct, construct_id: str, *, bucket: str, owner: str
+) -> cr.AwsCustomResource:
     """A deploy-time check that ``bucket`` belongs to account ``owner``; it fails the deployment if not."""
     call = cr.AwsSdkCall(
         service="S3",
@@ -247,9 +324,10 @@ def _bucket_owner_check(scope: Construct, *, bucket: str, owner: str) -> cr.AwsC
     )
     check = cr.AwsCustomResource(
         scope,
-        "S3BucketOwner",
+        construct_id,
         resource_type="Custom::S3BucketOwner",
         install_latest_aws_sdk=False,
+        service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
         on_create=call,
         on_update=call,
         policy=cr.AwsCustomResourcePolicy.from_statements(

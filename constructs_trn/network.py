@@ -1,17 +1,21 @@
-"""The VPC: public subnets for load balancers and NAT, private subnets for every node."""
+"""The VPC: public subnets for load balancers and NAT, private subnets for every node; or an existing
+VPC's private subnets, imported offline (``ExistingNetwork``), of which the stack changes nothing."""
 
 from __future__ import annotations
 
 import ipaddress
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from aws_cdk import Tags
+from aws_cdk import Annotations, CfnResource, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-__all__ = ["TrainingNetwork"]
+from cluster_facts.deploy_timeouts import CUSTOM_RESOURCE_PROVIDER_SERVICE_TIMEOUT
+
+__all__ = ["ExistingNetwork", "SubnetAttributes", "TrainingNetwork"]
 
 
 class TrainingNetwork(Construct):
@@ -57,6 +61,11 @@ class TrainingNetwork(Construct):
                 )
             },
         )
+        # ec2.Vpc's custom resource that strips the default security group's rules: its function has
+        # 15 minutes (a core CustomResourceProvider's default), CloudFormation waits no longer than that.
+        restrict = self.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource").node.default_child
+        assert isinstance(restrict, CfnResource)
+        restrict.add_property_override("ServiceTimeout", CUSTOM_RESOURCE_PROVIDER_SERVICE_TIMEOUT)
         # The AWS Load Balancer Controller picks subnets by these tags.
         for subnet in self.vpc.public_subnets:
             Tags.of(subnet).add("kubernetes.io/role/elb", "1")
@@ -69,6 +78,79 @@ class TrainingNetwork(Construct):
         self.trainium_subnet: ec2.ISubnet = self.vpc.select_subnets(
             subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, availability_zones=[trainium_availability_zone]
         ).subnets[0]
+
+    def private_subnet_cidrs(self, zones: Sequence[str]) -> list[str]:
+        """The CIDRs of the private subnets in ``zones``."""
+        selected = self.vpc.select_subnets(
+            subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, availability_zones=list(zones)
+        )
+        return [subnet.ipv4_cidr_block for subnet in selected.subnets]
+
+
+@dataclass(frozen=True)
+class SubnetAttributes:
+    subnet_id: str
+    availability_zone: str
+    cidr: str
+
+
+class ExistingNetwork(Construct):
+    """An existing VPC's private subnets, imported from the configuration: no lookup, no resource.
+
+    ``ec2.Vpc.from_vpc_attributes`` and ``ec2.Subnet.from_subnet_attributes`` build references from
+    the given ids, zones and CIDRs offline (``make preflight`` checks them against the account: the
+    zones, a route to a NAT gateway or the endpoints the nodes need, free addresses and the load
+    balancer tags; docs/existing-vpc.md). Nothing of the VPC is created, changed or tagged here.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc_id: str,
+        cidr: str,
+        private_subnets: Sequence[SubnetAttributes],
+        trainium_subnet: SubnetAttributes | None,
+        trainium_availability_zone: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.vpc = ec2.Vpc.from_vpc_attributes(
+            self,
+            "Vpc",
+            vpc_id=vpc_id,
+            vpc_cidr_block=cidr,
+            availability_zones=[subnet.availability_zone for subnet in private_subnets],
+            private_subnet_ids=[subnet.subnet_id for subnet in private_subnets],
+            private_subnet_ipv4_cidr_blocks=[subnet.cidr for subnet in private_subnets],
+        )
+        self._subnets = {subnet.subnet_id: subnet for subnet in private_subnets}
+        self.private_subnets = ec2.SubnetSelection(subnets=list(self.vpc.private_subnets))
+        if trainium_subnet is None:
+            self.trainium_subnet: ec2.ISubnet = next(
+                subnet
+                for subnet in self.vpc.private_subnets
+                if subnet.availability_zone == trainium_availability_zone
+            )
+        else:
+            self.trainium_subnet = ec2.Subnet.from_subnet_attributes(
+                self,
+                "TrainiumSubnet",
+                subnet_id=trainium_subnet.subnet_id,
+                availability_zone=trainium_subnet.availability_zone,
+                ipv4_cidr_block=trainium_subnet.cidr,
+            )
+
+        # The stack routes nothing: the existing route tables are the VPC owner's (preflight checks a
+        # route to a NAT gateway or the endpoints), so no route table id is needed here.
+        Annotations.of(self).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+            "the stack adds no route to an existing VPC; its route tables are its owner's",
+        )
+
+    def private_subnet_cidrs(self, zones: Sequence[str]) -> list[str]:
+        """The CIDRs of the private subnets in ``zones``, as configured."""
+        return [subnet.cidr for subnet in self._subnets.values() if subnet.availability_zone in zones]
 
 
 def _subnet_masks(cidr: str, zones: int) -> tuple[int, int]:

@@ -6,16 +6,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from aws_cdk import Aws, Stack
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from cluster_facts.ami_releases import release_minor
 from cluster_facts.autoscaling import TEMPLATE_TAG_PREFIX, node_template_tags
+from cluster_facts.deploy_timeouts import AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT
 from cluster_facts.instance_catalog import TrainiumInstanceType
-from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, trainium_node_labels
+from cluster_facts.kubernetes_names import (
+    NEURON_TAINT_KEY,
+    NEURON_TAINT_VALUE,
+    NODE_GROUP_LABEL,
+    trainium_node_labels,
+)
 from cluster_facts.node_check import NODE_CHECK_TAINT
 from constructs_trn.efa_launch_template import EfaLaunchTemplate
 from constructs_trn.nag import (
@@ -23,6 +30,8 @@ from constructs_trn.nag import (
     acknowledge,
     acknowledge_custom_resource_function,
 )
+from constructs_trn.node_group_size import NodeGroupSize
+from constructs_trn.node_group_version import follow_cluster_version
 
 __all__ = ["AWS_CUSTOM_RESOURCE_FUNCTION_ID", "TrainiumNodeGroup", "acknowledge_custom_resource_function"]
 
@@ -41,8 +50,10 @@ class TrainiumNodeGroup(Construct):
     install the library's bundled (and stale) Neuron device plugin.
 
     Capacity: the cluster autoscaler sets the group's desired size between ``min_size`` and
-    ``max_size``; the template's DesiredSize is the fixed count the group is created with, so a
-    redeploy that changes the bounds never resets it. The group's Auto Scaling
+    ``max_size``; the template's DesiredSize is the count the group runs, read at deploy time
+    (constructs_trn/node_group_size.py), so a redeploy never moves it: not for new bounds, not for
+    anything else of the group. A new group starts with ``initial_size`` nodes (at least
+    ``min_size``). The group's Auto Scaling
     group gets the autoscaler's node-template tags (labels, taint, Neuron and EFA devices from the
     catalog), which EKS does not copy from the node group, so the autoscaler can scale it from zero.
     Nothing waits for the group's nodes: with ``min_size`` 0 EKS creates the group without launching any.
@@ -60,7 +71,7 @@ class TrainiumNodeGroup(Construct):
         security_group_ids: Sequence[str],
         node_role: iam.IRole,
         min_size: int,
-        desired_size: int,
+        initial_size: int,
         max_size: int,
         capacity_type: str,
         capacity_reservation_id: str | None,
@@ -70,11 +81,12 @@ class TrainiumNodeGroup(Construct):
         ami_release: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not 0 <= min_size <= desired_size <= max_size:
+        if not (0 <= min_size <= max_size and 0 <= initial_size <= max_size):
             raise ValueError(
-                f"node group {name}: need 0 <= min_size ({min_size}) <= desired_size ({desired_size}) "
-                f"<= max_size ({max_size})"
+                f"node group {name}: need 0 <= min_size ({min_size}) <= max_size ({max_size}) and an "
+                f"initial_size ({initial_size}) of at most max_size"
             )
+        initial_size = max(initial_size, min_size)
         self.placement_group = (
             ec2.PlacementGroup(self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
             if placement_group
@@ -98,7 +110,7 @@ class TrainiumNodeGroup(Construct):
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_NEURON,
             # The AMI release (and so its Neuron driver) the group boots, pinned: without it EKS takes
             # the newest at creation and a scale-up months later still boots that one, while a new
-            # group boots another (AWS::EKS::Nodegroup ReleaseVersion; cluster_facts/neuron_stack.py).
+            # group boots another (AWS::EKS::Nodegroup ReleaseVersion; cluster_facts/ami_releases.py).
             # A launch template without an AMI id may name it. A change rolls the nodes.
             release_version=ami_release,
             capacity_type=_CAPACITY_TYPES[capacity_type],
@@ -108,16 +120,10 @@ class TrainiumNodeGroup(Construct):
             subnets=ec2.SubnetSelection(subnets=[subnet]),
             node_role=node_role,
             # All three, as the EKS API requires when it creates a group (NodegroupScalingConfig: "When
-            # creating a node group, you must specify all or none of the properties"). desired_size is a
-            # fixed value of the configuration: the API resizes the group "whenever this parameter
-            # changes", so a redeploy that changes min_size or max_size leaves the count the
-            # autoscaler set alone (tests/test_update_safety.py); only a changed desired_size resizes.
-            # Two readings of CloudFormation: its own docs say nothing happens when DesiredSize is
-            # removed from a template, and the EKS API says all or none at creation; a template
-            # without DesiredSize (this stack before) risks a refused CreateNodegroup, one with a
-            # fixed DesiredSize only a resize when that value is edited: the second is the safer.
+            # creating a node group, you must specify all or none of the properties"); DesiredSize is
+            # then replaced by the count the group runs (below).
             min_size=min_size,
-            desired_size=desired_size,
+            desired_size=initial_size,
             max_size=max_size,
             labels=trainium_node_labels(instance, node_group=name),
             taints=[
@@ -145,6 +151,34 @@ class TrainiumNodeGroup(Construct):
         # no surge above max_size, which a reservation sized to the group does not hold.
         nodegroup.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
         self.update_strategy = update_strategy
+        # Version and ReleaseVersion move together: a new minor's release alone is refused.
+        follow_cluster_version(self.nodegroup, release_minor(ami_release))
+        labels = trainium_node_labels(instance, node_group=name)
+        self.size = NodeGroupSize(
+            self,
+            "Size",
+            cluster_name=cluster.cluster_name,
+            nodegroup_name=name,
+            node_selector=f"{NODE_GROUP_LABEL}={name}",
+            min_size=min_size,
+            max_size=max_size,
+            initial_size=initial_size,
+            capacity_block=capacity_type == "capacity_block",
+            release_version=ami_release,
+            launch_template_version=self.launch_template.latest_version,
+            # Everything else an update of the group can change: a change re-reads the count first.
+            group_spec={
+                "labels": labels,
+                "taints": [
+                    f"{NEURON_TAINT_KEY}={NEURON_TAINT_VALUE}:NoSchedule",
+                    f"{NODE_CHECK_TAINT['key']}={NODE_CHECK_TAINT['value']}:NoSchedule",
+                ],
+                "updateStrategy": update_strategy,
+                "launchTemplate": self.launch_template.launch_template_id,
+                "version": release_minor(ami_release),
+            },
+        )
+        nodegroup.add_property_override("ScalingConfig.DesiredSize", self.size.desired_size)
 
         self.template_tags = node_template_tags(instance, node_group=name)
         self._tag_auto_scaling_group(cluster_name=cluster.cluster_name, name=name, tags=self.template_tags)
@@ -158,6 +192,7 @@ class TrainiumNodeGroup(Construct):
             "AutoScalingGroup",
             resource_type="Custom::TrainiumAutoScalingGroup",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=cr.AwsSdkCall(
                 service="EKS",
                 action="describeNodegroup",
@@ -199,6 +234,7 @@ class TrainiumNodeGroup(Construct):
             "NodeTemplateTags",
             resource_type="Custom::TrainiumNodeTemplateTags",
             install_latest_aws_sdk=False,
+            service_timeout=Duration.seconds(AWS_CUSTOM_RESOURCE_SERVICE_TIMEOUT),
             on_create=tag_call,
             on_update=tag_call,
             policy=cr.AwsCustomResourcePolicy.from_statements(

@@ -26,23 +26,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cdk8s
+from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.kubernetes_names import DATASETS_DIR, DATASETS_ROOT, PLATFORM_UID
 from cluster_facts.script_files import script_body
 from k8s_charts.identity import spec_hash
 from k8s_charts.platform_jobs import DEFAULT_IMAGE, platform_job
+from k8s_charts.policy_exceptions import PINNED_PULL_POLICY
+from k8s_charts.resources import container_resources
+from k8s_charts.system_network import pod_identity_egress_rule
 from k8s_charts.tenant_network import https_egress
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "FETCHED_DIR",
+    "S3_FETCH_IMAGE",
     "STAGING_ATTEMPTS",
     "STAGING_DEADLINE_SECONDS",
     "STAGING_SCRIPT",
     "Dataset",
     "DatasetStagingChart",
     "RemoteFile",
+    "s3_sources",
     "staging_job_name",
+    "staging_service_account",
 ]
 
 # POSIX sh (busybox ash); the Job passes its inputs as environment variables and arguments.
@@ -82,8 +90,8 @@ class Dataset:
         if not urls:
             raise ValueError(f"data set {self.name!r} has neither an archive nor files")
         for url in urls:
-            if not url.startswith("https://"):
-                raise ValueError(f"data set {self.name!r}: {url!r} is not an https:// URL")
+            if not url.startswith(("https://", "s3://")):
+                raise ValueError(f"data set {self.name!r}: {url!r} is not an https:// URL or an s3:// object")
         checksums = [remote.sha256 for remote in self.files]
         checksums += [self.archive_sha256] if self.archive_sha256 else []
         for checksum in checksums:
@@ -122,6 +130,58 @@ class Dataset:
         return f"{self.directory}/{name}"
 
 
+S3_FETCH_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.36.7"
+"""The AWS CLI image that copies a data set's s3:// sources before staging (``aws s3 cp``): AWS's
+own, on ECR Public (so through the pull-through cache), version 2.36.7, the newest v2 tag of
+aws/aws-cli readable here (2026-07-23). Pinned by tag (no digest is published); CLI v2 reads EKS
+Pod Identity's credentials (2.15.0 and later). Its existence on ECR Public is not checked offline."""
+FETCHED_DIR = "/fetched"
+"""Where the fetch containers put the S3 objects (an emptyDir) for the staging script to check."""
+
+
+def s3_sources(dataset: Dataset) -> dict[str, str]:
+    """Each s3:// source of ``dataset`` -> where its fetch container writes it (the archive, then
+    the files in order)."""
+    found = {}
+    if dataset.archive_url and dataset.archive_url.startswith("s3://"):
+        found[dataset.archive_url] = f"{FETCHED_DIR}/archive"
+    for index, remote in enumerate(dataset.files):
+        if remote.url.startswith("s3://"):
+            found[remote.url] = f"{FETCHED_DIR}/{index}"
+    return found
+
+
+def staging_service_account(dataset: Dataset) -> str:
+    """The ServiceAccount of a data set with s3:// sources: its Pod Identity role may read exactly
+    those objects (constructs_trn/dataset_access.py)."""
+    return f"stage-{dataset.name}"
+
+
+def _fetch_containers(dataset: Dataset, image: str, region: str) -> list[k8s.Container]:
+    """One ``aws s3 cp`` per s3:// source, as the platform's uid with nothing writable but the scratch."""
+    return [
+        k8s.Container(
+            name=f"fetch-{index}",
+            image=image,
+            image_pull_policy=PINNED_PULL_POLICY,
+            command=["aws", "s3", "cp", "--only-show-errors", url, local],
+            # The CLI keeps no state but what HOME holds; the root file system is read-only. It starts
+            # in the cluster's region and follows S3's redirect to the bucket's.
+            env=[k8s.EnvVar(name="HOME", value=FETCHED_DIR), k8s.EnvVar(name="AWS_REGION", value=region)],
+            resources=container_resources(
+                requests={"cpu": "250m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "1Gi"}
+            ),
+            security_context=k8s.SecurityContext(
+                allow_privilege_escalation=False,
+                capabilities=k8s.Capabilities(drop=["ALL"]),
+                read_only_root_filesystem=True,
+            ),
+            volume_mounts=[k8s.VolumeMount(name="scratch", mount_path=FETCHED_DIR)],
+        )
+        for index, (url, local) in enumerate(s3_sources(dataset).items())
+    ]
+
+
 def _pod_labels(dataset: Dataset, job_name: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "dataset-staging",
@@ -139,7 +199,11 @@ def _staging_objects(
     image: str,
     job_name: str,
     root_zones: Sequence[str],
+    fetch_image: str = S3_FETCH_IMAGE,
+    region: str = "us-east-1",
 ) -> None:
+    # An s3:// source is copied by a fetch container first; the script reads it as a local file.
+    local = {url: f"file://{path}" for url, path in s3_sources(dataset).items()}
     platform_job(
         scope,
         name=job_name,
@@ -152,14 +216,14 @@ def _staging_objects(
         arguments=[
             part
             for remote in dataset.files
-            for part in (remote.url, remote.sha256, dataset.path(remote.name))
+            for part in (local.get(remote.url, remote.url), remote.sha256, dataset.path(remote.name))
         ],
         environment={
             "DATASET_NAME": dataset.name,
             "DATASET_DIR": dataset.directory,
             "MARKER": dataset.marker,
             "STAGED_VERSION": dataset.staged_version,
-            "ARCHIVE_URL": dataset.archive_url or "",
+            "ARCHIVE_URL": local.get(dataset.archive_url or "", dataset.archive_url or ""),
             "ARCHIVE_SHA256": dataset.archive_sha256 or "",
         },
         backoff_limit=STAGING_BACKOFF_LIMIT,
@@ -173,6 +237,9 @@ def _staging_objects(
         sub_path=DATASETS_DIR,
         # Never root: the layout Job hands /datasets to the platform's uid.
         run_as=PLATFORM_UID,
+        init_containers=_fetch_containers(dataset, fetch_image, region),
+        scratch_path=FETCHED_DIR if local else None,
+        service_account=staging_service_account(dataset) if local else None,
     )
 
 
@@ -183,6 +250,8 @@ def staging_job_name(
     claim_name: str,
     root_zones: Sequence[str],
     image: str = DEFAULT_IMAGE,
+    fetch_image: str = S3_FETCH_IMAGE,
+    region: str = "us-east-1",
 ) -> str:
     """``stage-<name>-<hash>``: eight hex digits of a hash of everything the Job would hold.
 
@@ -199,13 +268,17 @@ def staging_job_name(
             image=image,
             job_name=job_name,
             root_zones=root_zones,
+            fetch_image=fetch_image,
+            region=region,
         )
 
     return f"stage-{dataset.name}-{spec_hash(build, kind='Job')}"
 
 
 class DatasetStagingChart(cdk8s.Chart):
-    """The Job ``stage-<name>-<hash>`` that stages ``dataset`` into the claim's ``/datasets``."""
+    """The Job ``stage-<name>-<hash>`` that stages ``dataset`` into the claim's ``/datasets``; with
+    s3:// sources also its ServiceAccount (its Pod Identity role reads exactly those objects) and
+    the way to the Pod Identity agent."""
 
     def __init__(
         self,
@@ -218,10 +291,18 @@ class DatasetStagingChart(cdk8s.Chart):
         root_zones: Sequence[str],
         vpc_cidr: str,
         image: str = DEFAULT_IMAGE,
+        fetch_image: str = S3_FETCH_IMAGE,
+        region: str = "us-east-1",
     ) -> None:
         super().__init__(scope, id)
         self.job_name = staging_job_name(
-            dataset, namespace=namespace, claim_name=claim_name, root_zones=root_zones, image=image
+            dataset,
+            namespace=namespace,
+            claim_name=claim_name,
+            root_zones=root_zones,
+            image=image,
+            fetch_image=fetch_image,
+            region=region,
         )
         _staging_objects(
             self,
@@ -231,13 +312,32 @@ class DatasetStagingChart(cdk8s.Chart):
             image=image,
             job_name=self.job_name,
             root_zones=root_zones,
+            fetch_image=fetch_image,
+            region=region,
         )
-        # The platform namespace denies all egress; the staging pod downloads over HTTPS (the
-        # configuration accepts only https:// URLs), from outside the cluster only.
+        labels = _pod_labels(dataset, self.job_name)
+        # The platform namespace denies all egress; the staging pod downloads over HTTPS (https://
+        # URLs, and S3 for s3:// objects), from outside the cluster only.
         https_egress(
-            self,
-            name=f"{self.job_name}-egress",
-            namespace=namespace,
-            pod_labels=_pod_labels(dataset, self.job_name),
-            vpc_cidr=vpc_cidr,
+            self, name=f"{self.job_name}-egress", namespace=namespace, pod_labels=labels, vpc_cidr=vpc_cidr
         )
+        if s3_sources(dataset):
+            k8s.KubeServiceAccount(
+                self,
+                "ServiceAccount",
+                metadata=k8s.ObjectMeta(name=staging_service_account(dataset), namespace=namespace),
+                automount_service_account_token=False,
+            )
+            # Its AWS credentials come from the node's Pod Identity agent (link-local, port 80).
+            k8s.KubeNetworkPolicy(
+                self,
+                "PodIdentity",
+                metadata=k8s.ObjectMeta(
+                    name=f"{self.job_name}-pod-identity", namespace=namespace, labels=labels
+                ),
+                spec=k8s.NetworkPolicySpec(
+                    pod_selector=k8s.LabelSelector(match_labels=labels),
+                    policy_types=["Egress"],
+                    egress=[pod_identity_egress_rule()],
+                ),
+            )

@@ -5,10 +5,9 @@ never be met. The DaemonSet follows the ``aws-efa-k8s-device-plugin`` chart of a
 (appVersion v0.5.20): host network, privileged, the kubelet's device-plugin directory,
 ``/dev/infiniband`` and ``/opt/aws/neuron`` from the host.
 
-The image lives in the EKS-owned ECR registry of the cluster's region. Most regions use account
-602401143452; the others are listed in ``EKS_IMAGE_ACCOUNTS`` from the EKS user guide page
-"View Amazon container image registries for Amazon EKS add-ons". An unknown region fails at
-synth time rather than as an ImagePullBackOff after deployment.
+The image lives in the EKS-owned ECR registry of the cluster's region (cluster_facts/image_pins.py:
+``EKS_IMAGE_ACCOUNTS``, ``efa_plugin_image``, the tag ``EFA_DEVICE_PLUGIN_TAG``). An unknown region
+fails at synth time rather than as an ImagePullBackOff after deployment.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.image_pins import EFA_DEVICE_PLUGIN_TAG, EKS_IMAGE_ACCOUNTS, efa_plugin_image
 from cluster_facts.instance_catalog import CATALOG
 from k8s_charts.policy_exceptions import PINNED_PULL_POLICY, digest_exceptions, pull_policy_exceptions
 from k8s_charts.resources import container_resources
@@ -41,7 +41,7 @@ __all__ = [
     "efa_plugin_image",
 ]
 
-DEFAULT_IMAGE_TAG = "v0.5.20"  # aws/eks-charts stable/aws-efa-k8s-device-plugin appVersion
+DEFAULT_IMAGE_TAG = EFA_DEVICE_PLUGIN_TAG
 NAME = "aws-efa-k8s-device-plugin"
 NAMESPACE = "kube-system"
 EFA_INSTANCE_TYPES: tuple[str, ...] = tuple(
@@ -49,67 +49,8 @@ EFA_INSTANCE_TYPES: tuple[str, ...] = tuple(
 )
 """Catalog instance types with EFA network cards: the only nodes where the plugin has work to do."""
 
-_STANDARD_ACCOUNT = "602401143452"
-_REGIONS_ON_STANDARD_ACCOUNT = [
-    "ap-northeast-1",
-    "ap-northeast-2",
-    "ap-northeast-3",
-    "ap-south-1",
-    "ap-southeast-1",
-    "ap-southeast-2",
-    "ca-central-1",
-    "eu-central-1",
-    "eu-north-1",
-    "eu-west-1",
-    "eu-west-2",
-    "eu-west-3",
-    "sa-east-1",
-    "us-east-1",
-    "us-east-2",
-    "us-west-1",
-    "us-west-2",
-]
-EKS_IMAGE_ACCOUNTS: dict[str, str] = {
-    **dict.fromkeys(_REGIONS_ON_STANDARD_ACCOUNT, _STANDARD_ACCOUNT),
-    # Opt-in and partitioned regions replicate the EKS images into their own accounts.
-    "af-south-1": "877085696533",
-    "ap-east-1": "800184023465",
-    "ap-south-2": "900889452093",
-    "ap-southeast-3": "296578399912",
-    "ap-southeast-4": "491585149902",
-    "ap-southeast-5": "151610086707",
-    "ap-southeast-6": "333609536671",
-    "ap-southeast-7": "121268973566",
-    "ca-west-1": "761377655185",
-    "cn-north-1": "918309763551",
-    "cn-northwest-1": "961992271922",
-    "eu-central-2": "900612956339",
-    "eu-south-1": "590381155156",
-    "eu-south-2": "455263428931",
-    "il-central-1": "066635153087",
-    "me-central-1": "759879836304",
-    "me-south-1": "558608220178",
-    "us-gov-east-1": "151742754352",
-    "us-gov-west-1": "013241004608",
-}
-"""Region -> account of the EKS image registry (EKS user guide, add-ons-images)."""
-
 _LABELS = {"app.kubernetes.io/name": NAME}
 _DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
-
-
-def efa_plugin_image(region: str, tag: str = DEFAULT_IMAGE_TAG) -> str:
-    """The plugin image in the EKS registry of ``region``; ValueError for a region not in the table."""
-    try:
-        account = EKS_IMAGE_ACCOUNTS[region]
-    except KeyError:
-        raise ValueError(
-            f"no EKS image registry known for region {region!r} (it must be a concrete region name, "
-            f"not a token); known: {', '.join(sorted(EKS_IMAGE_ACCOUNTS))}. Add the account from the EKS "
-            "user guide page 'View Amazon container image registries for Amazon EKS add-ons'."
-        ) from None
-    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return f"{account}.dkr.ecr.{region}.{domain}/eks/aws-efa-k8s-device-plugin:{tag}"
 
 
 class EfaDevicePluginChart(cdk8s.Chart):
@@ -182,6 +123,9 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
                 image=image,
                 # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
                 image_pull_policy=PINNED_PULL_POLICY,
+                # The upstream chart's requests (eks-charts aws-efa-k8s-device-plugin values.yaml: 10m,
+                # 20Mi; its commented limits: 100m, 128Mi). It lists the node's EFA devices once and
+                # answers the kubelet's allocations; the CPU limit leaves room for its start.
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "20Mi"}, limits={"cpu": "200m", "memory": "128Mi"}
                 ),

@@ -31,6 +31,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.image_pins import GANG_WATCHDOG_IMAGE
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import (
     GANG_WATCHDOG_ANNOTATION,
@@ -74,8 +75,8 @@ __all__ = [
 NAME = "gang-watchdog"
 STEP = NAME
 ADMISSION_STEP = f"{NAME}-admission"
-# Docker Official Image python:3.12.12-slim-trixie on ECR Public (through the pull-through cache).
-DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.12.12-slim-trixie"
+# Python from ECR Public (cluster_facts/image_pins.py), through the pull-through cache.
+DEFAULT_IMAGE = GANG_WATCHDOG_IMAGE
 DEFAULT_INTERVAL_SECONDS = 60
 GANG_WATCHDOG_LABELS: dict[str, str] = {
     "app.kubernetes.io/name": NAME,
@@ -490,6 +491,8 @@ def _pod_spec(values: GangWatchdogValues) -> k8s.PodSpec:
                 ],
                 # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
                 image_pull_policy=PINNED_PULL_POLICY,
+                # A Python loop that lists nodes, pods and PodGroups once a minute: the interpreter and
+                # one listing of the cluster in memory; a pass takes a CPU for a moment.
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "256Mi"}
                 ),

@@ -6,7 +6,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import TEAM_NAMESPACE_LABEL
+from cluster_facts.kubernetes_names import TEAM_NAMESPACE_LABEL, TEAM_SETTINGS_CONFIGMAP
 from k8s_charts.pod_security import PodSecurity
 
 __all__ = ["TEAM_MEMBER_RULES", "NamespaceChart"]
@@ -27,6 +27,10 @@ TEAM_MEMBER_RULES = (
         api_groups=[""], resources=["pods", "pods/log", "events", "services"], verbs=["get", "list", "watch"]
     ),
     k8s.PolicyRule(api_groups=[""], resources=["pods/portforward"], verbs=["create"]),
+    # The team's settings (k8s_charts/team_settings.py), which TorchX's --team reads; no other ConfigMap.
+    k8s.PolicyRule(
+        api_groups=[""], resources=["configmaps"], resource_names=[TEAM_SETTINGS_CONFIGMAP], verbs=["get"]
+    ),
 )
 
 

@@ -45,10 +45,11 @@ from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHAR
 from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
 from k8s_charts.api_fairness import ApiFairnessChart
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
-from k8s_charts.dataset_staging import Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
+from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
@@ -64,9 +65,11 @@ from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeC
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.resources import ContainerDefaultsChart
 from k8s_charts.stored_form import as_stored
 from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
 from k8s_charts.team_quota import OBJECTS_QUOTA, TeamQuota, TeamQuotaChart, counted_kind
+from k8s_charts.team_settings import TeamSettingsChart, team_settings_data
 from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
 from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
@@ -156,6 +159,8 @@ class TeamValues:
     node_groups: tuple[str, ...]
     """The Trainium node groups its pods may run on (an admission policy holds them there)."""
     quota: TeamQuota
+    instance_types: Mapping[str, str] = field(default_factory=dict)
+    """Each of ``node_groups``' instance type, for the team's settings (k8s_charts/team_settings.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,7 +227,10 @@ def _volcano(images: ImageSource) -> HelmRelease:
         # get their pods, which the cluster autoscaler sees.
         values=values,
         wait=True,
-        timeout_minutes=15,
+        # Helm waits up to this for the admission-init hook Job, then again for the release's pods:
+        # 2 x 6 minutes leaves the kubectl handler time to report a hang (cluster_facts/deploy_timeouts.py).
+        timeout_minutes=6,
+        hook_waits=VOLCANO_CHART.hook_waits,
         images=volcano_images(values),
     )
 
@@ -243,7 +251,7 @@ def _cluster_autoscaler(values: AutoscalerValues, images: ImageSource) -> HelmRe
         values=cluster_autoscaler_values(values),
         # Waits for the autoscaler's pod on the system nodes, never for a Trainium node.
         wait=True,
-        timeout_minutes=10,
+        timeout_minutes=5,
         images=(values.image,),
         after=(AUTOSCALER_NETWORK_STEP,),
     )
@@ -275,6 +283,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     quota_gates = tuple(quota_gate(team.name) for team in values.teams)
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
+    fetch_image = images.resolve(S3_FETCH_IMAGE)
     volcano = _volcano(images)
     autoscaler: list[KubernetesStep] = (
         [
@@ -319,9 +328,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),
-        chart(
-            VOLCANO_NAMESPACE_STEP,
-            partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ManifestSet(
+            name=VOLCANO_NAMESPACE_STEP,
+            manifests=(
+                *render(partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY)),
+                # Requests and limits for a container of Volcano's that declares none (a chart upgrade).
+                *render(partial(ContainerDefaultsChart, namespace=VOLCANO_NAMESPACE)),
+            ),
         ),
         # Default-deny in Volcano's namespace and what each of its pods needs, before the release
         # (its pre-install hook Job already runs under them).
@@ -401,6 +414,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             manifests=(
                 *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
                 *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
+                *render(partial(ContainerDefaultsChart, namespace=PLATFORM_NAMESPACE)),
             ),
             after=(PRIORITY_STEP,),
         ),
@@ -421,6 +435,22 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                         )
                     ),
                     *render(partial(TeamNetworkChart, namespace=team.name, vpc_cidr=values.vpc_cidr)),
+                    *render(
+                        partial(
+                            TeamSettingsChart,
+                            namespace=team.name,
+                            data=team_settings_data(
+                                team=team.name,
+                                queue=team.queue.name,
+                                claim=values.file_system.claim_name,
+                                datasets_claim=values.file_system.datasets_claim_name,
+                                uid=team.uid,
+                                node_groups={
+                                    group: team.instance_types.get(group, "") for group in team.node_groups
+                                },
+                            ),
+                        )
+                    ),
                     # The team's quotas are added once every step exists: they count its objects.
                 )
             ),
@@ -450,7 +480,12 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 manifest
                 for team in values.teams
                 for manifest in render(
-                    partial(EtcdChart, namespace=team.name, image=images.resolve(ETCD_IMAGE)),
+                    partial(
+                        EtcdChart,
+                        namespace=team.name,
+                        image=images.resolve(ETCD_IMAGE),
+                        member_image=images.resolve(ETCD_MEMBER_IMAGE),
+                    ),
                     f"etcd-{team.name}",
                 )
             ),
@@ -500,6 +535,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     root_zones=file_system.root_zones,
                     vpc_cidr=values.vpc_cidr,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ),
                 after=("fsx-layout",),
                 identity=staging_job_name(
@@ -508,6 +545,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                     claim_name=file_system.claim_name,
                     root_zones=file_system.root_zones,
                     image=platform_image,
+                    fetch_image=fetch_image,
+                    region=values.region,
                 ).removeprefix(f"stage-{dataset.name}-"),
             )
             for dataset in values.datasets
@@ -634,6 +673,20 @@ def _platform_objects(steps: list[KubernetesStep], namespace: str) -> dict[str, 
     return counts
 
 
+# A workload the platform keeps in team namespaces -> who creates its pods: the owner the pods name
+# and kube-controller-manager's users for that controller (with per-controller credentials, or its own).
+_PLATFORM_POD_OWNERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Deployment": (
+        "ReplicaSet",
+        ("system:serviceaccount:kube-system:replicaset-controller", "system:kube-controller-manager"),
+    ),
+    "StatefulSet": (
+        "StatefulSet",
+        ("system:serviceaccount:kube-system:statefulset-controller", "system:kube-controller-manager"),
+    ),
+}
+
+
 def _tenant_admission_values(
     steps: list[KubernetesStep],
     teams: tuple[TeamValues, ...],
@@ -660,12 +713,15 @@ def _tenant_admission_values(
     ]
     platform_pods = []
     for manifest in objects:
-        if manifest["kind"] == "Deployment":
-            platform_pods.append(PlatformPod(labels=manifest["spec"]["template"]["metadata"]["labels"]))
+        if manifest["kind"] in _PLATFORM_POD_OWNERS:
+            owner, creators = _PLATFORM_POD_OWNERS[manifest["kind"]]
+            labels = manifest["spec"]["template"]["metadata"]["labels"]
+            platform_pods.append(PlatformPod(labels=labels, owner_kind=owner, creators=creators))
         elif "template" in manifest.get("spec", {}) or manifest["kind"] == "Pod":
             raise ValueError(
                 f"{manifest['kind']} {manifest['metadata']['name']} in a team namespace: the team admission "
-                "policy (k8s_charts/tenant_admission.py) knows how to admit only Deployments' pods there"
+                "policy (k8s_charts/tenant_admission.py) knows how to admit only the pods of "
+                f"{' and '.join(sorted(_PLATFORM_POD_OWNERS))} there"
             )
     claims = [manifest for manifest in objects if manifest["kind"] == "PersistentVolumeClaim"]
     read_only = {m["metadata"]["name"] for m in claims if m["spec"]["accessModes"] == ["ReadOnlyMany"]}
@@ -686,7 +742,7 @@ def _tenant_admission_values(
                 - sum(
                     int(m["spec"].get("replicas", 1))
                     for m in objects
-                    if m["kind"] == "Deployment" and m["metadata"]["namespace"] == team.name
+                    if m["kind"] in _PLATFORM_POD_OWNERS and m["metadata"]["namespace"] == team.name
                 ),
                 neuron_devices=int(team.queue.capability.get(NEURON_RESOURCE, "0")),
                 applied_runs=tuple(

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.image_pins import PLATFORM_JOB_IMAGE
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import DATA_MOUNT, PLATFORM_PRIORITY_CLASS
 from k8s_charts.isolation import deny_ingress
@@ -35,10 +36,9 @@ from k8s_charts.resources import container_resources
 
 __all__ = ["DEFAULT_IMAGE", "ZONE_LABEL", "platform_job"]
 
-# Docker Official Image (docker-library/official-images, library/alpine: 3.24.1), mirrored on ECR
-# Public so pulls need no Docker Hub quota. Its busybox has sh, wget (HTTPS via ssl_client), tar,
-# mkfifo, tee and sha256sum: everything the platform's scripts use.
-DEFAULT_IMAGE = "public.ecr.aws/docker/library/alpine:3.24.1"
+# Alpine from ECR Public (cluster_facts/image_pins.py, with its source): its busybox has everything
+# the platform's scripts use.
+DEFAULT_IMAGE = PLATFORM_JOB_IMAGE
 # The well-known label the cloud provider sets on every node: its availability zone.
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -71,12 +71,18 @@ def platform_job(
     mount_path: str = DATA_MOUNT,
     sub_path: str | None = None,
     run_as: int | None = None,
+    init_containers: Sequence[k8s.Container] = (),
+    scratch_path: str | None = None,
+    service_account: str | None = None,
 ) -> k8s.KubeJob:
     """The Job ``name`` running ``script`` under ``/bin/sh -c`` with ``arguments`` as "$@".
 
     ``add_capabilities``: capability -> why the Job needs it (its policy exception says so).
     ``sub_path``: only this directory of the claim, at ``mount_path`` (the whole claim when None).
-    ``run_as``: a uid (and gid) to run as; None: root, the first writer on the file system."""
+    ``run_as``: a uid (and gid) to run as; None: root, the first writer on the file system.
+    ``init_containers`` run first, each with a scratch directory (an emptyDir at ``scratch_path``) that
+    the main container then reads; ``service_account``: the pod's, for an AWS identity through Pod
+    Identity (no Kubernetes API token is mounted either way)."""
     added = dict(add_capabilities or {})
     problem = pinned_image_problem(image)
     if problem is not None:
@@ -101,7 +107,14 @@ def platform_job(
             capabilities=k8s.Capabilities(drop=["ALL"], add=sorted(added) or None),
             read_only_root_filesystem=True,
         ),
-        volume_mounts=[k8s.VolumeMount(name="data", mount_path=mount_path, sub_path=sub_path)],
+        volume_mounts=[
+            k8s.VolumeMount(name="data", mount_path=mount_path, sub_path=sub_path),
+            *(
+                [k8s.VolumeMount(name="scratch", mount_path=scratch_path, read_only=True)]
+                if scratch_path
+                else []
+            ),
+        ],
     )
     job = k8s.KubeJob(
         scope,
@@ -133,6 +146,7 @@ def platform_job(
                 metadata=k8s.ObjectMeta(labels=dict(labels)),
                 spec=k8s.PodSpec(
                     restart_policy="Never",
+                    service_account_name=service_account,
                     automount_service_account_token=False,
                     enable_service_links=False,
                     security_context=k8s.PodSecurityContext(
@@ -158,6 +172,7 @@ def platform_job(
                             )
                         )
                     ),
+                    init_containers=list(init_containers) or None,
                     containers=[container],
                     volumes=[
                         k8s.Volume(
@@ -165,7 +180,12 @@ def platform_job(
                             persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
                                 claim_name=claim_name
                             ),
-                        )
+                        ),
+                        *(
+                            [k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource())]
+                            if scratch_path
+                            else []
+                        ),
                     ],
                 ),
             ),

@@ -2,7 +2,7 @@
 
 Every namespace is labelled for enforce, audit and warn, each with a pinned version: the profile
 as defined in Kubernetes ``POD_SECURITY_VERSION``, the oldest minor version the stack deploys
-(config: 1.33 to 1.35), so an upgrade of the control plane never tightens or loosens it unseen.
+(config: 1.33 to 1.36), so an upgrade of the control plane never tightens or loosens it unseen.
 Audit and warn always apply ``restricted``: whatever a namespace's workloads do beyond it is
 recorded in the audit log and returned as a warning to whoever creates the pod.
 

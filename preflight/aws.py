@@ -17,6 +17,7 @@ responses are read into typed facts right here.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,21 +29,26 @@ import boto3  # type: ignore[import-untyped]
 import botocore.exceptions  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 
+from cluster_facts.ami_releases import DEFAULT_AMI_RELEASES, neuron_ami_parameter
 from cluster_facts.instance_catalog import CATALOG
 from config.model import StackConfig
 from preflight.costs import PRICE_LIST_CALL, PriceQuery, price_queries
 from preflight.facts import (
     AccountFacts,
+    AmiReleaseFacts,
     InstancesInUse,
     KubernetesVersion,
     LambdaLimits,
+    NetworkFacts,
     NoPrice,
     Price,
     Reservation,
+    SubnetFacts,
     Unavailable,
     Zone,
 )
 from preflight.quotas import quota_demands, quota_of_instance
+from preflight.registries import EcrClient, HttpTransport, UrllibTransport
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -104,6 +110,10 @@ class StsClient(Protocol):
 
 class Ec2Client(Protocol):
     def describe_availability_zones(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_vpcs(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_subnets(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_route_tables(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def describe_vpc_endpoints(self, **kwargs: Any) -> Mapping[str, Any]: ...
     def describe_capacity_reservations(self, **kwargs: Any) -> Mapping[str, Any]: ...
     def get_paginator(self, operation_name: str) -> _Paginator: ...
 
@@ -115,6 +125,7 @@ class ServiceQuotasClient(Protocol):
 
 class EksClient(Protocol):
     def get_paginator(self, operation_name: str) -> _Paginator: ...
+    def describe_cluster(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
 class LambdaClient(Protocol):
@@ -123,6 +134,10 @@ class LambdaClient(Protocol):
 
 class PricingClient(Protocol):
     def get_paginator(self, operation_name: str) -> _Paginator: ...
+
+
+class SsmClient(Protocol):
+    def get_parameter(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
 def utc_now() -> datetime:
@@ -139,8 +154,14 @@ class Clients:
     pricing: PricingClient
     """The Price List, in ``PRICING_REGION``."""
     lambda_: LambdaClient
+    ssm: SsmClient
+    """AWS's public parameters: the EKS AMI releases (preflight/live_versions.py)."""
     clock: Callable[[], datetime] = field(default=utc_now)
     """Now, for the checks that compare dates (a Capacity Block's window); tests fix it."""
+    ecr: EcrClient | None = None
+    """ECR in the configuration's region, for the image rows (preflight/registries.py); None: not asked."""
+    registry_http: HttpTransport | None = None
+    """HTTPS to the public registries, for the image rows; None: not asked."""
 
 
 def client_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Any:
@@ -175,7 +196,10 @@ def make_clients(
             eks=session.client("eks", region_name=region, config=config),
             pricing=session.client("pricing", region_name=PRICING_REGION, config=config),
             lambda_=session.client("lambda", region_name=region, config=config),
+            ssm=session.client("ssm", region_name=region, config=config),
             clock=clock,
+            ecr=session.client("ecr", region_name=region, config=config),
+            registry_http=UrllibTransport(),
         )
     except botocore.exceptions.BotoCoreError as error:
         # A missing profile (AWS_PROFILE), an unreadable config file, an unknown region ...
@@ -205,8 +229,11 @@ def gather_facts(config: StackConfig, clients: Clients) -> AccountFacts:
         quotas={code: _quota(clients.service_quotas, code) for code in quota_codes},
         in_use=_trn_in_use(clients.ec2, cluster_name=config.name) if quota_codes else {},
         kubernetes_versions=_kubernetes_versions(clients.eks),
+        deployed_version=_deployed_version(clients.eks, config.name),
         lambda_limits=_lambda_limits(clients.lambda_),
         prices=_prices(clients.pricing, price_queries(config)),
+        ami_releases=_ami_releases(clients.ssm, config),
+        network=_network(clients.ec2, config) if config.vpc.existing else None,
         checked_at=clients.clock(),
     )
 
@@ -279,6 +306,110 @@ def _zones(ec2: Ec2Client) -> tuple[Zone, ...] | Unavailable:
         for zone in answer.get("AvailabilityZones", [])
         # Local and Wavelength zones can hold neither the VPC's subnets here nor Trainium nodes.
         if zone.get("ZoneType", "availability-zone") == "availability-zone"
+    )
+
+
+_VPC_NOT_FOUND = frozenset({"InvalidVpcID.NotFound"})
+_SUBNET_NOT_FOUND = frozenset({"InvalidSubnetID.NotFound"})
+
+
+def _network(ec2: Ec2Client, config: StackConfig) -> NetworkFacts | Unavailable:
+    """The existing VPC's CIDRs, each named subnet with its default route, and the VPC's endpoints.
+
+    A VPC or subnet that does not exist is a fact (None), not an error. One call per question;
+    subnets one by one, so that one missing id does not hide the others (DescribeSubnets refuses the
+    whole list for one unknown id)."""
+    vpc_id = str(config.vpc.vpc_id)
+    answer = _ask(
+        functools.partial(ec2.describe_vpcs, VpcIds=[vpc_id]), call="ec2:DescribeVpcs", missing=_VPC_NOT_FOUND
+    )
+    if isinstance(answer, Unavailable):
+        return answer
+    vpcs = answer.get("Vpcs", []) if answer is not None else []
+    cidrs = (
+        tuple(str(block["CidrBlock"]) for block in vpcs[0].get("CidrBlockAssociationSet", []))
+        if vpcs
+        else None
+    )
+    tables = _ask(
+        functools.partial(ec2.describe_route_tables, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]),
+        call="ec2:DescribeRouteTables",
+    )
+    endpoints = _ask(
+        functools.partial(ec2.describe_vpc_endpoints, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]),
+        call="ec2:DescribeVpcEndpoints",
+    )
+    if isinstance(tables, Unavailable):
+        return tables
+    if isinstance(endpoints, Unavailable):
+        return endpoints
+    routes = _default_routes((tables or {}).get("RouteTables", []))
+    subnets: dict[str, SubnetFacts | None] = {}
+    for subnet_id in _named_subnets(config):
+        found = _ask(
+            functools.partial(ec2.describe_subnets, SubnetIds=[subnet_id]),
+            call="ec2:DescribeSubnets",
+            missing=_SUBNET_NOT_FOUND,
+        )
+        if isinstance(found, Unavailable):
+            return found
+        items = found.get("Subnets", []) if found is not None else []
+        subnets[subnet_id] = _subnet(items[0], routes) if items else None
+    return NetworkFacts(
+        vpc_cidrs=cidrs,
+        subnets=subnets,
+        endpoints=tuple(
+            sorted(str(endpoint["ServiceName"]) for endpoint in (endpoints or {}).get("VpcEndpoints", []))
+        ),
+    )
+
+
+def _named_subnets(config: StackConfig) -> list[str]:
+    named = [subnet.id for subnet in config.vpc.private_subnets or []]
+    if config.vpc.trainium_subnet is not None:
+        named.append(config.vpc.trainium_subnet.id)
+    return named
+
+
+def _default_routes(tables: Iterable[Mapping[str, Any]]) -> dict[str, str | None]:
+    """Subnet id (or ``main``) -> the target of its table's 0.0.0.0/0 route, None without one."""
+    routes: dict[str, str | None] = {}
+    for table in tables:
+        target = next(
+            (
+                str(
+                    route.get("NatGatewayId")
+                    or route.get("TransitGatewayId")
+                    or route.get("GatewayId")
+                    or route.get("NetworkInterfaceId")
+                    or route.get("InstanceId")
+                    or route.get("VpcPeeringConnectionId")
+                )
+                for route in table.get("Routes", [])
+                if route.get("DestinationCidrBlock") == "0.0.0.0/0"
+                and route.get("State", "active") == "active"
+            ),
+            None,
+        )
+        for association in table.get("Associations", []):
+            if association.get("Main"):
+                routes["main"] = target
+            elif association.get("SubnetId"):
+                routes[str(association["SubnetId"])] = target
+    return routes
+
+
+def _subnet(item: Mapping[str, Any], routes: Mapping[str, str | None]) -> SubnetFacts:
+    subnet_id = str(item["SubnetId"])
+    return SubnetFacts(
+        subnet_id=subnet_id,
+        vpc_id=str(item["VpcId"]),
+        zone_name=str(item["AvailabilityZone"]),
+        zone_id=str(item.get("AvailabilityZoneId", "")),
+        cidr=str(item["CidrBlock"]),
+        available_addresses=int(item.get("AvailableIpAddressCount", 0)),
+        tags={str(tag["Key"]): str(tag.get("Value", "")) for tag in item.get("Tags", [])},
+        default_route=routes[subnet_id] if subnet_id in routes else routes.get("main"),
     )
 
 
@@ -411,6 +542,46 @@ def _kubernetes_versions(eks: EksClient) -> tuple[KubernetesVersion, ...] | Unav
 
     answer = _ask(read, call="eks:DescribeClusterVersions")
     return answer if answer is not None else Unavailable("eks:DescribeClusterVersions", "no answer")
+
+
+def _deployed_version(eks: EksClient, cluster_name: str) -> str | Unavailable | None:
+    """The Kubernetes version of the cluster already deployed under the configuration's name
+    (``eks:DescribeCluster``); None: no such cluster yet (ResourceNotFoundException)."""
+    answer = _ask(
+        lambda: eks.describe_cluster(name=cluster_name),
+        call="eks:DescribeCluster",
+        missing=frozenset({"ResourceNotFoundException"}),
+    )
+    if answer is None or isinstance(answer, Unavailable):
+        return answer
+    return str(answer["cluster"]["version"])
+
+
+def _ami_releases(ssm: SsmClient, config: StackConfig) -> AmiReleaseFacts:
+    """The recommended Neuron AMI release of the configured version and, for each node group's
+    release, whether EKS publishes it in the region: SSM public parameters, one GetParameter each
+    (ParameterNotFound: no such release here). Paths: the EKS user guide ("Retrieve recommended
+    Amazon Linux AMI IDs", ``.../recommended/image_id``; ``release_version`` is its sibling) and
+    Karpenter's AL2023 AMI family (``resolvePath``: ``.../amazon-eks-node-al2023-<arch>-<variant>-
+    <minor>-<version>/image_id`` for a pinned release)."""
+    minor = config.cluster.kubernetes_version
+    missing = frozenset({"ParameterNotFound"})
+
+    def value(name: str) -> str | Unavailable | None:
+        answer = _ask(lambda: ssm.get_parameter(Name=name), call="ssm:GetParameter", missing=missing)
+        if answer is None or isinstance(answer, Unavailable):
+            return answer
+        return str(answer["Parameter"]["Value"])
+
+    recommended = value(neuron_ami_parameter(minor))
+    published: dict[str, bool | Unavailable] = {}
+    for group in config.trainium.node_groups:
+        release = group.ami_release or DEFAULT_AMI_RELEASES.get(minor)
+        if release is None or release in published:
+            continue
+        found = value(neuron_ami_parameter(minor, release=release))
+        published[release] = found if isinstance(found, Unavailable) else found is not None
+    return AmiReleaseFacts(recommended=recommended, published=published)
 
 
 def _lambda_limits(client: LambdaClient) -> LambdaLimits | Unavailable:

@@ -24,7 +24,7 @@ from preflight.facts import (
     Unavailable,
     Zone,
 )
-from preflight.lambda_concurrency import MINIMUM_UNRESERVED, LambdaDemand
+from preflight.lambda_concurrency import MINIMUM_UNRESERVED, LambdaDemand, minimum_unreserved
 from preflight.quotas import QuotaDemand, quota_demands
 
 __all__ = ["LAMBDA_CONCURRENCY_QUOTA", "UPDATE_SURGE", "CheckResult", "Status", "run_checks", "worst"]
@@ -54,10 +54,14 @@ def run_checks(
 ) -> list[CheckResult]:
     """``lambda_demand``: what a deploy of the configuration's synthesized template holds at once
     (``lambda_concurrency.lambda_demand``); None when no template was given."""
+    # Imported here: network_checks builds on this module's CheckResult.
+    from preflight.network_checks import check_network  # noqa: PLC0415
+
     results = [
         check_account(config, facts),
         check_vpc_zones(config, facts),
         check_trainium_zone(config, facts),
+        *check_network(config, facts),
     ]
     results += [check_offering(config, facts, index) for index in range(len(config.trainium.node_groups))]
     results += check_quotas(config, facts)
@@ -276,10 +280,9 @@ def check_lambda_concurrency(facts: AccountFacts, demand: LambdaDemand | None) -
     if demand.reserved:
         reserved = ", ".join(f"{fn} {n}" for fn, n in sorted(demand.reserved.items()))
         needs += f"; the stack reserves {demand.reserved_total} ({reserved})"
-        if pool < MINIMUM_UNRESERVED:
-            problems.append(
-                f"Lambda keeps {MINIMUM_UNRESERVED} unreserved, the stack's reservations leave {pool}"
-            )
+        kept = minimum_unreserved(limits.concurrent_executions)
+        if pool < kept:
+            problems.append(f"Lambda keeps {kept} unreserved, the stack's reservations leave {pool}")
         for function, peak in sorted(demand.reserved_peaks.items()):
             if peak > demand.reserved[function]:
                 problems.append(
@@ -287,9 +290,13 @@ def check_lambda_concurrency(facts: AccountFacts, demand: LambdaDemand | None) -
                 )
     if demand.peak > pool:
         problems.append(f"{pool} left for them")
+    # "New AWS accounts have reduced concurrency and memory quotas. AWS raises these quotas
+    # automatically based on your usage" (Lambda developer guide, "Lambda quotas"; the default is 1,000,
+    # reduced accounts report 10 or 50: preflight/lambda_concurrency.py). A request through Service
+    # Quotas is the documented way to raise it at once (same page, "Requesting a quota increase").
     raise_it = (
-        f"request {code} {name} >= {wanted} in Service Quotas (lambda, {facts.region}); new accounts start "
-        "low and AWS raises it with use, a request is faster"
+        f"request {code} {name} >= {wanted} in Service Quotas (lambda, {facts.region}); a new account's "
+        "quota is reduced (reported as low as 10) until AWS raises it with use"
     )
     if problems:
         return CheckResult(check, "FAIL", f"{needs}; {have}: {'; '.join(problems)}", raise_it)

@@ -20,10 +20,15 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from config.loader import ConfigError, load_config
+from config.model import StackConfig
 from preflight.aws import DEFAULT_MAX_ATTEMPTS, AwsUnavailable, Clients, gather_facts, make_clients
-from preflight.checks import run_checks
+from preflight.checks import CheckResult, run_checks
 from preflight.costs import cost_rows
+from preflight.image_checks import check_images
+from preflight.image_inventory import pulled_images
 from preflight.lambda_concurrency import LambdaDemand, TemplateError, lambda_demand
+from preflight.live_versions import version_checks
+from preflight.registries import ask_registries
 from preflight.report import DEFAULT_WIDTH, render, summary
 from preflight.rewrite import RewriteError, apply_zone_changes, plan_zone_changes
 
@@ -116,6 +121,14 @@ def _template_demand(template: Path, *, expected_cluster: str, config_path: Path
     return demand
 
 
+def _image_rows(config: StackConfig, clients: Clients) -> list[CheckResult]:
+    """One row per image the nodes pull (preflight/image_checks.py), asked of its registry."""
+    images = pulled_images(config)
+    if clients.ecr is None or clients.registry_http is None:
+        return check_images(images, {})
+    return check_images(images, ask_registries(images, ecr=clients.ecr, http=clients.registry_http))
+
+
 def _default_clients(region: str, max_attempts: int) -> Clients:
     return make_clients(region, max_attempts=max_attempts)
 
@@ -150,7 +163,8 @@ def main(
         return EXIT_LOCAL_PROBLEM
 
     try:
-        facts = gather_facts(config, clients_factory(config.region, args.max_attempts))
+        clients = clients_factory(config.region, args.max_attempts)
+        facts = gather_facts(config, clients)
     except AwsUnavailable as error:
         print(f"preflight: {error}", file=err)
         return EXIT_AWS_UNAVAILABLE
@@ -176,8 +190,14 @@ def main(
                 print(f"--write: {path}: {edits}", file=out)
                 config = load_config(path)
 
-    # The cost rows come last: they PASS or WARN, and never fail the run.
-    results = run_checks(config, facts, demand) + cost_rows(config, facts)
+    # The account's rows, the live versions, the images, then the cost rows (they PASS or WARN, and
+    # never fail the run).
+    results = (
+        run_checks(config, facts, demand)
+        + version_checks(config, facts)
+        + _image_rows(config, clients)
+        + cost_rows(config, facts)
+    )
     print(f"Preflight of {path} for account {facts.account_id} in {facts.region}", file=out)
     print(file=out)
     print(render(results, width=args.width), file=out)

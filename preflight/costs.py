@@ -273,10 +273,13 @@ def _fixed_row(config: StackConfig, facts: AccountFacts) -> tuple[CheckResult, _
         unknown.append(_unknown("EKS control plane", eks))
         denied = denied or _denied(eks)
 
-    count = config.vpc.nat_gateways
+    # An existing VPC (vpc.vpc_id): its NAT gateways are its owner's, not this stack's.
+    count = config.vpc.nat_gateways or 0
     nat = facts.prices.get(nat_query(region).key)
     gateways = f"{count} NAT gateway{'s' if count > 1 else ''}"
-    if isinstance(nat, Price):
+    if count == 0:
+        parts.append("no NAT gateway of this stack (the existing VPC's are its owner's)")
+    elif isinstance(nat, Price):
         known += count * nat.usd
         parts.append(f"{gateways} x {_rate(nat.usd)} = {_amount(count * nat.usd)}/h (plus per GB processed)")
     else:
@@ -361,7 +364,7 @@ def _price_list_refused(config: StackConfig, refused: Unavailable) -> CheckResul
         "cost",
         "WARN",
         f"prices unknown: could not ask the AWS Price List ({refused.reason}). Idle runs {', '.join(idle)}; "
-        f"at max_size {', '.join(peak)}; always: the EKS control plane, {config.vpc.nat_gateways} NAT "
+        f"at max_size {', '.join(peak)}; always: the EKS control plane, {config.vpc.nat_gateways or 0} NAT "
         f"gateway(s), FSx for Lustre {config.fsx.storage_capacity_gib} GiB",
         f"allow {refused.call} (read-only, Resource *) for these credentials to see the hourly cost",
     )

@@ -8,12 +8,15 @@ from datetime import datetime
 
 __all__ = [
     "AccountFacts",
+    "AmiReleaseFacts",
     "InstancesInUse",
     "KubernetesVersion",
     "LambdaLimits",
+    "NetworkFacts",
     "NoPrice",
     "Price",
     "Reservation",
+    "SubnetFacts",
     "Unavailable",
     "Zone",
 ]
@@ -107,6 +110,47 @@ class NoPrice:
 
 
 @dataclass(frozen=True)
+class AmiReleaseFacts:
+    """What SSM's public parameters say of the EKS Neuron AMI releases of the configured Kubernetes
+    version (preflight/live_versions.py reads them against cluster_facts/ami_releases.py)."""
+
+    recommended: str | Unavailable | None
+    """``.../x86_64/neuron/recommended/release_version``; None: no such parameter in the region."""
+    published: Mapping[str, bool | Unavailable] = field(default_factory=dict)
+    """Each node group's release -> whether its ``.../amazon-eks-node-al2023-x86_64-neuron-<minor>-v<date>/image_id``
+    parameter exists (EKS published an AMI of that release in the region)."""
+
+
+@dataclass(frozen=True)
+class SubnetFacts:
+    """One subnet of an existing VPC (``DescribeSubnets``) and its route table's default route."""
+
+    subnet_id: str
+    vpc_id: str
+    zone_name: str
+    zone_id: str
+    cidr: str
+    available_addresses: int
+    """``AvailableIpAddressCount``: the subnet's free IPv4 addresses."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    default_route: str | None = None
+    """The target of its route table's 0.0.0.0/0 route (``nat-...``, ``tgw-...``, ``igw-...``), None
+    without one; its explicit route table, else the VPC's main one."""
+
+
+@dataclass(frozen=True)
+class NetworkFacts:
+    """The existing VPC ``vpc.vpc_id`` names, read when the configuration has one."""
+
+    vpc_cidrs: tuple[str, ...] | None
+    """The VPC's IPv4 CIDR blocks; None: the VPC does not exist in the account and region."""
+    subnets: Mapping[str, SubnetFacts | None]
+    """Subnet id -> what the account says of it; None: no such subnet."""
+    endpoints: tuple[str, ...] = ()
+    """The service names of the VPC's endpoints (``com.amazonaws.<region>.ecr.api``, ...)."""
+
+
+@dataclass(frozen=True)
 class AccountFacts:
     """Everything the checks need, read once per run."""
 
@@ -127,6 +171,12 @@ class AccountFacts:
     """None: not asked."""
     prices: Mapping[str, Price | NoPrice | Unavailable] = field(default_factory=dict)
     """``costs.PriceQuery.key`` -> the price; the queries come from ``costs.price_queries``."""
+    deployed_version: str | Unavailable | None = None
+    """The Kubernetes version of the cluster deployed under the configuration's name; None: none yet."""
+    ami_releases: AmiReleaseFacts | None = None
+    """None: not asked."""
+    network: NetworkFacts | Unavailable | None = None
+    """The existing VPC and its subnets; None: the configuration creates its own VPC."""
     checked_at: datetime | None = None
     """When the facts were read (the clock of the machine running preflight); None: unknown, and
     the checks that compare dates (a Capacity Block's window) rely on the reservation's state alone."""

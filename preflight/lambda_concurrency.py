@@ -4,10 +4,14 @@ Every custom resource of the template is a Lambda invocation that CloudFormation
 creates, updates or deletes the resource, and Lambda counts each invocation in flight against the
 Region's concurrency (``lambda:GetAccountSettings``: ``AccountLimit.ConcurrentExecutions``, and
 ``UnreservedConcurrentExecutions``, the pool of every function without reserved concurrency; Lambda
-API reference, GetAccountSettings / AccountLimit). New accounts start with a reduced quota (Lambda
-developer guide, "Lambda quotas": "New AWS accounts have reduced concurrency and memory quotas"),
-as low as 10, and the kubectl custom resources of this stack each hold executions for minutes
-(a Helm release with ``wait`` up to its timeout, the handler's own limit is 15 minutes).
+API reference, GetAccountSettings / AccountLimit). The default quota is 1,000, but "New AWS accounts
+have reduced concurrency and memory quotas. AWS raises these quotas automatically based on your
+usage" (Lambda developer guide, "Lambda quotas"); AWS gives no number for the reduced quota.
+Accounts have reported starting at 10 (``ConcurrentExecutions`` 10: awslabs/fhir-works-on-aws-
+deployment#691, 2022; aws-samples/one-observability-demo#278, 2024; architect/arc.codes#674, 2023)
+and at 50 (aws-samples/s3-to-lambda-patterns#36, 2021). The kubectl custom resources of this stack
+each hold executions for minutes (a Helm release with ``wait`` up to its timeout, the handler's own
+limit is 15 minutes).
 
 How the number is derived, not guessed:
 
@@ -38,7 +42,8 @@ How the number is derived, not guessed:
 4. **Reserved concurrency.** A function with ``ReservedConcurrentExecutions`` draws on its own
    reservation, which the account takes out of the unreserved pool when the function is created
    (and Lambda refuses a reservation that leaves less than 100 unreserved: Lambda developer guide,
-   "Configuring reserved concurrency"). Its peak is computed the same way, on its own.
+   "Configuring reserved concurrency"; in an account whose quota is below 100, the whole quota:
+   ``minimum_unreserved``). Its peak is computed the same way, on its own.
 
 Pure: a template (the JSON ``cdk synth`` writes) in, a ``LambdaDemand`` out.
 """
@@ -57,11 +62,23 @@ __all__ = [
     "LambdaDemand",
     "TemplateError",
     "lambda_demand",
+    "minimum_unreserved",
 ]
 
 MINIMUM_UNRESERVED = 100
 """What Lambda keeps unreserved: "You can reserve up to the Unreserved account concurrency value
 minus 100" (Lambda developer guide, "Configuring reserved concurrency")."""
+
+
+def minimum_unreserved(concurrent_executions: int) -> int:
+    """What Lambda keeps unreserved in an account of this quota: 100 (``MINIMUM_UNRESERVED``), or the
+    whole quota when it is lower. AWS documents only the 100; reduced accounts report Lambda's refusal
+    as "Specified ReservedConcurrentExecutions for function decreases account's
+    UnreservedConcurrentExecution below its minimum value of [10]" with a quota of 10
+    (awslabs/fhir-works-on-aws-deployment#691) and "... of [50]" with a quota of 50
+    (aws-samples/s3-to-lambda-patterns#36): no reservation at all is possible there."""
+    return min(MINIMUM_UNRESERVED, concurrent_executions)
+
 
 UNKNOWN_FUNCTION = "(a function outside the template)"
 """Stands for a ServiceToken ARN the template does not define."""

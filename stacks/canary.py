@@ -410,13 +410,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client(server: str | None) -> tuple[Any, Any]:
+def _client(server: str | None, stack: StackConfig) -> tuple[Any, Any]:
     if server:
         configuration = client.Configuration()
         configuration.host = server
         api_client = client.ApiClient(configuration)
     else:
-        api_client = config.new_client_from_config()
+        try:
+            api_client = config.new_client_from_config()
+        except config.ConfigException as error:
+            # No kubeconfig, or one without a current context: one line that says what makes one.
+            raise ValueError(
+                f"no usable kubeconfig ({error}); write one with the stack's UpdateKubeconfigCommand output: "
+                f"aws eks update-kubeconfig --region {stack.region} --name {stack.name}"
+            ) from None
     return client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
 
 
@@ -446,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
         return 2
     try:
-        core, custom = _client(arguments.server)
+        core, custom = _client(arguments.server, config)
         canary = canary_for(config, arguments, core, custom)
     except ValueError as error:
         print(f"canary: {error}")

@@ -97,7 +97,10 @@ def resource_minutes(resource: Mapping[str, Any]) -> float:
         return _addon_minutes(properties["AddonName"])
     if kind == "AWS::EKS::Nodegroup":
         scaling = properties.get("ScalingConfig", {})
-        has_nodes = int(scaling.get("DesiredSize", scaling.get("MinSize", 0)) or 0) > 0
+        # A Trainium group's DesiredSize is read at deploy time (a GetAtt): a new group starts at
+        # least with MinSize nodes; nothing waits for a Trainium node anyway.
+        desired = scaling.get("DesiredSize")
+        has_nodes = int(desired if isinstance(desired, int) else scaling.get("MinSize", 0) or 0) > 0
         return MINUTES["nodegroup-with-nodes" if has_nodes else "nodegroup-empty"][0]
     if kind in MINUTES:
         return MINUTES[kind][0]

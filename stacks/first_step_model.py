@@ -127,8 +127,8 @@ FIGURES: dict[str, Figure] = {
     "rendezvous": Figure(
         30,
         "estimate: torchrun's etcd rendezvous of the gang's agents and the collectives' bootstrap of "
-        "32 workers per node over EFA (not timed here: tests/runtime runs real etcd and torchrun, "
-        "but on CPU with gloo)",
+        "the workers (one per NeuronCore) over EFA (not timed here: tests/runtime runs real etcd and "
+        "torchrun, but on CPU with gloo)",
     ),
     "first_step": Figure(
         30,
@@ -147,6 +147,11 @@ class RunStart:
     image: str
     image_bytes: Figure
     datasets: int
+    staging: Figure | None = None
+    """How long the run's data sets take to stage from the deploy (the BERT preset's archive); None
+    when their size is not known offline (a run's own data sets): not modelled, and said so."""
+    workers_per_node: int = 0
+    """One per NeuronCore of the instance type (cluster_facts/instance_catalog.py)."""
     precompile: bool
     fast_image_pull: bool
     """The node group's nodes pull with the SOCI snapshotter's parallel mode (nodeadm FastImagePull)."""
@@ -187,6 +192,21 @@ def image_pull_seconds(start: RunStart) -> float:
     return start.image_bytes.value / min(rate, volume_rate)
 
 
+def _data_stage(start: RunStart, caches: Caches, before_pods_start: float) -> tuple[float, str]:
+    """The data sets' time on the path, and why."""
+    check = FIGURES["data_marker_check"].value
+    if not start.datasets:
+        return 0.0, "the run names no data set"
+    if caches.data_staged:
+        return check, "staged: each marker read and its version compared"
+    if start.staging is None:
+        return check, "staging not modelled: its data sets' sizes are not known offline (counted as staged)"
+    staging = start.staging.value
+    return max(check, staging - before_pods_start), (
+        f"staging takes {staging:.0f} s from the deploy; {before_pods_start:.0f} s of it pass before the pods start"
+    )
+
+
 def timeline(start: RunStart, caches: Caches) -> tuple[StageTime, ...]:
     """Each stage of cluster_facts.run_stages, in order, with its time on the path."""
     f = {name: figure.value for name, figure in FIGURES.items()}
@@ -220,16 +240,8 @@ def timeline(start: RunStart, caches: Caches) -> tuple[StageTime, ...]:
         + f["pods_bound"]
         + image_on_path
     )
-    if not start.datasets:
-        data, data_detail = 0.0, "the run names no data set"
-    elif caches.data_staged:
-        data, data_detail = f["data_marker_check"], "staged: each marker read and its version compared"
-    else:
-        data = max(f["data_marker_check"], f["dataset_staging"] - before_pods_start)
-        data_detail = (
-            f"staging takes {f['dataset_staging']:.0f} s from the deploy; "
-            f"{before_pods_start:.0f} s of it pass before the pods start"
-        )
+    data, data_detail = _data_stage(start, caches, before_pods_start)
+    staging = start.staging
 
     if not start.precompile:
         compile_seconds = f["neff_load"] if caches.compile_cache_warm else f["compile_miss"]
@@ -263,7 +275,7 @@ def timeline(start: RunStart, caches: Caches) -> tuple[StageTime, ...]:
             "dataset_staging" if not caches.data_staged else "data_marker_check",
         ),
         "compile": (compile_seconds, compile_detail, ""),
-        "rendezvous": (f["rendezvous"], "", "rendezvous"),
+        "rendezvous": (f["rendezvous"], f"{start.nodes} x {start.workers_per_node} workers", "rendezvous"),
         "first_step": (f["first_step"], "", "first_step"),
     }
     compile_sources = {
@@ -279,6 +291,8 @@ def timeline(start: RunStart, caches: Caches) -> tuple[StageTime, ...]:
             source = f"{pull_source}; {rate.source}; {start.image_bytes.source}"
         elif stage.id == "compile":
             source = "; ".join(FIGURES[name].source for name, used in compile_sources.items() if used)
+        elif stage.id == "data_ready" and not caches.data_staged:
+            source = staging.source if staging is not None else "no size of the run's data sets is configured"
         else:
             source = FIGURES[figure].source
         result.append(StageTime(stage, round(value, 1), detail, source))

@@ -6,19 +6,42 @@ import hashlib
 import json
 from fractions import Fraction
 
-from cluster_facts.image_sources import ImageSource, cached_repository_arn
+from cluster_facts.image_sources import (
+    ImageSource,
+    cached_repository_arn,
+    ecr_repository_arn,
+    is_ecr_private_registry,
+    mirror_prefix,
+    upstream_repository,
+)
+from cluster_facts.images import split_image
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    TEAMS_DIR,
     TRAINING_POD_LABELS,
     team_rbac_group,
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
+from cluster_facts.script_files import script_text
 from cluster_facts.stack_outputs import StackOutput
 from cluster_facts.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from config.model import StackConfig
-from config.presets import BERT_LARGE, DatasetPreset, bert_large_arguments
-from config.workloads import DEFAULT_TRAINING_IMAGE, RunSettings, TeamSettings
+from config.presets import (
+    BERT_LARGE,
+    NATIVE_FSDP2,
+    PRESETS,
+    DatasetPreset,
+    bert_large_arguments,
+    native_fsdp2_arguments,
+)
+from config.workloads import (
+    DEFAULT_TRAINING_IMAGE,
+    BertParameters,
+    NativeParameters,
+    RunSettings,
+    TeamSettings,
+)
 from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.fabric_check import FabricCheckValues
@@ -34,7 +57,7 @@ from k8s_charts.plan import (
 )
 from k8s_charts.team_quota import TeamQuota
 from k8s_charts.tensorboard import TensorBoardValues
-from k8s_charts.training_run import TrainingRun
+from k8s_charts.training_run import PROGRAM_DIR, TrainingRun
 from k8s_charts.volcano_queue import deserved_share, trainium_capability
 
 __all__ = [
@@ -49,11 +72,15 @@ __all__ = [
     "image_source",
     "kubernetes_plan",
     "kubernetes_values",
+    "mirrored_images",
     "placeholder_file_system",
     "review_plan",
     "root_zones",
+    "run_image_repository_arns",
     "team_capability",
     "team_deserved",
+    "team_exports",
+    "team_member_groups",
     "team_quota",
     "training_run",
 ]
@@ -75,6 +102,32 @@ def file_system_generation(config: StackConfig) -> str:
         fsx.s3_import_path if fsx.deployment_type == "SCRATCH_2" else None,
     ]
     return hashlib.sha256(json.dumps(replaced_by).encode()).hexdigest()[:6]
+
+
+def team_exports(config: StackConfig) -> dict[str, str]:
+    """With ``fsx.backups: s3``, each team's directory on the file system -> the S3 prefix it is
+    exported to, ``<backup_s3_path>/<team>/``; otherwise none."""
+    fsx = config.fsx
+    if not fsx.exported or fsx.backup_s3_path is None:
+        return {}
+    prefix = fsx.backup_s3_path.rstrip("/")
+    return {f"/{TEAMS_DIR}/{team.name}": f"{prefix}/{team.name}/" for team in config.teams}
+
+
+def run_image_repository_arns(config: StackConfig) -> list[str]:
+    """The private ECR repositories the runs' images are in (this account's, or the declared
+    ``ecr.cross_account_repositories``; config/consistency.py refuses any other): the Trainium node
+    role may pull from each, and from no other repository of those accounts."""
+    return sorted({arn for run in config.runs if (arn := ecr_repository_arn(run.image)) is not None})
+
+
+def team_member_groups(config: StackConfig) -> dict[str, list[str]]:
+    """Each member role and the Kubernetes groups of the teams it belongs to (one access entry per role)."""
+    groups: dict[str, list[str]] = {}
+    for team in config.teams:
+        for role_arn in team.member_role_arns:
+            groups.setdefault(role_arn, []).append(team_rbac_group(team.name))
+    return groups
 
 
 def root_zones(config: StackConfig) -> tuple[str, ...]:
@@ -134,17 +187,29 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
     preset_runs = [run for run in config.runs if run.preset == BERT_LARGE.name]
     if preset_runs:
         # One pin at most (config/consistency.py): the runs of the preset share its data set.
-        pins = [run.parameters.dataset_archive_sha256 for run in preset_runs if run.parameters is not None]
+        pins = [
+            run.parameters.dataset_archive_sha256
+            for run in preset_runs
+            if isinstance(run.parameters, BertParameters)
+        ]
         found[BERT_LARGE.dataset.name] = _preset_dataset(
             BERT_LARGE.dataset, archive_sha256=next((pin for pin in pins if pin), None)
         )
+    if any(run.preset == NATIVE_FSDP2.name for run in config.runs):
+        found[NATIVE_FSDP2.dataset.name] = _preset_dataset(NATIVE_FSDP2.dataset, archive_sha256=None)
     return found
 
 
 def image_source(config: StackConfig) -> ImageSource:
     """Where the cluster pulls upstream images from: the account's pull-through cache, for every
     registry it has a rule for (none when ``ecr.pull_through_cache`` is off)."""
-    return ImageSource(account=config.account, region=config.region, cached=config.ecr.cached_registries)
+    return ImageSource(
+        account=config.account,
+        region=config.region,
+        cached=config.ecr.cached_registries,
+        mirrored=config.ecr.mirrored_registries,
+        mirror=mirror_prefix(config.name),
+    )
 
 
 def team_capability(config: StackConfig, team: TeamSettings) -> dict[str, str]:
@@ -176,6 +241,21 @@ def cached_repository_arns(config: StackConfig, plan: KubernetesLayerPlan) -> li
     return sorted(arn for arn in arns if arn is not None)
 
 
+def mirrored_images(config: StackConfig, plan: KubernetesLayerPlan) -> list[tuple[str, str]]:
+    """The images the stack copies into the account at deploy, as (upstream, repository name): every
+    image of the plan that resolves to the mirror (constructs_trn/image_mirror.py copies them)."""
+    prefix = f"{mirror_prefix(config.name)}/"
+    copies = []
+    for image in plan.images():
+        host, path, tag, digest = split_image(image)
+        if is_ecr_private_registry(host) and path.startswith(prefix):
+            upstream = (
+                upstream_repository(image) + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+            )
+            copies.append((upstream, path))
+    return copies
+
+
 def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
     """The team's ``quota``: its pod count and the amounts it sets, no others. The team's share of
     Trainium is its queue's capability (``team_capability``), which keeps a queued gang's pods
@@ -197,11 +277,11 @@ def training_run(
     """The run as the chart takes it: a preset filled in, the team, group and claims resolved."""
     team = config.team(run.team)
     group = config.run_node_group(run)
-    if run.preset == BERT_LARGE.name:
+    program_files: dict[str, str] = {}
+    if isinstance(run.parameters, BertParameters):
         parameters = run.parameters
-        assert parameters is not None  # the model fills it for a preset run
         script, arguments = (
-            BERT_LARGE.script,
+            BERT_LARGE.script or "",
             bert_large_arguments(
                 batch_size=parameters.batch_size,
                 grad_accum_usteps=run.grad_accum_usteps,
@@ -211,15 +291,26 @@ def training_run(
         )
         # Set either way: the script turns stochastic rounding on for BF16 whenever it is absent.
         environment = {"NEURON_RT_STOCHASTIC_ROUNDING_EN": "1" if parameters.stochastic_rounding else "0"}
-        needs = [BERT_LARGE.dataset.name]
-        packages, resume_glob, resume_args = (
-            BERT_LARGE.python_requirements,
-            BERT_LARGE.resume_glob,
-            BERT_LARGE.resume_args,
-        )
+    elif isinstance(run.parameters, NativeParameters):
+        recipe, program = run.parameters, NATIVE_FSDP2.program or ""
+        # The project's own program, in the run's ConfigMap: checked by its SHA-256 like any code.
+        program_files = {program: script_text("k8s_charts", program)}
+        script = f"{PROGRAM_DIR}/{program}"
+        arguments = native_fsdp2_arguments(**recipe.model_dump())
+        environment = {"PYTHONUNBUFFERED": "1"}
     else:
         assert run.script is not None  # the model requires it without a preset
-        script, arguments, environment, needs = run.script, tuple(run.args), {}, list(run.datasets)
+        script, arguments, environment = run.script, tuple(run.args), {}
+    preset = PRESETS.get(run.preset or "")
+    if preset is not None:
+        needs = [preset.dataset.name]
+        packages, resume_glob, resume_args = (
+            preset.python_requirements,
+            preset.resume_glob,
+            preset.resume_args,
+        )
+    else:
+        needs = list(run.datasets)
         packages = tuple(run.python_packages)
         resume_glob, resume_args = (run.resume.when, tuple(run.resume.args)) if run.resume else ("", ())
     precompile = run.precompile
@@ -247,6 +338,8 @@ def training_run(
         pod_labels=TRAINING_POD_LABELS,
         run_as=team.owner_id,
         stuck_minutes=run.stuck_minutes,
+        program_files=program_files,
+        logical_core_size=run.logical_core_size,
     )
 
 
@@ -269,6 +362,7 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 uid=team.owner_id,
                 node_groups=tuple(group.name for group in config.team_node_groups(team)),
                 quota=team_quota(config, team),
+                instance_types={group.name: group.instance_type for group in config.team_node_groups(team)},
             )
             for team in config.teams
         ),
@@ -299,6 +393,9 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 if config.node_check.replace_unresponsive_after_minutes is None
                 else config.node_check.replace_unresponsive_after_minutes * 60
             ),
+            node_groups=tuple(group.name for group in config.trainium.node_groups),
+            replacements_per_window=config.node_check.replacements_per_window,
+            replacement_window_seconds=config.node_check.replacement_window_minutes * 60,
         ),
         images=image_source(config),
     )
@@ -354,6 +451,7 @@ def autoscaler_values(config: StackConfig) -> AutoscalerValues:
         scale_down_delay_after_add_minutes=settings.scale_down_delay_after_add_minutes,
         max_node_provision_minutes=settings.max_node_provision_minutes,
         expander=settings.expander,
+        trainium_max_nodes=sum(group.max_size for group in config.trainium.node_groups),
     )
 
 

@@ -4,8 +4,8 @@
     cdk deploy TrainiumPipeline -c pipeline=config/my-pipeline.yaml     # once; then it updates itself
 
 The pipeline runs in the tooling account. Source (a CodeConnections connection) -> Build (``make
-setup``, ``make test``, ``make synth PIPELINE=<this file>``: the tests and the synth run once per
-change, with the CDK CLI pinned in package-lock.json) -> UpdatePipeline (self-mutation with that
+deploy-setup``, ``make deploy-checks``, ``make synth PIPELINE=<this file>``: the deployment's checks
+and the synth run once per change, with the CDK CLI pinned in package-lock.json) -> UpdatePipeline (self-mutation with that
 same CLI) -> Assets (with the cdk-assets pinned there too) -> one CodePipeline stage per wave, in
 file order. Each environment of a wave is a ``TrainiumStage`` (a ``cdk.Stage`` holding
 TrainiumStack in the environment's account and region). Production waves check each stage's
@@ -58,6 +58,9 @@ __all__ = [
     "BUILD_IMAGE",
     "PIPELINE_STACK_ID",
     "RUNTIME_VERSIONS",
+    "STANDARD_8_RUNTIMES",
+    "SYNTH_CHECKS",
+    "SYNTH_INSTALL",
     "TrainiumPipeline",
     "TrainiumStage",
     "pinned_assets_cli_version",
@@ -70,6 +73,32 @@ __all__ = [
 # names STANDARD_8_0 only from 2.274, whose cloud-assembly schema the pinned cdk-assets cannot read.
 BUILD_IMAGE = codebuild.LinuxBuildImage.from_code_build_image_id("aws/codebuild/standard:8.0")
 RUNTIME_VERSIONS = {"python": "3.11", "nodejs": "24"}
+STANDARD_8_RUNTIMES: Mapping[str, tuple[str, ...]] = {
+    "python": ("3.10", "3.11", "3.12", "3.13", "3.14"),
+    "nodejs": ("22", "24"),
+    "golang": ("1.24", "1.25", "1.26"),
+}
+"""The runtimes the standard:8.0 image offers for ``runtime-versions``, of those this project could
+use: CodeBuild User Guide, "Available runtimes" (https://docs.aws.amazon.com/codebuild/latest/
+userguide/available-runtimes.html), and the image's own runtimes.yml (aws/aws-codebuild-docker-images
+ubuntu/standard/8.0, commit 0c5eb16 of 2026-04-07: Python 3.11.15, Node.js 24.14.0, Go 1.26.0).
+Read 2026-11-28; a runtime the image drops fails the build's install phase, which names it."""
+
+# What a deployment needs, and no more (docs/pipeline.md, "The build"): make deploy-setup installs
+# .venv/, node_modules/ and .venv-checkov/ (no PyTorch, TorchX, Go or control-plane binaries);
+# make deploy-checks runs lint, the fast tests and the guardrails (cdk-nag, cfn-lint, checkov);
+# then the synth. The runtime and cluster tiers (make test) are the project's own CI. Measured here:
+# about 8 minutes on 2 cores after the install (docs/pipeline.md); 30 minutes leaves the install
+# and a slower host their room.
+SYNTH_INSTALL = ("make deploy-setup",)
+SYNTH_CHECKS = ("make deploy-checks",)
+SYNTH_TIMEOUT_MINUTES = 30
+# pip's and npm's download caches and mypy's cache (in the source directory), kept between builds in
+# the artifact bucket: a build downloads only what changed since the last, and mypy, the longest of
+# the lint steps without its cache, re-reads only what changed (buildspec cache.paths; CodeBuild
+# "Build caching").
+BUILD_CACHE_PATHS = ("/root/.cache/pip/**/*", "/root/.npm/**/*", ".mypy_cache/**/*")
+BUILD_CACHE_PREFIX = "build-cache/synth"
 
 
 def _locked_npm_version(package: str) -> str:
@@ -177,8 +206,8 @@ class TrainiumPipeline(cdk.Stack):
         self.synth_step = pipelines.CodeBuildStep(
             "Synth",
             input=source,
-            install_commands=["make setup"],
-            commands=["make test", f"make synth PIPELINE={pipeline_file}"],
+            install_commands=list(SYNTH_INSTALL),
+            commands=[*SYNTH_CHECKS, f"make synth PIPELINE={pipeline_file}"],
             primary_output_directory="cdk.out",
         )
         self.pipeline = pipelines.CodePipeline(
@@ -203,10 +232,15 @@ class TrainiumPipeline(cdk.Stack):
                     cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.build_logs)
                 ),
             ),
-            # make test runs ruff, mypy and pytest (several synths of TrainiumStack) before the synth.
+            # The checks synthesize TrainiumStack several times on two pytest workers: MEDIUM (4 vCPUs,
+            # 7 GB) holds two workers and their jsii processes.
             synth_code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(compute_type=codebuild.ComputeType.MEDIUM),
-                timeout=cdk.Duration.minutes(60),
+                timeout=cdk.Duration.minutes(SYNTH_TIMEOUT_MINUTES),
+                cache=codebuild.Cache.bucket(self.artifact_bucket, prefix=BUILD_CACHE_PREFIX),
+                partial_build_spec=codebuild.BuildSpec.from_object(
+                    {"version": "0.2", "cache": {"paths": list(BUILD_CACHE_PATHS)}}
+                ),
             ),
         )
 

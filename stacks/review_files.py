@@ -24,8 +24,9 @@ import yaml
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
 from config.model import StackConfig
 from k8s_charts.fabric_check import job_name
+from stacks.cost_floor import monthly_cost
 from stacks.fabric_check_commands import pipeline_fabric_check_manifests, pipeline_fabric_checks
-from stacks.kubernetes_values import review_plan
+from stacks.kubernetes_values import review_plan, team_member_groups
 
 if TYPE_CHECKING:
     from aws_cdk import cx_api
@@ -128,12 +129,20 @@ def summary(
             f"FSx for Lustre: {config.fsx.deployment_type}, {config.fsx.storage_capacity_gib} GiB, "
             f"removal policy {config.fsx.removal_policy}."
         ),
+        _network_line(config),
         "",
         f"## Trainium capacity in {config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
         "",
         (
             "The cluster autoscaler runs each group between min (warm nodes, billed idle) and max "
             f"(idle nodes go after {config.autoscaler.scale_down_unneeded_minutes} minutes; docs/capacity.md)."
+        ),
+        "",
+        (
+            f"Not checked offline: whether {config.trainium.availability_zone_id} offers "
+            f"{', '.join(sorted({g.instance_type for g in config.trainium.node_groups}))} (EC2 publishes no "
+            "list to read here; `make preflight` asks DescribeInstanceTypeOfferings before a deploy, "
+            "docs/preflight.md). A zone without them deploys, and its nodes never launch."
         ),
         "",
         "| node group | instance type | min | max | capacity | EFA per node | placement group | updates |",
@@ -159,6 +168,13 @@ def summary(
             what = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
         state = "applied" if step.applied else "rendered only"
         lines.append(f"- {step.name} ({state}): {what}")
+    lines += _access_lines(config) + _team_lines(config) + _run_lines(config)
+    lines += ["", "## Monthly cost", "", f"{monthly_cost(template).describe()}.", ""]
+    cost = monthly_cost(template)
+    lines += [f"- {item}" for item in cost.items]
+    lines += [f"- not priced: {item}" for item in cost.unknown]
+    lines += [f"- {note}" for note in cost.notes]
+    lines.append("- not counted: EBS volumes, traffic, logs, public IPv4 addresses, KMS keys (docs/costs.md)")
     resources = Counter(str(resource["Type"]) for resource in template.get("Resources", {}).values())
     lines += [
         "",
@@ -168,6 +184,73 @@ def summary(
         "",
     ]
     return "\n".join(lines)
+
+
+def _network_line(config: StackConfig) -> str:
+    vpc = config.vpc
+    if vpc.vpc_id is None:
+        return f"Network: a new VPC {vpc.cidr} over {', '.join(vpc.availability_zones)}, {vpc.nat_gateways} NAT gateway(s)."
+    subnets = ", ".join(
+        f"{s.id} ({zone})" for s, zone in zip(vpc.private_subnets or [], vpc.availability_zones, strict=True)
+    )
+    trainium = f"; Trainium subnet {vpc.trainium_subnet.id}" if vpc.trainium_subnet is not None else ""
+    return f"Network: existing VPC {vpc.vpc_id} ({vpc.cidr}), private subnets {subnets}{trainium}; the stack creates no network."
+
+
+def _access_lines(config: StackConfig) -> list[str]:
+    """Who may use the cluster, as the template's access entries grant it."""
+    lines = ["", "## Access", "", "| IAM role | Kubernetes access |", "|---|---|"]
+    for role_arn in config.cluster.admin_role_arns:
+        lines.append(f"| {role_arn} | cluster-admin (AmazonEKSClusterAdminPolicy, whole cluster) |")
+    for role_arn, groups in team_member_groups(config).items():
+        lines.append(f"| {role_arn} | group {', '.join(groups)}: its team's namespace only |")
+    if config.cluster.keep_creator_admin:
+        lines.append("| whoever created the cluster | cluster-admin (keep_creator_admin: true) |")
+    if len(lines) == 5:
+        lines.append(
+            "| none | no IAM role can use kubectl (cluster.admin_role_arns is empty; docs/access.md) |"
+        )
+    return lines
+
+
+def _team_lines(config: StackConfig) -> list[str]:
+    lines = [
+        "",
+        "## Teams",
+        "",
+        "| team (namespace) | queue | node groups | weight | uid | quota |",
+        "|---|---|---|---|---|---|",
+    ]
+    for team in config.teams:
+        quota = team.quota
+        limits = [f"{quota.pods} pods"] + [
+            f"{amount} {unit}"
+            for amount, unit in (
+                (quota.neuron_devices, "chips"),
+                (quota.cpu, "cores"),
+                (quota.memory_gib, "GiB"),
+            )
+            if amount is not None
+        ]
+        groups = ", ".join(group.name for group in config.team_node_groups(team))
+        lines.append(
+            f"| {team.name} | {team.queue_name} | {groups} | {team.weight} | {team.owner_id} | {', '.join(limits)} |"
+        )
+    return lines
+
+
+def _run_lines(config: StackConfig) -> list[str]:
+    lines = ["", "## Runs", ""]
+    if not config.runs:
+        return [*lines, "None configured (TorchX or kubectl apply start runs by hand; docs/runs.md)."]
+    lines += ["| run | team | node group | nodes | applied at deploy | image |", "|---|---|---|---|---|---|"]
+    for run in config.runs:
+        group = config.run_node_group(run)
+        lines.append(
+            f"| {run.name} | {config.team(run.team).name} | {group.name} ({group.instance_type}) | "
+            f"{run.nodes} | {'yes' if run.apply else 'no (rendered only)'} | {run.image} |"
+        )
+    return lines
 
 
 def write_summary(

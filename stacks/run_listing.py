@@ -21,6 +21,10 @@ from cluster_facts.kubernetes_names import DATA_MOUNT, RUNS_ROOT, TEAMS_DIR
 from config import DEFAULT_CONFIG, ConfigError, StackConfig, load_config
 from k8s_charts.training_run import run_id
 from stacks.kubernetes_values import kubernetes_values, placeholder_file_system
+from stacks.review_files import KUBERNETES_DIR
+
+DEFAULT_OUT = "cdk.out"
+"""cdk.json's output: where ``make synth`` writes unless ``OUT`` says otherwise."""
 
 __all__ = ["RunListing", "main", "run_listings"]
 
@@ -41,7 +45,8 @@ class RunListing:
     """The rendered Job, for ``kubectl apply -f`` after ``make synth``."""
 
 
-def run_listings(config: StackConfig) -> list[RunListing]:
+def run_listings(config: StackConfig, *, out: str = DEFAULT_OUT) -> list[RunListing]:
+    """``out``: where ``make synth`` wrote the review files (``make runs OUT=...``, as ``make synth``)."""
     values = kubernetes_values(config, file_system=placeholder_file_system(config))
     listings = []
     for planned in values.runs:
@@ -57,7 +62,7 @@ def run_listings(config: StackConfig) -> list[RunListing]:
                 nodes=f"{run.nodes} x {run.instance.name} ({run.node_group})",
                 output=f"/{TEAMS_DIR}/{run.namespace}{in_team_directory}",
                 applied=planned.applied,
-                manifest=f"cdk.out/k8s/run-{run.name}.yaml",
+                manifest=f"{out.rstrip('/')}/{KUBERNETES_DIR}/run-{run.name}.yaml",
             )
         )
     return listings
@@ -96,13 +101,14 @@ def main(
     out, err = stdout or sys.stdout, stderr or sys.stderr
     parser = argparse.ArgumentParser(prog="make runs", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    parser.add_argument("--out", default=DEFAULT_OUT, help="where make synth wrote cdk.out (make's OUT)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
     except ConfigError as error:
         print("\n".join(error.lines()), file=err)
         return 1
-    listings = run_listings(config)
+    listings = run_listings(config, out=args.out)
     if not listings:
         print(f"{args.config}: no runs configured (runs: [] ); docs/runs.md shows how to add one", file=out)
         return 0

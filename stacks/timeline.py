@@ -62,6 +62,9 @@ def run_starts(config: StackConfig) -> list[RunStart]:
                 image=run.image,
                 image_bytes=_image_bytes(run.image),
                 datasets=len(run.datasets) + (1 if run.preset is not None else 0),
+                # Only the preset's archive has a known size (48 GB); a run's own data sets have none.
+                staging=FIGURES["dataset_staging"] if run.preset is not None else None,
+                workers_per_node=group.instance.processes_per_node,
                 precompile=run.precompile is not None,
                 fast_image_pull=FAST_IMAGE_PULL,
                 root_volume_mib_per_second=ROOT_VOLUME_THROUGHPUT_MIB_PER_SECOND,

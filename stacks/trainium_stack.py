@@ -4,25 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
-from aws_cdk import aws_ec2 as ec2
+from aws_cdk import Annotations, Aws, CfnOutput, CfnResource, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cluster_facts.ami_releases import DEFAULT_AMI_RELEASES
 from cluster_facts.image_sources import pull_through_repository_arn
 from cluster_facts.kubernetes_names import (
     DEPLOYMENT_CHECK_GROUP,
     PLATFORM_NAMESPACE,
     ROOT_SQUASH_ID,
     system_node_group,
-    team_rbac_group,
 )
-from cluster_facts.neuron_stack import DEFAULT_AMI_RELEASES
+from cluster_facts.kubernetes_versions import synth_date
 from cluster_facts.stack_outputs import StackOutput
 from config.model import StackConfig
+from config.notices import configuration_notices
 from constructs_trn.cluster import TrainingCluster
 from constructs_trn.cluster_addons import ClusterAddons
 from constructs_trn.cluster_autoscaler import ClusterAutoscalerAccess
+from constructs_trn.dataset_access import DatasetStagingAccess
 from constructs_trn.deployment_check_role import (
     DeploymentCheckAccess,
     DeploymentCheckTrust,
@@ -30,26 +31,41 @@ from constructs_trn.deployment_check_role import (
 )
 from constructs_trn.efa_security_group import EfaSecurityGroup
 from constructs_trn.iam_roles import node_role
+from constructs_trn.image_mirror import ImageMirror
 from constructs_trn.image_repository import TrainingImageRepository
 from constructs_trn.kubernetes_layer import KubernetesLayer, StepWaits
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.lustre_storage import LustreStorage
-from constructs_trn.network import TrainingNetwork
+from constructs_trn.network import ExistingNetwork, SubnetAttributes, TrainingNetwork
 from constructs_trn.node_check_access import NodeCheckAccess
 from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
+from k8s_charts.dataset_staging import s3_sources, staging_service_account
 from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
 from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.fabric_check import ACCESS_STEP
 from k8s_charts.node_check import STEP as NODE_CHECK_STEP
 from k8s_charts.plan import CLUSTER_AUTOSCALER as AUTOSCALER_STEP
 from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP, render
+from k8s_charts.plan import VOLCANO as VOLCANO_STEP
 from k8s_charts.tensorboard import SERVICE_PROXY_NAME
 from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
-from stacks.kubernetes_values import applied_plan, cached_repository_arns, review_plan, root_zones
+from stacks.kubernetes_values import (
+    applied_plan,
+    cached_repository_arns,
+    mirrored_images,
+    review_plan,
+    root_zones,
+    run_image_repository_arns,
+    team_exports,
+    team_member_groups,
+)
+from stacks.kubernetes_values import (
+    datasets as staged_datasets,
+)
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -78,13 +94,37 @@ def _repository_name(config: StackConfig) -> str | None:
     return f"{config.name}/training" if config.ecr.removal_policy == "destroy" else None
 
 
-def _team_member_groups(config: StackConfig) -> dict[str, list[str]]:
-    """Each member role and the Kubernetes groups of the teams it belongs to (one entry per role)."""
-    groups: dict[str, list[str]] = {}
-    for team in config.teams:
-        for role_arn in team.member_role_arns:
-            groups.setdefault(role_arn, []).append(team_rbac_group(team.name))
-    return groups
+def _network(scope: Construct, config: StackConfig) -> TrainingNetwork | ExistingNetwork:
+    """The stack's own VPC, or the existing one ``vpc.vpc_id`` names (nothing of it is created)."""
+    vpc, zone = config.vpc, config.trainium.availability_zone
+    if vpc.vpc_id is None or vpc.private_subnets is None:
+        assert vpc.nat_gateways is not None and vpc.flow_log_retention_days is not None
+        return TrainingNetwork(
+            scope,
+            "Network",
+            cidr=vpc.cidr,
+            availability_zones=vpc.availability_zones,
+            trainium_availability_zone=zone,
+            nat_gateways=vpc.nat_gateways,
+            flow_log_retention=_RETENTION[vpc.flow_log_retention_days],
+        )
+    trainium = vpc.trainium_subnet
+    return ExistingNetwork(
+        scope,
+        "Network",
+        vpc_id=vpc.vpc_id,
+        cidr=vpc.cidr,
+        private_subnets=[
+            SubnetAttributes(subnet_id=subnet.id, availability_zone=name, cidr=subnet.cidr)
+            for subnet, name in zip(vpc.private_subnets, vpc.availability_zones, strict=True)
+        ],
+        trainium_subnet=(
+            SubnetAttributes(subnet_id=trainium.id, availability_zone=zone, cidr=trainium.cidr)
+            if trainium is not None
+            else None
+        ),
+        trainium_availability_zone=zone,
+    )
 
 
 def availability_zones_context(config: StackConfig) -> tuple[str, list[str]]:
@@ -132,16 +172,11 @@ class TrainiumStack(Stack):
         )
         self.config = config
         Tags.of(self).add("project", config.name)
+        # Pins that age or rest on a declaration: `cdk synth` prints each as a warning.
+        for key, message in configuration_notices(config, synth_date()):
+            Annotations.of(self).add_warning_v2(f"trainium:{key}", f"{key}: {message}")
 
-        self.network = TrainingNetwork(
-            self,
-            "Network",
-            cidr=config.vpc.cidr,
-            availability_zones=config.vpc.availability_zones,
-            trainium_availability_zone=config.trainium.availability_zone,
-            nat_gateways=config.vpc.nat_gateways,
-            flow_log_retention=_RETENTION[config.vpc.flow_log_retention_days],
-        )
+        self.network = _network(self, config)
         vpc = self.network.vpc
 
         self.efa_security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=vpc, name=config.name)
@@ -162,13 +197,12 @@ class TrainiumStack(Stack):
             # file system; the system nodes' subnets of the other zones, where the platform's Jobs
             # run (stacks/kubernetes_values.root_zones), keep root.
             root_squash_to=f"{ROOT_SQUASH_ID}:{ROOT_SQUASH_ID}",
-            root_squash_exempt_cidrs=[
-                subnet.ipv4_cidr_block
-                for subnet in vpc.select_subnets(
-                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
-                    availability_zones=list(root_zones(config)),
-                ).subnets
-            ],
+            root_squash_exempt_cidrs=self.network.private_subnet_cidrs(root_zones(config)),
+            # fsx.backups: FSx's automatic daily backups, or each team's directory exported to S3.
+            backup_retention_days=config.fsx.backup_retention_days or 0,
+            backup_start_time_utc=config.fsx.backup_start_time_utc,
+            exports=team_exports(config),
+            exports_owner=config.account,
         )
         self.images = TrainingImageRepository(
             self,
@@ -192,14 +226,29 @@ class TrainiumStack(Stack):
             if ecr_settings.cached_registries and ecr_settings.pull_through_cache_rules == "create"
             else None
         )
+        # Docker Hub's images (Volcano's) without a Docker Hub credential: copied into the account at
+        # deploy, so no node pulls Docker Hub anonymously (constructs_trn/image_mirror.py).
+        self.review_plan = review_plan(config)
+        mirrored = mirrored_images(config, self.review_plan)
+        self.image_mirror = (
+            ImageMirror(
+                self,
+                "ImageMirror",
+                images=mirrored,
+                keep_images=ecr_settings.keep_images,
+                vpc=vpc,
+                subnets=self.network.private_subnets,
+            )
+            if mirrored
+            else None
+        )
         # One role per kind of node. The system nodes keep the construct id of the role all nodes once
         # shared: a node group's role cannot change without replacing the group, and replacing the
         # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
         pull_repositories = self._image_repository_arns()
-        # Rendered once, here: the node roles import into the cache only the images it names. The
+        # Rendered once, above: the node roles import into the cache only the images it names. The
         # review files (stacks/review_files.py) are written from it, and the applied plan is the
         # same with the file system's deploy-time values filled in (below).
-        self.review_plan = review_plan(config)
         imports = cached_repository_arns(config, self.review_plan)
         # With the cache in use (rules of this stack or of another in the account), the nodes pull
         # from its repositories and may trigger a first import there.
@@ -212,7 +261,14 @@ class TrainiumStack(Stack):
             self,
             "NodeRole",
             description=f"{config.name}: system nodes (join the cluster, pull the cluster's images)",
-            pull_repository_arns=pull_repositories,
+            # Volcano runs on the system nodes only: they alone pull the stack's copies of its images.
+            pull_repository_arns=[
+                *pull_repositories,
+                *(
+                    repository.repository_arn
+                    for repository in (self.image_mirror.repositories.values() if self.image_mirror else ())
+                ),
+            ],
             pull_through_repository_arns=pull_through,
             import_repository_arns=imports if pull_through else (),
         )
@@ -220,7 +276,9 @@ class TrainiumStack(Stack):
             self,
             "TrainiumNodeRole",
             description=f"{config.name}: Trainium nodes (join the cluster, pull the cluster's images)",
-            pull_repository_arns=pull_repositories,
+            # The runs' own images in private ECR repositories: each by its ARN, so that an image
+            # synth accepts is one the nodes may pull (config/consistency.py refuses the rest).
+            pull_repository_arns=[*pull_repositories, *run_image_repository_arns(config)],
             pull_through_repository_arns=pull_through,
             import_repository_arns=imports if pull_through else (),
         )
@@ -237,8 +295,14 @@ class TrainiumStack(Stack):
             creator_admin=config.cluster.keep_creator_admin,
         )
         eks_cluster = self.cluster.cluster
+        if isinstance(self.network, ExistingNetwork):
+            # The stack tags nothing of an existing VPC; preflight checks the owner tagged the subnets.
+            Annotations.of(eks_cluster).acknowledge_warning(
+                "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+                "an existing VPC's subnets are tagged by its owner; make preflight checks the tag",
+            )
         self.team_access = TeamAccess(
-            self, "TeamAccess", cluster=self.cluster.interface, groups_by_role_arn=_team_member_groups(config)
+            self, "TeamAccess", cluster=self.cluster.interface, groups_by_role_arn=team_member_groups(config)
         )
         self.system_nodes = self.cluster.add_system_nodes(
             "SystemNodes",
@@ -278,7 +342,8 @@ class TrainiumStack(Stack):
                 security_group_ids=interface_groups,
                 node_role=self.trainium_node_role,
                 min_size=group.min_size,
-                desired_size=group.desired_size,
+                # Only a new group's count: later the template carries the count the group runs.
+                initial_size=group.desired_size,
                 max_size=group.max_size,
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
@@ -306,6 +371,22 @@ class TrainiumStack(Stack):
         # Cluster services (the data staging Job) run on the system nodes, which carry only the
         # cluster security group; they mount the file system too.
         self.storage.allow_clients(eks_cluster.cluster_security_group)
+
+        # A data set with s3:// sources: its staging Job reads exactly those objects (Pod Identity).
+        self.dataset_access = {
+            dataset.name: DatasetStagingAccess(
+                self,
+                f"DatasetAccess-{dataset.name}",
+                cluster=self.cluster.interface,
+                cluster_name=config.name,
+                dataset=dataset.name,
+                namespace=PLATFORM_NAMESPACE,
+                service_account=staging_service_account(dataset),
+                urls=list(s3_sources(dataset)),
+            )
+            for dataset in staged_datasets(config).values()
+            if s3_sources(dataset)
+        }
 
         self.kubernetes_plan = applied_plan(
             self.review_plan,
@@ -336,9 +417,15 @@ class TrainiumStack(Stack):
                 ],
                 file_system=[self.addons.fsx_csi],
                 by_step={
+                    # Volcano's pods pull the stack's copies of its images.
+                    **({VOLCANO_STEP: [self.image_mirror]} if self.image_mirror is not None else {}),
                     AUTOSCALER_STEP: [self.autoscaler.association, self.addons.pod_identity_agent],
                     # Its pods get AWS credentials only if the association exists when they start.
                     NODE_CHECK_STEP: [self.node_check.association, self.addons.pod_identity_agent],
+                    **{
+                        f"data-{name}": [access.association, self.addons.pod_identity_agent]
+                        for name, access in self.dataset_access.items()
+                    },
                 },
             ),
         )
@@ -413,11 +500,13 @@ class TrainiumStack(Stack):
                 f"ContainerInsights{kind.capitalize()}", f"/aws/containerinsights/{name}/{kind}"
             )
         # ec2.Vpc's default-security-group function has no log group resource: Lambda would create it.
-        provider = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
-        restrict = self.network.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource")
-        handler, custom_resource = provider.node.find_child("Handler"), restrict.node.default_child
-        assert isinstance(handler, CfnResource) and isinstance(custom_resource, CfnResource)
-        self.log_encryption.encrypt_lambda_default_log_group(handler, invoked_by=custom_resource)
+        # (An existing VPC has no such function: the stack leaves its default security group alone.)
+        provider = self.node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        if provider is not None:
+            restrict = self.network.vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource")
+            handler, custom_resource = provider.node.find_child("Handler"), restrict.node.default_child
+            assert isinstance(handler, CfnResource) and isinstance(custom_resource, CfnResource)
+            self.log_encryption.encrypt_lambda_default_log_group(handler, invoked_by=custom_resource)
         # Last: every construct that brings a log group exists now.
         self.log_encryption.encrypt_template_log_groups(self)
 

@@ -17,6 +17,11 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The project's Node.js 24 (in .venv/bin) runs jsii, whichever way pytest was started.
 os.environ["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+# The support checks of the Kubernetes version read the date (cluster_facts/kubernetes_versions.py):
+# the suite runs on a fixed one, for processes it starts too, so a test of 1.33 does not turn red
+# on a calendar day. tests/test_kubernetes_versions.py asks the real clock about the default.
+SYNTH_DATE = "2026-11-28"
+os.environ["TRAINIUM_SYNTH_DATE"] = SYNTH_DATE
 
 import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402

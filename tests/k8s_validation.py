@@ -1,7 +1,8 @@
 """Validate rendered Kubernetes objects against real schemas, in strict mode (unknown fields fail).
 
-- Built-in kinds: the Kubernetes 1.34 OpenAPI schemas shipped by the `kubernetes-validate` package
-  (its "-strict" variant forbids properties the API does not define).
+- Built-in kinds: the Kubernetes 1.36 OpenAPI schemas shipped by the `kubernetes-validate` package
+  (its "-strict" variant forbids properties the API does not define): the default configuration's
+  minor (tests/test_k8s_validation.py checks).
 - Volcano kinds: the openAPIV3Schema of the CRDs of the Volcano chart the cluster installs, kept in
   cluster_facts.versions.VOLCANO_CRD_SCHEMAS (tests/schemas/volcano-<VOLCANO_CHART_VERSION>), made
   strict the same way (every object schema that lists properties admits no others). A chart
@@ -26,7 +27,7 @@ from cluster_facts.versions import VOLCANO_CHART_VERSION, VOLCANO_CRD_SCHEMAS
 
 __all__ = ["KUBERNETES_VERSION", "VOLCANO_CRDS", "VOLCANO_KINDS", "assert_valid", "schema_problems"]
 
-KUBERNETES_VERSION = "1.34.0"
+KUBERNETES_VERSION = "1.36.0"
 VOLCANO_CRDS = Path(__file__).resolve().parent.parent / VOLCANO_CRD_SCHEMAS
 # What the project renders or may render; each must have a schema in VOLCANO_CRDS.
 VOLCANO_KINDS = frozenset(

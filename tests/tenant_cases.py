@@ -60,7 +60,7 @@ Manifest = dict[str, Any]
 CONTROLLER = volcano_controller(namespace="volcano-system", release="volcano")
 MEMBER = "arn:aws:sts::444455556666:assumed-role/MlTeam/alice"
 HANDLER = "arn:aws:sts::444455556666:assumed-role/TrainiumStack-ClusterKubectlProviderHandlerRole/x"
-REPLICASET_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
+STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
 RESERVED_NAMES = Message.reserved([]).split("; reserved here")[0]
 """The reserved-name rule's message up to its list of names (which differs per plan)."""
 _ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -199,17 +199,17 @@ def _run_job(plan: KubernetesLayerPlan, namespace: str) -> Manifest:
 
 
 def etcd_pod(plan: KubernetesLayerPlan, namespace: str) -> Manifest:
-    """The pod the ReplicaSet controller creates for the team's etcd Deployment."""
-    [deployment] = _objects(plan, "Deployment", namespace)
-    template = copy.deepcopy(deployment["spec"]["template"])
+    """A pod the StatefulSet controller creates for the team's etcd (member 0)."""
+    [statefulset] = _objects(plan, "StatefulSet", namespace)
+    template = copy.deepcopy(statefulset["spec"]["template"])
     template["metadata"].update(
-        name="etcd-server-5d8f7c9b6-x2x7q",
+        name=f"{statefulset['metadata']['name']}-0",
         namespace=namespace,
         ownerReferences=[
             {
                 "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": "etcd-server-5d8f7c9b6",
+                "kind": "StatefulSet",
+                "name": statefulset["metadata"]["name"],
                 "uid": "0f0c0000-0000-4000-8000-000000000002",
                 "controller": True,
                 "blockOwnerDeletion": True,
@@ -613,10 +613,10 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
             allowed=True,
         ),
         AdmissionCase(
-            id="the-replicaset-controller-creates-etcd",
+            id="the-statefulset-controller-creates-etcd",
             policy=PODS_POLICY,
             obj=etcd_pod(plan, "training"),
-            user=REPLICASET_CONTROLLER,
+            user=STATEFULSET_CONTROLLER,
             allowed=True,
             judged=False,
         ),

@@ -6,9 +6,10 @@ import json
 from fnmatch import fnmatch
 from typing import Any
 
+import pytest
 import yaml
 
-from config import parse_config
+from config import ConfigError, parse_config
 from tests.conftest import DEFAULT_CONFIG, REPO_ROOT, Synthesized, synthesize
 from tests.yaml_edits import with_change
 
@@ -68,6 +69,65 @@ def test_a_cluster_created_before_keeps_its_template_and_so_its_cluster() -> Non
     config = parse_config(with_change(default, "cluster.keep_creator_admin", True))
     kept = synthesize(config)
     assert cluster_properties(kept)["AccessConfig"] == {"AuthenticationMode": "API"}
+
+
+NOBODY = (
+    "env.yaml: cluster.admin_role_arns: empty, so nobody could use kubectl after the deploy; allowed: one or "
+    "more IAM roles of the stack's account, e.g. the one you deploy with (aws sts get-caller-identity names "
+    "it, assumed-role/<Role>/...; aws iam get-role --role-name <Role> --query Role.Arn prints its ARN), "
+    "docs/access.md"
+)
+
+
+def _problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(data, source="env.yaml")
+    return raised.value.lines()
+
+
+@pytest.mark.parametrize("admins", [[], None, "omitted"], ids=["empty", "all-commented-out", "omitted"])
+def test_a_configuration_that_names_no_admin_is_refused_in_one_line(admins: Any) -> None:
+    """The first deploy must leave someone who can use kubectl: the creator gets no hidden entry."""
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    if admins == "omitted":
+        del data["cluster"]["admin_role_arns"]
+    else:
+        data["cluster"]["admin_role_arns"] = admins
+    assert [line for line in _problems(data) if "admin_role_arns" in line] == [NOBODY]
+
+
+def test_one_admin_role_is_enough_and_gets_cluster_admin() -> None:
+    default = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    role = "arn:aws:iam::111122223333:role/aws-reserved/sso.amazonaws.com/us-west-2/AWSReservedSSO_Admin_0123"
+    config = parse_config(with_change(default, "cluster.admin_role_arns", [role]))
+    assert config.cluster.admin_role_arns == [role]
+
+
+def test_a_cluster_created_before_may_rely_on_its_creators_entry() -> None:
+    """keep_creator_admin: the cluster's creator keeps the entry EKS gave it, so no role is required."""
+    default = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    data = with_change(
+        with_change(default, "cluster.admin_role_arns", []), "cluster.keep_creator_admin", True
+    )
+    assert parse_config(data).cluster.admin_role_arns == []
+
+
+def test_every_shipped_configuration_names_an_admin() -> None:
+    """What a new user copies (default, example, the pipeline's environments) deploys with an admin."""
+    files = [
+        DEFAULT_CONFIG,
+        REPO_ROOT / "config" / "example.yaml",
+        *sorted((REPO_ROOT / "config" / "environments").glob("*.yaml")),
+    ]
+    for path in files:
+        assert yaml.safe_load(path.read_text())["cluster"]["admin_role_arns"], path
+
+
+def test_the_default_configurations_admin_gets_its_entry(default_stack: Synthesized) -> None:
+    [role] = default_stack.config.cluster.admin_role_arns
+    entries = [entry["Properties"] for entry in default_stack.resources("AWS::EKS::AccessEntry").values()]
+    [entry] = [entry for entry in entries if entry["PrincipalArn"] == role]
+    assert "AmazonEKSClusterAdminPolicy" in json.dumps(entry["AccessPolicies"])
 
 
 def test_the_cluster_is_named_so_a_replacement_is_refused_not_performed(default_stack: Synthesized) -> None:

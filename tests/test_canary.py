@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 
 from cluster_facts import run_stages
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NODE_GROUP_LABEL, PLATFORM_NAMESPACE
 from cluster_facts.run_stages import RUN_STAGES
-from config.loader import load_config
+from config.loader import load_config, parse_config
 from stacks.canary import TENSORBOARD_PROXY, canary_for
+from stacks.canary import main as canary_main
 from stacks.canary_report import (
     POD_PREFIX,
     POD_STAGES,
@@ -149,11 +151,50 @@ def test_the_canary_is_a_run_of_the_real_chart_with_its_program_checked() -> Non
     assert job["spec"]["maxRetry"] == 1
 
 
+def test_without_a_kubeconfig_the_canary_says_how_to_write_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """make canary before aws eks update-kubeconfig: one line and exit 2, never a traceback (issue 33)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    assert canary_main(["--config", str(DEFAULT_CONFIG)]) == 2
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        (
+            "canary: no usable kubeconfig (Invalid kube-config file. No configuration found.); write one with "
+            "the stack's UpdateKubeconfigCommand output: aws eks update-kubeconfig --region us-west-2 --name trainium"
+        )
+    ]
+
+
 def test_a_group_the_team_may_not_use_is_refused_with_one_line() -> None:
     with pytest.raises(
         ValueError, match=r"node group 'nope' is not one team training may use; allowed: trn1-32xl"
     ):
         canary_run(CONFIG, node_group="nope")
+
+
+def test_on_a_native_group_the_canary_runs_the_native_collective_in_the_groups_image() -> None:
+    """The same stages on both Neuron stacks: on the native one, TorchNeuron's neuron process group
+    (k8s_charts/scripts/canary_worker.py ``NativeCollective``) in the image of the group's run."""
+    native = load_config(REPO_ROOT / "config" / "native.example.yaml")
+    xla, trn2 = canary_run(native, node_group="trn1-xla"), canary_run(native, node_group="trn2-native")
+    assert (xla.environment["CANARY_NEURON_STACK"], trn2.environment["CANARY_NEURON_STACK"]) == (
+        "xla",
+        "native",
+    )
+    [llama] = [run for run in native.runs if run.name == "llama-fsdp2"]
+    assert trn2.image.endswith(llama.image.split("/", 1)[1])
+    assert RUN.environment["CANARY_NEURON_STACK"] == "xla"
+    source = (REPO_ROOT / "k8s_charts" / "scripts" / "canary_worker.py").read_text()
+    assert 'init_process_group("neuron")' in source and "import torch_neuronx" in source
+
+
+def test_a_native_group_without_a_run_has_no_image_for_the_canary() -> None:
+    data = yaml.safe_load((REPO_ROOT / "config" / "native.example.yaml").read_text())
+    native = parse_config({**data, "runs": [data["runs"][0]]})
+    with pytest.raises(ValueError, match=r"node group 'trn2-native' serves the native stack, for which"):
+        canary_run(native, node_group="trn2-native")
 
 
 # --- Explaining each class of failure (recorded objects) -----------------------------------------------------------

@@ -98,16 +98,18 @@ def every_instance_type_stack() -> Synthesized:
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
-def test_every_trainium_group_has_a_full_scaling_configuration_with_a_fixed_desired_size(
+def test_every_trainium_group_has_a_full_scaling_configuration_with_the_count_it_runs(
     fixture: str, request: pytest.FixtureRequest
 ) -> None:
-    """All or none at creation (EKS API); DesiredSize is desired_size, whatever the bounds."""
+    """All or none at creation (EKS API); DesiredSize is the count the group runs, whatever the bounds
+    (tests/test_node_group_size.py)."""
     synthesized: Synthesized = request.getfixturevalue(fixture)
     for name, (_, group) in trainium_groups(synthesized).items():
         configured = next(g for g in synthesized.config.trainium.node_groups if g.name == name)
+        size = synthesized.logical_id(synthesized.stack.trainium_node_groups[name].size.resource)
         assert group["ScalingConfig"] == {
             "MinSize": configured.min_size,
-            "DesiredSize": configured.desired_size,
+            "DesiredSize": {"Fn::GetAtt": [size, "DesiredSize"]},
             "MaxSize": configured.max_size,
         }, name
         assert group["NodeRepairConfig"] == {"Enabled": True}, name
@@ -232,7 +234,7 @@ def test_autoscaler_discovers_the_trainium_groups_of_this_cluster_with_configure
         ],
     }
     assert values["awsRegion"] == "us-east-1"
-    assert values["image"]["tag"] == CLUSTER_AUTOSCALER_IMAGE_TAGS["1.34"] == "v1.34.5"
+    assert values["image"]["tag"] == CLUSTER_AUTOSCALER_IMAGE_TAGS["1.36"] == "v1.36.1"
     arguments = values["extraArgs"]
     assert (
         arguments["scale-down-unneeded-time"],

@@ -68,7 +68,7 @@ BAD_CONFIGURATIONS = [
         "trainium.node_groups.0.instance_type",
         "trn9.64xlarge",
         "env.yaml: trainium.node_groups[0].instance_type: 'trn9.64xlarge' is not in the Trainium instance catalog; "
-        "allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge",
+        "allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, trn2u.48xlarge",
         id="unknown-instance-type",
     ),
     pytest.param(
@@ -81,52 +81,37 @@ BAD_CONFIGURATIONS = [
         "runs.0.image",
         "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04",
         "env.yaml: runs[0].image: 'public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-"
-        "ubuntu24.04' is Neuron SDK 2.30.0, which no longer supports PyTorch/XLA training (Neuron 2.30 "
-        "announcement); allowed: 2.27.1, 2.29.1",
+        "ubuntu24.04' is Neuron SDK 2.30.0, which supports neither training path (PyTorch/XLA training ended "
+        "in Neuron 2.30; TorchNeuron begins in 2.33); allowed: 2.27.1, 2.29.1 (xla); 2.33.0 (native)",
         id="image-of-a-neuron-release-without-xla-training",
     ),
     pytest.param(
         "runs.0.image",
-        "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1",
-        "env.yaml: runs[0].image: '111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1' "
-        "is Neuron SDK 2.31.0, which this cluster's Neuron table does not know; allowed: 2.27.1, 2.29.1",
+        "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.34.0-1",
+        "env.yaml: runs[0].image: '111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.34.0-1' "
+        "is Neuron SDK 2.34.0, which this cluster's Neuron table does not know; allowed: 2.27.1, 2.29.1 (xla); "
+        "2.33.0 (native)",
         id="image-of-an-unknown-neuron-release",
     ),
     pytest.param(
         "trainium.node_groups.0.ami_release",
-        "1.34.2-20260107",
-        "env.yaml: runs[0].image: 'public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.1-"
-        "ubuntu24.04' is Neuron SDK 2.29.1, which needs Neuron driver 2.27.4.0 or later; AMI release "
-        "1.34.2-20260107 brings 2.25.4.0: use AMI release 1.34.7-20260505, 1.34.9-20260625, 1.34.9-20260714",
-        id="image-newer-than-the-node-groups-driver",
-    ),
-    pytest.param(
-        "trainium.node_groups.0.ami_release",
-        "1.33.11-20260505",
-        "env.yaml: trainium.node_groups[0].ami_release: '1.33.11-20260505' is not a Neuron AMI release of the "
-        "table for Kubernetes 1.34; allowed: 1.34.2-20260107, 1.34.7-20260505, 1.34.9-20260625, 1.34.9-20260714",
+        "1.33.13-20260714",
+        "env.yaml: trainium.node_groups[0].ami_release: '1.33.13-20260714' is an AMI release for Kubernetes "
+        "1.33; the cluster runs 1.36: newest of the table without a known fault: 1.36.2-20260714",
         id="ami-release-of-another-kubernetes-version",
     ),
     pytest.param(
         "trainium.node_groups.0.ami_release",
         "latest",
         "env.yaml: trainium.node_groups[0].ami_release: 'latest' is not an EKS AMI release version such as "
-        "1.34.7-20260505",
+        "1.36.2-20260714",
         id="ami-release-not-a-version",
     ),
     pytest.param(
         "trainium.node_groups.0.desired_size",
         3,
-        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: min_size to max_size",
+        "env.yaml: trainium.node_groups[0].desired_size: 3 is above max_size (2); allowed: 0 to max_size",
         id="desired-size-above-max",
-    ),
-    pytest.param(
-        "trainium.node_groups.0.min_size",
-        1,
-        "env.yaml: trainium.node_groups[0].desired_size: 0 is below min_size (1); allowed: min_size to max_size "
-        "(the count EKS creates the group with: set it with warm nodes, then leave it; changing it resizes "
-        "the group)",
-        id="warm-nodes-without-desired-size",
     ),
     pytest.param(
         "autoscaler.scale_down_unneeded_minutes",
@@ -232,7 +217,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "cluster.kubernetes_version",
         "1.29",
-        "env.yaml: cluster.kubernetes_version: '1.29' has no kubectl layer in this project; supported: 1.33, 1.34, 1.35",
+        "env.yaml: cluster.kubernetes_version: '1.29' has no kubectl layer in this project; supported: 1.33, 1.34, "
+        "1.35, 1.36",
         id="kubernetes-version-without-layer",
     ),
     pytest.param(
@@ -263,7 +249,7 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "cluster.kubernetes_version",
         1.3,
-        'env.yaml: cluster.kubernetes_version: YAML read the number 1.3; write it in quotes, for example "1.34"',
+        'env.yaml: cluster.kubernetes_version: YAML read the number 1.3; write it in quotes, for example "1.36"',
         id="unquoted-kubernetes-version",
     ),
     pytest.param(
@@ -304,7 +290,8 @@ BAD_CONFIGURATIONS = [
         "fsx",
         5,
         "env.yaml: fsx: must be a mapping of keys, got the number 5; allowed keys: deployment_type, "
-        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, s3_bucket_owner, removal_policy",
+        "storage_capacity_gib, throughput_mib_per_tib, s3_import_path, s3_bucket_owner, removal_policy, backups, "
+        "backup_retention_days, backup_start_time_utc, backup_s3_path",
         id="section-that-is-not-a-mapping",
     ),
     pytest.param(
@@ -351,6 +338,30 @@ BAD_CONFIGURATIONS = [
         id="node-check-unresponsive-not-before-eks-repair",
     ),
     pytest.param(
+        "node_check.replacements_per_window",
+        0,
+        "env.yaml: node_check.replacements_per_window: 0 replacements is out of range; allowed: 1 to 10 per window",
+        id="node-check-no-replacement-budget",
+    ),
+    pytest.param(
+        "node_check.replacements_per_window",
+        11,
+        "env.yaml: node_check.replacements_per_window: 11 replacements is out of range; allowed: 1 to 10 per window",
+        id="node-check-replacement-budget-too-large",
+    ),
+    pytest.param(
+        "node_check.replacement_window_minutes",
+        10,
+        "env.yaml: node_check.replacement_window_minutes: 10 minutes is out of range; allowed: 15 to 1440",
+        id="node-check-replacement-window-shorter-than-a-replacement",
+    ),
+    pytest.param(
+        "node_check.replacement_window_minutes",
+        2000,
+        "env.yaml: node_check.replacement_window_minutes: 2000 minutes is out of range; allowed: 15 to 1440",
+        id="node-check-replacement-window-over-a-day",
+    ),
+    pytest.param(
         "fabric_check.threshold",
         0,
         "env.yaml: fabric_check.threshold: 0.0 is not a fraction in (0, 1]; the default is 0.25",
@@ -393,8 +404,8 @@ BAD_CONFIGURATIONS = [
     pytest.param(
         "vpc",
         None,
-        "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: cidr, availability_zones, "
-        "nat_gateways, flow_log_retention_days",
+        "env.yaml: vpc: must be a mapping of keys, got nothing (null); allowed keys: vpc_id, private_subnets, "
+        "trainium_subnet, cidr, availability_zones, nat_gateways, flow_log_retention_days",
         id="required-section-left-empty",
     ),
 ]
@@ -406,7 +417,11 @@ def test_bad_configuration_is_one_line_naming_the_key(path: str, value: Any, exp
 
 
 def test_fsx_scratch_takes_no_throughput() -> None:
-    data = with_change("fsx.deployment_type", "SCRATCH_2")
+    data = change_key(
+        change_key(with_change("fsx.deployment_type", "SCRATCH_2"), "fsx.backups", "none"),
+        "fsx.backup_retention_days",
+        None,
+    )
     assert problems_of(data) == [
         "env.yaml: fsx.throughput_mib_per_tib: 250 is not offered by SCRATCH_2; leave it null (fixed at 200 MB/s/TiB)"
     ]
@@ -653,7 +668,7 @@ def test_fsx_throughput_follows_the_deployment_type() -> None:
     assert (
         parse_config(with_change("fsx", {"throughput_mib_per_tib": None})).fsx.throughput_mib_per_tib == 250
     )
-    scratch = parse_config(with_change("fsx", {"deployment_type": "SCRATCH_2"})).fsx
+    scratch = parse_config(with_change("fsx", {"deployment_type": "SCRATCH_2", "backups": "none"})).fsx
     assert (scratch.deployment_type, scratch.throughput_mib_per_tib) == ("SCRATCH_2", None)
 
 
@@ -712,7 +727,8 @@ def test_a_file_with_problems_in_every_part_reports_them_all() -> None:
         ),
         (
             "env.yaml: ecr.keep_image: unknown key; did you mean 'keep_images'? allowed here: repository_name, "
-            "removal_policy, keep_images, pull_through_cache, pull_through_cache_rules, upstream_credentials"
+            "removal_policy, keep_images, pull_through_cache, pull_through_cache_rules, upstream_credentials, "
+            "cross_account_repositories"
         ),
         (
             "env.yaml: trainium.availability_zone: 'us-west-2b' must be one of vpc.availability_zones "
@@ -900,7 +916,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs({"name": "llm"}),
-            "runs[0]: a run needs a script (or a preset such as bert-large)",
+            "runs[0]: a run needs a script (or a preset: bert-large, native-fsdp2)",
             id="nothing-to-run",
         ),
         pytest.param(
@@ -910,8 +926,8 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs({**GENERIC_RUN, "parameters": {"batch_size": 8}}),
-            "runs[0].parameters: parameters belong to a preset; set preset: bert-large, or describe the run "
-            "with script and args",
+            "runs[0].parameters: parameters belong to a preset; set preset: bert-large or native-fsdp2, or "
+            "describe the run with script and args",
             id="parameters-without-preset",
         ),
         pytest.param(
@@ -958,7 +974,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs(datasets=[{"name": "d", "archive_url": "http://example.com/d.tar"}]),
-            "datasets[0].archive_url: 'http://example.com/d.tar' is not an https:// URL",
+            "datasets[0].archive_url: 'http://example.com/d.tar' is not an https:// URL or an S3 object such as s3://bucket/key",
             id="plain-http-data-set",
         ),
         pytest.param(
@@ -997,10 +1013,10 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
                 {**GENERIC_RUN, "nodes": 2, "apply": True},
                 {**GENERIC_RUN, "name": "llm2", "nodes": 2, "apply": True},
                 {**GENERIC_RUN, "name": "later", "nodes": 2},
-                teams=[{"name": "a", "quota": {"pods": 4}}],
+                teams=[{"name": "a", "quota": {"pods": 6}}],
             ),
-            "teams[0].quota.pods: 4 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
-            "Volcano ends a run whose pods the quota refuses; allowed: 5 or more",
+            "teams[0].quota.pods: 6 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
+            "Volcano ends a run whose pods the quota refuses; allowed: 7 or more",
             id="quota-pods-below-the-applied-runs",
         ),
         pytest.param(
@@ -1194,3 +1210,54 @@ def test_a_slash_16_is_the_broadest_public_endpoint_range() -> None:
     config = parse_config(with_change("cluster.endpoint_public_cidrs", ["198.51.0.0/16", "192.0.2.7/32"]))
     assert config.cluster.endpoint_public_cidrs == ["198.51.0.0/16", "192.0.2.7/32"]
     assert len(problems_of(with_change("cluster.endpoint_public_cidrs", ["198.50.0.0/15"]))) == 1
+
+
+@pytest.mark.parametrize(
+    ("quota", "expected"),
+    [
+        (
+            {"neuron_devices": 16},
+            (
+                "env.yaml: teams[0].quota.neuron_devices: 16 chips do not hold run 'bert-large' (runs[0], 32 chips, not "
+                "applied at deploy): Volcano ends it about 3 minutes after it is applied; allowed: 32 or more"
+            ),
+        ),
+        (
+            {"pods": 2},
+            (
+                "env.yaml: teams[0].quota.pods: 2 pods do not hold run 'bert-large' (runs[0], 2 nodes, not applied at "
+                "deploy) and the team's etcd: Volcano ends it about 3 minutes after it is applied; allowed: 5 or more"
+            ),
+        ),
+    ],
+)
+def test_a_quota_below_a_run_applied_later_is_refused(quota: dict[str, int], expected: str) -> None:
+    """The default's BERT run is rendered only (kubectl apply later): a quota it cannot fit would let
+    Volcano end it about 3 minutes after it is applied (issue 33)."""
+    data = with_change("teams", [{"name": "training", "queue": "test", "quota": quota}])
+    assert problems_of(data) == [expected]
+    # One that fits is accepted.
+    parse_config(
+        with_change("teams", [{"name": "training", "queue": "test", "quota": {"neuron_devices": 32}}])
+    )
+
+
+def test_a_data_set_with_a_problem_of_its_own_gets_one_line_not_two() -> None:
+    """A run's script in a data set whose file URL is refused: the URL's line, and no second line
+    saying the script names no data set of the run (issue 33)."""
+    data = default_data()
+    data["datasets"] = [
+        {
+            "name": "code",
+            "files": [{"url": "ftp://example.com/train.py", "sha256": "a" * 64, "name": "train.py"}],
+        }
+    ]
+    data["runs"].append(
+        {"name": "mine", "script": "$(DATASET_CODE)/train.py", "datasets": ["code"], "nodes": 1}
+    )
+    assert problems_of(data) == [
+        (
+            "env.yaml: datasets[0].files[0].url: 'ftp://example.com/train.py' is not an https:// URL or an S3 "
+            "object such as s3://bucket/key"
+        )
+    ]

@@ -176,3 +176,30 @@ def test_every_test_a_page_names_exists() -> None:
     missing = {f"{page}: {name}" for page, names in named.items() for name in names if name not in defined}
     assert not missing, sorted(missing)
     assert named["docs/security.md"] and named["docs/security-policies.md"]
+
+
+# A module or script of the project named in a page's code span: `k8s_charts/training_run.py`.
+_CODE_PATH = re.compile(
+    r"`((?:cluster_facts|config|constructs_trn|k8s_charts|preflight|stacks|tools|torchx_trn|docker)"
+    r"/[A-Za-z0-9_./-]+\.(?:py|sh|yaml|yml|txt))`"
+)
+
+
+def _named_code_paths() -> list[tuple[str, str]]:
+    found = []
+    pages = {*REPO_ROOT.glob("docs/*.md"), *REPO_ROOT.glob("*.md"), *REPO_ROOT.glob("*/README.md")}
+    for page in sorted(pages):
+        relative = page.relative_to(REPO_ROOT).as_posix()
+        if relative in _NOT_SCANNED or any(
+            part in _SKIPPED_DIRECTORIES for part in page.relative_to(REPO_ROOT).parts
+        ):
+            continue
+        found += [(relative, path) for path in _CODE_PATH.findall(page.read_text())]
+    return found
+
+
+def test_every_module_a_page_names_exists() -> None:
+    """docker/README.md named k8s_charts/bert_jobs.py long after it became k8s_charts/training_run.py
+    (issue 33): a page's `path/to/module.py` of the project must exist."""
+    missing = [f"{page}: {path}" for page, path in _named_code_paths() if not (REPO_ROOT / path).exists()]
+    assert missing == []

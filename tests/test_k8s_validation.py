@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.k8s_validation import assert_valid, schema_problems
+from config import load_config
+from tests.conftest import DEFAULT_CONFIG
+from tests.k8s_validation import KUBERNETES_VERSION, assert_valid, schema_problems
 
 QUEUE = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -42,3 +44,9 @@ def test_unknown_field_in_a_volcano_kind_fails() -> None:
 def test_kind_without_a_schema_fails() -> None:
     [problem] = schema_problems({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
     assert "no schema" in problem
+
+
+def test_built_in_kinds_are_checked_against_the_default_kubernetes_minor() -> None:
+    """The schemas follow the default configuration's version (a version bump moves both)."""
+    default = load_config(DEFAULT_CONFIG).cluster.kubernetes_version
+    assert KUBERNETES_VERSION.rsplit(".", 1)[0] == default

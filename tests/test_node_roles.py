@@ -93,15 +93,21 @@ def test_no_node_role_can_touch_network_interfaces(stack: Synthesized) -> None:
 
 
 def test_image_pulls_name_their_repositories(stack: Synthesized) -> None:
-    """Pull actions never on ``*``: only the stack's repository and the region's EKS image registry."""
+    """Pull actions never on ``*``: only the stack's repository, the region's EKS image registry and,
+    for the system nodes (where Volcano runs), the stack's copies of Volcano's images."""
     region = stack.config.region
-    repository_id, _ = stack.only("AWS::ECR::Repository")
+    repository_id = stack.logical_id(stack.stack.images.repository)
+    assert stack.stack.image_mirror is not None
+    mirror = {stack.logical_id(repository) for repository in stack.stack.image_mirror.repositories.values()}
+    assert len(mirror) == 3
     for group, role in node_role_ids(stack).items():
         pulls = [s for s in inline_statements(stack, role) if set(actions_of(s)) & PULL_ACTIONS]
         assert pulls, group
         resources = [resource for statement in pulls for resource in resources_of(statement)]
         assert "*" not in resources, group
         assert {"Fn::GetAtt": [repository_id, "Arn"]} in resources
+        copies = {r["Fn::GetAtt"][0] for r in resources if isinstance(r, dict) and "Fn::GetAtt" in r} & mirror
+        assert copies == (mirror if group.endswith("-system") else set()), group
         rendered = sorted(json.dumps(resource) for resource in resources)
         eks_registry = [r for r in rendered if "repository/*" in r]
         assert len(eks_registry) == 1, rendered
@@ -207,3 +213,40 @@ def test_every_pod_identity_role_trusts_only_its_clusters_service_account(stack:
                 "aws:RequestTag/kubernetes-namespace",
                 "aws:RequestTag/kubernetes-service-account",
             }
+
+
+def test_the_runs_private_images_are_pullable_by_the_trainium_role_only() -> None:
+    """An image synth accepts is one the nodes may pull: a run's image in another repository of this
+    account, or in a declared repository of another account, gets the Trainium node role's pull on
+    exactly that repository (issue 33); the system nodes run no training image and get none."""
+    from config import parse_config  # noqa: PLC0415
+    from tests.conftest import synthesize  # noqa: PLC0415
+    from tests.test_config import default_data  # noqa: PLC0415
+
+    own = "111122223333.dkr.ecr.us-west-2.amazonaws.com/research/llm:1"
+    other = "777788889999.dkr.ecr.us-east-1.amazonaws.com/shared/neuron:2"
+    other_arn = "arn:aws:ecr:us-east-1:777788889999:repository/shared/neuron"
+    data = default_data()
+    data["ecr"]["cross_account_repositories"] = [other_arn]
+    data["runs"] += [
+        {"name": "own", "script": "train.py", "nodes": 1, "image": own},
+        {"name": "other", "script": "train.py", "nodes": 1, "image": other},
+    ]
+    synthesized = synthesize(parse_config(data))
+    roles = node_role_ids(synthesized)
+    system = roles.pop("trainium-system")
+    (trainium,) = set(roles.values())
+    granted = {
+        json.dumps(resource)
+        for statement in inline_statements(synthesized, trainium)
+        if set(actions_of(statement)) == set(IMAGE_PULL_ACTIONS)
+        for resource in resources_of(statement)
+    }
+    wanted = {json.dumps("arn:aws:ecr:us-west-2:111122223333:repository/research/llm"), json.dumps(other_arn)}
+    assert wanted <= granted
+    system_resources = {
+        json.dumps(resource)
+        for statement in inline_statements(synthesized, system)
+        for resource in resources_of(statement)
+    }
+    assert not wanted & system_resources

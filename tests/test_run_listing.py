@@ -64,3 +64,9 @@ def test_the_table_in_docs_runs_is_what_make_runs_prints_for_the_example() -> No
     main(["--config", str(EXAMPLE_CONFIG)], stdout=out)
     doc = (REPO_ROOT / "docs" / "runs.md").read_text()
     assert out.getvalue().strip() in doc
+
+
+def test_the_manifest_column_follows_out() -> None:
+    out = io.StringIO()
+    assert main(["--config", str(DEFAULT_CONFIG), "--out", "build/review"], stdout=out) == 0
+    assert out.getvalue().splitlines()[1].endswith("build/review/k8s/run-bert-large.yaml")

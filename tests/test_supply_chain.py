@@ -23,15 +23,18 @@ from cluster_facts.image_sources import (
     cache_rule_prefix,
     cached_repository_arn,
     digest_exception_reason,
+    mirror_prefix,
     pull_through_image,
     pull_through_repository_arn,
     upstream_repository,
 )
 from cluster_facts.images import split_image
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
+from cluster_facts.versions import VOLCANO_IMAGE_NAMES
 from config import ConfigError, load_config, parse_config
 from config.model import StackConfig
 from constructs_trn.pull_through_cache import PullThroughCache
+from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
 from k8s_charts.policy_exceptions import DIGEST_CHECK
 from k8s_charts.volcano_scheduler import volcano_images
 from stacks.kubernetes_values import cached_repository_arns, review_plan
@@ -143,11 +146,17 @@ def stack(request: pytest.FixtureRequest) -> Synthesized:
 
 
 def test_every_image_comes_through_the_accounts_registry_or_is_a_listed_exception(stack: Synthesized) -> None:
-    registry = f"{stack.config.account}.dkr.ecr.{stack.config.region}.amazonaws.com/{PULL_THROUGH_PREFIX}/"
+    account = f"{stack.config.account}.dkr.ecr.{stack.config.region}.amazonaws.com"
+    # The cache, or the stack's copies (Docker Hub's images without a credential: image_mirror.py).
+    registries = (f"{account}/{PULL_THROUGH_PREFIX}/", f"{account}/{mirror_prefix(stack.config.name)}/")
     images = list(plan_images(stack.stack.kubernetes_plan))
     assert len(images) >= 10
-    elsewhere = [(step, image) for step, image in images if not image.startswith(registry)]
-    assert {step for step, _ in elsewhere} == {"efa-device-plugin", "volcano"}  # the table's two entries
+    elsewhere = [(step, image) for step, image in images if not image.startswith(registries)]
+    assert {step for step, _ in elsewhere} == {"efa-device-plugin"}  # EKS's registry: DIRECT_PULLS
+    copied = {image for _, image in images if image.startswith(registries[1])}
+    assert {upstream_repository(image) for image in copied} == {
+        f"docker.io/{name}" for name in VOLCANO_IMAGE_NAMES
+    }
     for step, image in elsewhere:
         assert direct_pull_reason(image), f"{step}: {image} is neither cached nor in DIRECT_PULLS"
 
@@ -186,14 +195,19 @@ def test_a_published_digest_pins_the_rendered_image_and_drops_its_exception(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     digest = "sha256:" + "e" * 64
-    monkeypatch.setattr("cluster_facts.image_sources.IMAGE_DIGESTS", {"quay.io/coreos/etcd:v3.5.33": digest})
+    # etcd's StatefulSet runs two images: etcd and, in its init container, the platform's Python.
+    monkeypatch.setattr(
+        "cluster_facts.image_sources.IMAGE_DIGESTS",
+        {"quay.io/coreos/etcd:v3.5.33": digest, ETCD_MEMBER_IMAGE: digest},
+    )
     plan = review_plan(load_config(DEFAULT_CONFIG))
     etcd = plan.step("etcd")
     assert isinstance(etcd, ManifestSet)
-    [deployment] = [manifest for manifest in etcd.manifests if manifest["kind"] == "Deployment"]
-    [container] = containers(dict(deployment))
-    assert container["image"].endswith(f"/upstream/quay.io/coreos/etcd:v3.5.33@{digest}")
-    assert DIGEST_CHECK not in json.dumps(deployment["metadata"].get("annotations", {}))
+    [statefulset] = [manifest for manifest in etcd.manifests if manifest["kind"] == "StatefulSet"]
+    images = {container["name"]: container["image"] for container in containers(dict(statefulset))}
+    assert images["etcd"].endswith(f"/upstream/quay.io/coreos/etcd:v3.5.33@{digest}")
+    assert images["member"].endswith(f"@{digest}")
+    assert DIGEST_CHECK not in json.dumps(statefulset["metadata"].get("annotations", {}))
 
 
 def test_each_tag_pinned_workload_carries_its_own_digest_exception() -> None:
@@ -387,14 +401,36 @@ SECRET = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:ecr-pullthroughcache
             [("runs.0.image", "nvcr.io/nvidia/pytorch:24.01-py3")],
             (
                 "env.yaml: runs[0].image: 'nvcr.io/nvidia/pytorch:24.01-py3' is on nvcr.io, which ECR's pull-through "
-                "cache does not serve; allowed: public.ecr.aws, quay.io, registry.k8s.io or this account's ECR"
+                "cache does not serve; allowed: public.ecr.aws, quay.io, registry.k8s.io or an ECR repository of "
+                "this account"
             ),
         ),
         (
             [("runs.0.image", "444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1")],
             (
-                "env.yaml: runs[0].image: '444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1' is on "
-                "444455556666.dkr.ecr.us-west-2.amazonaws.com, which ECR's pull-through cache does not serve"
+                "env.yaml: runs[0].image: '444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1' is in account "
+                f"444455556666's ECR: nodes of account {ACCOUNT} pull it only when that repository's policy allows "
+                f"account {ACCOUNT} ecr:BatchGetImage and ecr:GetDownloadUrlForLayer; once it does, add "
+                "arn:aws:ecr:us-west-2:444455556666:repository/team/train to ecr.cross_account_repositories (the "
+                "Trainium node role then gets pull on it), or push the image to this stack's repository"
+            ),
+        ),
+        (
+            # With the cache off too: turning the cache off never made another account's image pullable.
+            [
+                ("runs.0.image", "444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1"),
+                ("ecr.pull_through_cache", False),
+            ],
+            (
+                "env.yaml: runs[0].image: '444455556666.dkr.ecr.us-west-2.amazonaws.com/team/train:1' is in "
+                "account 444455556666's ECR"
+            ),
+        ),
+        (
+            [("ecr.cross_account_repositories", [f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/team/train"])],
+            (
+                f"env.yaml: ecr.cross_account_repositories[0]: arn:aws:ecr:{REGION}:{ACCOUNT}:repository/team/train "
+                f"is a repository of this account ({ACCOUNT}): a run's image there needs no entry; remove it"
             ),
         ),
         (
@@ -425,6 +461,8 @@ SECRET = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:ecr-pullthroughcache
         "docker-hub-without-credential",
         "unserved-registry",
         "other-accounts-ecr",
+        "other-accounts-ecr-cache-off",
+        "own-account-declared",
         "bad-secret",
         "secret-elsewhere",
         "quay",

@@ -88,3 +88,30 @@ def test_make_timeline_prints_both_columns_the_goal_and_the_sources() -> None:
 def test_an_unknown_run_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--config", str(REPO_ROOT / "config" / "default.yaml"), "--run", "nope"], io.StringIO()) == 1
     assert capsys.readouterr().err.strip().endswith("no run 'nope'")
+
+
+def test_a_run_of_its_own_gets_its_own_workers_and_no_bert_archive() -> None:
+    """make timeline described every run with the BERT archive's 48 GB and 32 workers per node
+    (issue 33): a trn2 run has 64, and a run's own data sets have no known size."""
+    from config import parse_config  # noqa: PLC0415
+    from tests.test_config import default_data  # noqa: PLC0415
+
+    data = default_data()
+    data["trainium"]["node_groups"][0]["instance_type"] = "trn2.48xlarge"
+    data["datasets"] = [
+        {
+            "name": "code",
+            "files": [{"url": "https://example.com/train.py", "sha256": "a" * 64, "name": "train.py"}],
+        }
+    ]
+    data["runs"] = [{"name": "mine", "script": "$(DATASET_CODE)/train.py", "datasets": ["code"], "nodes": 2}]
+    [start] = run_starts(parse_config(data))
+    stages = {stage.stage.id: stage for stage in timeline(start, COLD)}
+    assert stages["rendezvous"].detail == "2 x 64 workers"
+    assert stages["data_ready"].detail == (
+        "staging not modelled: its data sets' sizes are not known offline (counted as staged)"
+    )
+    assert "48 GB" not in stages["data_ready"].source
+    # The preset's run keeps the archive's figure.
+    [bert] = run_starts(load_config(DEFAULT_CONFIG))
+    assert bert.staging is FIGURES["dataset_staging"] and bert.workers_per_node == 32

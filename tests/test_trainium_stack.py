@@ -101,7 +101,7 @@ def test_vpc_flow_logs_capture_all_traffic(default_stack: Synthesized) -> None:
 def test_cluster_version_logging_encryption_and_endpoint(default_stack: Synthesized) -> None:
     _, cluster = default_stack.only("AWS::EKS::Cluster")
     properties = cluster["Properties"]
-    assert properties["Version"] == "1.34"
+    assert properties["Version"] == "1.36"
     assert properties["Name"] == "trainium"
     assert {entry["Type"] for entry in properties["Logging"]["ClusterLogging"]["EnabledTypes"]} == {
         "api",
@@ -207,9 +207,37 @@ def test_trainium_node_group_runs_the_neuron_ami_with_the_neuron_taint(default_s
     ]
     # The instance type is in the launch template; on the node group aws-eks-v2 would reject it.
     assert "InstanceTypes" not in group
-    # All three (the EKS API takes all or none at creation); DesiredSize is the fixed count the group
-    # starts at, which changing the bounds never touches (tests/test_update_safety.py).
-    assert group["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 2}
+    # All three (the EKS API takes all or none at creation); DesiredSize is the count the group runs,
+    # read at deploy time (tests/test_node_group_size.py).
+    assert group["ScalingConfig"] == {
+        "MinSize": 0,
+        "DesiredSize": {
+            "Fn::GetAtt": [
+                default_stack.logical_id(default_stack.stack.trainium_node_groups["trn1-32xl"].size.resource),
+                "DesiredSize",
+            ]
+        },
+        "MaxSize": 2,
+    }
+
+
+@pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
+def test_every_node_group_carries_the_clusters_version_and_moves_with_it(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """EKS updates a control plane only while every managed node group is at its version, and takes
+    a new minor's ReleaseVersion only with that Version (docs/upgrades.md): each group, the system
+    nodes included, writes the cluster's version; a Trainium group's release is of that version."""
+    stack: Synthesized = request.getfixturevalue(fixture)
+    _, cluster = stack.only("AWS::EKS::Cluster")
+    version = cluster["Properties"]["Version"]
+    groups = stack.resources("AWS::EKS::Nodegroup")
+    assert len(groups) == 1 + len(stack.config.trainium.node_groups)
+    for group in groups.values():
+        properties = group["Properties"]
+        assert properties["Version"] == version
+        if "ReleaseVersion" in properties:
+            assert properties["ReleaseVersion"].startswith(f"{version}.")
 
 
 @pytest.mark.parametrize("fixture", ["default_stack", "example_stack"])
@@ -321,6 +349,9 @@ def test_fsx_is_encrypted_with_a_rotated_key_and_follows_the_removal_policy(
         "DataCompressionType": "LZ4",
         "DeploymentType": "PERSISTENT_2",
         "PerUnitStorageThroughput": 250,
+        # fsx.backups: daily, 7 days (tests/test_backups.py).
+        "AutomaticBackupRetentionDays": 7,
+        "CopyTagsToBackups": True,
     }
     assert (default_fs["Properties"]["StorageCapacity"], default_fs["DeletionPolicy"]) == (1200, "Delete")
     _, example_fs = example_stack.only("AWS::FSx::FileSystem")
@@ -331,7 +362,11 @@ def test_s3_import_path_becomes_a_data_repository_association(
     default_stack: Synthesized, example_stack: Synthesized
 ) -> None:
     assert default_stack.resources("AWS::FSx::DataRepositoryAssociation") == {}
-    _, association = example_stack.only("AWS::FSx::DataRepositoryAssociation")
+    [association] = [
+        association
+        for association in example_stack.resources("AWS::FSx::DataRepositoryAssociation").values()
+        if "AutoImportPolicy" in association["Properties"]["S3"]
+    ]
     assert association["Properties"]["DataRepositoryPath"] == "s3://my-training-data/bert"
     assert association["Properties"]["FileSystemPath"] == "/s3"
 
@@ -447,7 +482,10 @@ def test_addon_and_node_group_order(default_stack: Synthesized) -> None:
 
 
 def test_ecr_repository_scans_keeps_tags_immutable_and_expires_images(default_stack: Synthesized) -> None:
-    _, repository = default_stack.only("AWS::ECR::Repository")
+    # The training repository; the stack's copies of Volcano's images have theirs (test_image_mirror.py).
+    repository = default_stack.resources("AWS::ECR::Repository")[
+        default_stack.logical_id(default_stack.stack.images.repository)
+    ]
     properties = repository["Properties"]
     assert properties["RepositoryName"] == "trainium/training"
     assert properties["ImageScanningConfiguration"] == {"ScanOnPush": True}

@@ -107,7 +107,17 @@ CHANGES = {
     "another file-system deployment type": (
         DEFAULT_ON,
         with_change(
-            with_change(DEFAULT_ON, "fsx.deployment_type", "SCRATCH_2"), "fsx.throughput_mib_per_tib", ...
+            with_change(
+                with_change(
+                    with_change(DEFAULT_ON, "fsx.deployment_type", "SCRATCH_2"),
+                    "fsx.throughput_mib_per_tib",
+                    ...,
+                ),
+                "fsx.backups",
+                "none",
+            ),
+            "fsx.backup_retention_days",
+            ...,
         ),
     ),
     "training switched on": (data(DEFAULT_CONFIG), DEFAULT_ON),
@@ -300,6 +310,22 @@ def test_a_batch_job_template_change_is_caught() -> None:
     assert refused_update(job("a.io/x:1"), job("a.io/x:2")) == ["spec.template of a Job is immutable"]
 
 
+def test_a_statefulset_takes_a_new_template_and_size_but_not_a_new_service_or_policy() -> None:
+    """The team's etcd (k8s_charts/etcd.py): a new image or member count is a rolling update; its
+    peer Service's name and its Parallel start are fixed once the StatefulSet exists."""
+    etcd = deployed_plan(data(DEFAULT_CONFIG)).step("etcd")
+    assert isinstance(etcd, ManifestSet)
+    [old] = [dict(m) for m in etcd.manifests if m["kind"] == "StatefulSet"]
+    updated = copy.deepcopy(old)
+    updated["spec"]["replicas"] = 5
+    updated["spec"]["template"]["spec"]["containers"][0]["image"] = "quay.io/coreos/etcd:v3.5.34"
+    assert refused_update(old, updated) == []
+    for field, value in (("serviceName", "etcd"), ("podManagementPolicy", "OrderedReady")):
+        changed = copy.deepcopy(old)
+        changed["spec"][field] = value
+        assert refused_update(old, changed) == [f"spec.{field} of a StatefulSet is immutable"]
+
+
 def test_objects_left_behind_or_deleted_by_a_replaced_resource_are_caught() -> None:
     policy = {
         "apiVersion": "networking.k8s.io/v1",
@@ -342,8 +368,8 @@ def _trainium_group_change(**group: Any) -> dict[str, Any]:
 
 
 def test_changing_min_size_or_max_size_never_resizes_a_node_group() -> None:
-    """The template's DesiredSize is the fixed desired_size: new bounds leave the autoscaler's count
-    alone; only a changed desired_size resizes (and the rule sees it)."""
+    """The template's DesiredSize is the count the group runs (a deploy-time attribute): new bounds,
+    and a new desired_size, leave it as it is (tests/test_node_group_size.py reads the count)."""
     base = _trainium_group_change(min_size=0, desired_size=1, max_size=2)
     templates = {
         name: synthesize(parse_config(config_data)).template.to_json()
@@ -359,12 +385,20 @@ def test_changing_min_size_or_max_size_never_resizes_a_node_group() -> None:
         for resource in templates["max"]["Resources"].values()
         if resource["Type"] == "AWS::EKS::Nodegroup" and resource["Properties"]["AmiType"].endswith("NEURON")
     ]
-    assert scaling == [{"MinSize": 0, "DesiredSize": 1, "MaxSize": 6}]
-    for change in ("min", "max"):
+    assert [(config["MinSize"], config["MaxSize"]) for config in scaling] == [(0, 6)]
+    assert "Fn::GetAtt" in scaling[0]["DesiredSize"]
+
+    def size_properties(template: dict[str, Any]) -> dict[str, Any]:
+        [size] = [r for r in template["Resources"].values() if r["Type"] == "Custom::TrainiumNodeGroupSize"]
+        properties: dict[str, Any] = size["Properties"]
+        return properties
+
+    for change in ("min", "max", "desired"):
         assert node_group_resizes(templates["base"], templates[change]) == [], change
         assert node_group_resizes(templates[change], templates["base"]) == [], change
-    [resize] = node_group_resizes(templates["base"], templates["desired"])
-    assert resize.endswith("DesiredSize 1 -> 2 resizes the group")
+        # The size resource changes with them, so CloudFormation reads the count again before it
+        # updates the group.
+        assert size_properties(templates[change]) != size_properties(templates["base"]), change
 
 
 def test_the_rule_sees_a_desired_size_that_appears_in_the_template() -> None:

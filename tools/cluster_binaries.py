@@ -1,4 +1,5 @@
-"""Build the real control plane's binaries for tests/cluster, once per machine, from the Go module proxy.
+"""Build the real control plane's binaries for tests/cluster (and actionlint for the workflow test), once
+per machine, from the Go module proxy.
 
 Each component is a Go module of its own under ``tools/cluster-binaries/<component>/`` (different
 dependency graphs): its go.mod names the pinned upstream module and lists the main packages as
@@ -120,21 +121,30 @@ def required_version(component: Component, module: str) -> str:
 
 AUTOSCALER_RELEASE = "1.33.0"
 AUTOSCALER_INSTEAD_OF = (
-    "The product deploys cluster-autoscaler 1.34.5 (cluster_facts/versions.py); the Go module proxy"
+    "The product deploys cluster-autoscaler 1.36.1 (cluster_facts/versions.py); the Go module proxy"
     " serves k8s.io/autoscaler/cluster-autoscaler only at 1.33.0's commit (tools/cluster-binaries/"
-    "cluster-autoscaler/go.mod lists what was tried). Read in the source, 1.33.0 -> 1.34.5, for what"
-    " tests/cluster/test_scale_from_zero.py relies on: a node group's template (kwok's TemplateNodeInfo, then"
-    " simulator.SanitizedTemplateNodeInfoFromNodeGroup, which drops startup taints with"
-    " taints.SanitizeTaints) is built the same way, 1.34 only labelling simulated template nodes"
-    " cluster-autoscaler.kubernetes.io/template-node; startup taints (utils/taints) are unchanged; the"
-    " binpacking estimator gains a shortcut for pods with a hostname topology spread constraint, which"
-    " training pods do not have; scale-down of an empty node is unchanged but for utilization equal to"
-    " the threshold (now removable), a TTL for deletion-candidate taints (--node-deletion-candidate-ttl,"
-    " 0 = off, as 1.33) and atomic (ZeroOrMaxNodeScaling) groups, which neither AWS groups nor kwok's"
-    " are; --cordon-node-before-terminating became true by default, so the test passes it to 1.33.0; the"
-    " kwok provider renamed nodegroups.fromNodeLabelAnnotation to fromNodeAnnotationKey (the test uses"
-    " fromNodeLabelKey, in both). Not covered by any run here: the AWS provider (node templates from"
-    " Auto Scaling group tags, aws_manager.go buildNodeFromTemplate), which the kwok provider replaces."
+    "cluster-autoscaler/go.mod lists what was tried; 1.36.1's commit 35e8a28 and tag answer 403). Read in"
+    " the source, 1.33.0 -> 1.34.5 -> 1.36.1, for what tests/cluster/test_scale_from_zero.py relies on: a"
+    " node group's template (kwok's TemplateNodeInfo, then simulator.SanitizedTemplateNodeInfoFromNodeGroup,"
+    " which drops startup taints with taints.SanitizeTaints) is built the same way, 1.34 only labelling"
+    " simulated template nodes cluster-autoscaler.kubernetes.io/template-node, 1.36 copying a template's"
+    " CSINode (read only with --enable-csi-node-aware-scheduling, off) and keeping a cordoned example"
+    " node's spec.unschedulable unless --scale-from-unschedulable (off); startup taints (utils/taints) are"
+    " unchanged, 1.36 only accepting more prefixes with --startup-taint-prefix; the binpacking estimator"
+    " gains a shortcut for pods with a hostname topology spread constraint, which training pods do not"
+    " have, and 1.36 an opt-in fast path (--fastpath-binpacking-enabled, off); scale-down of an empty node"
+    " is unchanged but for utilization equal to the threshold (now removable), a TTL for deletion-candidate"
+    " taints (--node-deletion-candidate-ttl, 0 = off, as 1.33) and atomic (ZeroOrMaxNodeScaling) groups,"
+    " which neither AWS groups nor kwok's are; 1.36's unneeded-node and eligibility code is refactored"
+    " with the same decisions; --cordon-node-before-terminating became true by default, so the test"
+    " passes it to 1.33.0; 1.36 runs extra loops when needed (--frequent-loops-enabled, now true: more"
+    " passes, the same decisions) and handles DRA objects always (--enable-dynamic-resource-allocation is"
+    " locked to true; the chart's ClusterRole grants resource.k8s.io list and watch; no DRA object exists"
+    " in these scenarios); --max-node-startup-time (15 min) makes configurable what 1.33 hard-codes"
+    " (clusterstate MaxNodeStartupTime); the kwok provider renamed nodegroups.fromNodeLabelAnnotation to"
+    " fromNodeAnnotationKey (the test uses fromNodeLabelKey, in all three). Not covered by any run here:"
+    " the AWS provider (node templates from Auto Scaling group tags, aws_manager.go buildNodeFromTemplate),"
+    " which the kwok provider replaces."
 )
 """Why the cluster autoscaler the tests run is not the release the product deploys, and what differs."""
 
@@ -159,6 +169,9 @@ COMPONENTS = {
             version_of="helm.sh/helm/v4",
             version_variables=("helm.sh/helm/v4/internal/version.version={version}",),
         ),
+        # Not a control plane binary: the workflow linter tests/test_review_workflow.py runs, built and
+        # cached the same way (its version comes from the module's build info).
+        Component("actionlint"),
     )
 }
 

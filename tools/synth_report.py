@@ -2,7 +2,7 @@
 """The one line ``make synth`` ends with: what the synth wrote, and where.
 
     python tools/synth_report.py cdk.out
-    wrote cdk.out/: TrainiumStack.template.json, 9 charts in cdk.out/k8s/, summary in cdk.out/summary/TrainiumStack.md
+    wrote cdk.out/: TrainiumStack.template.json, <n> charts in cdk.out/k8s/, summary in cdk.out/summary/TrainiumStack.md
 
 The templates and stage assemblies are read from the cloud assembly's ``manifest.json`` (what this
 synth produced, not whatever else lies in the directory); the review files from ``k8s/`` and

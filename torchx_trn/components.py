@@ -1,4 +1,6 @@
-"""The TorchX component of this cluster: distributed data-parallel training on its Trainium nodes.
+"""The TorchX components of this cluster: distributed training on its Trainium nodes, one per Neuron
+stack: ``trainium_ddp`` (xla: PyTorch/XLA, the cluster's default image) and ``trainium_native``
+(native: TorchNeuron, an image of Neuron SDK 2.33 that the user names).
 
 From the repository's root, with torchx installed (requirements-torchx.txt) and kubectl pointed at
 the cluster (docs/torchx.md)::
@@ -59,14 +61,37 @@ class _TrainiumRole(specs.Role):  # type: ignore[misc]  # torchx has no type inf
         return dryrun_info
 
 
+def _team_values(team: str, **given: Any) -> Any:
+    """The team's settings from its namespace's ConfigMap (kubectl's kubeconfig), checked against ``given``."""
+    from kubernetes import client, config  # type: ignore[import-untyped]  # noqa: PLC0415 - only --team reads it
+
+    from cluster_facts.kubernetes_names import TEAM_SETTINGS_CONFIGMAP  # noqa: PLC0415
+    from torchx_trn.team_settings import resolve_team  # noqa: PLC0415
+
+    try:
+        config.load_kube_config()
+        found = client.CoreV1Api().read_namespaced_config_map(TEAM_SETTINGS_CONFIGMAP, team)
+    except Exception as error:  # noqa: BLE001 - no kubeconfig, no access, no such team: one line each
+        reason = getattr(error, "reason", None) or str(error).splitlines()[0]
+        raise ComponentValidationException(
+            f"cannot read team {team}'s settings (ConfigMap {team}/{TEAM_SETTINGS_CONFIGMAP}): {reason}; "
+            "check the kubeconfig (aws eks update-kubeconfig) and the team's name"
+        ) from None
+    try:
+        return resolve_team(team, dict(found.data or {}), **given)
+    except ValueError as error:
+        raise ComponentValidationException(str(error)) from None
+
+
 def trainium_ddp(
     *script_args: str,
     script: str,
-    claim: str,
-    node_group: str,
-    uid: int,
+    team: Optional[str] = None,  # noqa: UP045 - TorchX's parser reads typing.Optional
+    claim: Optional[str] = None,  # noqa: UP045
+    node_group: Optional[str] = None,  # noqa: UP045
+    uid: Optional[int] = None,  # noqa: UP045
     nnodes: int = 1,
-    instance_type: str = _trainium.DEFAULT_INSTANCE_TYPE,
+    instance_type: Optional[str] = None,  # noqa: UP045
     name: str = "trainium-ddp",
     image: str = _trainium.DEFAULT_IMAGE,
     cacheset: Optional[str] = None,  # noqa: UP045 - TorchX's parser reads typing.Optional
@@ -80,13 +105,84 @@ def trainium_ddp(
     Args:
         script_args: arguments to the script (after --); $(OUTPUT_DIR) and $(RUN_ID) are expanded in the pod
         script: the training script: a path in the image or under /data
-        claim: the file system's claim in the namespace, fsx-<generation> (kubectl get pvc)
-        node_group: the team's node group to run on, of the instance type (teams[].node_groups)
-        uid: the team's uid, owner of its directory (teams[].uid, or derived from the team's name)
+        team: the team (its namespace): claim, node group, uid and instance type come from its settings
+        claim: without --team: the file system's claim in the namespace, fsx-<generation>
+        node_group: the team's node group to run on (default with --team: its first)
+        uid: without --team: the team's uid, owner of its directory
         nnodes: number of nodes (pods), each taking a whole node
-        instance_type: the Trainium instance type of the nodes
+        instance_type: the node group's instance type (with --team: checked against it; default trn1.32xlarge)
         name: the job's name; TorchX appends a unique suffix
         image: the container image, pinned by tag or digest
+        cacheset: a Neuron compile cache to reuse across runs (never by two at once); default: the job's own
+        max_retries: times Volcano restarts the whole job after a pod fails or is evicted
+        env: environment variables for the script, NAME=value,NAME=value
+    """
+    # TorchX's parser hands an Optional[int] over as the text given.
+    uid = int(uid) if uid is not None else None
+    if team is not None:
+        resolved = _team_values(
+            team, node_group=node_group, instance_type=instance_type, claim=claim, uid=uid
+        )
+        claim, node_group, uid = resolved.claim, resolved.node_group, resolved.uid
+        instance_type = resolved.instance_type
+    missing = [
+        flag
+        for flag, value in (("--claim", claim), ("--node_group", node_group), ("--uid", uid))
+        if value is None
+    ]
+    if missing or claim is None or node_group is None or uid is None:
+        raise ComponentValidationException(
+            f"give --team <team> (its settings name the rest), or {', '.join(missing)} (docs/torchx.md)"
+        )
+    try:
+        job = _trainium.trainium_job(
+            script=script,
+            script_args=script_args,
+            claim=claim,
+            node_group=node_group,
+            uid=uid,
+            nnodes=nnodes,
+            instance_type=instance_type or _trainium.DEFAULT_INSTANCE_TYPE,
+            image=image,
+            cacheset=cacheset,
+            max_retries=max_retries,
+            environment=env or {},
+        )
+    except ValueError as error:
+        raise ComponentValidationException(str(error)) from None
+    return _app(job, name)
+
+
+def trainium_native(
+    *script_args: str,
+    script: str,
+    claim: str,
+    node_group: str,
+    uid: int,
+    image: str,
+    nnodes: int = 1,
+    instance_type: str = _trainium.DEFAULT_NATIVE_INSTANCE_TYPE,
+    lnc: Optional[int] = None,  # noqa: UP045 - TorchX's parser reads typing.Optional
+    name: str = "trainium-native",
+    cacheset: Optional[str] = None,  # noqa: UP045
+    max_retries: int = 0,
+    env: Optional[Dict[str, str]] = None,  # noqa: UP006, UP045
+) -> specs.AppDef:
+    """Native PyTorch training (TorchNeuron, Neuron SDK 2.33) on trn2 nodes of the native stack: one
+    pod per node with every Neuron device and EFA interface, one torchrun worker per logical
+    NeuronCore; the script initializes the "neuron" process group and device itself.
+
+    Args:
+        script_args: arguments to the script (after --); $(OUTPUT_DIR) and $(RUN_ID) are expanded in the pod
+        script: the training script: a path in the image or under /data
+        claim: the file system's claim in the namespace, fsx-<generation> (kubectl get pvc)
+        node_group: the team's node group of the native stack to run on (trainium.node_groups[].neuron_stack)
+        uid: the team's uid, owner of its directory (teams[].uid, or derived from the team's name)
+        image: a Neuron SDK 2.33 TorchNeuron image, pinned by tag or digest (sdk2.33.x in its tag)
+        nnodes: number of nodes (pods), each taking a whole node
+        instance_type: the Trainium instance type of the nodes
+        lnc: physical NeuronCores per logical one (1 or 2); default: the instance type's (2 on trn2)
+        name: the job's name; TorchX appends a unique suffix
         cacheset: a Neuron compile cache to reuse across runs (never by two at once); default: the job's own
         max_retries: times Volcano restarts the whole job after a pod fails or is evicted
         env: environment variables for the script, NAME=value,NAME=value
@@ -104,9 +200,15 @@ def trainium_ddp(
             cacheset=cacheset,
             max_retries=max_retries,
             environment=env or {},
+            stack="native",
+            logical_core_size=lnc,
         )
     except ValueError as error:
         raise ComponentValidationException(str(error)) from None
+    return _app(job, name)
+
+
+def _app(job: _trainium.TrainiumJob, name: str) -> specs.AppDef:
     role = _TrainiumRole(
         trainium=job,
         name="worker",

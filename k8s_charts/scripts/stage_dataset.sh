@@ -3,7 +3,8 @@
 # Stage one version of a data set on the shared FSx volume (the Job of k8s_charts/dataset_staging.py).
 # POSIX sh: it runs under busybox ash in the alpine image.
 #
-# Arguments: the files to fetch, as triples URL SHA256 DESTINATION (absolute paths).
+# Arguments: the files to fetch, as triples URL SHA256 DESTINATION (absolute paths). A file:// URL is
+# a local file: an s3:// source that the Job's fetch container copied there (aws s3 cp) first.
 # Environment:
 #   DATASET_NAME        for messages
 #   DATASET_DIR         this version's directory; emptied, then the archive unpacks into it
@@ -63,6 +64,14 @@ heartbeat_pid=$!
 rm -rf "$DATASET_DIR"
 mkdir -p "$DATASET_DIR"
 
+# download URL: its bytes on stdout (an https:// URL, or a file:// one the fetch container wrote).
+download() {
+  case "$1" in
+    file://*) cat "${1#file://}" ;;
+    *) wget -q -O - "$1" ;;
+  esac
+}
+
 # fetch URL SHA256 DEST: download unless DEST already holds exactly that content.
 fetch() {
   if [ -f "$3" ] && echo "$2  $3" | sha256sum -c - >/dev/null 2>&1; then
@@ -72,7 +81,7 @@ fetch() {
   echo "$3: downloading $1"
   reason="cannot download $1"
   mkdir -p "$(dirname "$3")"
-  wget -q -O "$3.partial" "$1"
+  download "$1" > "$3.partial"
   reason="checksum mismatch for $1 (expected $2)"
   echo "$2  $3.partial" | sha256sum -c -
   mv "$3.partial" "$3"
@@ -93,7 +102,7 @@ if [ -n "${ARCHIVE_URL:-}" ]; then
   # root or a device, whatever the archive says); the archive's owners mean nothing here. In the
   # background: the shell runs its TERM trap (a deadline, a deletion) only between commands, and
   # `wait` is the one that a signal interrupts.
-  wget -q -O - "$ARCHIVE_URL" | tee "$fifo" | tar -x -o -f - -C "$DATASET_DIR" &
+  download "$ARCHIVE_URL" | tee "$fifo" | tar -x -o -f - -C "$DATASET_DIR" &
   wait "$!"
   wait "$sum_pid"
   actual=$(cut -d ' ' -f 1 < "$sums")

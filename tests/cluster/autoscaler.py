@@ -2,7 +2,7 @@
 place of AWS.
 
 What is real: the autoscaler binary (tools/cluster_binaries.py builds release ``AUTOSCALER_RELEASE``
-with ``-tags kwok``; ``AUTOSCALER_INSTEAD_OF`` says how it differs from the 1.34.5 the product
+with ``-tags kwok``; ``AUTOSCALER_INSTEAD_OF`` says how it differs from the 1.36.1 the product
 deploys), run as a local process with the arguments of the Deployment the product's Helm release
 rendered (read back from the API server, as tests/cluster/control_plane.py does for Volcano) and the
 token of that release's ServiceAccount, so the chart's RBAC is what lets it work. Its scale-up
@@ -28,7 +28,8 @@ only by reading it.
 ``NodeAgent`` plays what runs on a new node and is not in the cluster here: the kubelet's hostname
 label and CSINode (with the FSx CSI driver, as the add-on's node DaemonSet registers it, owned by the
 Node so the garbage collector removes it with the node), and the node check lifting its startup taint
-``hold_taint_seconds`` after the node is Ready (the check itself, on Neuron devices, cannot run here).
+``hold_taint_seconds`` after the node is Ready (the check itself, on Neuron devices, cannot run here),
+or, given ``check``, the node check's program run on each new node (test_failing_group.py).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ GROUP_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/name"
 _MIN_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/min-count"
 _MAX_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/max-count"
 STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
-"""The autoscaler's (utils/taints/taints.go ``StartupTaintPrefix``, the same at 1.33.0 and 1.34.5)."""
+"""The autoscaler's (utils/taints/taints.go ``StartupTaintPrefix``, the same at 1.33.0 and 1.36.1)."""
 
 TEST_TIMINGS: dict[str, str] = {
     "scale-down-unneeded-time": "20s",
@@ -140,6 +141,10 @@ class NodeAgent:
 
     kubectl: Kubectl
     hold_taint_seconds: float
+    check: Callable[[str], None] | None = None
+    """Instead of lifting the startup taint itself: run this (the node check's program) on each new
+    node once it is Ready, in a thread of its own, as each node's check pod runs at once."""
+    checked: set[str] = field(default_factory=set)
     ready_at: dict[str, float] = field(default_factory=dict)
     lifted_at: dict[str, float] = field(default_factory=dict)
     seen: dict[str, float] = field(default_factory=dict)
@@ -186,11 +191,24 @@ class NodeAgent:
             )
             if ready and name not in self.ready_at:
                 self.ready_at[name] = now
-            if startup and name in self.ready_at and now - self.ready_at[name] >= self.hold_taint_seconds:
+            if startup and name in self.ready_at and self.check is not None:
+                if name not in self.checked:
+                    self.checked.add(name)
+                    threading.Thread(
+                        target=self._check, args=(name,), name=f"check-{name}", daemon=True
+                    ).start()
+            elif startup and name in self.ready_at and now - self.ready_at[name] >= self.hold_taint_seconds:
                 self.kubectl("taint", "node", name, *(f"{key}-" for key in startup))
                 self.lifted_at[name] = now
             elif not startup and name in self.ready_at and name not in self.lifted_at:
                 self.lifted_at[name] = now
+
+    def _check(self, name: str) -> None:
+        assert self.check is not None
+        try:
+            self.check(name)
+        except Exception as error:  # noqa: BLE001 - kept for the test's failure message
+            self.errors.append(f"check of {name}: {error!r}")
 
     def _register(self, node: Mapping[str, Any]) -> None:
         name = node["metadata"]["name"]
@@ -256,6 +274,7 @@ def start_autoscaler(
     overrides: Mapping[str, str] = TEST_TIMINGS,
     hold_taint_seconds: float = 5.0,
     templates: Callable[[StackConfig], dict[str, Any]] = kwok_templates,
+    check: Callable[[str], None] | None = None,
 ) -> Autoscaler:
     """The autoscaler as the applied plan's Helm release runs it (its Deployment must exist), on
     kwok node groups made from ``config``; waits until it has read them."""
@@ -282,7 +301,7 @@ def start_autoscaler(
             "cloud-provider": "kwok",
             "kubeconfig": str(kubeconfig),
             "address": f"127.0.0.1:{free_port()}",
-            # 1.34's default (flags.go); 1.33.0's is false (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF).
+            # 1.34 and later: the default (flags.go); 1.33.0's is false (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF).
             "cordon-node-before-terminating": "true",
         },
     )
@@ -292,7 +311,7 @@ def start_autoscaler(
         "KUBECONFIG": str(plane.kubeconfig),
         "PATH": "/usr/bin:/bin",
     }
-    agent = NodeAgent(plane.kubectl, hold_taint_seconds)
+    agent = NodeAgent(plane.kubectl, hold_taint_seconds, check)
     agent.start()
     binary = plane.binaries.cluster_autoscaler
     plane.processes.stop("cluster-autoscaler")

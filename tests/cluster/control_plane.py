@@ -1,4 +1,4 @@
-"""A real Kubernetes 1.34 control plane on loopback, with Volcano, kwok's simulated nodes and the gang
+"""A real Kubernetes 1.36 control plane on loopback, with Volcano, kwok's simulated nodes and the gang
 watchdog, and the plan applied as aws-cdk-lib's kubectl handler applies it.
 
 Every process listens on 127.0.0.1 only, writes its output to a file under the session's temporary

@@ -87,5 +87,8 @@ def test_each_configuration_change_deploys_over_the_last(control_plane: ControlP
 
 
 def _terminating(plane: ControlPlane, namespace: str) -> bool:
+    """Being deleted, or gone by now: the namespace controller can finish between the listing above
+    and this look. One of two tier runs on Kubernetes 1.36 failed here that way (listed, then not
+    Terminating on the second look); the other passed."""
     found = plane.kubectl("get", "namespace", namespace, "-o", "jsonpath={.status.phase}", check=False)
-    return found.stdout == "Terminating"
+    return found.stdout == "Terminating" or (found.returncode != 0 and "NotFound" in found.stderr)

@@ -5,7 +5,7 @@ once, and the autoscaler removing the nodes after the pods finish; then a gang t
 idle node, the autoscaler adds the whole gang, the watchdog lifts its cordon.
 
 The autoscaler is the real binary with the Helm release's arguments (tests/cluster/autoscaler.py), at
-release 1.33.0 where the product deploys 1.34.5 (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF);
+release 1.33.0 where the product deploys 1.36.1 (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF);
 its cloud is the kwok provider, whose node template is the stack's node-template tags read by
 tests/cluster/nodes.py: when those facts lose the Neuron resource, no group fits the gang and the
 first test fails. The product's scale-down minutes are shortened to seconds (``TEST_TIMINGS``).

@@ -388,4 +388,3 @@ def test_a_redeploy_meeting_a_job_the_stack_did_not_create_fails_with_a_line_nam
         example.kubectl("delete", "jobs.batch.volcano.sh", applied.name, "-n", A, "--wait=true")
         example.deployed[resource] = kept
         end_runs(example, [A])
-

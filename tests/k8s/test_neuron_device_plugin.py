@@ -7,6 +7,7 @@ import pytest
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY
 from cluster_facts.neuron_stack import NEURON_RELEASES, TRAINING_IMAGE, image_neuron_release
+from cluster_facts.versions import version_key
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE, NeuronDevicePluginChart
 from tests.k8s.manifests import host_paths, node_affinity_values, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
@@ -100,15 +101,17 @@ def test_container_is_unprivileged_without_capabilities(manifests) -> None:
 
 def test_image_is_the_pinned_default_or_the_given_one(manifests) -> None:
     [container] = pod_spec(only(manifests, "DaemonSet"))["containers"]
-    # The device plugin Neuron's release manifest names for the SDK of the cluster's training image.
+    # A tag of the plugin line Neuron's release manifest names for the SDK of the cluster's training
+    # image, no older than the release's own package (the Helm chart names the image tags: see
+    # cluster_facts/neuron_stack.py, DEVICE_PLUGIN_VERSION).
     sdk = image_neuron_release(TRAINING_IMAGE)
     assert sdk is not None
-    assert (
-        container["image"]
-        == DEFAULT_IMAGE
-        == f"public.ecr.aws/neuron/neuron-device-plugin:{NEURON_RELEASES[sdk].device_plugin}"
-    )
-    assert DEFAULT_IMAGE == "public.ecr.aws/neuron/neuron-device-plugin:2.29.147.0"
+    package = NEURON_RELEASES[sdk].device_plugin
+    assert package is not None
+    tag = DEFAULT_IMAGE.rpartition(":")[2]
+    assert tag.split(".")[:2] == package.split(".")[:2]
+    assert version_key(tag) >= version_key(package)
+    assert container["image"] == DEFAULT_IMAGE == "public.ecr.aws/neuron/neuron-device-plugin:2.29.149.0"
     custom = "public.ecr.aws/neuron/neuron-device-plugin:2.24.23.0"
     [container] = pod_spec(only(neuron_plugin(image=custom), "DaemonSet"))["containers"]
     assert container["image"] == custom

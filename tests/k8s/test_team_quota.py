@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cluster_facts.kubernetes_names import (
+    ETCD_REPLICAS,
     NEURON_RESOURCE,
     PLATFORM_PRIORITY_CLASS,
     TRAINING_PRIORITY_CLASS,
@@ -153,11 +154,14 @@ def test_the_largest_run_of_each_team_fits_its_quota_beside_its_etcd() -> None:
             if m["metadata"]["namespace"] == team.name
             for i in range(m["spec"]["tasks"][0]["replicas"])
         ]
-        pods += [
+        platform = [
             {"spec": m["spec"]["template"]["spec"]}
             for m in team_objects(EXAMPLE_CONFIG, team.name)
-            if m["kind"] == "Deployment"
+            if m["kind"] == "StatefulSet"
+            for _ in range(m["spec"]["replicas"])
         ]
+        assert len(platform) == ETCD_REPLICAS  # the team's etcd members
+        pods += platform
         for pod in pods:
             for container in pod["spec"]["containers"]:
                 resources = container["resources"]
@@ -236,7 +240,7 @@ def test_the_object_quota_counts_the_jobs_what_volcano_makes_for_each_and_the_pl
             "persistentvolumeclaims": str(kept("PersistentVolumeClaim")),
             "count/networkpolicies.networking.k8s.io": str(jobs + kept("NetworkPolicy")),
         }, team.name
-        assert kept("PersistentVolumeClaim") == 2 and kept("Service") == 1
+        assert kept("PersistentVolumeClaim") == 2 and kept("Service") == 2  # etcd's client and peer Services
 
 
 def test_a_pod_with_a_term_over_other_namespaces_is_refused_by_the_quota_in_every_team_namespace() -> None:

@@ -164,27 +164,27 @@ def _team_namespace_workloads(plan: KubernetesLayerPlan) -> list[dict[str, Any]]
 
 @pytest.mark.parametrize("config", [DEFAULT_CONFIG, EXAMPLE_CONFIG], ids=["default", "example"])
 def test_every_platform_pod_of_a_team_namespace_is_left_to_the_platform(config: Any) -> None:
-    """Enumerated from the plan: each Deployment the platform runs in a team namespace (etcd) gets
+    """Enumerated from the plan: each StatefulSet the platform runs in a team namespace (etcd) gets
     pods the policy does not judge; anything else there would fail the plan."""
     plan = shared_review_plan(load_config(config))
     workloads = _team_namespace_workloads(plan)
-    assert {m["kind"] for m in workloads} == {"Deployment"}
+    assert {m["kind"] for m in workloads} == {"StatefulSet"}
     manifests = tenant_admission_manifests(plan)
     labels = plan_namespace_labels(plan)
-    for deployment in workloads:
-        template = deployment["spec"]["template"]
+    for statefulset in workloads:
+        template = statefulset["spec"]["template"]
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
                 **template["metadata"],
-                "name": f"{deployment['metadata']['name']}-abc",
-                "namespace": deployment["metadata"]["namespace"],
+                "name": f"{statefulset['metadata']['name']}-0",
+                "namespace": statefulset["metadata"]["namespace"],
                 "ownerReferences": [
                     {
                         "apiVersion": "apps/v1",
-                        "kind": "ReplicaSet",
-                        "name": "x",
+                        "kind": "StatefulSet",
+                        "name": statefulset["metadata"]["name"],
                         "uid": "u",
                         "controller": True,
                     }
@@ -196,7 +196,7 @@ def test_every_platform_pod_of_a_team_namespace_is_left_to_the_platform(config: 
             id="platform",
             policy=PODS_POLICY,
             obj=pod,
-            user="system:serviceaccount:kube-system:replicaset-controller",
+            user="system:serviceaccount:kube-system:statefulset-controller",
             allowed=True,
             judged=False,
         )
@@ -206,14 +206,14 @@ def test_every_platform_pod_of_a_team_namespace_is_left_to_the_platform(config: 
 def test_a_workload_the_policy_cannot_exempt_in_a_team_namespace_fails_the_plan() -> None:
     plan = shared_review_plan(load_config(DEFAULT_CONFIG))
     steps = list(plan.steps)
-    stateful = {
+    daemons = {
         "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
+        "kind": "DaemonSet",
         "metadata": {"name": "x", "namespace": "training"},
         "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": {}}},
     }
-    steps.append(ManifestSet(name="extra", manifests=(stateful,)))
-    with pytest.raises(ValueError, match="StatefulSet x in a team namespace"):
+    steps.append(ManifestSet(name="extra", manifests=(daemons,)))
+    with pytest.raises(ValueError, match="DaemonSet x in a team namespace"):
         _tenant_admission_values(steps, (_team_values(),))
 
 

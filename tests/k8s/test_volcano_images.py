@@ -77,13 +77,27 @@ def test_the_pull_policy_exception_says_why() -> None:
     [(check, reason)] = VOLCANO_POLICY_EXCEPTIONS.items()
     assert check == "CKV_K8S_15"
     assert len(reason) >= 40 and "=" not in reason
-    assert "pinned" in reason and "10 pulls an hour" in reason
+    assert "pinned" in reason and "immutable tags" in reason
 
 
-def test_without_a_docker_hub_secret_volcano_pulls_from_docker_hub_and_says_so() -> None:
-    release = volcano_release(load_config(DEFAULT_CONFIG))
+def test_without_a_docker_hub_secret_volcano_pulls_the_stacks_copies() -> None:
+    """No node pulls Docker Hub anonymously by default: the stack copies Volcano's images into the
+    account at deploy (constructs_trn/image_mirror.py) and the chart's registry is that copy's."""
+    config = load_config(DEFAULT_CONFIG)
+    release = volcano_release(config)
+    registry = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/mirror/docker.io"
+    assert dict(release.values)["basic"]["image_registry"] == registry
+    assert all(image.startswith(f"{registry}/volcanosh/") for image in release.images)
+    assert config.ecr.mirrored_registries == {"docker.io"}
+
+
+def test_with_the_cache_off_volcano_pulls_from_docker_hub_and_says_so() -> None:
+    data = with_change(yaml.safe_load(DEFAULT_CONFIG.read_text()), "ecr.pull_through_cache", False)
+    config = parse_config(data, source=str(DEFAULT_CONFIG))
+    release = volcano_release(config)
     assert all(image.startswith("docker.io/volcanosh/") for image in release.images)
-    assert "10 pulls an hour" in DIRECT_PULLS["docker.io/volcanosh/"]
+    assert config.ecr.mirrored_registries == frozenset()
+    assert "100 per 6 hours per IPv4 address" in DIRECT_PULLS["docker.io/volcanosh/"]
 
 
 def test_with_a_docker_hub_secret_volcano_comes_through_the_cache() -> None:
@@ -96,3 +110,4 @@ def test_with_a_docker_hub_secret_volcano_comes_through_the_cache() -> None:
     assert dict(release.values)["basic"]["image_registry"] == registry
     assert all(image.startswith(f"{registry}/volcanosh/") for image in release.images)
     assert dict(release.values)["basic"]["image_pull_policy"] == "IfNotPresent"
+    assert config.ecr.mirrored_registries == frozenset()  # the cache serves it: nothing to copy

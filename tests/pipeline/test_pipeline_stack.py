@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,14 @@ from config.pipeline import Pipeline, construct_id_of, load_pipeline
 from constructs_trn.deployment_check_role import deployment_check_role_name
 from constructs_trn.nag import add_aws_solutions_checks
 from stacks.deployment_check import CHECK_OUTPUTS, deployment_check_script
-from stacks.pipeline_stack import TrainiumPipeline, pinned_assets_cli_version, pinned_cli_version
+from stacks.pipeline_stack import (
+    STANDARD_8_RUNTIMES,
+    SYNTH_CHECKS,
+    SYNTH_INSTALL,
+    TrainiumPipeline,
+    pinned_assets_cli_version,
+    pinned_cli_version,
+)
 from tests.conftest import REPO_ROOT, project_context
 from tests.guardrails.reports import (
     acknowledgments_made,
@@ -121,18 +129,82 @@ def test_source_is_the_connection_repository_and_branch(synth: PipelineSynth) ->
     assert action["Configuration"]["BranchName"] == source.branch
 
 
-def test_synth_installs_through_make_then_tests_then_synthesizes_this_pipeline_file(
+def test_synth_installs_through_make_then_checks_then_synthesizes_this_pipeline_file(
     synth: PipelineSynth,
 ) -> None:
     (action,) = synth.stage("Build")
     spec = synth.build_spec(action)
-    assert spec["phases"]["install"]["commands"] == ["make setup"]
+    assert spec["phases"]["install"]["commands"] == ["make deploy-setup"]
     assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.11", "nodejs": "24"}
-    assert spec["phases"]["build"]["commands"] == ["make test", f"make synth PIPELINE={PIPELINE_FILE}"]
+    assert spec["phases"]["build"]["commands"] == [
+        "make deploy-checks",
+        f"make synth PIPELINE={PIPELINE_FILE}",
+    ]
     assert spec["artifacts"]["base-directory"] == "cdk.out"
-    environment = synth.project(action)["Environment"]
+    project = synth.project(action)
+    environment = project["Environment"]
     assert environment["Image"] == "aws/codebuild/standard:8.0"
     assert environment["PrivilegedMode"] is False
+    assert (environment["ComputeType"], project["TimeoutInMinutes"]) == ("BUILD_GENERAL1_MEDIUM", 30)
+
+
+def test_the_build_names_runtimes_the_image_documents(synth: PipelineSynth) -> None:
+    """Every runtime-versions entry of every CodeBuild project is one standard:8.0 offers (a runtime the
+    image lacks fails the install phase); the synth needs no Go runtime: the cluster tier is not run."""
+    specs = [
+        json.loads(project["Properties"]["Source"]["BuildSpec"])
+        for project in synth.resources("AWS::CodeBuild::Project").values()
+        if isinstance(project["Properties"]["Source"].get("BuildSpec"), str)
+    ]
+    declared = [spec.get("phases", {}).get("install", {}).get("runtime-versions") for spec in specs]
+    for runtimes in filter(None, declared):
+        for runtime, version in runtimes.items():
+            assert version in STANDARD_8_RUNTIMES[runtime], (runtime, version)
+    assert all("golang" not in runtimes for runtimes in filter(None, declared))
+
+
+def test_the_synth_caches_pip_and_npm_downloads_in_the_artifact_bucket(synth: PipelineSynth) -> None:
+    (action,) = synth.stage("Build")
+    project = synth.project(action)
+    assert project["Cache"]["Type"] == "S3"
+    bucket = synth.stack.resolve(synth.stack.artifact_bucket.bucket_name)
+    assert project["Cache"]["Location"] == {"Fn::Join": ["/", [bucket, "build-cache/synth"]]}
+    assert synth.build_spec(action)["cache"]["paths"] == [
+        "/root/.cache/pip/**/*",
+        "/root/.npm/**/*",
+        ".mypy_cache/**/*",
+    ]
+
+
+@pytest.mark.process
+def test_the_deployment_checks_build_no_runtime_or_cluster_tier() -> None:
+    """What the build's two make targets would run (make -n): no PyTorch, TorchX, Go or cluster tier."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    commands = subprocess.run(
+        ["make", "-n", "-B", *SYNTH_INSTALL[0].split()[1:], *SYNTH_CHECKS[0].split()[1:]],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for absent in (
+        ".venv-torch",
+        ".venv-torchx",
+        "cluster_binaries",
+        "go build",
+        "tests/runtime",
+        "tests/cluster",
+    ):
+        assert absent not in commands
+    for present in (
+        "requirements-dev.lock",
+        "npm ci",
+        "requirements-checkov.lock",
+        '-m "not slow"',
+        "tests/guardrails",
+    ):
+        assert present in commands
 
 
 def test_self_mutation_and_the_security_check_use_the_pinned_cli(synth: PipelineSynth) -> None:

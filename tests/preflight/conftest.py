@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import dataclasses
 import functools
 import json
 import os
@@ -28,12 +29,17 @@ import yaml
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
+from cluster_facts.ami_releases import DEFAULT_AMI_RELEASES, neuron_ami_parameter
+from cluster_facts.images import split_image
 from config import StackConfig, load_config, parse_config
 from preflight.aws import Clients, make_clients
 from preflight.costs import price_queries
+from preflight.image_inventory import PulledImage, Source, pulled_images
 from preflight.lambda_concurrency import LambdaDemand, lambda_demand
 from preflight.quotas import ON_DEMAND, SPOT, quota_demands
+from preflight.registries import MANIFEST_MEDIA_TYPES
 from tests.preflight import price_list
+from tests.preflight.fake_registries import FakeRegistries, digest_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
@@ -258,6 +264,13 @@ class FakeAccount:
     """Pending and running Trn instances (``trn_instance``); the account has none by default."""
     versions: list[dict[str, Any]] = field(
         default_factory=lambda: [
+            {
+                "clusterVersion": "1.36",
+                "versionStatus": "STANDARD_SUPPORT",
+                "status": "standard-support",
+                "endOfStandardSupportDate": datetime(2027, 8, 2, tzinfo=UTC),
+                "endOfExtendedSupportDate": datetime(2028, 8, 2, tzinfo=UTC),
+            },
             {"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT", "status": "standard-support"},
             {
                 "clusterVersion": "1.34",
@@ -275,8 +288,18 @@ class FakeAccount:
     """Region -> ``PriceQuery.key`` -> the Price List items ``GetProducts`` answers (price_list.py)."""
     lambda_limits: tuple[int, int] = (1000, 1000)
     """``GetAccountSettings``' AccountLimit: (ConcurrentExecutions, UnreservedConcurrentExecutions)."""
+    cluster_version: str | None = None
+    """The version of a cluster already deployed under the configuration's name; None: none yet."""
+    ami_recommended: str | None = "1.36.2-20260714"
+    """SSM's recommended Neuron AMI release of the configured version; None: no such parameter."""
+    ami_unpublished: set[str] = field(default_factory=set)
+    """AMI releases whose image parameter SSM does not have (ParameterNotFound); every other is published."""
     errors: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Operation name -> (error code, message) that AWS answers instead, e.g. AccessDenied."""
+    registries: FakeRegistries = field(default_factory=FakeRegistries)
+    """The public registries the image rows ask (fake_registries.py); every image exists by default."""
+    ecr_missing: set[str] = field(default_factory=set)
+    """Images (as pulled) that ECR does not have: the EFA plugin's tag, a run's image in this account."""
 
     def copy(self) -> FakeAccount:
         return copy.deepcopy(self)
@@ -333,9 +356,12 @@ def real_clients(region: str, *, max_attempts: int = 8, now: datetime = NOW) -> 
         clients.eks,
         clients.pricing,
         clients.lambda_,
+        clients.ecr,
+        clients.ssm,
     ):
         client.meta.events.register_last("before-send", no_network)
-    return clients
+    # The public registries are a model (fake_registries.py): nothing leaves the process.
+    return dataclasses.replace(clients, registry_http=FakeRegistries())
 
 
 def stub_clients(
@@ -345,22 +371,27 @@ def stub_clients(
     max_attempts: int = 8,
     unstubbed: frozenset[str] = frozenset(),
     now: datetime = NOW,
+    images: bool = False,
 ) -> Stubbed:
     """Clients whose answers come from ``account``, queued in the order ``gather_facts`` asks.
 
     The services named in ``unstubbed`` (``ec2``, ``service-quotas``, ``pricing``) get no Stubber
     and no network guard: the test answers them at the HTTP layer with its own ``before-send`` handler.
     """
-    clients = real_clients(config.region, max_attempts=max_attempts, now=now)
-    sts, ec2, quotas, eks, pricing, lambda_ = (
+    clients = dataclasses.replace(
+        real_clients(config.region, max_attempts=max_attempts, now=now), registry_http=account.registries
+    )
+    sts, ec2, quotas, eks, pricing, lambda_, ecr, ssm = (
         Stubber(clients.sts),
         Stubber(clients.ec2),
         Stubber(clients.service_quotas),
         Stubber(clients.eks),
         Stubber(clients.pricing),
         Stubber(clients.lambda_),
+        Stubber(clients.ecr),
+        Stubber(clients.ssm),
     )
-    stubbers = [sts, eks, lambda_]
+    stubbers = [sts, eks, lambda_, ecr, ssm]
     for name, client, stubber in (
         ("ec2", clients.ec2, ec2),
         ("service-quotas", clients.service_quotas, quotas),
@@ -381,10 +412,14 @@ def stub_clients(
         _queue_ec2(account, config, ec2)
         _queue_quotas(account, config, quotas)
         _queue(account, eks, "describe_cluster_versions", {"clusterVersions": account.versions}, {})
+        _queue_deployed_cluster(account, config, eks)
         concurrent, unreserved = account.lambda_limits
         limits = {"ConcurrentExecutions": concurrent, "UnreservedConcurrentExecutions": unreserved}
         _queue(account, lambda_, "get_account_settings", {"AccountLimit": limits}, {})
         _queue_prices(account, config, pricing)
+        _queue_ami_releases(account, config, ssm)
+        if images:  # the CLI asks them after gather_facts (preflight/cli.py, _image_rows)
+            _queue_ecr(account, config, ecr)
     for stubber in stubbers:
         stubber.activate()
     return Stubbed(clients, stubbers)
@@ -405,6 +440,51 @@ def _queue(
         )
     else:
         stubber.add_response(operation, response, params)
+
+
+def _queue_deployed_cluster(account: FakeAccount, config: StackConfig, eks: Stubber) -> None:
+    params = {"name": config.name}
+    if account.cluster_version is None and "describe_cluster" not in account.errors:
+        eks.add_client_error(
+            "describe_cluster",
+            service_error_code="ResourceNotFoundException",
+            http_status_code=404,
+            expected_params=params,
+        )
+    else:
+        answer = {
+            "cluster": {"name": config.name, "version": account.cluster_version or "", "status": "ACTIVE"}
+        }
+        _queue(account, eks, "describe_cluster", answer, params)
+
+
+def _queue_ami_releases(account: FakeAccount, config: StackConfig, ssm: Stubber) -> None:
+    """SSM's public parameters, as preflight.aws._ami_releases asks: the recommended release, then
+    each node group's release once (a missing one answers ParameterNotFound, as SSM does)."""
+    minor = config.cluster.kubernetes_version
+
+    def parameter(name: str, value: str | None) -> None:
+        if "get_parameter" in account.errors:
+            _queue(account, ssm, "get_parameter", {}, {"Name": name})
+        elif value is None:
+            ssm.add_client_error(
+                "get_parameter",
+                service_error_code="ParameterNotFound",
+                http_status_code=400,
+                expected_params={"Name": name},
+            )
+        else:
+            answer = {"Parameter": {"Name": name, "Type": "String", "Value": value, "Version": 1}}
+            ssm.add_response("get_parameter", answer, {"Name": name})
+
+    parameter(neuron_ami_parameter(minor), account.ami_recommended)
+    asked: set[str] = set()
+    for group in config.trainium.node_groups:
+        release = group.ami_release or DEFAULT_AMI_RELEASES[minor]
+        if release not in asked:
+            asked.add(release)
+            image = None if release in account.ami_unpublished else "ami-0123456789abcdef0"
+            parameter(neuron_ami_parameter(minor, release=release), image)
 
 
 def _queue_ec2(account: FakeAccount, config: StackConfig, ec2: Stubber) -> None:
@@ -485,6 +565,74 @@ def _queue_quotas(account: FakeAccount, config: StackConfig, quotas: Stubber) ->
             _queue(account, quotas, "get_service_quota", response or {}, params)
 
 
+def ecr_params(image: PulledImage) -> tuple[str, dict[str, Any]]:
+    """The ECR call preflight makes for ``image`` and its parameters (preflight/registries.py)."""
+    host, path, tag, digest = split_image(image.upstream)
+    params: dict[str, Any] = {
+        "registryId": host.split(".", 1)[0],
+        "repositoryName": path,
+        "imageIds": [{"imageDigest": digest} if digest else {"imageTag": tag}],
+    }
+    if image.source is Source.OTHER_ECR:
+        return "batch_get_image", {**params, "acceptedMediaTypes": list(MANIFEST_MEDIA_TYPES)}
+    return "describe_images", params
+
+
+def _queue_ecr(account: FakeAccount, config: StackConfig, ecr: Stubber) -> None:
+    """ECR's answers for the images pulled from an ECR registry, in the order preflight asks."""
+    for image in pulled_images(config):
+        if image.source is Source.UPSTREAM:
+            continue
+        operation, params = ecr_params(image)
+        if operation in account.errors:
+            _queue(account, ecr, operation, {}, params)
+            continue
+        image_id = params["imageIds"][0]
+        missing = image.reference in account.ecr_missing
+        if operation == "batch_get_image":
+            answer: dict[str, Any] = (
+                {
+                    "images": [],
+                    "failures": [
+                        {
+                            "imageId": image_id,
+                            "failureCode": "ImageNotFound",
+                            "failureReason": "Requested image not found",
+                        }
+                    ],
+                }
+                if missing
+                else {
+                    "images": [
+                        {
+                            "registryId": params["registryId"],
+                            "repositoryName": params["repositoryName"],
+                            "imageId": {**image_id, "imageDigest": digest_of(image.reference)},
+                            "imageManifest": "{}",
+                        }
+                    ],
+                    "failures": [],
+                }
+            )
+            ecr.add_response(operation, answer, params)
+        elif missing:
+            ecr.add_client_error(
+                operation,
+                service_error_code="ImageNotFoundException",
+                service_message=f"The image with imageId {image_id} does not exist within the repository "
+                f"with name '{params['repositoryName']}' in the registry with id '{params['registryId']}'",
+                http_status_code=400,
+                expected_params=params,
+            )
+        else:
+            details = {
+                "registryId": params["registryId"],
+                "repositoryName": params["repositoryName"],
+                "imageDigest": digest_of(image.reference),
+            }
+            ecr.add_response(operation, {"imageDetails": [details]}, params)
+
+
 # Answers after which preflight asks the Price List nothing more (preflight.aws._PRICE_LIST_REFUSALS).
 _PRICE_LIST_REFUSALS = ("AccessDenied", "UnauthorizedOperation")
 
@@ -537,7 +685,9 @@ def stubbed_factory() -> Iterator[Callable[..., Callable[[str, int], Clients]]]:
     ) -> Callable[[str, int], Clients]:
         def factory(region: str, max_attempts: int) -> Clients:
             assert region == config.region
-            stubbed = stub_clients(account, config, max_attempts=max_attempts, unstubbed=unstubbed, now=now)
+            stubbed = stub_clients(
+                account, config, max_attempts=max_attempts, unstubbed=unstubbed, now=now, images=True
+            )
             made.append(stubbed)
             return stubbed.clients
 

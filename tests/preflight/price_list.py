@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cluster_facts import list_prices
+
 PUBLISHED = "2026-11-23T00:00:00Z"
 """The publicationDate the stub items carry: the day they were written, not an AWS publication."""
 
@@ -34,11 +36,13 @@ _PREFIX = {"us-east-1": "", "us-west-2": "USW2-"}
 _PREFIX_ALWAYS = {"us-east-1": "USE1-", "us-west-2": "USW2-"}
 _LOCATION = {"us-east-1": "US East (N. Virginia)", "us-west-2": "US West (Oregon)"}
 
-INSTANCE_PRICES = {"trn1.32xlarge": 21.50, "trn1n.32xlarge": 24.78, "m6i.2xlarge": 0.384}
-EKS_CLUSTER_HOUR = 0.10
-NAT_GATEWAY_HOUR = 0.045
+# The figures' one home is cluster_facts/list_prices.py (the offline review's prices); PERSISTENT_1's
+# tiers and the per-GB NAT charge only the stub needs.
+INSTANCE_PRICES = dict(list_prices.INSTANCE_HOUR)
+EKS_CLUSTER_HOUR = list_prices.EKS_CLUSTER_HOUR
+NAT_GATEWAY_HOUR = list_prices.NAT_GATEWAY_HOUR
 NAT_GATEWAY_GB = 0.045
-LUSTRE_SSD_GB_MONTH = {50: 0.14, 100: 0.19, 200: 0.29, 125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.60}
+LUSTRE_SSD_GB_MONTH = {50: 0.14, 100: 0.19, 200: 0.29, **list_prices.LUSTRE_PERSISTENT_2_GB_MONTH}
 
 
 def item(

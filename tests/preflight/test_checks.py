@@ -64,7 +64,7 @@ def test_passing_account_passes_every_check_of_the_example_in_order(account: Fak
         "lambda concurrency",
         "reservation trn1n-32xl",
         "reservation trn1-32xl-block",
-        "kubernetes 1.34",
+        "kubernetes 1.36",
     ]
     assert {result.status for result in results.values()} == {"PASS"}
     assert results["trainium zone"].detail == "use1-az6 is us-east-1c in this account"
@@ -77,7 +77,7 @@ def test_passing_account_passes_every_check_of_the_example_in_order(account: Fak
     assert f"Capacity Block cr-0fedcba9876543210 active: {BLOCK_COUNT} x trn1.32xlarge" in block
     assert "2026-06-01 11:30 UTC to 2026-06-15 11:30 UTC" in block
     assert (
-        results["kubernetes 1.34"].detail == "offered by EKS in us-east-1, standard support until 2026-12-02"
+        results["kubernetes 1.36"].detail == "offered by EKS in us-east-1, standard support until 2027-08-02"
     )
 
 
@@ -92,7 +92,7 @@ def test_passing_account_passes_the_default_configuration(account: FakeAccount) 
         "offering trn1-32xl",
         "quota on-demand",
         "lambda concurrency",
-        "kubernetes 1.34",
+        "kubernetes 1.36",
     ]
     assert not failed(results)
     assert results["quota on-demand"].detail.startswith("needs 256 vCPUs (trn1-32xl 2 x 128)")
@@ -428,9 +428,9 @@ def test_kubernetes_version_not_offered_fails(account: FakeAccount) -> None:
     ]
     results = evaluate(account, example_config())
 
-    assert list(failed(results)) == ["kubernetes 1.34"]
-    row = results["kubernetes 1.34"]
-    assert row.detail == "EKS in us-east-1 does not offer 1.34; offers: 1.31, 1.32, 1.33"
+    assert list(failed(results)) == ["kubernetes 1.36"]
+    row = results["kubernetes 1.36"]
+    assert row.detail == "EKS in us-east-1 does not offer 1.36; offers: 1.31, 1.32, 1.33"
     # Only versions this project has a kubectl layer for are suggested.
     assert row.action == "set cluster.kubernetes_version to 1.33"
 
@@ -438,16 +438,16 @@ def test_kubernetes_version_not_offered_fails(account: FakeAccount) -> None:
 def test_kubernetes_version_in_extended_support_warns(account: FakeAccount) -> None:
     account.versions = [
         {
-            "clusterVersion": "1.34",
+            "clusterVersion": "1.36",
             "versionStatus": "EXTENDED_SUPPORT",
-            "endOfExtendedSupportDate": datetime(2027, 12, 2, tzinfo=UTC),
+            "endOfExtendedSupportDate": datetime(2028, 8, 2, tzinfo=UTC),
         }
     ]
     results = evaluate(account, example_config())
 
-    row = results["kubernetes 1.34"]
+    row = results["kubernetes 1.36"]
     assert row.status == "WARN"
-    assert row.detail == "1.34 is in extended support until 2027-12-02: EKS charges more per cluster hour"
+    assert row.detail == "1.36 is in extended support until 2028-08-02: EKS charges more per cluster hour"
 
 
 def test_denied_call_fails_only_the_checks_that_need_it(account: FakeAccount) -> None:
@@ -472,7 +472,7 @@ def test_denied_call_fails_only_the_checks_that_need_it(account: FakeAccount) ->
         ("describe_availability_zones", "trainium zone", "ec2:DescribeAvailabilityZones"),
         ("describe_instance_type_offerings", "offering trn1n-32xl", "ec2:DescribeInstanceTypeOfferings"),
         ("get_service_quota", "quota on-demand", "servicequotas:GetServiceQuota"),
-        ("describe_cluster_versions", "kubernetes 1.34", "eks:DescribeClusterVersions"),
+        ("describe_cluster_versions", "kubernetes 1.36", "eks:DescribeClusterVersions"),
     ],
 )
 def test_each_denied_call_names_the_permission(

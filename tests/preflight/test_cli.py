@@ -76,7 +76,7 @@ def test_passing_account_prints_the_table_and_exits_0(
     lines = out.splitlines()
     assert lines[0] == f"Preflight of {EXAMPLE_CONFIG} for account 444455556666 in us-east-1"
     assert lines[2].split() == ["CHECK", "STATUS", "DETAIL", "WHAT", "TO", "DO"]
-    assert lines[-1] == "15 checks: 15 passed, 0 warned, 0 failed; ready for make deploy"
+    assert lines[-1] == "31 checks: 31 passed, 0 warned, 0 failed; ready for make deploy"
     assert all(len(line) <= 100 for line in lines)
 
 
@@ -96,6 +96,21 @@ def parse_table(out: str) -> dict[str, tuple[str, str, str]]:
         rows[cells[0]] = (cells[1], cells[2], cells[3])
         block = []
     return rows
+
+
+EXAMPLE_IMAGE_NAMES = (
+    "neuron-device-plugin",
+    "aws-efa-k8s-device-plugin",
+    "vc-webhook-manager",
+    "vc-controller-manager",
+    "vc-scheduler",
+    "cluster-autoscaler",
+    "etcd",
+    "alpine",
+    "python",
+    "pytorch-training-neuronx",
+)
+"""The image rows of config/example.yaml (one per image its nodes pull: test_image_checks.py)."""
 
 
 def squeezed(text: str) -> str:
@@ -123,7 +138,14 @@ def test_a_failed_check_exits_1_and_says_so(
         "lambdaconcurrency": "PASS",
         "reservationtrn1n-32xl": "PASS",
         "reservationtrn1-32xl-block": "PASS",
-        "kubernetes1.34": "PASS",
+        "kubernetes1.36": "PASS",
+        "clusterversion": "PASS",
+        "eksdates1.36": "PASS",
+        "eksversions": "PASS",
+        "amirecommended1.36": "PASS",
+        "amitrn1n-32xl": "PASS",
+        "amitrn1-32xl-block": "PASS",
+        **{f"image{name}": "PASS" for name in EXAMPLE_IMAGE_NAMES},
         "costtrn1n-32xl": "PASS",
         "costtrn1-32xl-block": "PASS",
         "costsystemnodes": "PASS",
@@ -132,7 +154,7 @@ def test_a_failed_check_exits_1_and_says_so(
     }
     assert (
         out.splitlines()[-1]
-        == "15 checks: 13 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
+        == "31 checks: 29 passed, 0 warned, 2 failed; fix the FAIL rows and run preflight again"
     )
 
 
@@ -172,7 +194,7 @@ def test_warnings_alone_exit_0(account: FakeAccount, stubbed_factory: Callable[.
     assert code == EXIT_OK
     assert (
         out.splitlines()[-1]
-        == "15 checks: 14 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        == "31 checks: 30 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 
@@ -187,7 +209,8 @@ def test_invalid_configuration_prints_its_error_lines_and_exits_3(tmp_path: Path
         f"{broken}: region: 'us-east-one' is not an AWS region name such as us-west-2",
         (
             f"{broken}: vpc.nat_gateway: unknown key; did you mean 'nat_gateways'? allowed here: "
-            "cidr, availability_zones, nat_gateways, flow_log_retention_days"
+            "vpc_id, private_subnets, trainium_subnet, cidr, availability_zones, nat_gateways, "
+            "flow_log_retention_days"
         ),
     ]
 

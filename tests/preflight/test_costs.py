@@ -186,7 +186,7 @@ def test_denied_price_list_does_not_fail_the_run(account: FakeAccount, stubbed_f
 
     assert (code, err.getvalue()) == (EXIT_OK, "")
     assert out.getvalue().splitlines()[-1] == (
-        "11 checks: 10 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
+        "27 checks: 26 passed, 1 warned, 0 failed; deployable, but read the WARN rows first"
     )
 
 
@@ -365,7 +365,8 @@ def test_unreadable_odcr_is_said_not_counted(account: FakeAccount) -> None:
 
 def test_scratch_storage_is_unknown_and_not_asked() -> None:
     def scratch(data: dict[str, Any]) -> None:
-        data["fsx"].update(deployment_type="SCRATCH_2", throughput_mib_per_tib=None)
+        data["fsx"].update(deployment_type="SCRATCH_2", throughput_mib_per_tib=None, backups="none")
+        data["fsx"].pop("backup_retention_days", None)
 
     config = config_from(DEFAULT_CONFIG, scratch)
     assert "fsx" not in " ".join(query.key for query in price_queries(config))
@@ -381,11 +382,11 @@ def test_scratch_storage_is_unknown_and_not_asked() -> None:
 
 
 def test_extended_support_is_said_next_to_the_standard_rate(account: FakeAccount) -> None:
-    account.versions = [{"clusterVersion": "1.34", "versionStatus": "EXTENDED_SUPPORT"}]
+    account.versions = [{"clusterVersion": "1.36", "versionStatus": "EXTENDED_SUPPORT"}]
     rows = costs(account, example_config())
 
     assert (
-        "EKS control plane $0.10/h (standard support; 1.34 is in extended support, which costs more per hour)"
+        "EKS control plane $0.10/h (standard support; 1.36 is in extended support, which costs more per hour)"
         in rows["cost fixed"].detail
     )
 
@@ -435,7 +436,7 @@ cost total                PASS    idle $102.31/h (about $2,456/day);   -
                                   AWS Price List, published
                                   2026-11-23
 
-15 checks: 15 passed, 0 warned, 0 failed; ready for make deploy
+31 checks: 31 passed, 0 warned, 0 failed; ready for make deploy
 """
 
 
@@ -460,4 +461,4 @@ def test_cli_prints_the_cost_rows_after_the_checks(stubbed_factory: Any) -> None
     text = out.getvalue()
     assert text.endswith(EXAMPLE_COST_ROWS)
     # The cost rows come after every check row.
-    assert text.index("kubernetes 1.34") < text.index("cost trn1n-32xl")
+    assert text.index("kubernetes 1.36") < text.index("cost trn1n-32xl")

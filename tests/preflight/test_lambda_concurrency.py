@@ -31,6 +31,7 @@ from preflight.lambda_concurrency import (
     TemplateError,
     _heaviest_antichain,
     lambda_demand,
+    minimum_unreserved,
 )
 from tests.conftest import Synthesized
 from tests.preflight.conftest import (
@@ -229,6 +230,23 @@ def test_a_reservation_that_leaves_less_than_100_unreserved_fails() -> None:
     )
 
 
+def test_in_a_reduced_account_lambda_keeps_the_whole_quota_unreserved() -> None:
+    """Below 100, the account's whole quota is the minimum (reported refusals "below its minimum value
+    of [10]" and "[50]", preflight/lambda_concurrency.py): a reservation of 1 fails there, and the row
+    names that minimum, not 100."""
+    assert [minimum_unreserved(limit) for limit in (10, 50, 100, 1000)] == [10, 50, 100, 100]
+    template = copy.deepcopy(default_template())
+    [handler] = [
+        name
+        for name, r in resources_of(template, "AWS::Lambda::Function").items()
+        if r["Properties"].get("Description") == "onEvent handler for EKS kubectl resource provider"
+    ]
+    template["Resources"][handler]["Properties"]["ReservedConcurrentExecutions"] = 1
+    result = check_lambda_concurrency(facts(50, 50), lambda_demand(template))
+    assert result.status == "FAIL"
+    assert "Lambda keeps 50 unreserved, the stack's reservations leave 49" in result.detail
+
+
 def test_nested_stacks_are_refused_rather_than_undercounted() -> None:
     template = copy.deepcopy(default_template())
     template["Resources"]["Nested"] = {"Type": "AWS::CloudFormation::Stack", "Properties": {}}
@@ -290,7 +308,7 @@ def test_a_new_account_of_10_fails_with_the_quota_to_raise() -> None:
     )
     assert result.action == (
         f"request L-B99A9384 Concurrent executions >= {demand.peak} in Service Quotas (lambda, us-west-2); "
-        "new accounts start low and AWS raises it with use, a request is faster"
+        "a new account's quota is reduced (reported as low as 10) until AWS raises it with use"
     )
 
 

@@ -1,13 +1,13 @@
 // The Kubernetes Cluster Autoscaler with its kwok cloud provider only (built with -tags kwok:
 // cloudprovider/builder/builder_kwok.go) for tests/cluster (tools/cluster_binaries.py).
 //
-// Release cluster-autoscaler-1.33.0 (commit 1959f5f61f6c), not the 1.34.5 the product deploys: the
+// Release cluster-autoscaler-1.33.0 (commit 1959f5f61f6c), not the release the product deploys: the
 // module has no semver tags, and of the pseudo-versions of every release tag 1.28.0 to 1.36.1 and of
 // every commit on the 1.33 and 1.34 release branches the Go module proxy serves this one alone (the
 // rest answer 403). Its nested module .../apis is required at adfbe7e45277 (2024-08-30, the version
 // sigs.k8s.io/kueue v0.17.0 requires), the one served version found with the provisioningrequest v1
 // API that 1.33.0 imports: its Go files are byte-identical to 1.33.0's apis/ (go.mod, go.sum differ). tools/cluster_binaries.py AUTOSCALER_RELEASE says
-// what differs from 1.34.5 for the tests and why that is accepted.
+// what differs from the product's release (AUTOSCALER_INSTEAD_OF names it) and why that is accepted.
 //
 // The checksum database the proxy mirrors has no entry for the autoscaler module at this version
 // (lookup: 404), so its two go.sum lines were not written by `go`: they are copied from the go.sum of

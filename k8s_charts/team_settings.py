@@ -1,0 +1,54 @@
+"""The team's settings, readable in its namespace: what a run of the team needs to name.
+
+One ConfigMap (``TEAM_SETTINGS_CONFIGMAP``) per team namespace: its queue, its claims on the file
+system, its uid and its node groups with their instance types, in the order a run picks the first.
+The TorchX component reads it (``--team``) instead of four flags typed by hand, and refuses a run
+whose instance type is not its node group's (docs/torchx.md); the team's members may read it and
+nothing else of the ConfigMaps (k8s_charts/namespaces.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import cdk8s
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from cluster_facts.kubernetes_names import TEAM_SETTINGS_CONFIGMAP
+
+__all__ = ["TeamSettingsChart", "team_settings_data"]
+
+
+def team_settings_data(
+    *,
+    team: str,
+    queue: str,
+    claim: str,
+    datasets_claim: str,
+    uid: int,
+    node_groups: Mapping[str, str],
+) -> dict[str, str]:
+    """The ConfigMap's data; ``node_groups``: the team's groups (first is the default) -> instance type."""
+    return {
+        "team": team,
+        "queue": queue,
+        "claim": claim,
+        "datasets_claim": datasets_claim,
+        "uid": str(uid),
+        "node_groups": json.dumps(
+            [{"name": name, "instance_type": kind} for name, kind in node_groups.items()]
+        ),
+    }
+
+
+class TeamSettingsChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, id: str, *, namespace: str, data: Mapping[str, str]) -> None:
+        super().__init__(scope, id)
+        k8s.KubeConfigMap(
+            self,
+            "Settings",
+            metadata=k8s.ObjectMeta(name=TEAM_SETTINGS_CONFIGMAP, namespace=namespace),
+            data=dict(data),
+        )

@@ -1,0 +1,67 @@
+"""A team's settings as its namespace's ConfigMap holds them (k8s_charts/team_settings.py), and what a
+TorchX run of the team takes from them: the claim, the node group, the uid and the instance type.
+
+Pure: the component (torchx_trn/components.py) reads the ConfigMap with the Kubernetes client and
+passes its data here. A value given on the command line must agree with the settings: a node group
+the team may not use, or an instance type that is not the node group's, is refused before anything
+is submitted (a trn1-shaped Job on a trn2 group could never be placed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cluster_facts.kubernetes_names import TEAM_SETTINGS_CONFIGMAP
+
+__all__ = ["ResolvedTeam", "resolve_team"]
+
+
+@dataclass(frozen=True)
+class ResolvedTeam:
+    claim: str
+    node_group: str
+    uid: int
+    instance_type: str
+    queue: str
+
+
+def resolve_team(
+    team: str,
+    data: Mapping[str, str],
+    *,
+    node_group: str | None = None,
+    instance_type: str | None = None,
+    claim: str | None = None,
+    uid: int | None = None,
+) -> ResolvedTeam:
+    """The run's values from ``data`` (the ConfigMap's), checked against what the command gave."""
+    where = f"ConfigMap {team}/{TEAM_SETTINGS_CONFIGMAP}"
+    try:
+        groups = {str(g["name"]): str(g["instance_type"]) for g in json.loads(data["node_groups"])}
+        settings = ResolvedTeam(
+            claim=data["claim"], node_group="", uid=int(data["uid"]), instance_type="", queue=data["queue"]
+        )
+    except (KeyError, ValueError, TypeError) as error:
+        raise ValueError(
+            f"{where} is not the stack's team settings ({error!r}); redeploy the stack"
+        ) from None
+    if not groups:
+        raise ValueError(f"team {team} has no node group ({where})")
+    chosen = node_group or next(iter(groups))
+    if chosen not in groups:
+        raise ValueError(f"team {team} may not use node group {chosen!r}; its groups: {', '.join(groups)}")
+    shape = groups[chosen]
+    if instance_type is not None and instance_type != shape:
+        raise ValueError(
+            f"node group {chosen!r} is {shape}, not {instance_type}: a Job of that shape could never be "
+            f"placed there; leave --instance_type out (it follows the node group) or pick a group of {instance_type}"
+        )
+    if claim is not None and claim != settings.claim:
+        raise ValueError(f"team {team}'s claim is {settings.claim}, not {claim}; leave --claim out")
+    if uid is not None and uid != settings.uid:
+        raise ValueError(f"team {team}'s uid is {settings.uid}, not {uid}; leave --uid out")
+    return ResolvedTeam(
+        claim=settings.claim, node_group=chosen, uid=settings.uid, instance_type=shape, queue=settings.queue
+    )
