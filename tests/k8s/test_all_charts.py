@@ -31,9 +31,11 @@ CHARTS = [(config, name) for config in sorted(CONFIGS) for name in plan_steps(co
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
+    "FlowSchema",
     "Namespace",
     "PersistentVolume",
     "PriorityClass",
+    "PriorityLevelConfiguration",
     "Queue",
     "StorageClass",
     "ValidatingAdmissionPolicy",
@@ -137,6 +139,16 @@ EXPECTED_NAMES = {
         ("ValidatingAdmissionPolicy", None, "trainium-volcano-job-pods"),
         ("ValidatingAdmissionPolicyBinding", None, "trainium-volcano-job-pods"),
     ],
+    "volcano-controller-admission": [
+        ("ValidatingAdmissionPolicy", None, "trainium-volcano-controller-writes"),
+        ("ValidatingAdmissionPolicyBinding", None, "trainium-volcano-controller-writes"),
+    ],
+    "api-fairness": [
+        ("FlowSchema", None, "trainium-teams"),
+        ("FlowSchema", None, "trainium-volcano-controllers"),
+        ("PriorityLevelConfiguration", None, "trainium-teams"),
+        ("PriorityLevelConfiguration", None, "trainium-volcano"),
+    ],
     "volcano-queue": [("Queue", None, "test")],
     "etcd": [
         ("NetworkPolicy", "training", "etcd-server"),
@@ -177,6 +189,8 @@ EXPECTED_NAMES = {
         ("NetworkPolicy", "training", "default-deny"),
         ("NetworkPolicy", "training", "volcano-job-pods"),
         ("ResourceQuota", "training", "no-critical-priority"),
+        ("ResourceQuota", "training", "no-cross-namespace-affinity"),
+        ("ResourceQuota", "training", "team-objects"),
         ("ResourceQuota", "training", "team-quota"),
         ("Role", "training", "trainium-team-member"),
         ("RoleBinding", "training", "trainium-team-member"),
