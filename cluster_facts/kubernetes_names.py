@@ -13,6 +13,7 @@ from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
     "CANNOT_PROCEED_EXIT_CODE",
+    "CDK_PRUNE_LABEL_PREFIX",
     "DATASETS_DIR",
     "DATASETS_ROOT",
     "DATA_MOUNT",
@@ -96,6 +97,11 @@ GANG_WATCHDOG_ANNOTATION = "trainium/gang-watchdog-cordoned-for"
 # A run's own limit, in minutes, on its Volcano Job: how long its pods may hold Trainium nodes
 # without progressing before the gang watchdog ends it (k8s_charts/scripts/stuck_runs.py).
 STUCK_MINUTES_ANNOTATION = "trainium/stuck-minutes"
+
+# aws-eks-v2's KubernetesManifest (the kubectl handler's apply of every manifest step) labels each
+# object it applies with ``aws.cdk.eks/prune-<construct address>`` and prunes by it on update
+# (aws-cdk-lib lib/aws-eks-v2/lib/k8s-manifest.js): the mark of an object the stack applied.
+CDK_PRUNE_LABEL_PREFIX = "aws.cdk.eks/prune-"
 
 # The well-known label the kubelet sets from the EC2 instance type.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

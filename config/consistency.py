@@ -46,7 +46,13 @@ from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
 from config.presets import BERT_LARGE, PRESETS
 
 if TYPE_CHECKING:
-    from config.model import EcrSettings, FsxSettings, StackConfig, TrainiumNodeGroupSettings
+    from config.model import (
+        AutoscalerSettings,
+        EcrSettings,
+        FsxSettings,
+        StackConfig,
+        TrainiumNodeGroupSettings,
+    )
     from config.workloads import DatasetSettings, RunSettings, TeamSettings
 
 __all__ = [
@@ -311,6 +317,14 @@ def _applied_runs_fit_their_teams_quota(
                     f"Volcano ends a run whose pods the quota refuses; allowed: {pods} or more"
                 ),
             )
+        if len(applied) > team.quota.jobs:
+            yield (
+                f"teams[{index}].quota.jobs",
+                (
+                    f"{team.quota.jobs} Volcano Jobs do not hold the team's {len(applied)} applied runs "
+                    f"({listing}); allowed: {len(applied)} or more"
+                ),
+            )
         if team.quota.neuron_devices is None:
             continue
         placed = [(run, by_name.get(_run_group_name(run, team, list(by_name)) or "")) for run in applied]
@@ -396,6 +410,28 @@ def _run_group_name(run: RunSettings, team: TeamSettings | None, group_names: li
         return run.node_group
     allowed = _team_group_names(team, group_names) if team is not None else group_names
     return allowed[0] if allowed else None
+
+
+@_reads("autoscaler", "runs")
+def _stuck_limits_within_their_ceiling(
+    autoscaler: AutoscalerSettings, runs: list[RunSettings | None]
+) -> Iterator[Problem]:
+    """``autoscaler.stuck_run_max_minutes`` caps every run's own limit, the cluster's included: a
+    run of this file above it would be refused by the team admission policy at deploy."""
+    ceiling = autoscaler.stuck_run_max_minutes
+    if ceiling is None:
+        return
+    if autoscaler.stuck_run_minutes is not None and autoscaler.stuck_run_minutes > ceiling:
+        yield (
+            "autoscaler.stuck_run_minutes",
+            f"{autoscaler.stuck_run_minutes} minutes is above autoscaler.stuck_run_max_minutes; allowed: up to {ceiling}",
+        )
+    for index, run in enumerate(runs):
+        if run is not None and run.stuck_minutes is not None and run.stuck_minutes > ceiling:
+            yield (
+                f"runs[{index}].stuck_minutes",
+                f"{run.stuck_minutes} minutes is above autoscaler.stuck_run_max_minutes; allowed: up to {ceiling}",
+            )
 
 
 @_reads("teams")

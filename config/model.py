@@ -903,6 +903,12 @@ class AutoscalerSettings(_Section):
     """The gang watchdog ends a run whose pods hold Trainium nodes without progressing (a container
     waiting, or no log output) for this long (docs/capacity.md, "A run that does not progress");
     ``runs[].stuck_minutes`` overrides it per run; null: never (also off with ``gang_watchdog: false``)."""
+    stuck_run_max_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = None
+    """The longest a run's own limit may be: ``runs[].stuck_minutes`` and the annotation
+    ``trainium/stuck-minutes`` a team member may put on a Job (the team admission policy refuses a
+    larger one, and the guard uses no more than this). Default: the largest limit this file sets
+    (``stuck_run_minutes`` and every ``runs[].stuck_minutes``), so no annotation takes a run past
+    what the configuration allows anywhere."""
 
 
 class StackConfig(_Section):
@@ -926,6 +932,19 @@ class StackConfig(_Section):
     runs: list[RunSettings] = Field(default_factory=list)
     training: Annotated[None, MovedSection] = None
     """Replaced by runs; a file that still has it gets one line saying how to write it."""
+
+    @property
+    def stuck_run_ceiling_minutes(self) -> int | None:
+        """The longest stuck-run limit any run may have (``autoscaler.stuck_run_max_minutes``, by
+        default the largest this file sets); None when no guard runs."""
+        settings = self.autoscaler
+        if not settings.gang_watchdog or settings.stuck_run_minutes is None:
+            return None
+        if settings.stuck_run_max_minutes is not None:
+            return settings.stuck_run_max_minutes
+        return max(
+            [settings.stuck_run_minutes, *(run.stuck_minutes for run in self.runs if run.stuck_minutes)]
+        )
 
     def team(self, name: str | None) -> TeamSettings:
         """The team ``name``, or the first team."""

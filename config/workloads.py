@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from cluster_facts.kubernetes_names import ROOT_SQUASH_ID, VOLCANO_DEFAULT_QUEUE, team_uid
 from cluster_facts.neuron_stack import TRAINING_IMAGE
+from cluster_facts.volcano_retries import MAX_RESTARTS
 from config.fields import Name, PinnedImage, RoleArn, _matching, _problem, _Section
 from config.presets import BERT_LARGE, NATIVE_FSDP2
 
@@ -119,6 +120,10 @@ class TeamQuotaSettings(_Section):
 
     pods: int = Field(default=64, ge=2, le=10000)
     """Pods at once, running and queued, the team's etcd included."""
+    jobs: int = Field(default=64, ge=1, le=10000)
+    """Volcano Jobs at once (running, queued, and ended but not deleted; the stack's applied runs
+    included), and as many PodGroups, Services, ConfigMaps and NetworkPolicies for them (what
+    Volcano makes for each Job): the team's share of the cluster's API objects (k8s_charts/team_quota.py)."""
     neuron_devices: int | None = Field(default=None, ge=1)
     """Trainium chips (aws.amazon.com/neuron) its pods request in total."""
     cpu: int | None = Field(default=None, ge=1)
@@ -340,7 +345,7 @@ class RunSettings(_Section):
     cacheset: Name | None = None
     """Names the run's Neuron compile caches; defaults to the run's name. Two applied runs of one
     team never share one."""
-    retries: int = Field(default=3, ge=0, le=10)
+    retries: int = Field(default=3, ge=0, le=MAX_RESTARTS)
     """Whole-gang restarts after a failed or evicted pod (each resumes from the newest checkpoint)."""
     stuck_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = None
     """How long this run's pods may hold Trainium nodes without progressing (a waiting container, no

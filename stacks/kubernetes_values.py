@@ -272,6 +272,7 @@ def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
     configured = team.quota
     return TeamQuota(
         pods=configured.pods,
+        jobs=configured.jobs,
         cpu=configured.cpu,
         memory_gib=configured.memory_gib,
         neuron_devices=configured.neuron_devices,
@@ -459,6 +460,7 @@ def gang_watchdog_values(config: StackConfig) -> GangWatchdogValues | None:
         # A scale-up still under way is given as long as the autoscaler gives it.
         threshold_minutes=config.autoscaler.max_node_provision_minutes,
         stuck_run_minutes=config.autoscaler.stuck_run_minutes,
+        stuck_run_max_minutes=config.stuck_run_ceiling_minutes,
     )
 
 

@@ -1036,7 +1036,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs(teams=[{"name": "a", "quota": {"gpus": 1}}]),
-            "teams[0].quota.gpus: unknown key; allowed here: pods, neuron_devices, cpu, memory_gib",
+            "teams[0].quota.gpus: unknown key; allowed here: pods, jobs, neuron_devices, cpu, memory_gib",
             id="quota-unknown-key",
         ),
         pytest.param(

@@ -51,6 +51,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_failing_group.py",
         "test_teams.py",
         "test_tenant_admission.py",
+        "test_tenants_apart.py",
         "test_torchx_teams.py",
         "test_torchx_native.py",
     ),

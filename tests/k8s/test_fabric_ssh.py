@@ -10,10 +10,10 @@ client (no capability at all, as its container) logs in as root and runs a comma
 terminal, as mpirun does; the session sees the pod's FI_PROVIDER. Each capability the worker adds,
 left out in turn, breaks that.
 
-Needs root (setpriv, unshare, mounts) and an OpenSSH server: the system's, or an unpacked
-openssh-server package whose root ``SSHD_ROOT`` names (usr/sbin/sshd, etc/pam.d/sshd,
-usr/share/openssh/sshd_config, and usr/lib/<arch> for libraries the system lacks). Skipped without
-them, as tests/k8s/test_dataset_staging.py's uid tests are.
+Needs root (setpriv, unshare, mounts) and an OpenSSH server: the one `make debian-tools` unpacks
+into .tools/openssh (a prerequisite of `make test`), the system's, or an unpacked openssh-server
+package whose root ``SSHD_ROOT`` names (usr/sbin/sshd, etc/pam.d/sshd, usr/share/openssh/sshd_config,
+and usr/lib/<arch> for libraries the system lacks). Skipped without them, saying which.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from cluster_facts.instance_catalog import CATALOG
 from k8s_charts.fabric_check import SSHD_CAPABILITIES, FabricCheckChart
 from tests.k8s.manifests import only, synth
 
-SSHD_ROOT = Path(os.environ.get("SSHD_ROOT", "/"))
+# The OpenSSH server `make debian-tools` unpacks (tools/debian_tools.py), else the system's.
+_UNPACKED = Path(__file__).resolve().parents[2] / ".tools" / "openssh"
+SSHD_ROOT = Path(os.environ.get("SSHD_ROOT") or (_UNPACKED if (_UNPACKED / ".installed").is_file() else "/"))
 SSHD = SSHD_ROOT / "usr/sbin/sshd"
 PAM = SSHD_ROOT / "etc/pam.d/sshd"
 CONFIG = next(

@@ -32,7 +32,7 @@ from tests.k8s.manifests import synth
 from tests.k8s_validation import assert_valid
 from tests.plans import shared_review_plan
 from tests.tenant_cases import (
-    MEMBER,
+    HANDLER,
     AdmissionCase,
     decide,
     plan_namespace_labels,
@@ -79,7 +79,9 @@ def test_every_rule_is_exercised_by_a_refused_case() -> None:
         for validation in m["spec"]["validations"]
     }
     refused = {message for case in CASES for message in case.messages}
-    assert messages - refused <= {Message.TEMPLATES}, messages - refused
+    # The adoption rule's message is its messageExpression's (it names the Job): its case is by id.
+    assert messages - refused <= {Message.TEMPLATES, Message.ADOPTED}, messages - refused
+    assert any(case.id == "the-stack-applies-over-a-job-it-did-not-create" for case in CASES)
 
 
 def test_every_object_is_valid_and_named() -> None:
@@ -101,7 +103,7 @@ def test_the_reserved_names_are_every_platform_object_in_the_team_namespaces() -
 
 
 def test_a_job_of_any_other_name_is_still_admitted() -> None:
-    [case] = [c for c in CASES if c.id == "a-member-submits-the-run"]
+    [case] = [c for c in CASES if c.id == "a-member-submits-the-run-under-a-name-of-their-own"]
     for name in ("default-deny-2", "my-etcd-server", "bert"):
         job = {**case.obj, "metadata": {**case.obj["metadata"], "name": name}}
         assert verdict(AdmissionCase(**{**case.__dict__, "obj": job})).allowed, name
@@ -116,7 +118,7 @@ def test_only_creates_are_judged_for_names() -> None:
 
 
 def test_a_namespace_labelled_as_a_teams_but_unknown_to_the_policy_admits_nothing() -> None:
-    [case] = [c for c in CASES if c.id == "a-member-submits-the-run"]
+    [case] = [c for c in CASES if c.id == "a-member-submits-the-run-under-a-name-of-their-own"]
     job = {**case.obj, "metadata": {**case.obj["metadata"], "namespace": "rogue"}}
     decision = decide(
         MANIFESTS, AdmissionCase(**{**case.__dict__, "obj": job}), {TEAM_NAMESPACE_LABEL: "rogue"}
@@ -143,7 +145,7 @@ def test_every_run_of_the_plan_and_its_pods_are_admitted(config: Any) -> None:
     assert runs
     for job in runs:
         for case in (
-            AdmissionCase(id="job", policy=JOBS_POLICY, obj=dict(job), user=MEMBER, allowed=True),
+            AdmissionCase(id="job", policy=JOBS_POLICY, obj=dict(job), user=HANDLER, allowed=True),
             AdmissionCase(id="pod", policy=PODS_POLICY, obj=volcano_pod(dict(job)), user="x", allowed=True),
         ):
             decision = decide(manifests, case, labels[case.namespace])
