@@ -248,7 +248,8 @@ def test_the_autoscaler_never_scales_a_dra_group_up_from_zero_and_does_from_a_no
             args,
             threshold_minutes=WATCHDOG_THRESHOLD_MINUTES,
             interval_seconds=WATCHDOG_INTERVAL_SECONDS,
-            stuck_minutes=30,
+            # The configuration's ceiling (--stuck-max-minutes, 10): the watchdog refuses more.
+            stuck_minutes=CONFIG.stuck_run_ceiling_minutes or 10,
         )
         cluster.start_watchdog()
         # The autoscaler copies a node into its group's template only once it has been Ready for a
