@@ -201,7 +201,16 @@ def _rows(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     cells = [[_cell(value) for value in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    return [line, *("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells)]
+    # The first column (a name) to the left, the figures to the right.
+    return [
+        line,
+        *(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+            for row in cells
+        ),
+    ]
 
 
 def _cell(value: Any) -> str:
@@ -234,8 +243,11 @@ def format_report(result: Measurement) -> str:
         "",
         "platform controllers (one pass each, at the end)",
         *_rows(
-            ["controller", "seconds", "API requests", "objects read"],
-            [[c["name"], c["seconds"], c["requests"], c["objects"]] for c in result.controllers],
+            ["controller", "seconds", "API requests", "objects read", "MiB read"],
+            [
+                [c["name"], c["seconds"], c["requests"], c["objects"], c.get("bytes", math.nan) / 2**20]
+                for c in result.controllers
+            ],
         ),
     ]
     if result.autoscaler:
