@@ -24,8 +24,10 @@ from tests.cluster.scale import (
 )
 
 
-def test_the_default_configuration_passes_validation_with_its_nodes_teams_and_gangs() -> None:
-    settings = ScaleSettings()
+@pytest.mark.parametrize(
+    "settings", [ScaleSettings(), ScaleSettings(nodes=2048), ScaleSettings(nodes=4096, teams=8)]
+)
+def test_the_configuration_passes_validation_with_its_nodes_teams_and_gangs(settings: ScaleSettings) -> None:
     config = parse_config(scale_config(settings))
     made = [g for g in config.trainium.node_groups if g.name != AUTOSCALED_GROUP]
     assert sum(g.max_size for g in made) == settings.nodes
@@ -40,7 +42,12 @@ def test_the_default_configuration_passes_validation_with_its_nodes_teams_and_ga
         assert run.nodes == size and not run.apply
         assert groups[team.node_groups[0]].max_size >= size
     # The gangs spread over the groups, so they all fit at once beside the one-node runs.
-    assert len({runs[gang_run(size)].team for size in settings.gangs}) == len(settings.gangs)
+    held: dict[str, int] = {}
+    for size in (*settings.gangs, *[1] * settings.small_jobs):
+        team = next(t for t in config.teams if t.name == runs[gang_run(size)].team)
+        held[team.node_groups[0]] = held.get(team.node_groups[0], 0) + size
+    assert len(held) > 1
+    assert all(nodes <= groups[group].max_size for group, nodes in held.items())
     scaled = runs["autoscaled"]
     assert scaled.node_group == AUTOSCALED_GROUP and scaled.nodes == groups[AUTOSCALED_GROUP].max_size
     assert groups[AUTOSCALED_GROUP].min_size == 0

@@ -45,7 +45,8 @@ MAX_GROUP_NODES = 512
 
 @dataclass(frozen=True)
 class ScaleSettings:
-    nodes: int = 2048
+    nodes: int = 1024
+    """Sized for one run of about 15 minutes on a 2-core machine (docs/performance.md, "Scale")."""
     teams: int = 20
     gangs: tuple[int, ...] = (64, 128, 256)
     autoscaled: int = 64
