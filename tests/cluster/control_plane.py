@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster_facts.kubernetes_names import CDK_PRUNE_LABEL_PREFIX
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
 from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
 from cluster_facts.vendored_charts import repository_path
@@ -60,9 +61,7 @@ __all__ = ["SERVICE_CIDR", "ApplyReport", "ControlPlane", "Kubectl", "StepResult
 SERVICE_CIDR = "10.100.0.0/16"
 """EKS's default Service range (the API server's own Service is 10.100.0.1)."""
 ISSUER = "https://kubernetes.default.svc"
-PRUNE_LABEL_PREFIX = "aws.cdk.eks/prune-"
-"""aws-eks-v2's KubernetesManifest labels every object with ``aws.cdk.eks/prune-<construct address>``
-and prunes by it on update (aws-cdk-lib lib/aws-eks-v2/lib/k8s-manifest.js)."""
+PRUNE_LABEL_PREFIX = CDK_PRUNE_LABEL_PREFIX
 KWOK_STAGES = Path(__file__).with_name("kwok_stages.yaml")
 NODE_CHECK_PASS = Path(__file__).with_name("node_check_pass.py")
 # The deploy-time readiness gates poll every 10 s in the handler; here every second (same outcome).
