@@ -125,7 +125,7 @@ def scale_config(settings: ScaleSettings) -> dict[str, Any]:
         {
             "name": _team_name(index),
             "node_groups": [groups[index % len(sizes)]["name"]],
-            "quota": {"pods": pods},
+            "quota": {"pods": pods, "jobs": max(64, settings.small_jobs + len(settings.gangs) + 8)},
         }
         for index in range(settings.teams)
     ]
