@@ -175,6 +175,11 @@ class ControlPlane:
         "no cluster autoscaler runs in this scenario (test_scale_from_zero.py runs the real one); "
         "the test adds the nodes it would add"
     )
+    node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS
+    node_lease_seconds: int = 40
+    """kwok's ``--node-lease-duration-seconds`` (it renews each node's Lease every quarter of it)."""
+    kwok_stages: Path = KWOK_STAGES
+    """What kwok does to nodes and pods; tests/cluster/bench_scale.py slows the heartbeat of thousands."""
     _volcano_values: str | None = None
     _watchdog_properties: str | None = None
 
@@ -289,7 +294,7 @@ class ControlPlane:
                 f"--root-ca-file={self.ca.cert}",
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
+                f"--node-monitor-grace-period={self.node_monitor_grace_seconds}s",
             ],
         )
         scheduler_process = self.processes.start(
@@ -314,10 +319,10 @@ class ControlPlane:
         return [
             str(self.binaries.kwok),
             f"--kubeconfig={self.kubeconfig}",
-            f"--config={KWOK_STAGES}",
+            f"--config={self.kwok_stages}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_KEY}={node_value}",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={self.node_lease_seconds}",
             f"--server-address=127.0.0.1:{free_port()}",
             f"--cidr={cidr}",
         ]
