@@ -850,13 +850,17 @@ def shortened_watchdog_args(
     args: Sequence[str], *, threshold_minutes: float, interval_seconds: float, stuck_minutes: float
 ) -> list[str]:
     """The watchdog's Deployment arguments with its threshold, pass interval and stuck-run guard set
-    (the product's 15 minutes, 60 s and 10 minutes are too long for a test)."""
-    changed = ("--threshold-minutes", "--interval-seconds", "--stuck-minutes")
+    (the product's 15 minutes, 60 s and 10 minutes are too long for a test). The ceiling of a run's
+    own limit (``--stuck-max-minutes``, which the watchdog refuses below ``--stuck-minutes``) is raised
+    to the guard's limit where that is higher."""
+    ceiling = next((float(a.split("=", 1)[1]) for a in args if a.startswith("--stuck-max-minutes=")), 0.0)
+    changed = ("--threshold-minutes", "--interval-seconds", "--stuck-minutes", "--stuck-max-minutes")
     return [
         *(a for a in args if not a.startswith(changed)),
         f"--threshold-minutes={threshold_minutes}",
         f"--interval-seconds={interval_seconds}",
         f"--stuck-minutes={stuck_minutes}",
+        f"--stuck-max-minutes={max(ceiling, stuck_minutes):g}",
     ]
 
 
