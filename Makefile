@@ -53,7 +53,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight outdated runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries debian-tools
+.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight outdated runs timeline fabric-check canary lint check test snapshot bench bench-scale crds vendor-charts clean runtime-env lock cluster-binaries debian-tools
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -208,6 +208,13 @@ snapshot: setup ## rewrite tests/snapshots/ after an intended template change (r
 
 bench: $(CDK_DEPS) ## time cdk synth of this app against an empty CDK app [CONFIG=file]
 	$(BIN)/python tools/bench.py --cdk $(CDK) --config $(CONFIG)
+
+# The platform at scale on the real control plane of tests/cluster (tests/cluster/bench_scale.py):
+# kwok nodes, teams, gangs through Volcano, the watchdog, node check and autoscaler, measured; the
+# table goes to BENCH_OUT (bench-scale.txt) and its .json. Not part of `make test`. On a shared machine, run it alone.
+bench-scale: $(PY_STAMP) $(TORCH_STAMP) cluster-binaries ## platform at scale: NODES=1024 TEAMS=20 GANG=64,128,256 JOBS=100 AUTOSCALED=64 BENCH_OUT=file
+	NODES=$(NODES) TEAMS=$(TEAMS) GANG=$(GANG) JOBS=$(JOBS) AUTOSCALED=$(AUTOSCALED) BENCH_OUT=$(BENCH_OUT) \
+		$(BIN)/python -m tests.cluster.bench_scale
 
 # The typed Volcano Job, Queue and PodGroup classes: `cdk8s import` of the CRD schemas of the chart
 # release in cluster_facts/versions.py. The output is committed; a test fails when it is stale.

@@ -168,11 +168,16 @@ class TeamQuota:
 
     @property
     def objects(self) -> dict[str, str]:
-        """``team-objects``' hard counts: the platform's objects, plus the Jobs and what each brings."""
+        """``team-objects``' hard counts: room for the platform's objects twice over, plus the Jobs and
+        what each brings."""
         unknown = set(self.platform_objects) - set(_COUNTED)
         if unknown:
             raise ValueError(f"no object-count resource {sorted(unknown)} in team-objects")
-        counts = {resource: self.platform_objects.get(resource, 0) for resource in _COUNTED}
+        # Twice what the platform keeps: a deploy that renames its objects (a file system replaced
+        # gives its claims new names) creates the new ones before the old are pruned, and a quota of
+        # exactly the kept count refuses them ("exceeded quota: team-objects", seen in the tier when
+        # a second configuration's claims met the first's).
+        counts = {resource: 2 * self.platform_objects.get(resource, 0) for resource in _COUNTED}
         counts["count/jobs.batch.volcano.sh"] += self.jobs
         for resource in _PER_JOB:
             counts[resource] += self.jobs

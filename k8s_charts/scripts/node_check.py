@@ -118,6 +118,8 @@ STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced", "withheld"
 suspect: EFA errors on a node in use (tainted); cleared: a suspect node passed the loopback again;
 fenced: another node's unresponsive instance was marked Unhealthy; withheld: a replacement the
 group's budget did not allow (the node stays tainted); stopped: the group's launches suspended."""
+FENCE_PEEK = 50
+"""Nodes read first by each node's fence (``Watch._fence_candidates``)."""
 # The EFA vendor id in PCI config space (the node monitoring agent's efa.go checks the same).
 _EFA_VENDOR = "0x1d0f"
 # Ports for fi_pingpong's control socket (its default is 47592), one per device, on loopback.
@@ -811,12 +813,36 @@ class Watch:
 
     # --- unresponsive Trainium nodes ----------------------------------------------------------
 
+    def _fence_candidates(self) -> list[dict[str, Any]] | None:
+        """Every Trainium node, or None when a Ready one named before this node acts instead.
+
+        Every node's check asks this each pass: listing every node each time is the number of nodes
+        squared per WATCH_SECONDS (2,048 nodes: 34 lists of 2,048 nodes a second, docs/performance.md).
+        The API server lists in name order (etcd's key order), so the first page of FENCE_PEEK nodes
+        settles it on every node but the first; the decision reads only names and Ready, so a server
+        that pages otherwise costs the full list, never a wrong answer."""
+        selector = self.settings.labels["devices"]
+        query = urllib.parse.urlencode({"labelSelector": selector, "limit": str(FENCE_PEEK)})
+        page = self.api.call("GET", f"/api/v1/nodes?{query}")
+        items: list[dict[str, Any]] = page.get("items") or []
+        me = self.settings.node_name
+        if any(
+            n["metadata"]["name"] < me and (_condition(n, "Ready") or {}).get("status") == "True"
+            for n in items
+        ):
+            return None
+        if not (page.get("metadata") or {}).get("continue"):
+            return items
+        return self.api.items("/api/v1/nodes", labelSelector=selector)
+
     def _fence(self) -> None:
         settings = self.settings
         assert settings.fence_after_seconds is not None
         # Trainium nodes only: the system nodes carry the node-group label too, and the first of them
         # by name would be the one to act, where no check runs.
-        nodes = self.api.items("/api/v1/nodes", labelSelector=settings.labels["devices"])
+        nodes = self._fence_candidates()
+        if nodes is None:
+            return
         ready = sorted(
             n["metadata"]["name"] for n in nodes if (_condition(n, "Ready") or {}).get("status") == "True"
         )

@@ -147,6 +147,9 @@ class NodeAgent:
     """Instead of lifting the startup taint itself: run this (the node check's program) on each new
     node once it is Ready, in a thread of its own, as each node's check pod runs at once."""
     checked: set[str] = field(default_factory=set)
+    selector: str = ""
+    """A label selector of the groups' nodes: with thousands of other nodes (tests/cluster/bench_scale.py)
+    a poll of every node each half second would be most of the work."""
     ready_at: dict[str, float] = field(default_factory=dict)
     lifted_at: dict[str, float] = field(default_factory=dict)
     seen: dict[str, float] = field(default_factory=dict)
@@ -177,7 +180,9 @@ class NodeAgent:
 
     def step(self) -> None:
         now = time.time()  # wall clock: the tests compare it with the API server's timestamps
-        for node in self.kubectl.json("get", "nodes")["items"]:
+        for node in self.kubectl.json("get", "nodes", *(["-l", self.selector] if self.selector else []))[
+            "items"
+        ]:
             metadata = node["metadata"]
             if GROUP_ANNOTATION not in metadata.get("annotations", {}):
                 continue
@@ -319,7 +324,14 @@ def start_autoscaler(
         "KUBECONFIG": str(plane.kubeconfig),
         "PATH": "/usr/bin:/bin",
     }
-    agent = NodeAgent(plane.kubectl, hold_taint_seconds, check, on_register=on_register)
+    groups = [group.name for group in config.trainium.node_groups]
+    agent = NodeAgent(
+        plane.kubectl,
+        hold_taint_seconds,
+        check,
+        on_register=on_register,
+        selector=f"{NODE_GROUP_LABEL} in ({','.join(groups)})",
+    )
     agent.start()
     binary = plane.binaries.cluster_autoscaler
     plane.processes.stop("cluster-autoscaler")
@@ -327,7 +339,6 @@ def start_autoscaler(
     plane.kubectl("delete", "configmap", AUTOSCALER_STATUS_CONFIGMAP, "-n", namespace, "--ignore-not-found")
     process = plane.processes.start("cluster-autoscaler", [str(binary), *args], env=env)
     autoscaler = Autoscaler(plane=plane, process=process, agent=agent, args=args)
-    groups = [group.name for group in config.trainium.node_groups]
     try:
         wait_until(
             lambda: all(f"name: {group}" in autoscaler.status() for group in groups),

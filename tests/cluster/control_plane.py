@@ -181,6 +181,11 @@ class ControlPlane:
     turn on and why)."""
     runtime_config: tuple[str, ...] = ()
     """API versions the API server serves beyond its defaults (``--runtime-config``)."""
+    node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS
+    node_lease_seconds: int = 40
+    """kwok's ``--node-lease-duration-seconds`` (it renews each node's Lease every quarter of it)."""
+    kwok_stages: Path = KWOK_STAGES
+    """What kwok does to nodes and pods; tests/cluster/bench_scale.py slows the heartbeat of thousands."""
     _volcano_values: str | None = None
     _watchdog_properties: str | None = None
     _control_args: dict[str, list[str]] = field(default_factory=dict)
@@ -298,7 +303,7 @@ class ControlPlane:
                 f"--root-ca-file={self.ca.cert}",
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
+                f"--node-monitor-grace-period={self.node_monitor_grace_seconds}s",
                 *self._gate_flags(),
             ],
         )
@@ -337,10 +342,10 @@ class ControlPlane:
         return [
             str(self.binaries.kwok),
             f"--kubeconfig={self.kubeconfig}",
-            f"--config={KWOK_STAGES}",
+            f"--config={self.kwok_stages}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_KEY}={node_value}",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={self.node_lease_seconds}",
             f"--server-address=127.0.0.1:{free_port()}",
             f"--cidr={cidr}",
         ]
@@ -904,13 +909,17 @@ def shortened_watchdog_args(
     args: Sequence[str], *, threshold_minutes: float, interval_seconds: float, stuck_minutes: float
 ) -> list[str]:
     """The watchdog's Deployment arguments with its threshold, pass interval and stuck-run guard set
-    (the product's 15 minutes, 60 s and 10 minutes are too long for a test)."""
-    changed = ("--threshold-minutes", "--interval-seconds", "--stuck-minutes")
+    (the product's 15 minutes, 60 s and 10 minutes are too long for a test). The ceiling of a run's
+    own limit (``--stuck-max-minutes``, which the watchdog refuses below ``--stuck-minutes``) is raised
+    to the guard's limit where that is higher."""
+    ceiling = next((float(a.split("=", 1)[1]) for a in args if a.startswith("--stuck-max-minutes=")), 0.0)
+    changed = ("--threshold-minutes", "--interval-seconds", "--stuck-minutes", "--stuck-max-minutes")
     return [
         *(a for a in args if not a.startswith(changed)),
         f"--threshold-minutes={threshold_minutes}",
         f"--interval-seconds={interval_seconds}",
         f"--stuck-minutes={stuck_minutes}",
+        f"--stuck-max-minutes={max(ceiling, stuck_minutes):g}",
     ]
 
 

@@ -391,6 +391,8 @@ class Cluster:
     configmaps: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {replacement_record("trn1-32xl"): empty_record()}
     )
+    listed: list[int] = field(default_factory=list)
+    """The items of each page of nodes listed."""
 
     def answer_configmap(self, method: str, name: str, body: Any) -> tuple[int, Any]:
         if name not in self.configmaps:
@@ -416,10 +418,19 @@ class Cluster:
         if parts[:5] == ["api", "v1", "namespaces", NODE_CHECK_NAMESPACE, "configmaps"]:
             return self.answer_configmap(method, parts[5], body)
         if method == "GET" and parts == ["api", "v1", "nodes"]:
-            # An existence selector, as the API server reads it.
-            selector = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)["labelSelector"][0]
-            items = [n for n in self.nodes.values() if selector in n["metadata"].get("labels", {})]
-            return 200, {"kind": "NodeList", "metadata": {}, "items": items}
+            # An existence selector, as the API server reads it; pages in name order (etcd's keys).
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+            selector = query["labelSelector"][0]
+            items = sorted(
+                (n for n in self.nodes.values() if selector in n["metadata"].get("labels", {})),
+                key=lambda n: n["metadata"]["name"],
+            )
+            start = int(query.get("continue", ["0"])[0])
+            limit = int(query.get("limit", ["0"])[0]) or len(items)
+            page = items[start : start + limit]
+            self.listed.append(len(page))
+            more = {"continue": str(start + limit)} if start + limit < len(items) else {}
+            return 200, {"kind": "NodeList", "metadata": more, "items": page}
         if parts[:3] != ["api", "v1", "nodes"] or parts[3] not in self.nodes:
             return 404, {"kind": "Status", "code": 404}
         name, sub = parts[3], (parts[4] if len(parts) > 4 else "")
@@ -1009,6 +1020,23 @@ def test_a_node_silent_past_the_limit_is_terminated_through_its_group_once(
     assert "TRAINIUM_NODE_CHECK node=ip-10-0-0-2 state=fenced reason=NodeUnresponsive by=ip-10-0-0-1" in (
         capsys.readouterr().out
     )
+
+
+@pytest.mark.process
+@needs_bash
+def test_only_the_first_node_reads_every_node_to_fence(node_tools: Path, sysfs: Path, token: Path) -> None:
+    """The fence's read grows with the nodes only on the node that acts: every other node's check
+    stops at the first page (docs/performance.md measured the full list at 2,048 nodes)."""
+    peek = checker().FENCE_PEEK
+    cluster = peers(6, ready=peek + 10)  # ip-10-0-0-1 (this node, first), one silent, 60 Ready
+    Watched(cluster, watch_settings(sysfs), token).tick()
+    assert cluster.listed == [peek, peek + 12]  # a page, then every Trainium node
+    assert len(aws_calls(node_tools)) == 1  # it fenced ip-10-0-0-2
+    later = peers(6, ready=peek + 10)
+    later.token_node = "ip-10-0-1-30"
+    Watched(later, watch_settings(sysfs, node_name="ip-10-0-1-30"), token).tick()
+    assert later.listed == [peek]
+    assert len(aws_calls(node_tools)) == 1
 
 
 @pytest.mark.process

@@ -234,11 +234,11 @@ def test_the_object_quota_counts_the_jobs_what_volcano_makes_for_each_and_the_pl
         assert quota["spec"]["hard"] == {
             "count/jobs.batch.volcano.sh": str(jobs),
             "count/podgroups.scheduling.volcano.sh": str(jobs),
-            "services": str(jobs + kept("Service")),
-            "configmaps": str(jobs + kept("ConfigMap") + 2),
+            "services": str(jobs + 2 * kept("Service")),
+            "configmaps": str(jobs + 2 * kept("ConfigMap") + 2),
             "secrets": "0",
-            "persistentvolumeclaims": str(kept("PersistentVolumeClaim")),
-            "count/networkpolicies.networking.k8s.io": str(jobs + kept("NetworkPolicy")),
+            "persistentvolumeclaims": str(2 * kept("PersistentVolumeClaim")),  # room to rename each once
+            "count/networkpolicies.networking.k8s.io": str(jobs + 2 * kept("NetworkPolicy")),
         }, team.name
         assert kept("PersistentVolumeClaim") == 2 and kept("Service") == 2  # etcd's client and peer Services
 
