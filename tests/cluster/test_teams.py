@@ -70,9 +70,7 @@ def test_every_step_of_the_example_is_accepted_and_a_second_apply_changes_nothin
 ) -> None:
     plan = deployed_plan(example_config)
     report = example.apply_plan(plan, update_all=True)
-    # A PodDisruptionBudget always reads "configured" (tests/cluster/test_deploy.py says why); what the
-    # server stores decides it.
-    changed = [line for line in report.configured() if " poddisruptionbudget.policy/" not in line]
+    changed = report.changed_but_budgets()
     differences = example.stored_differences(plan)
     assert changed == [] and differences == {}, "\n".join([*changed, json.dumps(differences, indent=1)])
 
