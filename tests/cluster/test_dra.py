@@ -286,11 +286,14 @@ def test_the_drivers_run_only_on_dra_nodes_and_the_device_plugins_never_there(
     namespace = neuron_dra_driver.NAMESPACE
 
     def placed() -> bool:
+        # The pods of nodes an earlier test deleted (the autoscaler's) linger until the pod garbage
+        # collector's orphan pass (its quarantine: about a minute); only live nodes' pods count.
+        live = {n["metadata"]["name"] for n in cluster.kubectl.json("get", "nodes")["items"]}
         return (
-            _daemon_set_nodes(cluster, namespace, neuron_dra_driver.NAME) == dra_nodes
-            and _daemon_set_nodes(cluster, namespace, efa_dra_driver.NAME) == dra_nodes
-            and _daemon_set_nodes(cluster, namespace, neuron_device_plugin.NAME) == {PLUGIN_NODE}
-            and _daemon_set_nodes(cluster, namespace, efa_device_plugin.NAME) == {PLUGIN_NODE}
+            _daemon_set_nodes(cluster, namespace, neuron_dra_driver.NAME) & live == dra_nodes
+            and _daemon_set_nodes(cluster, namespace, efa_dra_driver.NAME) & live == dra_nodes
+            and _daemon_set_nodes(cluster, namespace, neuron_device_plugin.NAME) & live == {PLUGIN_NODE}
+            and _daemon_set_nodes(cluster, namespace, efa_device_plugin.NAME) & live == {PLUGIN_NODE}
         )
 
     cluster.wait_for(
