@@ -18,7 +18,8 @@ Limits, each refused in one line before anything is created:
   cluster_facts/job_text.py); what the Job carries besides the file is counted the way the policy
   counts it, and the rest is what the encoded file may take: about 47 KiB of incompressible bytes,
   several times that of source code. A larger file belongs in S3, read by a run as an ``s3://``
-  source (docs/runs.md).
+  source (docs/runs.md). (A ConfigMap's 1 MiB, ``core.MaxSecretSize`` in kubernetes'
+  ``ValidateConfigMap``, is not open to a member: the Role creates none.)
 - the path: relative, inside the team's directory, no ``.``/``..``/empty component (the pod's
   script refuses a symbolic link that leads out as well).
 
