@@ -19,7 +19,9 @@ business. It is **stuck** when one of its bound pods has waited longer than the 
 
 It is **silent** when every pod of it runs and none has written a log line for longer than the
 threshold (the newest line over all its pods and containers, or the container's start when it has
-written none). run_worker.sh prints while it legitimately waits (data staging every 15 s, the
+written none). The logs are read only for a run whose every pod has run longer than the threshold,
+rank 0's first and the others only until one line is recent enough: a progressing run costs one
+log request a pass, not one per pod. run_worker.sh prints while it legitimately waits (data staging every 15 s, the
 compile-cache lock, a heartbeat during precompile), so its waits are never silent.
 
 The threshold is the Job's annotation ``--annotation`` (minutes; ``runs[].stuck_minutes``), never
@@ -437,6 +439,32 @@ def _last_line(api: Api, pod: Obj) -> tuple[datetime, str] | None:
     return newest
 
 
+def _rank(pod: Obj) -> tuple[int, str]:
+    """Rank 0 first: Volcano names a Job's pods ``<job>-<task>-<index>``, and rank 0 is the pod that
+    prints the training steps (run_worker.sh, torchrun)."""
+    name = str(pod["metadata"]["name"])
+    index = name.rsplit("-", 1)[-1]
+    return (int(index) if index.isdigit() else 1 << 30, name)
+
+
+def _last_lines(
+    api: Api, pods: Sequence[Obj], *, now: datetime, threshold: float
+) -> dict[str, tuple[datetime, str]]:
+    """The newest log line of the run's pods, read one pod after another from rank 0 and only until
+    one line is newer than the threshold: that line alone proves the run is not silent, so a run
+    that progresses costs one log request a pass (a container each), however many pods it has; only
+    a run that is silent on every pod costs one request per pod, once, as it is then ended."""
+    lines: dict[str, tuple[datetime, str]] = {}
+    for pod in sorted(pods, key=_rank):
+        line = _last_line(api, pod)
+        if line is None:
+            continue
+        lines[pod["metadata"]["name"]] = line
+        if (now - line[0]).total_seconds() <= threshold:
+            break
+    return lines
+
+
 def _reason(job: Obj) -> str | None:
     return ((job.get("status") or {}).get("state") or {}).get("reason")
 
@@ -533,7 +561,7 @@ class _Pass:
             job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
         )
         if verdict is None and _silence_possible(run_pods, nodes, now, threshold):
-            lines = {pod["metadata"]["name"]: line for pod in run_pods if (line := _last_line(api, pod))}
+            lines = _last_lines(api, run_pods, now=now, threshold=threshold)
             verdict = judge_run(
                 job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
             )
