@@ -20,8 +20,9 @@ business. It is **stuck** when one of its bound pods has waited longer than the 
 It is **silent** when every pod of it runs and none has written a log line for longer than the
 threshold (the newest line over all its pods and containers, or the container's start when it has
 written none). The logs are read only for a run whose every pod has run longer than the threshold,
-rank 0's first and the others only until one line is recent enough: a progressing run costs one
-log request a pass, not one per pod. run_worker.sh prints while it legitimately waits (data staging every 15 s, the
+rank 0's first and the others only until one line is recent enough, and not again until a
+threshold after the newest line read (kept in the watchdog process): a progressing run costs one log
+request a threshold, not one per pod each pass. run_worker.sh prints while it legitimately waits (data staging every 15 s, the
 compile-cache lock, a heartbeat during precompile), so its waits are never silent.
 
 The threshold is the Job's annotation ``--annotation`` (minutes; ``runs[].stuck_minutes``), never
@@ -359,11 +360,17 @@ class Endings:
 
     ended_at: dict[str, datetime] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
+    heard: dict[str, tuple[frozenset[str], datetime]] = field(default_factory=dict)
+    """The newest log line read of each run, with the names of the pods it was read among: while
+    the same pods run, the run cannot be silent until a threshold after that line, so their logs
+    are not read again before then (a progressing run costs one log request a threshold, not one a
+    pass). Other pods (Volcano restarted the run, a pod went): read again."""
 
     def forget_all_but(self, uids: set[str]) -> None:
         """Keep only the runs whose Jobs still exist (``uids``)."""
         self.ended_at = {uid: moment for uid, moment in self.ended_at.items() if uid in uids}
         self.reported &= uids
+        self.heard = {uid: moment for uid, moment in self.heard.items() if uid in uids}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -560,8 +567,13 @@ class _Pass:
         verdict = judge_run(
             job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
         )
-        if verdict is None and _silence_possible(run_pods, nodes, now, threshold):
+        names = frozenset(str(pod["metadata"]["name"]) for pod in run_pods)
+        heard = self.endings.heard.get(uid)
+        recently = heard is not None and heard[0] == names and (now - heard[1]).total_seconds() <= threshold
+        if verdict is None and not recently and _silence_possible(run_pods, nodes, now, threshold):
             lines = _last_lines(api, run_pods, now=now, threshold=threshold)
+            if lines:
+                self.endings.heard[uid] = (names, max(moment for moment, _ in lines.values()))
             verdict = judge_run(
                 job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
             )
