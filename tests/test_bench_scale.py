@@ -155,9 +155,12 @@ def test_the_report_has_every_section() -> None:
     result.volcano = {"cycle ms, mean": 12.0}
     result.api = {"requests/s during the runs": float("nan")}
     result.processes = {"kube-apiserver": {"cpu_seconds": 10.0, "peak_rss_mib": 300.0}}
+    result.clients = [{"client": "system:node:x (kwok)", "requests": 10, "per_s": 1.25, "percent": 62.5}]
     report = format_report(result)
     for expected in ("gangs 16", "12.35", "gang watchdog", "kube-apiserver", "300.00", "failures: none"):
         assert expected in report
+    (client_line,) = [line for line in report.splitlines() if line.startswith("system:node:x (kwok)")]
+    assert client_line.split()[-3:] == ["10", "1.25", "62.50"]
     (api_line,) = [line for line in report.splitlines() if line.startswith("requests/s during the runs")]
     assert api_line.endswith(" -")
     result.failures.append("gang bench-16 not bound")
