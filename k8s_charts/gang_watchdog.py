@@ -491,11 +491,12 @@ def _pod_spec(values: GangWatchdogValues) -> k8s.PodSpec:
                 ],
                 # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
                 image_pull_policy=PINNED_PULL_POLICY,
-                # A Python loop that lists nodes, pods and PodGroups once a minute: the interpreter and
-                # one listing of the cluster in memory; a pass takes a CPU for a moment. The listing
-                # grows with the nodes (every unfinished pod, DaemonSets' included): `make bench-scale`
-                # measured 282 MiB resident at 1,024 nodes (53 MiB of JSON a pass), over the 256Mi
-                # this had; 1Gi holds about 3,500 nodes at that rate (docs/performance.md, "Scale").
+                # A Python loop that lists the teams' pods and PodGroups and the nodes' metadata once a
+                # minute; a pass takes a CPU for a moment. Only while it holds a cordon or a gang is
+                # stalled does it read the nodes in full and every pod of the cluster, a page of 500
+                # at a time. When every pass read every pod at once, `make bench-scale` measured 282
+                # MiB resident at 1,024 nodes (53 MiB of JSON a pass), over the 256Mi this had; 1Gi
+                # is kept for that read at several thousand nodes (docs/performance.md, "Scale").
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "1Gi"}
                 ),

@@ -3,11 +3,15 @@ without a cluster: the bench itself is measured, not a timed test (docs/performa
 
 from __future__ import annotations
 
+import json
 import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from config import parse_config
+from tests.cluster.audit import client_load
 from tests.cluster.bench_scale import gang_figures, metric_sums
 from tests.cluster.scale import (
     AUTOSCALED_GROUP,
@@ -155,10 +159,42 @@ def test_the_report_has_every_section() -> None:
     result.volcano = {"cycle ms, mean": 12.0}
     result.api = {"requests/s during the runs": float("nan")}
     result.processes = {"kube-apiserver": {"cpu_seconds": 10.0, "peak_rss_mib": 300.0}}
+    result.clients = [{"client": "system:node:x (kwok)", "requests": 10, "per_s": 1.25, "percent": 62.5}]
     report = format_report(result)
     for expected in ("gangs 16", "12.35", "gang watchdog", "kube-apiserver", "300.00", "failures: none"):
         assert expected in report
+    (client_line,) = [line for line in report.splitlines() if line.startswith("system:node:x (kwok)")]
+    assert client_line.split()[-3:] == ["10", "1.25", "62.50"]
     (api_line,) = [line for line in report.splitlines() if line.startswith("requests/s during the runs")]
     assert api_line.endswith(" -")
     result.failures.append("gang bench-16 not bound")
     assert "failures: gang bench-16 not bound" in format_report(result)
+
+
+AUDIT_SAMPLE = Path(__file__).parent / "cluster" / "audit_sample.jsonl"
+"""Lines of the API server's audit log of a `make bench-scale` run (2026-11-28, kube-apiserver
+1.36.3, tests/cluster/audit.py's policy): one or a few requests of each kind of client."""
+
+
+def test_requests_are_counted_per_client_from_the_audit_log() -> None:
+    lines = AUDIT_SAMPLE.read_text().splitlines()
+    received = json.loads(lines[-1])
+    # Left out: a stage the policy omits, and the last line of a log still being written.
+    lines += [json.dumps({**received, "stage": "RequestReceived"}), lines[-1][:300]]
+    day = datetime(2026, 11, 28, tzinfo=UTC)
+    load = client_load(lines, day, day + timedelta(days=1))
+    assert load.requests == {
+        "cluster-test-admin (kubectl)": 2,
+        "cluster-test-admin (kwok)": 2,
+        "system:apiserver (kube-apiserver)": 1,
+        "kube-controller-manager (its controllers' service accounts)": 2,
+        "system:kube-scheduler (kube-scheduler)": 1,
+        "system:serviceaccount:volcano-system:volcano-scheduler (scheduler)": 2,
+        "system:serviceaccount:trainium-system:gang-watchdog (Python-urllib)": 3,
+    }
+    assert (load.total, load.platform) == (13, 3)
+    assert load.platform_share == pytest.approx(3 / 13)
+    # The window: from the watchdog's first request on, only its own.
+    since = datetime(2026, 11, 28, 12, 28, 57, 143434, tzinfo=UTC)
+    assert client_load(lines, since, day + timedelta(days=1)).platform_share == 1.0
+    assert client_load(lines, day, since).platform == 0

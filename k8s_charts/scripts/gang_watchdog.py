@@ -11,8 +11,13 @@ cordoned nodes once unneeded.
 Runs in the ``gang-watchdog`` Deployment (k8s_charts/gang_watchdog.py renders it with this file in a
 ConfigMap), with the standard library only, on Python 3.11+. Each pass:
 
-1. lists the Trainium nodes of ``--node-groups``, every unfinished pod, and the Volcano PodGroups of
-   ``--namespaces``;
+1. lists the Trainium nodes of ``--node-groups`` (their metadata), the unfinished pods and the
+   Volcano PodGroups of ``--namespaces``; only when it holds a cordon or a gang has been stalled
+   longer than the threshold does it read the nodes in full and every unfinished pod of the cluster
+   (a page at a time, each pod reduced to its node's busy list and requests), as a node's room and
+   idleness depend on every pod on it, DaemonSet pods included. Every other pass costs one request
+   per team namespace and a few more, and reads the runs' pods and the nodes' metadata: at 1,024
+   nodes the full read was 4,813 pods, 53 MiB (docs/performance.md, Scale);
 2. a gang (PodGroup) *wants nodes* while its phase is Pending or Inqueue and none of its pods is
    bound (Volcano binds none until all fit); it is *stalled* when it wants nodes, a pod of it shows
    the #3976 signature (``PodScheduled`` False, reason ``Schedulable``), and it has been so for
@@ -249,7 +254,10 @@ class Gang:
 @dataclass
 class Node:
     obj: Obj
-    pods: list[Obj]
+    busy_with: list[str] = field(default_factory=list)
+    """The pods that make the node busy: any but DaemonSet and mirror pods."""
+    used: dict[str, float] = field(default_factory=dict)
+    """What the scheduler reserves on the node for its pods (DaemonSet and mirror pods included)."""
 
     @property
     def name(self) -> str:
@@ -269,28 +277,26 @@ class Node:
         ready = _condition(self.obj, "Ready")
         return ready is not None and ready.get("status") == "True"
 
-    @property
-    def busy_with(self) -> list[str]:
-        """The pods that make the node busy: any but DaemonSet and mirror pods."""
-        return [
-            f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
-            for pod in self.pods
-            if not _is_daemon_or_mirror(pod)
-        ]
+    def add(self, pod: Obj) -> None:
+        """Count a pod bound to the node (what the pass keeps of it: its name if it makes the node
+        busy, and its requests)."""
+        if not _is_daemon_or_mirror(pod):
+            self.busy_with.append(f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}")
+        for name, value in _pod_requests(pod).items():
+            self.used[name] = self.used.get(name, 0.0) + value
 
     def created(self) -> datetime | None:
         return _time((self.obj.get("metadata") or {}).get("creationTimestamp"))
 
     def has_room_for(self, pod: Obj) -> bool:
         allocatable = (self.obj.get("status") or {}).get("allocatable") or {}
-        used: dict[str, float] = {}
-        for running in self.pods:
-            for name, value in _pod_requests(running).items():
-                used[name] = used.get(name, 0.0) + value
         for name, wanted in _pod_requests(pod).items():
             if wanted <= 0:
                 continue
-            if name not in allocatable or parse_quantity(allocatable[name]) - used.get(name, 0.0) < wanted:
+            if (
+                name not in allocatable
+                or parse_quantity(allocatable[name]) - self.used.get(name, 0.0) < wanted
+            ):
                 return False
         return True
 
@@ -505,6 +511,52 @@ class _Pass:
             )
 
 
+_UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def _team_pods(api: Api, settings: Settings) -> list[Obj]:
+    """The unfinished pods of the team namespaces: every gang's and every run's (one list each)."""
+    return [
+        pod
+        for namespace in settings.namespaces
+        for pod in api.items(
+            f"/api/v1/namespaces/{urllib.parse.quote(namespace)}/pods", fieldSelector=_UNFINISHED
+        )
+    ]
+
+
+def _occupied_nodes(api: Api, settings: Settings, selector: str) -> list[Node]:
+    """The Trainium nodes in full, with what runs on each: every unfinished pod of the cluster read
+    a page at a time and reduced to its node's busy list and requests (DaemonSet pods are most of
+    them: a node's room and idleness depend on every pod, of any namespace)."""
+    groups = set(settings.node_groups)
+    nodes = {
+        obj["metadata"]["name"]: Node(obj=obj)
+        for obj in api.items("/api/v1/nodes", labelSelector=selector)
+        # The label selector asked for these already; checked again, as every write depends on it.
+        if (obj["metadata"].get("labels") or {}).get(settings.node_group_label) in groups
+    }
+    for page in api.pages("/api/v1/pods", fieldSelector=_UNFINISHED):
+        for pod in page:
+            node = nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+            if node is not None:
+                node.add(pod)
+    return list(nodes.values())
+
+
+def _needs_nodes(settings: Settings, marked: bool, gangs: Sequence[Gang], now: datetime) -> bool:
+    """Whether the pass must read the nodes in full and every pod on them: only to review a cordon
+    of its own or to cordon for a gang stalled past the threshold. Every other pass reads the team
+    namespaces' pods and the nodes' metadata, so its cost grows with the runs, not with the nodes
+    times their DaemonSets."""
+    return marked or any(
+        gang.wants_nodes
+        and gang.stalled_since is not None
+        and (now - gang.stalled_since).total_seconds() >= settings.threshold_seconds
+        for gang in gangs
+    )
+
+
 def run_pass(
     api: Api,
     settings: Settings,
@@ -516,26 +568,23 @@ def run_pass(
 ) -> bool:
     """One pass; False when an API call failed (logged; the next pass starts afresh). With ``guard``,
     the runs that hold Trainium nodes without progressing are judged next (stuck_runs.py)."""
+    selector = f"{settings.node_group_label} in ({','.join(settings.node_groups)})"
+    groups = set(settings.node_groups)
     try:
-        selector = f"{settings.node_group_label} in ({','.join(settings.node_groups)})"
-        node_objects = api.items("/api/v1/nodes", labelSelector=selector)
-        pods = api.items("/api/v1/pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+        # Names, labels and annotations: which nodes are Trainium nodes, and which carry a cordon of ours.
+        names = [
+            item["metadata"]
+            for item in api.items("/api/v1/nodes", metadata_only=True, labelSelector=selector)
+            if (item["metadata"].get("labels") or {}).get(settings.node_group_label) in groups
+        ]
+        pods = _team_pods(api, settings)
         gangs = _gangs(api, settings, pods)
+        marked = any(settings.annotation in (obj.get("annotations") or {}) for obj in names)
+        needed = _needs_nodes(settings, marked, gangs, now)
+        nodes = _occupied_nodes(api, settings, selector) if needed else []
     except ApiError as error:
         log(f"error: {error}; retrying next pass")
         return False
-    on_node: dict[str, list[Obj]] = {}
-    for pod in pods:
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if node_name:
-            on_node.setdefault(node_name, []).append(pod)
-    groups = set(settings.node_groups)
-    nodes = [
-        Node(obj=obj, pods=on_node.get(obj["metadata"]["name"], []))
-        for obj in node_objects
-        # The label selector asked for these already; checked again, as every write depends on it.
-        if (obj["metadata"].get("labels") or {}).get(settings.node_group_label) in groups
-    ]
     work = _Pass(
         api=api, settings=settings, nodes=nodes, waiting=[g for g in gangs if g.wants_nodes], now=now, log=log
     )
@@ -552,7 +601,7 @@ def run_pass(
             api,
             guard,
             pods=pods,
-            trainium_nodes=[n.name for n in nodes],
+            trainium_nodes=[str(obj["name"]) for obj in names],
             podgroup_phases={gang.job_uid: gang.phase for gang in gangs if gang.job_uid},
             now=now,
             log=log,

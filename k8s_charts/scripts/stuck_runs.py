@@ -19,7 +19,10 @@ business. It is **stuck** when one of its bound pods has waited longer than the 
 
 It is **silent** when every pod of it runs and none has written a log line for longer than the
 threshold (the newest line over all its pods and containers, or the container's start when it has
-written none). run_worker.sh prints while it legitimately waits (data staging every 15 s, the
+written none). The logs are read only for a run whose every pod has run longer than the threshold,
+rank 0's first and the others only until one line is recent enough, and not again until a
+threshold after the newest line read (kept in the watchdog process): a progressing run costs one log
+request a threshold, not one per pod each pass. run_worker.sh prints while it legitimately waits (data staging every 15 s, the
 compile-cache lock, a heartbeat during precompile), so its waits are never silent.
 
 The threshold is the Job's annotation ``--annotation`` (minutes; ``runs[].stuck_minutes``), never
@@ -357,11 +360,17 @@ class Endings:
 
     ended_at: dict[str, datetime] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
+    heard: dict[str, tuple[frozenset[str], datetime]] = field(default_factory=dict)
+    """The newest log line read of each run, with the names of the pods it was read among: while
+    the same pods run, the run cannot be silent until a threshold after that line, so their logs
+    are not read again before then (a progressing run costs one log request a threshold, not one a
+    pass). Other pods (Volcano restarted the run, a pod went): read again."""
 
     def forget_all_but(self, uids: set[str]) -> None:
         """Keep only the runs whose Jobs still exist (``uids``)."""
         self.ended_at = {uid: moment for uid, moment in self.ended_at.items() if uid in uids}
         self.reported &= uids
+        self.heard = {uid: moment for uid, moment in self.heard.items() if uid in uids}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -435,6 +444,32 @@ def _last_line(api: Api, pod: Obj) -> tuple[datetime, str] | None:
         if moment is not None and (newest is None or moment > newest[0]):
             newest = (moment, line.split(" ", 1)[1] if " " in line else "")
     return newest
+
+
+def _rank(pod: Obj) -> tuple[int, str]:
+    """Rank 0 first: Volcano names a Job's pods ``<job>-<task>-<index>``, and rank 0 is the pod that
+    prints the training steps (run_worker.sh, torchrun)."""
+    name = str(pod["metadata"]["name"])
+    index = name.rsplit("-", 1)[-1]
+    return (int(index) if index.isdigit() else 1 << 30, name)
+
+
+def _last_lines(
+    api: Api, pods: Sequence[Obj], *, now: datetime, threshold: float
+) -> dict[str, tuple[datetime, str]]:
+    """The newest log line of the run's pods, read one pod after another from rank 0 and only until
+    one line is newer than the threshold: that line alone proves the run is not silent, so a run
+    that progresses costs one log request a pass (a container each), however many pods it has; only
+    a run that is silent on every pod costs one request per pod, once, as it is then ended."""
+    lines: dict[str, tuple[datetime, str]] = {}
+    for pod in sorted(pods, key=_rank):
+        line = _last_line(api, pod)
+        if line is None:
+            continue
+        lines[pod["metadata"]["name"]] = line
+        if (now - line[0]).total_seconds() <= threshold:
+            break
+    return lines
 
 
 def _reason(job: Obj) -> str | None:
@@ -532,8 +567,13 @@ class _Pass:
         verdict = judge_run(
             job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
         )
-        if verdict is None and _silence_possible(run_pods, nodes, now, threshold):
-            lines = {pod["metadata"]["name"]: line for pod in run_pods if (line := _last_line(api, pod))}
+        names = frozenset(str(pod["metadata"]["name"]) for pod in run_pods)
+        heard = self.endings.heard.get(uid)
+        recently = heard is not None and heard[0] == names and (now - heard[1]).total_seconds() <= threshold
+        if verdict is None and not recently and _silence_possible(run_pods, nodes, now, threshold):
+            lines = _last_lines(api, run_pods, now=now, threshold=threshold)
+            if lines:
+                self.endings.heard[uid] = (names, max(moment for moment, _ in lines.values()))
             verdict = judge_run(
                 job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
             )

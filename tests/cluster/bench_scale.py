@@ -46,6 +46,7 @@ from typing import Any
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL
 from cluster_facts.node_check import NODE_CHECK_TAINT_KEY
 from config import StackConfig, parse_config
+from tests.cluster.audit import POLICY, client_load
 from tests.cluster.autoscaler import kwok_templates, node_template, start_autoscaler
 from tests.cluster.binaries import find_binaries
 from tests.cluster.control_plane import KWOK_STAGES, ControlPlane
@@ -72,6 +73,8 @@ BATCH = 100
 """Nodes created per kubectl call (with their CSINodes), each call bounded by BATCH_TIMEOUT."""
 BATCH_TIMEOUT = 600.0
 GANG_TIMEOUT = 600.0
+CLIENT_ROWS = 15
+"""The busiest clients the table names."""
 
 
 def _slow_stages(directory: Path) -> Path:
@@ -256,7 +259,8 @@ def counted(api: Any) -> dict[str, float]:
         counter["requests"] += 1
         answer: bytes = original(method, path, body, content_type, accept)
         counter["bytes"] += len(answer)
-        if accept == "application/json" and b'"items"' in answer[:4096]:
+        # Lists, whole objects or metadata only (kube_api.METADATA_LIST).
+        if accept.startswith("application/json") and b'"items"' in answer[:4096]:
             counter["objects"] += len(json.loads(answer).get("items") or [])
         return answer
 
@@ -430,6 +434,7 @@ def bench(settings: ScaleSettings, work_dir: Path, result: Measurement) -> None:
         node_monitor_grace_seconds=GRACE_SECONDS,
         node_lease_seconds=LEASE_SECONDS,
         kwok_stages=_slow_stages(work_dir),
+        audit_policy=POLICY,
     )
     sampler = Sampler(plane)
     try:
@@ -452,7 +457,7 @@ def bench(settings: ScaleSettings, work_dir: Path, result: Measurement) -> None:
         with phase(result, "node check"):
             node_check_figures(plane, sample, result)
         before = api_metrics(plane)
-        api_started = time.monotonic()
+        api_started, wall_started = time.monotonic(), datetime.now(UTC)
         with phase(result, "gangs"):
             for size in settings.gangs:
                 run_gang(plane, run_handle(plane, plan, gang_run(size)), f"bench-{size}", result)
@@ -460,12 +465,16 @@ def bench(settings: ScaleSettings, work_dir: Path, result: Measurement) -> None:
             with phase(result, "one-node runs"):
                 run_small_jobs(plane, run_handle(plane, plan, gang_run(1)), settings.small_jobs, result)
         after = api_metrics(plane)
-        seconds = time.monotonic() - api_started
+        seconds, wall_ended = time.monotonic() - api_started, datetime.now(UTC)
         result.api = {
             "requests/s during the runs": (after[API_METRICS[0]] - before[API_METRICS[0]]) / seconds,
             "requests rejected (APF)": after[API_METRICS[1]],
             "requests terminated": after[API_METRICS[2]],
         }
+        try:
+            client_figures(plane, wall_started, wall_ended, result)
+        except OSError as error:
+            result.failures.append(f"no requests per client: the audit log: {error}")
         with phase(result, "controller passes"):
             watchdog_passes(plane, result)
         result.volcano = volcano_figures(plane)
@@ -484,6 +493,27 @@ def bench(settings: ScaleSettings, work_dir: Path, result: Measurement) -> None:
 _LOG_FAULTS = re.compile(
     r"failed calling webhook|context deadline exceeded|leader election lost|Throttling request"
 )
+
+
+def client_figures(plane: ControlPlane, since: datetime, until: datetime, result: Measurement) -> None:
+    """Requests per client during the runs, from the API server's audit log (tests/cluster/audit.py);
+    the batch backend writes within a second or so, hence the wait."""
+    time.sleep(5)
+    with plane.audit_log_path.open(encoding="utf-8", errors="replace") as log:
+        load = client_load(log, since, until)
+    seconds = (until - since).total_seconds()
+    result.clients = [
+        {
+            "client": name,
+            "requests": count,
+            "per_s": count / seconds,
+            "percent": 100 * count / max(1, load.total),
+        }
+        for name, count in load.requests.most_common(CLIENT_ROWS)
+    ]
+    result.api["platform controllers' requests/s"] = load.platform / seconds
+    result.api["platform controllers' % of requests"] = 100 * load.platform_share
+    result.api["requests/s during the runs (audit log)"] = load.total / seconds
 
 
 def _log_failures(plane: ControlPlane) -> list[str]:

@@ -193,6 +193,9 @@ class ControlPlane:
     """kwok's ``--node-lease-duration-seconds`` (it renews each node's Lease every quarter of it)."""
     kwok_stages: Path = KWOK_STAGES
     """What kwok does to nodes and pods; tests/cluster/bench_scale.py slows the heartbeat of thousands."""
+    audit_policy: Mapping[str, Any] | None = None
+    """An audit policy (audit.k8s.io/v1) for the API server, its JSON log at ``audit_log_path``;
+    None: no audit log (tests/cluster/bench_scale.py counts requests per client with one)."""
     _volcano_values: str | None = None
     _watchdog_properties: str | None = None
     _control_args: dict[str, list[str]] = field(default_factory=dict)
@@ -290,6 +293,7 @@ class ControlPlane:
                 "--watch-cache=false",
                 *self._gate_flags(),
                 *([f"--runtime-config={','.join(self.runtime_config)}"] if self.runtime_config else []),
+                *self._audit_flags(),
             ],
         )
         self.kubeconfig = self._write_kubeconfig("admin", client=admin)
@@ -342,6 +346,23 @@ class ControlPlane:
             return []
         gates = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(self.feature_gates.items()))
         return [f"--feature-gates={gates}"]
+
+    @property
+    def audit_log_path(self) -> Path:
+        return self.work_dir / "logs" / "audit.jsonl"
+
+    def _audit_flags(self) -> list[str]:
+        if self.audit_policy is None:
+            return []
+        policy = self.work_dir / "audit-policy.json"
+        policy.write_text(json.dumps(self.audit_policy))
+        # Batch mode: the API server buffers events and writes them off the request path.
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log_path}",
+            "--audit-log-format=json",
+            "--audit-log-mode=batch",
+        ]
 
     def _kwok_args(self, node_value: str, cidr: str) -> list[str]:
         """kwok as the kubelet of every node annotated ``kwok.x-k8s.io/node=<node_value>`` (and of

@@ -195,6 +195,8 @@ class Measurement:
     """Per process: cpu seconds over the run, peak resident MiB seen."""
     api: dict[str, float] = field(default_factory=dict)
     volcano: dict[str, float] = field(default_factory=dict)
+    clients: list[dict[str, Any]] = field(default_factory=list)
+    """The busiest API clients during the runs: client, requests, per_s, percent (the audit log)."""
     failures: list[str] = field(default_factory=list)
 
 
@@ -255,6 +257,15 @@ def format_report(result: Measurement) -> str:
         out += ["", "cluster autoscaler", *_rows(["figure", "value"], list(result.autoscaler.items()))]
     out += ["", "Volcano scheduler", *_rows(["figure", "value"], list(result.volcano.items()))]
     out += ["", "API server", *_rows(["figure", "value"], list(result.api.items()))]
+    if result.clients:
+        out += [
+            "",
+            "API requests per client during the runs (the API server's audit log)",
+            *_rows(
+                ["client", "requests", "per s", "% of all"],
+                [[c["client"], c["requests"], c["per_s"], c["percent"]] for c in result.clients],
+            ),
+        ]
     out += [
         "",
         "processes (CPU seconds over the run, peak resident MiB sampled)",

@@ -264,6 +264,44 @@ def _selects(selector: str, labels: dict[str, str]) -> bool:
     return labels.get(key) in values.strip("()").split(",")
 
 
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def list_answer(kind: str, items: list[dict[str, Any]], accept: str) -> tuple[int, Any]:
+    """A list as the API server answers it: with ``Accept`` METADATA_LIST, each item's metadata alone
+    (a PartialObjectMetadataList, apimachinery meta.k8s.io/v1)."""
+    if accept == METADATA_LIST:
+        partial = [
+            {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": i["metadata"]}
+            for i in items
+        ]
+        return 200, {"kind": "PartialObjectMetadataList", "metadata": {}, "items": copy.deepcopy(partial)}
+    assert accept == "application/json", accept
+    return 200, {"kind": kind, "metadata": {}, "items": copy.deepcopy(items)}
+
+
+def pod_list_namespace(path: str, query: Mapping[str, str]) -> str | None:
+    """The namespace of a list of unfinished pods (``''``: every namespace), None for any other path."""
+    parts = path.strip("/").split("/")
+    if parts == ["api", "v1", "pods"]:
+        namespace = ""
+    elif len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
+        namespace = parts[3]
+    else:
+        return None
+    assert query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
+    return namespace
+
+
+def unfinished(pods: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in pods
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+        and namespace in ("", p["metadata"].get("namespace"))
+    ]
+
+
 @dataclass
 class FakeApi:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -274,6 +312,8 @@ class FakeApi:
     conflicts: int = 0
     patches: list[tuple[str, Any]] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    """Every request, ``METHOD path``."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def load(
@@ -287,10 +327,13 @@ class FakeApi:
         self.pods = list(pods)
         self.podgroups = list(podgroups)
 
-    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:  # noqa: PLR0911 (one per route)
+    def handle(  # noqa: PLR0911 (one per route)
+        self, method: str, url: str, body: Any, accept: str = "application/json"
+    ) -> tuple[int, Any]:
         with self.lock:
             parsed = urllib.parse.urlsplit(url)
             query = dict(urllib.parse.parse_qsl(parsed.query))
+            self.requests.append(f"{method} {parsed.path}")
             for prefix, count in self.failures.items():
                 if parsed.path.startswith(prefix) and count > 0:
                     self.failures[prefix] = count - 1
@@ -302,11 +345,10 @@ class FakeApi:
                     for n in self.nodes.values()
                     if _selects(query["labelSelector"], n["metadata"]["labels"])
                 ]
-                return 200, {"kind": "NodeList", "metadata": {}, "items": copy.deepcopy(items)}
-            if method == "GET" and parsed.path == "/api/v1/pods":
-                assert query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
-                items = [p for p in self.pods if p["status"].get("phase") not in ("Succeeded", "Failed")]
-                return 200, {"kind": "PodList", "metadata": {}, "items": copy.deepcopy(items)}
+                return list_answer("NodeList", items, accept)
+            namespace = pod_list_namespace(parsed.path, query) if method == "GET" else None
+            if namespace is not None:
+                return list_answer("PodList", unfinished(self.pods, namespace), accept)
             if (
                 method == "GET"
                 and parts[:3] == ["apis", "scheduling.volcano.sh", "v1beta1"]
@@ -358,7 +400,7 @@ def api() -> Iterator[tuple[FakeApi, str]]:
             return 401, {"kind": "Status", "code": 401}
         if body is not None:
             assert headers["Content-Type"] == "application/merge-patch+json"
-        return state.handle(method, path, body)
+        return state.handle(method, path, body, headers.get("Accept", ""))
 
     with json_api(answer) as url:
         yield state, url

@@ -42,8 +42,11 @@ from tests.k8s.test_gang_watchdog import (
     TOKEN,
     VALUES,
     WATCHDOG,
+    list_answer,
     merge_patch,
     node,
+    pod_list_namespace,
+    unfinished,
 )
 from tests.k8s_validation import assert_valid
 from tests.pod_programs import program
@@ -232,16 +235,18 @@ class RunsApi:
     log_reads: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:  # noqa: PLR0911 (one per route)
+    def handle(  # noqa: PLR0911 (one per route)
+        self, method: str, url: str, body: Any, accept: str = "application/json"
+    ) -> tuple[int, Any]:
         with self.lock:
             parsed = urllib.parse.urlsplit(url)
             query = dict(urllib.parse.parse_qsl(parsed.query))
             parts = parsed.path.strip("/").split("/")
             if method == "GET" and parsed.path == "/api/v1/nodes":
-                return 200, {"kind": "NodeList", "metadata": {}, "items": copy.deepcopy(self.nodes)}
-            if method == "GET" and parsed.path == "/api/v1/pods":
-                items = [p for p in self.pods if p["status"].get("phase") not in ("Succeeded", "Failed")]
-                return 200, {"kind": "PodList", "metadata": {}, "items": copy.deepcopy(items)}
+                return list_answer("NodeList", self.nodes, accept)
+            namespace = pod_list_namespace(parsed.path, query) if method == "GET" else None
+            if namespace is not None:
+                return list_answer("PodList", unfinished(self.pods, namespace), accept)
             if method == "GET" and parts[-1] == "podgroups":
                 items = [g for g in self.podgroups if g["metadata"]["namespace"] == parts[4]]
                 return 200, {"kind": "PodGroupList", "metadata": {}, "items": copy.deepcopy(items)}
@@ -322,7 +327,7 @@ def api() -> Iterator[tuple[RunsApi, str]]:
     def answer(method: str, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
         if headers["Authorization"] != f"Bearer {TOKEN}":
             return 401, {"kind": "Status", "code": 401}
-        return state.handle(method, path, body)
+        return state.handle(method, path, body, headers.get("Accept", ""))
 
     with json_api(answer) as url:
         yield state, url
@@ -519,18 +524,30 @@ def test_a_run_whose_pods_never_wrote_a_line_is_silent_since_they_started(
 
 
 @pytest.mark.process
-def test_one_pod_printing_is_progress_for_the_run(api: tuple[RunsApi, str], tmp_path: Path) -> None:
-    """Only the first node's ranks log training steps: the others are quiet while the run progresses."""
+@pytest.mark.parametrize(
+    ("printing", "reads"),
+    [
+        # Rank 0 prints the steps: its line settles it, the other pod's log is not read.
+        pytest.param(0, ["bert-1a2b3c4d-worker-0"], id="rank-0"),
+        # Rank 0 is quiet: the others are read, in rank order, until one line is recent.
+        pytest.param(1, ["bert-1a2b3c4d-worker-0", "bert-1a2b3c4d-worker-1"], id="another-rank"),
+    ],
+)
+def test_one_pod_printing_is_progress_for_the_run(
+    api: tuple[RunsApi, str], tmp_path: Path, printing: int, reads: list[str]
+) -> None:
+    """Only the first node's ranks log training steps: the others are quiet while the run
+    progresses. One recent line is enough, so the logs are read from rank 0 until one is found."""
     state = api[0]
     state.jobs = [volcano_job()]
     state.pods = [
-        run_pod(0, node_name="trn-a", container=running(60)),
         run_pod(1, node_name="trn-b", container=running(60)),
+        run_pod(0, node_name="trn-a", container=running(60)),
     ]
-    state.logs = {"bert-1a2b3c4d-worker-0": f"{log_time(0.5)} [0]: step 1300 loss 2.29\n"}
+    state.logs = {f"bert-1a2b3c4d-worker-{printing}": f"{log_time(0.5)} [0]: step 1300 loss 2.29\n"}
     code, out = run_once(api, tmp_path)
     assert code == 0 and ended(state) is None, out
-    assert sorted(state.log_reads) == ["bert-1a2b3c4d-worker-0", "bert-1a2b3c4d-worker-1"]
+    assert state.log_reads == reads
 
 
 # --- Legitimate waits ---------------------------------------------------------------------------------------------
@@ -999,3 +1016,89 @@ def test_the_guard_remembers_when_it_ended_a_run_and_says_not_ended_once() -> No
         endings=endings,
     )
     assert JOB_UID not in endings.ended_at and JOB_UID not in endings.reported
+
+
+# --- How often a progressing run's logs are read ----------------------------------------------------------------
+
+
+def _passes(minutes: range, *, printing: bool, remember: bool) -> tuple[list[tuple[int, str]], list[int]]:
+    """guard_pass each minute of ``minutes`` on a running gang of two, worker 0 printing each minute
+    (``printing``) or silent since a minute before the first pass; its Endings kept between passes
+    (``remember``, as the watchdog's loop keeps them) or new each pass. The log reads (minute, pod)
+    and the minutes at which the run was ended."""
+    core = program("stuck_runs")
+    start = datetime.now(UTC)
+    reads: list[tuple[int, str]] = []
+    ends: list[int] = []
+    clock = {"minute": 0}
+    job = volcano_job()
+
+    class Reader:
+        def items(self, path: str, **_: str) -> list[dict[str, Any]]:
+            return [job]
+
+        def text(self, path: str) -> str:
+            reads.append((clock["minute"], path.split("/")[6]))
+            spoke = start + timedelta(minutes=clock["minute"] - 0.5 if printing else -1)
+            if path.split("/")[6].endswith("-worker-0"):
+                return spoke.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z [0]: step 1300\n"
+            return ""
+
+        def call(self, method: str, path: str, body: Any) -> Any:
+            ends.append(clock["minute"])
+            return body
+
+        def merge_patch(self, path: str, body: Any) -> Any:
+            job["status"]["state"].update(body["status"]["state"])
+            return job
+
+        def event(self, **_: Any) -> Any:
+            return None
+
+    pods = [
+        run_pod(0, node_name="trn-a", container=running(60)),
+        run_pod(1, node_name="trn-b", container=running(60)),
+    ]
+    settings = core.GuardSettings(
+        namespaces=("training",), threshold_seconds=LIMIT_MINUTES * 60, annotation="x", component=NAME
+    )
+    endings = core.Endings()
+    for minute in minutes:
+        clock["minute"] = minute
+        assert core.guard_pass(
+            Reader(),
+            settings,
+            pods=pods,
+            trainium_nodes=["trn-a", "trn-b"],
+            podgroup_phases={JOB_UID: "Running"},
+            now=start + timedelta(minutes=minute),
+            log=lambda line: None,
+            endings=endings if remember else core.Endings(),
+        )
+    return reads, ends
+
+
+def test_a_progressing_runs_logs_are_read_once_a_limit_not_each_pass() -> None:
+    """Rank 0's line read at one pass proves progress until a limit after it: 21 passes a minute
+    apart read its log 3 times (minutes 0, 10 and 20 with the 10-minute limit), not 21 times."""
+    reads, ends = _passes(range(21), printing=True, remember=True)
+    assert ends == []
+    assert reads == [
+        (0, "bert-1a2b3c4d-worker-0"),
+        (10, "bert-1a2b3c4d-worker-0"),
+        (20, "bert-1a2b3c4d-worker-0"),
+    ]
+    reads, _ = _passes(range(21), printing=True, remember=False)
+    assert len(reads) == 21  # a watchdog restarted each pass reads it each pass
+
+
+def test_remembering_the_last_line_does_not_delay_ending_a_silent_run() -> None:
+    """Silent since a minute before the first pass: ended at minute 10 (11 minutes past its last
+    line, the limit 10), as a watchdog that remembers nothing ends it; every pod's log read then."""
+    reads, ends = _passes(range(15), printing=False, remember=True)
+    _, forgetting = _passes(range(15), printing=False, remember=False)
+    assert ends == forgetting == [10]
+    assert [pod for minute, pod in reads if minute == 10] == [
+        "bert-1a2b3c4d-worker-0",
+        "bert-1a2b3c4d-worker-1",
+    ]
