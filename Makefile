@@ -188,7 +188,7 @@ test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and po
 	# list of modules (tests/cluster/conftest.py WORKERS, tests/cluster/README.md).
 	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime
-	$(BIN)/python -m pytest -n 3 --dist loadfile tests/cluster
+	$(BIN)/python -m pytest -n 4 --dist loadfile tests/cluster
 
 # The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,
 # helm, kwok, Volcano and the cluster autoscaler, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod

@@ -42,6 +42,7 @@ __all__ = [
     "build",
     "cache_root",
     "component_dir",
+    "go_environment",
     "tools",
 ]
 
@@ -89,6 +90,9 @@ class Component:
     version_variables: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     """Go build tags (``-tags``)."""
+    cgo: bool | None = None
+    """``CGO_ENABLED`` for the build: True for runc (its nsenter and seccomp are C), False for the
+    nodes' other binaries (static, as their upstream release builds are); None leaves Go's default."""
     release: str | None = None
     """The upstream release the go.mod's pseudo-version is the commit of, for a module with no
     semver tags (the running binary reports it; tests/cluster checks)."""
@@ -169,6 +173,39 @@ COMPONENTS = {
             version_of="helm.sh/helm/v4",
             version_variables=("helm.sh/helm/v4/internal/version.version={version}",),
         ),
+        # The real nodes of tests/cluster (tests/cluster/real_nodes.py): the kubelet and kube-proxy at
+        # the control plane's release, containerd at the AMI's minor, runc, the CNI plugins.
+        Component(
+            "kubelet", version_of="k8s.io/kubernetes", version_variables=_KUBERNETES_VERSION, cgo=False
+        ),
+        Component(
+            "containerd",
+            version_of="github.com/containerd/containerd/v2",
+            version_variables=("github.com/containerd/containerd/v2/version.Version={version}",),
+            # btrfs needs cgo and its headers, devmapper and ZFS need their tools: the nodes here use
+            # the overlayfs or native snapshotter (tests/cluster/real_nodes.py).
+            tags=("no_btrfs", "no_devmapper", "no_zfs"),
+            cgo=False,
+        ),
+        Component(
+            "runc",
+            version_of="github.com/opencontainers/runc",
+            version_variables=("main.version={version}",),
+            # libseccomp (Debian's libseccomp-dev; .ci/run installs it): the RuntimeDefault profile
+            # the platform's pods ask for is applied, not refused.
+            tags=("seccomp",),
+            cgo=True,
+        ),
+        Component(
+            "cni-plugins",
+            version_of="github.com/containernetworking/plugins",
+            version_variables=(
+                "github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion={version}",
+            ),
+            cgo=False,
+        ),
+        # The device plugin stand-in of the real nodes (a program of this repository, main.go).
+        Component("fake-device-plugin", cgo=False),
         # Not a control plane binary: the workflow linter tests/test_review_workflow.py runs, built and
         # cached the same way (its version comes from the module's build info).
         Component("actionlint"),
@@ -205,9 +242,14 @@ def _key(component: Component) -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((component.module / name).read_bytes())
+    # A module with a program of its own (fake-device-plugin): its source decides the bytes too.
+    for source in sorted(component.module.glob("*.go")):
+        digest.update(source.name.encode() + source.read_bytes())
     flags = [component.ldflags(), "-trimpath", component.api_addition]
     if component.tags:
         flags.append(component.tags)
+    if component.cgo is not None:
+        flags.append(f"cgo={component.cgo}")
     digest.update(json.dumps(flags).encode())
     return digest.hexdigest()[:16]
 
@@ -221,7 +263,7 @@ def binary_path(component: str, binary: str) -> Path:
     return component_dir(COMPONENTS[component]) / "bin" / binary
 
 
-def _go_environment() -> dict[str, str]:
+def go_environment() -> dict[str, str]:
     env = dict(os.environ)
     configured = subprocess.run(
         ["go", "env", "GOPROXY"], check=True, capture_output=True, text=True, env=env
@@ -284,7 +326,7 @@ def build(component: Component, *, quiet: bool = False) -> tuple[Path, bool]:
     if (target / "bin").is_dir():
         return target, False
     target.parent.mkdir(parents=True, exist_ok=True)
-    env = _go_environment()
+    env = go_environment()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f".{component.name}-", dir=target.parent) as temporary:
         work = Path(temporary)
@@ -304,7 +346,12 @@ def build(component: Component, *, quiet: bool = False) -> tuple[Path, bool]:
         ]
         if not quiet:
             print(f"cluster-binaries: building {component.name}: {' '.join(tools(component))}", flush=True)
-        subprocess.run(command, cwd=component.module, env=env, check=True)
+        subprocess.run(
+            command,
+            cwd=component.module,
+            env=env if component.cgo is None else {**env, "CGO_ENABLED": "1" if component.cgo else "0"},
+            check=True,
+        )
         try:
             (work / "out").rename(target)
         except OSError:
