@@ -53,7 +53,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight outdated runs timeline fabric-check canary lint check test snapshot bench crds vendor-charts clean runtime-env lock cluster-binaries
+.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight outdated runs timeline fabric-check canary lint check test snapshot bench bench-scale crds vendor-charts clean runtime-env lock cluster-binaries debian-tools
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -180,7 +180,7 @@ check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole st
 	# --dist loadscope: a module's tests stay on one worker, so what it renders once it renders once.
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow"
 
-test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and policy check (pytest; about 11 minutes once set up)
+test: setup lint $(TORCH_STAMP) cluster-binaries debian-tools ## lint, then every test and policy check (pytest; about 11 minutes once set up)
 	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
 	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
 	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
@@ -197,11 +197,24 @@ test: setup lint $(TORCH_STAMP) cluster-binaries ## lint, then every test and po
 cluster-binaries: $(PY_STAMP) ## build the control plane binaries for tests/cluster (Go 1.26; once per machine)
 	$(BIN)/python -m tools.cluster_binaries
 
+# Debian packages a test runs and a machine may lack (the OpenSSH server of tests/k8s/test_fabric_ssh.py),
+# pinned by version and checksum, unpacked into .tools/ (tools/debian_tools.py); nothing is installed
+# on the system. Without a Debian mirror it says so and those tests skip.
+debian-tools: $(PY_STAMP) ## unpack the pinned Debian packages some tests run into .tools/ (apt-get download)
+	$(BIN)/python -m tools.debian_tools
+
 snapshot: setup ## rewrite tests/snapshots/ after an intended template change (review the diff)
 	UPDATE_SNAPSHOTS=1 $(BIN)/python -m pytest tests/test_snapshot.py
 
 bench: $(CDK_DEPS) ## time cdk synth of this app against an empty CDK app [CONFIG=file]
 	$(BIN)/python tools/bench.py --cdk $(CDK) --config $(CONFIG)
+
+# The platform at scale on the real control plane of tests/cluster (tests/cluster/bench_scale.py):
+# kwok nodes, teams, gangs through Volcano, the watchdog, node check and autoscaler, measured; the
+# table goes to BENCH_OUT (bench-scale.txt) and its .json. Not part of `make test`. On a shared machine, run it alone.
+bench-scale: $(PY_STAMP) $(TORCH_STAMP) cluster-binaries ## platform at scale: NODES=1024 TEAMS=20 GANG=64,128,256 JOBS=100 AUTOSCALED=64 BENCH_OUT=file
+	NODES=$(NODES) TEAMS=$(TEAMS) GANG=$(GANG) JOBS=$(JOBS) AUTOSCALED=$(AUTOSCALED) BENCH_OUT=$(BENCH_OUT) \
+		$(BIN)/python -m tests.cluster.bench_scale
 
 # The typed Volcano Job, Queue and PodGroup classes: `cdk8s import` of the CRD schemas of the chart
 # release in cluster_facts/versions.py. The output is committed; a test fails when it is stale.

@@ -15,6 +15,7 @@ Pure data: the stack, the autoscaler's Helm values and the pipeline's deployment
 
 from __future__ import annotations
 
+from cluster_facts.failure_recovery import EKS_READY_REPAIR_SECONDS
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
     EFA_RESOURCE,
@@ -32,12 +33,16 @@ __all__ = [
     "AUTOSCALER_NAMESPACE",
     "AUTOSCALER_STATUS_CONFIGMAP",
     "LABEL_TAG_PREFIX",
+    "MAX_NODE_STARTUP_MINUTES",
+    "MAX_TOTAL_UNREADY_PERCENTAGE",
     "RESOURCE_TAG_PREFIX",
+    "SCALE_DOWN_UNREADY_MINUTES",
     "TAINT_TAG_PREFIX",
     "TEMPLATE_TAG_PREFIX",
     "TRAINIUM_DISCOVERY_TAG",
     "discovery_tags",
     "node_template_tags",
+    "ok_total_unready_count",
     "owner_tag",
     "scale_from_zero_resources",
     "template_capacity",
@@ -112,3 +117,61 @@ def node_template_tags(instance: TrainiumInstanceType, *, node_group: str) -> di
             for resource, amount in template_capacity(instance).items()
         },
     }
+
+
+# --- Unready nodes: when the autoscaler removes them, and why it never halts for them ----------------
+#
+# Read in cluster-autoscaler-1.34.5 (the same in 1.33.0, the release the test tier runs):
+# - a node is *unready* for the autoscaler when its Ready condition is not True, or when it carries a
+#   startup taint (``taints.FilterOutNodesWithStartupTaints`` overrides its Ready condition);
+# - ``clusterstate.updateReadinessStats`` counts an unready node younger than ``MaxNodeStartupTime``
+#   (15 minutes since the Node was created) as NotStarted, an upcoming node, never removed; older, as
+#   Unready;
+# - an Unready node with nothing but DaemonSet pods is removed once unneeded for
+#   ``--scale-down-unready-time`` (``scaledown/unneeded/nodes.go`` ``unremovableReason``);
+# - ``IsClusterHealthy``: while more than ``--ok-total-unready-count`` nodes *and* more than
+#   ``--max-total-unready-percentage`` of all nodes (system nodes included) are Unready, every loop
+#   ends before scale-up and scale-down ("Cluster is not ready for autoscaling", Warning event
+#   ``ClusterUnhealthy``): the unready nodes are never removed, and nothing else scales.
+
+MAX_NODE_STARTUP_MINUTES = 15
+"""``clusterstate.MaxNodeStartupTime``: a constant in 1.33 and 1.34 (a flag, ``--max-node-startup-time``,
+from 1.36, default the same)."""
+
+_REPAIR_MARGIN_MINUTES = 5
+"""Between the autoscaler's removal of a never-ready node and EKS's repair of it: the autoscaler's
+10 s loop, its drain of DaemonSet pods and the Auto Scaling call, and EKS's own delay."""
+
+SCALE_DOWN_UNREADY_MINUTES = (
+    EKS_READY_REPAIR_SECONDS // 60 - MAX_NODE_STARTUP_MINUTES - _REPAIR_MARGIN_MINUTES
+)
+"""``--scale-down-unready-time``: 30 - 15 - 5 = 10 minutes (the default is 20).
+
+A node whose kubelet never becomes Ready (or whose node check never gets to run: its pod never
+starts) keeps the startup taint. EKS node auto repair replaces a node whose Ready condition has been
+bad for 30 minutes (``EKS_READY_REPAIR_SECONDS``): a replacement keeps the group's size, so the
+cycle would go on without the autoscaler. The autoscaler counts the node NotStarted for 15 minutes,
+then Unready, and removes it (lowering the group's size) this long after: 15 + 10 = 25 minutes from
+the node's creation, 5 minutes before the repair. With the default 20 the repair came first (35 > 30)."""
+
+MAX_TOTAL_UNREADY_PERCENTAGE = 45
+"""``--max-total-unready-percentage``: the autoscaler's default, set explicitly beside
+``ok_total_unready_count``, which alone keeps the Trainium groups from halting it."""
+
+
+def ok_total_unready_count(trainium_max_nodes: int) -> int:
+    """``--ok-total-unready-count``: every Trainium node the groups may hold (the sum of their
+    ``max_size``), instead of the default 3.
+
+    The autoscaler halts only while the Unready count passes both limits. Trainium nodes are the only
+    ones it starts, and a failure that hits every new node (an AMI, a security group rule, a driver)
+    can leave every one of them unready at once: with the defaults, one stuck 4-node group beside two
+    system nodes (4 > 3 and 4/6 > 45%) would stop every scale-down, the stuck nodes' included, for as
+    long as the failure lasts. With this count, Trainium nodes alone never halt it; the system nodes
+    (not autoscaled) must be unready too, which is a cluster problem the halt is for. The node check
+    keeps its failed nodes out of the count altogether: a node whose replacement it withholds trades
+    the startup taint for ``trainium/node-check-failed`` and is Ready for the autoscaler
+    (cluster_facts/node_check.py). The same two limits judge each group (``IsNodeGroupHealthy``: a
+    group with more unready nodes than both is not scaled up); with this count a stuck group is
+    still scaled, which the node check's budget and its stop of the group's launches bound instead."""
+    return trainium_max_nodes

@@ -12,6 +12,7 @@ from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
     "CANNOT_PROCEED_EXIT_CODE",
+    "CDK_PRUNE_LABEL_PREFIX",
     "DATASETS_DIR",
     "DATASETS_ROOT",
     "DATA_MOUNT",
@@ -19,6 +20,8 @@ __all__ = [
     "EFA_INTERFACES_LABEL",
     "EFA_RESOURCE",
     "ETCD_CLIENT_PORT",
+    "ETCD_LABELS",
+    "ETCD_PEER_PORT",
     "ETCD_REPLICAS",
     "ETCD_SERVICE_NAME",
     "FABRIC_CHECK_TAINT",
@@ -93,6 +96,11 @@ GANG_WATCHDOG_ANNOTATION = "trainium/gang-watchdog-cordoned-for"
 # A run's own limit, in minutes, on its Volcano Job: how long its pods may hold Trainium nodes
 # without progressing before the gang watchdog ends it (k8s_charts/scripts/stuck_runs.py).
 STUCK_MINUTES_ANNOTATION = "trainium/stuck-minutes"
+
+# aws-eks-v2's KubernetesManifest (the kubectl handler's apply of every manifest step) labels each
+# object it applies with ``aws.cdk.eks/prune-<construct address>`` and prunes by it on update
+# (aws-cdk-lib lib/aws-eks-v2/lib/k8s-manifest.js): the mark of an object the stack applied.
+CDK_PRUNE_LABEL_PREFIX = "aws.cdk.eks/prune-"
 
 # The well-known label the kubelet sets from the EC2 instance type.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -216,8 +224,12 @@ def dataset_variable(name: str) -> str:
 # etcd for TorchElastic rendezvous: the Service the launchers dial, in the training namespace.
 ETCD_SERVICE_NAME = "etcd-server"
 ETCD_CLIENT_PORT = 2379
-ETCD_REPLICAS = 1
-"""Each team's rendezvous etcd: one pod in the team's namespace, counted by its quota's ``pods``."""
+ETCD_PEER_PORT = 2380
+ETCD_REPLICAS = 3
+"""Each team's rendezvous etcd: three members in the team's namespace (a quorum survives the loss of
+any one: k8s_charts/etcd.py), counted by its quota's ``pods``."""
+ETCD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous"}
+"""The labels of a team's etcd pods: what its Services select and the NetworkPolicies admit or reach."""
 TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
 """Labels every training pod of this project carries (for selection by people; not an identity)."""
 TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}
@@ -252,11 +264,12 @@ DEPLOYMENT_CHECK_GROUP = "trainium-deployment-check"
 # 78 is EX_CONFIG in sysexits.h: nothing a retry can fix. Neither torchrun nor Python use it.
 CANNOT_PROCEED_EXIT_CODE = 78
 
-# A training pod runs as its team's uid, which has no passwd entry in the image: getpass.getuser()
-# (CPython: LOGNAME, USER, LNAME, USERNAME, then pwd.getpwuid, which raises KeyError, OSError from
-# 3.13) and the tools that call it (torch 2.9's compile cache names its directory after it:
-# torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir) find a name here first,
-# and HOME a writable directory (~ expands from HOME before the passwd database).
+# A training pod runs as its team's uid, which has no passwd entry in the image; the pod gets one
+# (cluster_facts/pod_user.py: USER is its name, HOME its home). Set in the environment too:
+# getpass.getuser() (CPython: LOGNAME, USER, LNAME, USERNAME, then pwd.getpwuid) and the tools that
+# call it (torch 2.9's compile cache names its directory after it:
+# torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir) find a name here first, and HOME a
+# writable directory (~ expands from HOME before the passwd database).
 POD_USER_ENVIRONMENT: dict[str, str] = {"HOME": "/tmp", "USER": "trainium", "LOGNAME": "trainium"}
 
 # The cluster autoscaler never removes a node that runs a pod with this annotation set to "false".

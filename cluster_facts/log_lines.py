@@ -44,8 +44,10 @@ NODE_CHECK_FILTER = "TRAINIUM_NODE_CHECK node="
 NODE_CHECK_PATTERN = (
     r"TRAINIUM_NODE_CHECK node=(?<node>[^ ]+) state=(?<state>[a-z]+) reason=(?<reason>[A-Za-z0-9]+)"
 )
-NODE_CHECK_STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced")
+NODE_CHECK_STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced", "withheld", "stopped")
 """The node check's states (k8s_charts/scripts/node_check.py ``STATES``): passed/failed a new node's
 verdict (a failed node is replaced), held a pass over a node still tainted by the check, suspect EFA
 errors on a node in use, cleared a suspect node that passed its loopback again, fenced an
-unresponsive node's instance marked Unhealthy by another node's check."""
+unresponsive node's instance marked Unhealthy by another node's check, withheld a replacement the
+group's budget did not allow (the node keeps a taint with its reason), stopped a group whose launches
+were suspended because a replacement failed the same way."""

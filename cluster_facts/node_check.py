@@ -25,18 +25,25 @@ The FAQ ("How does Cluster Autoscaler treat nodes with status/startup/ignore tai
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_REPLACEMENTS_PER_WINDOW",
+    "DEFAULT_REPLACEMENT_WINDOW_MINUTES",
     "EFA_ERROR_COUNTERS",
     "EFA_ERROR_LIMIT",
     "EFA_ERROR_WINDOW_SECONDS",
     "EFA_SUSPECT_TAINT",
     "EFA_SUSPECT_TAINT_KEY",
     "NODE_CHECK_CONDITION",
+    "NODE_CHECK_FAILED_TAINT_KEY",
     "NODE_CHECK_NAME",
     "NODE_CHECK_NAMESPACE",
     "NODE_CHECK_TAINT",
     "NODE_CHECK_TAINT_KEY",
+    "REPLACEMENT_RECORD_PREFIX",
     "STARTUP_TAINT_PREFIX",
+    "STEP_TIMEOUT_SECONDS",
     "WATCH_SECONDS",
+    "check_time_limit_seconds",
+    "replacement_record",
 ]
 
 STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
@@ -88,3 +95,61 @@ node suspect: the node monitoring agent's own warning rate (a token bucket of on
 burst of 100, ``rate.NewLimiter(rate.Every(time.Second), 100)`` in efa.go) held for five minutes,
 rather than one burst."""
 assert EFA_ERROR_LIMIT == EFA_ERROR_WINDOW_SECONDS + 100
+
+NODE_CHECK_FAILED_TAINT_KEY = "trainium/node-check-failed"
+"""What a failed node keeps, value the failure's reason (``trainium/node-check-failed=NeuronDevicesMissing:NoSchedule``),
+when the check does not have it replaced (the group's budget, or ``replace_failed_nodes: false``):
+the startup taint gives way to it in one write. Deliberately neither a startup nor a status taint
+of the Cluster Autoscaler (read at cluster-autoscaler-1.34.5, ``utils/taints/taints.go``):
+
+- without the startup taint the node is Ready for the autoscaler (``FilterOutNodesWithStartupTaints``
+  no longer overrides its Ready condition), so it never counts as unready: it never adds to the
+  unready count that halts the autoscaler (``clusterstate.IsClusterHealthy``), and an empty node is
+  removed after ``--scale-down-unneeded-time``, not ``MaxNodeStartupTime`` (15 minutes, a constant)
+  plus ``--scale-down-unready-time``;
+- a Ready, schedulable node is what the autoscaler builds its picture of a new node of the group
+  from (``MixedTemplateNodeInfoProvider.Process``, ``isNodeGoodTemplateCandidate``), and
+  ``SanitizeTaints`` keeps every taint but the autoscaler's own, the node-condition ones and the
+  startup and status taints: while the group's Ready nodes all carry this taint, and afterwards from
+  its cache (``--node-info-cache-expire-time``, default 10 years: until the autoscaler restarts),
+  the autoscaler expects a new node of the group to carry it, so pods that do not tolerate it
+  trigger no scale-up of the group.
+
+No training pod tolerates it; the device plugins and the check already run there (NoSchedule
+evicts nothing)."""
+
+REPLACEMENT_RECORD_PREFIX = "node-check-replacements-"
+
+
+def replacement_record(node_group: str) -> str:
+    """The ConfigMap in ``NODE_CHECK_NAMESPACE`` that counts a group's replacements
+    (k8s_charts/scripts/node_check_budget.py): every node-check pod of the group reads and writes it."""
+    return f"{REPLACEMENT_RECORD_PREFIX}{node_group}"
+
+
+DEFAULT_REPLACEMENTS_PER_WINDOW = 1
+DEFAULT_REPLACEMENT_WINDOW_MINUTES = 30
+"""The default budget: one replacement per group per 30 minutes (``node_check.replacements_per_window``,
+``node_check.replacement_window_minutes``). A replacement is launched, pulled and checked within
+about 14 minutes (docs/capacity.md), inside the window of the one it replaces: with one per window,
+a replacement that fails in any way is not replaced in turn, and one that fails the same way also
+stops the group's launches (k8s_charts/scripts/node_check_budget.py)."""
+
+
+STEP_TIMEOUT_SECONDS = 30
+"""Each of the check's tools gets this long (``nccom-test`` four times as long: it builds its NEFF
+first). On a healthy node the whole check takes about two minutes (docs/health.md)."""
+
+_FILE_SYSTEM_SECONDS = 10
+"""The TCP connection to the file system (``min(step timeout, 10)``)."""
+_PINGPONG_START_SECONDS = 0.5
+"""Each loopback's server is given this long to bind before its client starts."""
+
+
+def check_time_limit_seconds(efa_interfaces: int) -> float:
+    """The longest a node's check can take, every tool at its time limit (k8s_charts/scripts/node_check.py
+    ``check_node``): ``neuron-ls`` twice (is a device in use; the check), ``nccom-test``, ``fi_info``, a
+    loopback per EFA device, the file system. A failing node's verdict comes no later."""
+    step = STEP_TIMEOUT_SECONDS
+    loopbacks = efa_interfaces * (step + _PINGPONG_START_SECONDS)
+    return 2 * step + 4 * step + step + loopbacks + _FILE_SYSTEM_SECONDS

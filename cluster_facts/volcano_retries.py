@@ -20,10 +20,15 @@ allows 2. ``retries: N`` therefore renders ``maxRetry: N + 1``, never 0.
 
 from __future__ import annotations
 
-__all__ = ["VOLCANO_DEFAULT_MAX_RETRY", "volcano_max_retry"]
+__all__ = ["MAX_RESTARTS", "MAX_RETRY", "VOLCANO_DEFAULT_MAX_RETRY", "volcano_max_retry"]
 
 VOLCANO_DEFAULT_MAX_RETRY = 3
 """What the job webhook writes for ``maxRetry: 0`` (mutate_job.go ``DefaultMaxRetry``)."""
+
+
+MAX_RESTARTS = 10
+"""The most whole-gang restarts a run may have (``runs[].retries``): each one spends Trainium time,
+so the team admission policy also holds a Job's own ``maxRetry`` to ``MAX_RETRY``."""
 
 
 def volcano_max_retry(restarts: int) -> int:
@@ -31,3 +36,7 @@ def volcano_max_retry(restarts: int) -> int:
     if restarts < 0:
         raise ValueError(f"restarts must be at least 0, got {restarts}")
     return restarts + 1
+
+
+MAX_RETRY = volcano_max_retry(MAX_RESTARTS)
+"""The largest ``maxRetry`` a team's Volcano Job (or one of its tasks) may carry."""

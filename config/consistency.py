@@ -25,14 +25,33 @@ from cluster_facts.ami_releases import (
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, ecr_repository_arn
 from cluster_facts.images import split_image
+from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT, ETCD_REPLICAS, dataset_variable
-from cluster_facts.neuron_stack import stack_problem
+from cluster_facts.neuron_stack import (
+    DEFAULT_STACK,
+    NEURON_RELEASES,
+    STACKS,
+    StackName,
+    driver_problem,
+    image_neuron_release,
+    image_stack,
+    release_problem,
+    stack_driver,
+    stack_releases,
+    stacks_of_family,
+)
 from cluster_facts.node_startup import FEATURES_TURNED_ON
 from cluster_facts.versions import AMAZON_CLOUDWATCH_OBSERVABILITY, version_key
-from config.presets import BERT_LARGE
+from config.presets import BERT_LARGE, PRESETS
 
 if TYPE_CHECKING:
-    from config.model import EcrSettings, FsxSettings, StackConfig, TrainiumNodeGroupSettings
+    from config.model import (
+        AutoscalerSettings,
+        EcrSettings,
+        FsxSettings,
+        StackConfig,
+        TrainiumNodeGroupSettings,
+    )
     from config.workloads import DatasetSettings, RunSettings, TeamSettings
 
 __all__ = [
@@ -42,6 +61,7 @@ __all__ = [
     "Unavailable",
     "consistency_problems",
     "cross_section_problems",
+    "node_group_stacks",
     "zone_id_prefix",
 ]
 
@@ -296,6 +316,14 @@ def _applied_runs_fit_their_teams_quota(
                     f"Volcano ends a run whose pods the quota refuses; allowed: {pods} or more"
                 ),
             )
+        if len(applied) > team.quota.jobs:
+            yield (
+                f"teams[{index}].quota.jobs",
+                (
+                    f"{team.quota.jobs} Volcano Jobs do not hold the team's {len(applied)} applied runs "
+                    f"({listing}); allowed: {len(applied)} or more"
+                ),
+            )
         if team.quota.neuron_devices is None:
             continue
         placed = [(run, by_name.get(_run_group_name(run, team, list(by_name)) or "")) for run in applied]
@@ -383,6 +411,28 @@ def _run_group_name(run: RunSettings, team: TeamSettings | None, group_names: li
     return allowed[0] if allowed else None
 
 
+@_reads("autoscaler", "runs")
+def _stuck_limits_within_their_ceiling(
+    autoscaler: AutoscalerSettings, runs: list[RunSettings | None]
+) -> Iterator[Problem]:
+    """``autoscaler.stuck_run_max_minutes`` caps every run's own limit, the cluster's included: a
+    run of this file above it would be refused by the team admission policy at deploy."""
+    ceiling = autoscaler.stuck_run_max_minutes
+    if ceiling is None:
+        return
+    if autoscaler.stuck_run_minutes is not None and autoscaler.stuck_run_minutes > ceiling:
+        yield (
+            "autoscaler.stuck_run_minutes",
+            f"{autoscaler.stuck_run_minutes} minutes is above autoscaler.stuck_run_max_minutes; allowed: up to {ceiling}",
+        )
+    for index, run in enumerate(runs):
+        if run is not None and run.stuck_minutes is not None and run.stuck_minutes > ceiling:
+            yield (
+                f"runs[{index}].stuck_minutes",
+                f"{run.stuck_minutes} minutes is above autoscaler.stuck_run_max_minutes; allowed: up to {ceiling}",
+            )
+
+
 @_reads("teams")
 def _team_owners_are_distinct(all_teams: list[TeamSettings | None]) -> Iterator[Problem]:
     """Each team's directory has an owner of its own: one id for two teams would share their files."""
@@ -409,15 +459,12 @@ def _datasets_are_distinct(
     repeated = _repeated(names)
     if repeated:
         yield "datasets", f"data set names must be unique; repeated: {', '.join(repeated)}"
+    brought = {PRESETS[run.preset].dataset.name: run.preset for run in runs if run.preset is not None}
     for index, dataset in enumerate(all_datasets):
-        if (
-            dataset is not None
-            and any(run.preset == BERT_LARGE.name for run in runs)
-            and dataset.name == BERT_LARGE.dataset.name
-        ):
+        if dataset is not None and dataset.name in brought:
             yield (
                 f"datasets[{index}].name",
-                f"{dataset.name!r} is the data set of preset {BERT_LARGE.name}, which brings it itself; pick another name",
+                f"{dataset.name!r} is the data set of preset {brought[dataset.name]}, which brings it itself; pick another name",
             )
 
 
@@ -552,8 +599,10 @@ def _one_pin_of_the_preset_archive(runs: list[RunSettings | None]) -> Iterator[P
     """The preset's data set is staged once for every run that uses it: one archive checksum."""
     pins: dict[str, int] = {}
     for index, run in enumerate(runs):
-        if run is not None and run.parameters is not None and run.parameters.dataset_archive_sha256:
-            pins.setdefault(run.parameters.dataset_archive_sha256, index)
+        # Only bert-large's recipe pins an archive (native-fsdp2's data set is one checked file).
+        pin = getattr(run.parameters, "dataset_archive_sha256", None) if run is not None else None
+        if pin:
+            pins.setdefault(pin, index)
     if len(pins) > 1:
         first, *others = pins.values()
         yield (
@@ -656,9 +705,39 @@ def _cross_account_repositories_are_of_other_accounts(account: str, arns: list[s
             )
 
 
+# --- The Neuron stacks (cluster_facts/neuron_stack.py) -------------------------------------------
+# AMI facts (cluster_facts/ami_releases.py, or a release's facts declared under ami_facts) are read
+# here only through _release_facts, _ami_driver and _releases_with_driver.
+
+
 def _ami_release(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> str | None:
     """The AMI release the group boots: its own, or the table's default for the version."""
     return group.ami_release or DEFAULT_AMI_RELEASES.get(kubernetes_version)
+
+
+def _ami_driver(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> str | None:
+    """The Neuron driver the group's nodes boot: its release's in the table, or as declared
+    (``ami_facts``); None when neither says or the release is of another version (the release's own
+    check reports it)."""
+    release = _ami_release(group, kubernetes_version)
+    if release is None or release_minor(release) != kubernetes_version:
+        return None
+    facts = _release_facts(group, kubernetes_version)
+    return facts.driver if facts is not None else None
+
+
+def _releases_with_driver(kubernetes_version: str, minimum: str) -> list[str]:
+    """The table's AMI releases of the version whose driver is at least ``minimum``, oldest first."""
+    return sorted(
+        (
+            r.release_version
+            for r in AMI_RELEASES.values()
+            if r.kubernetes_version == kubernetes_version
+            and version_key(r.driver) >= version_key(minimum)
+            and not r.faults  # never suggest a release synth refuses (cluster_facts/ami_releases.py)
+        ),
+        key=lambda version: (version_key(version), version),
+    )
 
 
 def _release_facts(group: TrainiumNodeGroupSettings, kubernetes_version: str) -> AmiRelease | None:
@@ -726,6 +805,112 @@ def _ami_releases_are_known_and_without_faults(
                 yield f"{key}.ami_release", problem
 
 
+def _run_stack(run: RunSettings) -> StackName | None:
+    """The stack a run trains on: its preset's, else its image's (when the tag names a release)."""
+    preset = PRESETS.get(run.preset or "")
+    return preset.stack if preset is not None else image_stack(run.image)
+
+
+def _placed_runs(
+    runs: list[RunSettings | None], teams: list[TeamSettings], group_names: list[str]
+) -> Iterator[tuple[int, RunSettings, str]]:
+    """(index, run, the name of its node group) of every run whose team and group are defined."""
+    for index, run in enumerate(runs):
+        team = _run_team(run, teams) if run is not None else None
+        if run is None or team is None:
+            continue
+        name = _run_group_name(run, team, group_names)
+        if name in group_names:
+            yield index, run, name
+
+
+def node_group_stacks(
+    groups: list[TrainiumNodeGroupSettings], runs: list[RunSettings | None], teams: list[TeamSettings]
+) -> dict[str, tuple[StackName, str]]:
+    """Each group's stack, with why: as configured (``neuron_stack``), the only one its instance type
+    runs, the one of the first run placed on it that has one, or the default (``xla``)."""
+    names = [group.name for group in groups]
+    first_run: dict[str, tuple[int, StackName]] = {}
+    for index, run, name in _placed_runs(runs, teams, names):
+        stack = _run_stack(run)
+        if stack is not None:
+            first_run.setdefault(name, (index, stack))
+    found: dict[str, tuple[StackName, str]] = {}
+    for group in groups:
+        families = stacks_of_family(group.instance.family)
+        if group.neuron_stack is not None:
+            found[group.name] = (group.neuron_stack, "its neuron_stack")
+        elif len(families) == 1:
+            found[group.name] = (families[0], f"the only stack {group.instance_type} runs")  # type: ignore[assignment]
+        elif group.name in first_run:
+            index, stack = first_run[group.name]
+            found[group.name] = (stack, f"from runs[{index}]")
+        else:
+            found[group.name] = (DEFAULT_STACK, "the default")
+    return found
+
+
+def _instance_types_of(stack: str) -> str:
+    families = STACKS[stack].instance_families
+    return ", ".join(name for name, entry in CATALOG.items() if entry.family in families)
+
+
+@_reads("trainium.node_groups")
+def _stacks_run_on_their_instance_types(groups: list[TrainiumNodeGroupSettings]) -> Iterator[Problem]:
+    """A group's configured stack runs on its instance type (trn1 has no TorchNeuron; trn2u no
+    PyTorch/XLA release's device plugin places UltraServers)."""
+    for index, group in enumerate(groups):
+        stack = group.neuron_stack
+        if stack is None or group.instance.family in STACKS[stack].instance_families:
+            continue
+        others = [name for name in stacks_of_family(group.instance.family) if name != stack]
+        switch = f", or set neuron_stack: {others[0]}" if others else ""
+        yield (
+            f"trainium.node_groups[{index}].instance_type",
+            (
+                f"{group.instance_type!r} does not run the {stack} stack ({STACKS[stack].title}); allowed: "
+                f"{_instance_types_of(stack)}{switch}"
+            ),
+        )
+
+
+@_reads("cluster.kubernetes_version", "trainium.node_groups", "runs", "teams")
+def _ami_drivers_serve_their_stacks(
+    kubernetes_version: str,
+    groups: list[TrainiumNodeGroupSettings],
+    runs: list[RunSettings | None],
+    all_teams: list[TeamSettings | None],
+) -> Iterator[Problem]:
+    """A group's AMI brings a driver on which its stack's oldest release runs."""
+    teams = [team for team in all_teams if team is not None]
+    if not teams:
+        return
+    stacks = node_group_stacks(groups, runs, teams)
+    for index, group in enumerate(groups):
+        stack, why = stacks[group.name]
+        if group.instance.family not in STACKS[stack].instance_families:
+            continue  # the group's stack has its own line: the driver follows from the stack
+        driver = _ami_driver(group, kubernetes_version)
+        needed = stack_driver(stack)
+        if driver is None or version_key(driver) >= version_key(needed):
+            continue
+        release = _ami_release(group, kubernetes_version)
+        newer = _releases_with_driver(kubernetes_version, needed)
+        fix = (
+            f"use AMI release {', '.join(newer)}"
+            if newer
+            else "no AMI release the table knows brings it: set ami_release to one that does, with its "
+            "ami_facts (docs/neuron.md)"
+        )
+        yield (
+            f"trainium.node_groups[{index}].ami_release",
+            (
+                f"{release!r} brings Neuron driver {driver}; the {stack} stack ({why}; SDK "
+                f"{', '.join(stack_releases(stack))}) needs {needed} or later: {fix}"
+            ),
+        )
+
+
 @_reads("cluster.kubernetes_version", "runs", "teams", "trainium.node_groups")
 def _run_images_are_a_supported_neuron_stack(
     kubernetes_version: str,
@@ -733,20 +918,66 @@ def _run_images_are_a_supported_neuron_stack(
     all_teams: list[TeamSettings | None],
     groups: list[TrainiumNodeGroupSettings],
 ) -> Iterator[Problem]:
-    """Each run's image is an SDK release that supports its training and whose driver its nodes boot."""
+    """Each run's image is an SDK release of its node group's stack (and its preset's), whose driver
+    its nodes boot; its Logical NeuronCore size is one its instance type takes."""
     teams = [team for team in all_teams if team is not None]
     if len(teams) != len(all_teams) or not teams:
         return
     by_name = {group.name: group for group in groups}
-    for index, run in enumerate(runs):
-        if run is None:
-            continue
-        group = by_name.get(_run_group_name(run, _run_team(run, teams), list(by_name)) or "")
-        release = _ami_release(group, kubernetes_version) if group is not None else None
-        if release is None or release not in AMI_RELEASES or release_minor(release) != kubernetes_version:
-            # The group or its AMI release has its own line. A release declared under ami_facts is not
-            # judged here: stack_problem reads the driver from the table only (cluster_facts/neuron_stack.py).
-            continue
-        problem = stack_problem(image=run.image, ami_release=release)
+    stacks = node_group_stacks(groups, runs, teams)
+    for index, run, name in _placed_runs(runs, teams, list(by_name)):
+        group = by_name[name]
+        problem = _run_stack_problem(run, group, stacks[name], kubernetes_version)
         if problem is not None:
             yield f"runs[{index}].image", problem
+        if run.logical_core_size not in (None, *group.instance.logical_core_sizes):
+            allowed = ", ".join(map(str, group.instance.logical_core_sizes))
+            yield (
+                f"runs[{index}].logical_core_size",
+                (
+                    f"{run.logical_core_size} is not a Logical NeuronCore size of {group.instance_type} "
+                    f"(node group {group.name!r}); allowed: {allowed}, or leave it out"
+                ),
+            )
+
+
+def _run_stack_problem(
+    run: RunSettings,
+    group: TrainiumNodeGroupSettings,
+    group_stack: tuple[StackName, str],
+    kubernetes_version: str,
+) -> str | None:
+    """The first of: an SDK that trains on no stack, an image of another stack than the run's preset
+    or its node group, a driver its nodes do not boot. One line, with the fix."""
+    problem = release_problem(run.image)
+    if problem is not None:
+        return problem
+    image = image_stack(run.image)
+    sdk = image_neuron_release(run.image)
+    preset = PRESETS.get(run.preset or "")
+    if preset is not None and image is not None and image != preset.stack:
+        return (
+            f"{run.image!r} is Neuron SDK {sdk} ({image} stack); preset {preset.name} trains on the {preset.stack} "
+            f"stack: set image to an image of SDK {', '.join(stack_releases(preset.stack))} (docs/neuron.md)"
+        )
+    stack, why = group_stack
+    run_stack = _run_stack(run)
+    if run_stack is not None and run_stack != stack:
+        what = f"preset {run.preset}" if preset is not None and image is None else f"Neuron SDK {sdk}"
+        return (
+            f"{run.image!r} is {what} ({run_stack} stack); node group {group.name!r} serves the {stack} stack "
+            f"({why}): put the run on a node group of the {run_stack} stack (runs[].node_group), or use an "
+            f"image of SDK {', '.join(stack_releases(stack))}"
+        )
+    driver = _ami_driver(group, kubernetes_version)
+    if driver is None or version_key(driver) < version_key(stack_driver(stack)):
+        return None  # the group's AMI release has its own line
+    problem = driver_problem(run.image, driver=driver)
+    if problem is None:
+        return None
+    release = _ami_release(group, kubernetes_version)
+    newer = _releases_with_driver(kubernetes_version, NEURON_RELEASES[sdk or ""].driver)
+    return (
+        f"{problem}; AMI release {release} brings {driver}: use AMI release "
+        f"{', '.join(newer) or '(none known: declare a newer release with ami_facts, docs/neuron.md)'}"
+    )

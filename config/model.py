@@ -26,6 +26,7 @@ from pydantic import (
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
 from cluster_facts.kubernetes_versions import support_problem, synth_date
+from cluster_facts.node_check import DEFAULT_REPLACEMENT_WINDOW_MINUTES, DEFAULT_REPLACEMENTS_PER_WINDOW
 from cluster_facts.versions import ADDON_NAMES, KUBECTL_LAYERS, VPC_CNI, VPC_CNI_EFA_ONLY_MINIMUM, version_key
 from config.fields import (
     AccountId,
@@ -386,6 +387,10 @@ class TrainiumNodeGroupSettings(_Section):
     image, for the cluster's Kubernetes version. Changing it replaces the nodes (docs/upgrades.md)."""
     ami_facts: AmiFacts | None = Field(default=None, validate_default=True)
     """What ``ami_release`` brings, declared for a release the table does not know (docs/upgrades.md)."""
+    neuron_stack: Literal["xla", "native"] | None = None
+    """The training path the group serves (cluster_facts/neuron_stack.py): ``xla`` (PyTorch/XLA, SDK up
+    to 2.29) or ``native`` (TorchNeuron, SDK 2.33). Default: the only one its instance type runs, else
+    the one of the runs placed on it, else ``xla``."""
 
     @field_validator("ami_facts")
     @classmethod
@@ -819,6 +824,12 @@ def _minutes(low: int, high: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _replacements(value: int) -> int:
+    if not 1 <= value <= 10:
+        raise _problem(f"{value} replacements is out of range; allowed: 1 to 10 per window")
+    return value
+
+
 class NodeCheckSettings(_Section):
     """The node check of every Trainium node and what it may do to a bad one (docs/health.md)."""
 
@@ -830,6 +841,13 @@ class NodeCheckSettings(_Section):
     """A Trainium node whose kubelet has been silent (``Ready`` Unknown) this long is terminated
     through its Auto Scaling group by the node check of another Trainium node, so that its pods go
     and the gang can start again; null: wait for EKS node auto repair (30 minutes)."""
+    replacements_per_window: Annotated[int, AfterValidator(_replacements)] = DEFAULT_REPLACEMENTS_PER_WINDOW
+    """The most replacements the check asks for in one node group within ``replacement_window_minutes``
+    (failed new nodes, failed EFA re-checks, unresponsive nodes together); past it a failed node is
+    not replaced: it keeps a taint with its reason and the autoscaler removes it (docs/health.md)."""
+    replacement_window_minutes: Annotated[int, _minutes(15, 1440)] = DEFAULT_REPLACEMENT_WINDOW_MINUTES
+    """The window of ``replacements_per_window``: at least the 15 minutes a replacement takes to launch,
+    pull and be checked, so that a replacement's own failure falls in the window that allowed it."""
 
 
 class AutoscalerSettings(_Section):
@@ -853,6 +871,12 @@ class AutoscalerSettings(_Section):
     """The gang watchdog ends a run whose pods hold Trainium nodes without progressing (a container
     waiting, or no log output) for this long (docs/capacity.md, "A run that does not progress");
     ``runs[].stuck_minutes`` overrides it per run; null: never (also off with ``gang_watchdog: false``)."""
+    stuck_run_max_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = None
+    """The longest a run's own limit may be: ``runs[].stuck_minutes`` and the annotation
+    ``trainium/stuck-minutes`` a team member may put on a Job (the team admission policy refuses a
+    larger one, and the guard uses no more than this). Default: the largest limit this file sets
+    (``stuck_run_minutes`` and every ``runs[].stuck_minutes``), so no annotation takes a run past
+    what the configuration allows anywhere."""
 
 
 class StackConfig(_Section):
@@ -876,6 +900,19 @@ class StackConfig(_Section):
     runs: list[RunSettings] = Field(default_factory=list)
     training: Annotated[None, MovedSection] = None
     """Replaced by runs; a file that still has it gets one line saying how to write it."""
+
+    @property
+    def stuck_run_ceiling_minutes(self) -> int | None:
+        """The longest stuck-run limit any run may have (``autoscaler.stuck_run_max_minutes``, by
+        default the largest this file sets); None when no guard runs."""
+        settings = self.autoscaler
+        if not settings.gang_watchdog or settings.stuck_run_minutes is None:
+            return None
+        if settings.stuck_run_max_minutes is not None:
+            return settings.stuck_run_max_minutes
+        return max(
+            [settings.stuck_run_minutes, *(run.stuck_minutes for run in self.runs if run.stuck_minutes)]
+        )
 
     def team(self, name: str | None) -> TeamSettings:
         """The team ``name``, or the first team."""

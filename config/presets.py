@@ -4,8 +4,19 @@ A preset is configuration, not code: it fills a run's image, script, arguments, 
 set, Python packages, precompile and resume settings from a few recipe parameters. The charts know
 nothing about BERT; they run what the configuration describes.
 
-``bert-large``: BERT-large phase-1 pretraining (sequence length 128) from the AWS Neuron tutorial,
-aws-neuron-samples ``torch-neuronx/training/dp_bert_hf_pretrain`` at tag v2.27.0.
+Each preset runs on one Neuron stack (cluster_facts/neuron_stack.py):
+
+- ``bert-large`` (xla): BERT-large phase-1 pretraining (sequence length 128) from the AWS Neuron
+  tutorial, aws-neuron-samples ``torch-neuronx/training/dp_bert_hf_pretrain`` at tag v2.27.0.
+- ``native-fsdp2`` (native): a small Llama-style decoder trained byte-level on a text file with FSDP2
+  (``fully_shard``) through torchrun on TorchNeuron's ``neuron`` device, checkpointed with
+  torch.distributed.checkpoint and resumed after a retry: the project's own program,
+  k8s_charts/scripts/native_fsdp2_train.py, shipped with the run and checked by its SHA-256. The
+  text is Tiny Shakespeare (public-domain plays, 1,115,394 bytes), pinned by commit and SHA-256.
+  TorchTitan Neuron's Llama 3 recipe was the alternative: it installs from a git clone of
+  aws-neuron/torchtitan-neuron (``pip install -e .``, no release a pod could install with
+  ``--require-hashes``) and its Llama 3 tokenizer is gated behind Meta's licence on Hugging Face,
+  so a run could not stage it without a token; pytorch/torchtitan itself is BSD-3-Clause.
 """
 
 from __future__ import annotations
@@ -13,14 +24,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster_facts.kubernetes_names import dataset_variable
+from cluster_facts.neuron_stack import StackName
 
 __all__ = [
     "BERT_DATASET",
     "BERT_LARGE",
+    "NATIVE_DATASET",
+    "NATIVE_FSDP2",
+    "PRESETS",
     "DatasetPreset",
     "FilePreset",
     "RunPreset",
     "bert_large_arguments",
+    "native_fsdp2_arguments",
 ]
 
 
@@ -42,10 +58,16 @@ class DatasetPreset:
 @dataclass(frozen=True, kw_only=True)
 class RunPreset:
     name: str
-    script: str
+    stack: StackName
+    """The Neuron stack it trains on: its image must be a release of it, its node group serve it."""
+    script: str | None
+    """What torchrun runs, a file of its data set; None: its ``program``."""
+    program: str | None = None
+    """A program of the project (k8s_charts/scripts/<name>), shipped in the run's ConfigMap."""
     dataset: DatasetPreset
     python_requirements: tuple[str, ...]
-    precompile_steps_arg: str
+    precompile_steps_arg: str | None
+    """None: no precompile phase (the native path compiles as it runs)."""
     resume_glob: str
     resume_args: tuple[str, ...]
 
@@ -87,6 +109,7 @@ _BERT_DATA = f"$({dataset_variable(BERT_DATASET.name)})/bert_pretrain_wikicorpus
 
 BERT_LARGE = RunPreset(
     name="bert-large",
+    stack="xla",
     script=f"$({dataset_variable(BERT_DATASET.name)})/dp_bert_large_hf_pretrain_hdf5.py",
     dataset=BERT_DATASET,
     # The stock Neuron training image ships a transformers release without ``transformers.AdamW``,
@@ -123,3 +146,73 @@ def bert_large_arguments(
         "--shards_per_ckpt", str(shards_per_ckpt),
     )  # fmt: skip
     return arguments if bf16 else (*arguments, "--enable_fp32")
+
+
+# karpathy/char-rnn, data/tinyshakespeare/input.txt at its last commit (6f9487a6, 2016-04-30; git
+# blob 7dcb3a2d): 1,115,394 bytes of Shakespeare's plays, public domain. The checksum was computed
+# from that commit's blob (2026-11-28).
+NATIVE_DATASET = DatasetPreset(
+    name="tinyshakespeare",
+    archive_url=None,
+    archive_sha256=None,
+    files=(
+        FilePreset(
+            url=(
+                "https://raw.githubusercontent.com/karpathy/char-rnn/"
+                "6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare/input.txt"
+            ),
+            sha256="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+            name="input.txt",
+        ),
+    ),
+)
+
+NATIVE_FSDP2 = RunPreset(
+    name="native-fsdp2",
+    stack="native",
+    script=None,
+    program="native_fsdp2_train.py",
+    dataset=NATIVE_DATASET,
+    # torch and torch-neuronx come with the image; the program needs nothing else.
+    python_requirements=(),
+    precompile_steps_arg=None,
+    # The program writes each checkpoint as step-<8 digits>/ (renamed into place once whole) and,
+    # given --resume, loads the newest one.
+    resume_glob="step-*",
+    resume_args=("--resume",),
+)
+
+PRESETS = {preset.name: preset for preset in (BERT_LARGE, NATIVE_FSDP2)}
+
+
+def native_fsdp2_arguments(
+    *,
+    steps: int,
+    batch_size: int,
+    sequence_length: int,
+    layers: int,
+    model_dim: int,
+    heads: int,
+    learning_rate: float,
+    checkpoint_every: int,
+    seed: int,
+    compile: bool,
+) -> tuple[str, ...]:
+    """The program's arguments on the cluster: TorchNeuron's ``neuron`` device and process-group
+    backend (tests/runtime runs the same program with ``--device cpu --backend gloo``)."""
+    arguments = (
+        "--data", f"$({dataset_variable(NATIVE_DATASET.name)})/input.txt",
+        "--output_dir", "$(OUTPUT_DIR)",
+        "--steps", str(steps),
+        "--batch_size", str(batch_size),
+        "--sequence_length", str(sequence_length),
+        "--layers", str(layers),
+        "--model_dim", str(model_dim),
+        "--heads", str(heads),
+        "--learning_rate", repr(learning_rate),
+        "--checkpoint_every", str(checkpoint_every),
+        "--seed", str(seed),
+        "--device", "neuron",
+        "--backend", "neuron",
+    )  # fmt: skip
+    return (*arguments, "--compile") if compile else arguments

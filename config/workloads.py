@@ -13,12 +13,24 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from cluster_facts.kubernetes_names import ROOT_SQUASH_ID, VOLCANO_DEFAULT_QUEUE, team_uid
 from cluster_facts.neuron_stack import TRAINING_IMAGE
+from cluster_facts.volcano_retries import MAX_RESTARTS
 from config.fields import Name, PinnedImage, RoleArn, _matching, _problem, _Section
-from config.presets import BERT_LARGE
+from config.presets import BERT_LARGE, NATIVE_FSDP2
 
 __all__ = [
     "DEFAULT_TEAMS",
@@ -27,6 +39,7 @@ __all__ = [
     "DatasetFileSettings",
     "DatasetSettings",
     "MovedSection",
+    "NativeParameters",
     "PrecompileSettings",
     "ResumeSettings",
     "RunSettings",
@@ -107,6 +120,10 @@ class TeamQuotaSettings(_Section):
 
     pods: int = Field(default=64, ge=2, le=10000)
     """Pods at once, running and queued, the team's etcd included."""
+    jobs: int = Field(default=64, ge=1, le=10000)
+    """Volcano Jobs at once (running, queued, and ended but not deleted; the stack's applied runs
+    included), and as many PodGroups, Services, ConfigMaps and NetworkPolicies for them (what
+    Volcano makes for each Job): the team's share of the cluster's API objects (k8s_charts/team_quota.py)."""
     neuron_devices: int | None = Field(default=None, ge=1)
     """Trainium chips (aws.amazon.com/neuron) its pods request in total."""
     cpu: int | None = Field(default=None, ge=1)
@@ -219,7 +236,65 @@ class BertParameters(_Section):
     (a new data set version: staged again, and verified)."""
 
 
+class NativeParameters(_Section):
+    """The recipe of preset native-fsdp2: a Llama-style decoder (RMSNorm, rotary attention, SwiGLU)
+    trained byte-level with FSDP2, every block and the whole model sharded across all workers."""
+
+    steps: int = Field(default=2000, ge=1, le=10_000_000)
+    """Optimizer steps in all (a resumed run continues to this count)."""
+    batch_size: int = Field(default=4, ge=1, le=4096)
+    """Sequences per worker (logical NeuronCore) and step."""
+    sequence_length: int = Field(default=512, ge=8, le=32768)
+    layers: int = Field(default=8, ge=1, le=256)
+    model_dim: int = Field(default=1024, ge=32, le=32768)
+    heads: int = Field(default=16, ge=1, le=256)
+    learning_rate: float = Field(default=3e-4, gt=0, le=1)
+    checkpoint_every: int = Field(default=200, ge=1, le=1_000_000)
+    """Steps between checkpoints: what a failure mid-run can cost (docs/health.md, "A node lost mid-run")."""
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    compile: bool = False
+    """torch.compile with the neuron backend; off: eager mode, the simplest path Neuron documents first."""
+
+    @field_validator("heads")
+    @classmethod
+    def _heads_divide_the_width(cls, heads: int, info: ValidationInfo) -> int:
+        width = info.data.get("model_dim")
+        if width is not None and (width % heads or (width // heads) % 2):
+            raise _problem(
+                f"{heads} heads do not split model_dim {width} into even head widths; allowed: a divisor "
+                "of model_dim whose quotient is even (rotary attention turns pairs of dimensions)"
+            )
+        return heads
+
+
+_PARAMETERS: dict[str, type[BaseModel]] = {
+    BERT_LARGE.name: BertParameters,
+    NATIVE_FSDP2.name: NativeParameters,
+}
 _PRESET_OWNS = ("script", "args", "datasets", "python_packages", "resume")
+
+
+def _preset_parameters(model: type[BaseModel], value: Any) -> BaseModel:
+    """``value`` validated as ``model``'s; its errors keep their key paths, and an unknown key lists
+    the keys of this preset's recipe (the loader would name another's)."""
+    if not isinstance(value, dict):
+        raise _problem(f"must be a mapping of keys; allowed keys: {', '.join(model.model_fields)}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as error:
+        details: list[Any] = []
+        for detail in error.errors(include_url=False):
+            message = detail["msg"]
+            if detail["type"] == "extra_forbidden":
+                message = f"unknown key; allowed here: {', '.join(model.model_fields)}"
+            details.append(
+                {
+                    "type": PydanticCustomError("config", message),
+                    "loc": detail["loc"],
+                    "input": detail["input"],
+                }
+            )
+        raise ValidationError.from_exception_data(error.title, details) from None
 
 
 # How long a run may hold Trainium nodes without progressing (k8s_charts/scripts/stuck_runs.py). At
@@ -250,10 +325,13 @@ class RunSettings(_Section):
     """Defaults to the team's first node group (the cluster's first when the team lists none)."""
     nodes: int = Field(default=TUTORIAL_NODES, ge=1)
     image: PinnedImage = DEFAULT_TRAINING_IMAGE
-    preset: Literal["bert-large"] | None = None
+    preset: Literal["bert-large", "native-fsdp2"] | None = None
     # After nodes and preset: its validator reads both.
-    parameters: BertParameters | None = None
+    parameters: BertParameters | NativeParameters | None = None
     """The preset's recipe; only with a preset."""
+    logical_core_size: Literal[1, 2] | None = None
+    """Physical NeuronCores per logical one (LNC, ``NEURON_LOGICAL_NC_CONFIG``): one worker per logical
+    core. Default: the instance type's (2 on trn2, 1 on trn1; cluster_facts/instance_catalog.py)."""
     script: str | None = None
     """What torchrun runs: a path in the image, or $(DATASET_<NAME>)/file of a staged data set."""
     args: list[str] = Field(default_factory=list)
@@ -267,7 +345,7 @@ class RunSettings(_Section):
     cacheset: Name | None = None
     """Names the run's Neuron compile caches; defaults to the run's name. Two applied runs of one
     team never share one."""
-    retries: int = Field(default=3, ge=0, le=10)
+    retries: int = Field(default=3, ge=0, le=MAX_RESTARTS)
     """Whole-gang restarts after a failed or evicted pod (each resumes from the newest checkpoint)."""
     stuck_minutes: Annotated[int, AfterValidator(stuck_minutes_in_range)] | None = None
     """How long this run's pods may hold Trainium nodes without progressing (a waiting container, no
@@ -279,17 +357,34 @@ class RunSettings(_Section):
     def _preset_defaults(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("preset") == BERT_LARGE.name:
             data = {"parameters": {}, "precompile": {}, **data}
+        if isinstance(data, dict) and data.get("preset") == NATIVE_FSDP2.name:
+            data = {"parameters": {}, **data}
         return data
+
+    @field_validator("parameters", mode="wrap")
+    @classmethod
+    def _parameters_of_the_preset(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        model = _PARAMETERS.get(info.data.get("preset") or "")
+        if value is None or model is None:
+            return handler(value)
+        return _preset_parameters(model, value)
 
     @field_validator("parameters")
     @classmethod
-    def _parameters_fit(cls, value: BertParameters | None, info: ValidationInfo) -> BertParameters | None:
+    def _parameters_fit(
+        cls, value: BertParameters | NativeParameters | None, info: ValidationInfo
+    ) -> BertParameters | NativeParameters | None:
         if value is None:
             return None
         if info.data.get("preset") is None:
             raise _problem(
-                "parameters belong to a preset; set preset: bert-large, or describe the run with script and args"
+                "parameters belong to a preset; set preset: bert-large or native-fsdp2, or describe the "
+                "run with script and args"
             )
+        if not isinstance(value, BertParameters):
+            return value
         nodes = info.data.get("nodes")
         if (
             value.grad_accum_usteps is None
@@ -305,7 +400,7 @@ class RunSettings(_Section):
     @model_validator(mode="after")
     def _what_runs(self) -> RunSettings:
         if self.preset is None and self.script is None:
-            raise _problem("a run needs a script (or a preset such as bert-large)")
+            raise _problem("a run needs a script (or a preset: bert-large, native-fsdp2)")
         if self.preset is not None:
             # Only what says something: an empty list or a null is the same as leaving the key out.
             given = [key for key in _PRESET_OWNS if getattr(self, key)]
@@ -323,7 +418,7 @@ class RunSettings(_Section):
     @property
     def grad_accum_usteps(self) -> int:
         """The BERT recipe's accumulation steps: as given, or the tutorial's global batch kept."""
-        assert self.parameters is not None
+        assert isinstance(self.parameters, BertParameters)
         if self.parameters.grad_accum_usteps is not None:
             return self.parameters.grad_accum_usteps
         return TUTORIAL_NODES * TUTORIAL_GRAD_ACCUM_USTEPS // self.nodes

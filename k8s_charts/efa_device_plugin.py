@@ -123,6 +123,9 @@ def _pod_spec(instance_types: list[str], image: str) -> k8s.PodSpec:
                 image=image,
                 # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
                 image_pull_policy=PINNED_PULL_POLICY,
+                # The upstream chart's requests (eks-charts aws-efa-k8s-device-plugin values.yaml: 10m,
+                # 20Mi; its commented limits: 100m, 128Mi). It lists the node's EFA devices once and
+                # answers the kubelet's allocations; the CPU limit leaves room for its start.
                 resources=container_resources(
                     requests={"cpu": "10m", "memory": "20Mi"}, limits={"cpu": "200m", "memory": "128Mi"}
                 ),

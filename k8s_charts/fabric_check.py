@@ -75,6 +75,7 @@ __all__ = [
     "LAUNCHER_TASK",
     "ROOT_COMM_PORT",
     "RUN_TIMEOUT_SECONDS",
+    "SSHD_CAPABILITIES",
     "TAINT_PROGRAM",
     "VERDICT_PROGRAM",
     "WAIT_TIMEOUT_SECONDS",
@@ -200,6 +201,19 @@ _AS_ROOT = (
     "the Neuron training image runs as root, as AWS ships and tests it; the workers run sshd, "
     "which needs root to start sessions, and the launcher's mpirun logs in as root"
 )
+SSHD_CAPABILITIES: dict[str, list[str]] = {
+    "drop": ["ALL"],
+    "add": ["NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"],
+}
+"""What root's sshd needs of the container runtime's default capabilities to serve mpirun's sessions
+(no terminal), found with Debian 12's sshd (OpenSSH 9.2p1, PAM and Linux audit built in, as
+Ubuntu's) started with each one left out in turn (tests/k8s/test_fabric_ssh.py): NET_BIND_SERVICE
+to bind port 22 (below ``net.ipv4.ip_unprivileged_port_start``), SYS_CHROOT, SETGID and SETUID for
+the pre-authentication child it locks into /run/sshd as user sshd ("chroot: Operation not
+permitted", "setgroups", "setresuid"). CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_RAW,
+SETFCAP, SETPCAP and AUDIT_WRITE go. A session with a terminal (``ssh -t``, never mpirun's) would
+also need CHOWN (the pty's owner) and AUDIT_WRITE (the login record: "linux_audit_write_entry
+failed"). The ranks the sessions start run with no capability, as the training pods do."""
 # checkov reads a batch/v1 Job's spec.template; this Volcano Job's templates are in spec.tasks.
 _NOT_A_BATCH_JOB = (
     "checkov reads a batch/v1 Job's spec.template; this Volcano Job's pod templates in spec.tasks set "
@@ -303,7 +317,7 @@ class FabricCheckChart(cdk8s.Chart):
                     "memory": f"{instance.memory_gib * 7 // 8}Gi",
                 },
             },
-            "securityContext": {"allowPrivilegeEscalation": False},
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": SSHD_CAPABILITIES},
         }
         launcher_environment = {
             **_FABRIC_ENVIRONMENT,
@@ -357,7 +371,8 @@ class FabricCheckChart(cdk8s.Chart):
                 "requests": {"cpu": "1", "memory": "2Gi"},
                 "limits": {"cpu": "2", "memory": "4Gi"},
             },
-            "securityContext": {"allowPrivilegeEscalation": False},
+            # mpirun, ssh and nccom-test as root need no capability (its files are root's own).
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
             # The script writes the verdict line here; if it dies first, the log's tail stands in.
             "terminationMessagePath": "/dev/termination-log",
             "terminationMessagePolicy": "FallbackToLogsOnError",

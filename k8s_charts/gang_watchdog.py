@@ -121,6 +121,10 @@ class GangWatchdogValues:
     stuck_run_minutes: int | None = None
     """End the runs whose pods hold Trainium nodes without progress for this long
     (``autoscaler.stuck_run_minutes``; a run's Job annotation overrides it); None: never."""
+    stuck_run_max_minutes: int | None = None
+    """The longest a run's own limit (its Job annotation) may make it: the guard clamps a larger one
+    (``StackConfig.stuck_run_ceiling_minutes``; the team admission policy refuses it too). None:
+    ``stuck_run_minutes`` is the ceiling."""
     team_node_groups: Mapping[str, tuple[str, ...]] | None = None
     """Namespace -> the node groups its gangs may use: the watchdog cordons a node only for a gang
     whose team owns the node's group. None: every namespace may use every group."""
@@ -337,7 +341,11 @@ def _arguments(values: GangWatchdogValues) -> list[str]:
         f"--threshold-minutes={values.threshold_minutes}",
         f"--interval-seconds={values.interval_seconds}",
         *(
-            [f"--stuck-minutes={values.stuck_run_minutes}", f"--stuck-annotation={STUCK_MINUTES_ANNOTATION}"]
+            [
+                f"--stuck-minutes={values.stuck_run_minutes}",
+                f"--stuck-annotation={STUCK_MINUTES_ANNOTATION}",
+                f"--stuck-max-minutes={values.stuck_run_max_minutes or values.stuck_run_minutes}",
+            ]
             if values.stuck_run_minutes is not None
             else []
         ),
@@ -483,8 +491,13 @@ def _pod_spec(values: GangWatchdogValues) -> k8s.PodSpec:
                 ],
                 # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
                 image_pull_policy=PINNED_PULL_POLICY,
+                # A Python loop that lists nodes, pods and PodGroups once a minute: the interpreter and
+                # one listing of the cluster in memory; a pass takes a CPU for a moment. The listing
+                # grows with the nodes (every unfinished pod, DaemonSets' included): `make bench-scale`
+                # measured 282 MiB resident at 1,024 nodes (53 MiB of JSON a pass), over the 256Mi
+                # this had; 1Gi holds about 3,500 nodes at that rate (docs/performance.md, "Scale").
                 resources=container_resources(
-                    requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "256Mi"}
+                    requests={"cpu": "10m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "1Gi"}
                 ),
                 security_context=k8s.SecurityContext(
                     allow_privilege_escalation=False,

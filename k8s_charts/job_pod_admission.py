@@ -43,6 +43,7 @@ __all__ = [
     "VOLCANO_JOB_API_VERSION",
     "JobPodAdmissionChart",
     "volcano_controller",
+    "volcano_controller_account",
 ]
 
 POLICY_NAME = "trainium-volcano-job-pods"
@@ -51,10 +52,15 @@ VOLCANO_JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 _LABELS = {"app.kubernetes.io/name": POLICY_NAME}
 
 
+def volcano_controller_account(release: str) -> str:
+    """The Volcano chart's controllers' service account: ``<release>-controllers`` in the release's
+    namespace (chart v1.15.1, templates/controllers.yaml)."""
+    return f"{release}-controllers"
+
+
 def volcano_controller(*, namespace: str, release: str) -> str:
-    """The username of the Volcano chart's job controller: service account ``<release>-controllers``
-    in the release's namespace (chart v1.15.1, templates/controllers.yaml)."""
-    return service_account_username(namespace, f"{release}-controllers")
+    """The username of the Volcano chart's job controller (``volcano_controller_account``)."""
+    return service_account_username(namespace, volcano_controller_account(release))
 
 
 def _labels_of(obj: str) -> str:

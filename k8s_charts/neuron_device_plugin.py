@@ -147,6 +147,9 @@ class NeuronDevicePluginChart(cdk8s.Chart):
                             ),
                         ),
                     ],
+                    # The upstream chart sets none (aws-neuron/neuron-helm-charts values.yaml). A Go
+                    # server that lists the node's Neuron devices and answers the kubelet's allocations;
+                    # the limits are a ceiling several times what it holds, as for the EFA plugin.
                     resources=container_resources(
                         requests={"cpu": "50m", "memory": "64Mi"}, limits={"cpu": "200m", "memory": "256Mi"}
                     ),

@@ -5,18 +5,23 @@ set on the node groups). This chart runs k8s_charts/scripts/node_check.py on eac
 DaemonSet in ``kube-system``, beside the device plugins: it tolerates the Neuron taint and the
 startup taint (no training pod tolerates the latter), checks the node's Neuron devices and cores,
 a local all-reduce, each EFA device and the file system, then lifts the taint or keeps it, sets
-the condition ``TrainiumNodeCheck`` and, on failure, has the instance replaced. docs/health.md
-("The node check") has the checks, their time and what a failure looks like.
+the condition ``TrainiumNodeCheck`` and, on failure, has the instance replaced within its group's
+replacement budget (past it the node keeps a failed taint and the autoscaler removes it; a failure
+that repeats after a replacement suspends the group's launches). docs/health.md ("The node check")
+has the checks, their time and what a failure looks like; docs/capacity.md the bound on a failure
+that hits every new node.
 
 Two steps of the plan:
 
 - ``NodeCheckAdmissionChart`` (applied first): a ValidatingAdmissionPolicy and binding that let the
   check's service account make exactly two changes, both on its own node (the node its pod-bound
   token names, as for the Neuron device plugin) and only on a Trainium node: remove the startup
-  taint (nothing else of the node changes), and set its own condition in the node's status (no
-  other condition, no other status field). RBAC cannot narrow ``patch nodes`` that far.
+  taint (nothing else of the node changes), put on or remove the EFA taint, put on the failed taint,
+  and set its own condition in the node's status (no other condition, no other status field). RBAC
+  cannot narrow ``patch nodes`` that far.
 - ``NodeCheckChart``: ServiceAccount, ClusterRole (get nodes, patch nodes and nodes/status), a Role
-  to record Events in ``kube-system``, the programs in a ConfigMap, the DaemonSet.
+  to record Events in ``kube-system`` and to read and update each group's replacement record (a
+  ConfigMap per Trainium group, by name), those records, the programs in a ConfigMap, the DaemonSet.
 
 Why privileged: a DaemonSet pod that requested the node's Neuron devices and EFA interfaces through
 the device plugins would hold them for as long as it exists (a DaemonSet's pod never ends), and no
@@ -41,6 +46,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_CORES_LABEL,
     NEURON_DEVICES_LABEL,
     NEURON_TAINT_KEY,
+    NODE_GROUP_LABEL,
 )
 from cluster_facts.node_check import (
     EFA_ERROR_COUNTERS,
@@ -49,11 +55,15 @@ from cluster_facts.node_check import (
     EFA_SUSPECT_TAINT,
     EFA_SUSPECT_TAINT_KEY,
     NODE_CHECK_CONDITION,
+    NODE_CHECK_FAILED_TAINT_KEY,
     NODE_CHECK_NAME,
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
+    REPLACEMENT_RECORD_PREFIX,
+    STEP_TIMEOUT_SECONDS,
     WATCH_SECONDS,
+    replacement_record,
 )
 from k8s_charts.admission_policy import (
     admission_policy,
@@ -90,13 +100,13 @@ ADMISSION_STEP = f"{NODE_CHECK_NAME}-admission"
 LUSTRE_PORT = 988
 """The port Lustre clients connect to (FSx for Lustre User Guide, "File System Access Control with
 Amazon VPC": TCP 988 and 1018-1023)."""
-STEP_TIMEOUT_SECONDS = 30
-"""Each tool's time limit (nccom-test gets four: it builds its NEFF first). On a healthy node the
-whole check takes about two minutes (docs/health.md)."""
+
 
 _PROGRAM_DIR = "/opt/node-check"
 # The program, its verdict parser, the fabric check's nccom-test parser it reuses, the API client.
-PROGRAM_FILES = program_files("node_check.py", "node_check_verdict.py", "fabric_verdict.py")
+PROGRAM_FILES = program_files(
+    "node_check.py", "node_check_budget.py", "node_check_verdict.py", "fabric_verdict.py"
+)
 _LABELS = {"app.kubernetes.io/name": NODE_CHECK_NAME, "app.kubernetes.io/component": "health"}
 
 _HOST_ACCESS = (
@@ -134,6 +144,12 @@ class NodeCheckValues:
     replace_unresponsive_after_seconds: int | None = 300
     """Mark Unhealthy the instance of a Trainium node whose kubelet has been silent this long (another
     node's check does it); None: leave it to EKS node auto repair. Only with ``replace_failed_nodes``."""
+    node_groups: tuple[str, ...] = ()
+    """The Trainium node groups: one replacement record (ConfigMap) each, the only ones the check may
+    read and update."""
+    replacements_per_window: int = 1
+    replacement_window_seconds: int = 1800
+    """The replacement budget of each group (k8s_charts/scripts/node_check_budget.py)."""
 
     def __post_init__(self) -> None:
         problem = pinned_image_problem(self.image)
@@ -152,6 +168,18 @@ def _is_efa_taint(variable: str) -> str:
             f"{variable}.key == {cel_string(EFA_SUSPECT_TAINT_KEY)}",
             f"has({variable}.value) && {variable}.value == {cel_string(EFA_SUSPECT_TAINT['value'])}",
             f"{variable}.effect == {cel_string(EFA_SUSPECT_TAINT['effect'])}",
+            f"!has({variable}.timeAdded)",
+        ]
+    )
+
+
+def _is_failed_taint(variable: str) -> str:
+    """The failed taint, its value a reason (letters and digits, as the verdicts name them)."""
+    return " && ".join(
+        [
+            f"{variable}.key == {cel_string(NODE_CHECK_FAILED_TAINT_KEY)}",
+            f"has({variable}.value) && {variable}.value.matches('^[A-Za-z0-9]{{1,63}}$')",
+            f"{variable}.effect == 'NoSchedule'",
             f"!has({variable}.timeAdded)",
         ]
     )
@@ -204,9 +232,9 @@ def _policy_spec(username: str) -> dict[str, Any]:
             "expression": "has(variables.oldSpec.taints) ? variables.oldSpec.taints : []",
         },
         {
-            # Nothing changes but the taints, and of those only two: the startup taint may go, the
-            # EFA taint may come or go. Every other taint is kept; nothing else is added (the
-            # startup taint cannot come back: it is not the EFA taint).
+            # Nothing changes but the taints, and of those only three: the startup taint may go, the
+            # EFA taint may come or go, the failed taint may come. Every other taint is kept; nothing
+            # else is added (the startup taint cannot come back), and the failed taint never goes.
             "name": "onlyOwnTaintsChanged",
             "expression": " && ".join(
                 [
@@ -214,7 +242,10 @@ def _policy_spec(username: str) -> dict[str, Any]:
                     same_except("object", "oldObject", ["metadata", "spec"]),
                     same_except("object.metadata", "oldObject.metadata", server_metadata),
                     same_except("variables.newSpec", "variables.oldSpec", ["taints"]),
-                    f"variables.newTaints.all(t, t in variables.oldTaints || ({_is_efa_taint('t')}))",
+                    (
+                        "variables.newTaints.all(t, t in variables.oldTaints"
+                        f" || ({_is_efa_taint('t')}) || ({_is_failed_taint('t')}))"
+                    ),
                     (
                         "variables.oldTaints.all(t, t in variables.newTaints || ("
                         f"{_is_startup_taint('t')}) || t.key == {cel_string(EFA_SUSPECT_TAINT_KEY)})"
@@ -272,8 +303,9 @@ def _policy_spec(username: str) -> dict[str, Any]:
         ),
         refuse(
             "!variables.isNodeUpdate || variables.onlyOwnTaintsChanged",
-            f"{who} may only remove the taint {NODE_CHECK_TAINT_KEY}, and put on or remove the taint "
-            f"{EFA_SUSPECT_TAINT_KEY}={EFA_SUSPECT_TAINT['value']}:{EFA_SUSPECT_TAINT['effect']}, of a node",
+            f"{who} may only remove the taint {NODE_CHECK_TAINT_KEY}, put on or remove the taint "
+            f"{EFA_SUSPECT_TAINT_KEY}={EFA_SUSPECT_TAINT['value']}:{EFA_SUSPECT_TAINT['effect']}, and put on "
+            f"the taint {NODE_CHECK_FAILED_TAINT_KEY}=<reason>:NoSchedule, of a node",
         ),
         refuse(
             "!variables.isStatusUpdate || variables.onlyOwnCondition",
@@ -316,6 +348,11 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
             else ""
         ),
         "EFA_TAINT": ":".join(EFA_SUSPECT_TAINT[part] for part in ("key", "value", "effect")),
+        "FAILED_TAINT_KEY": NODE_CHECK_FAILED_TAINT_KEY,
+        "NODE_GROUP_LABEL": NODE_GROUP_LABEL,
+        "REPLACEMENT_RECORD_PREFIX": REPLACEMENT_RECORD_PREFIX,
+        "REPLACEMENTS_PER_WINDOW": str(values.replacements_per_window),
+        "REPLACEMENT_WINDOW_SECONDS": str(values.replacement_window_seconds),
         "EFA_ERROR_COUNTERS": " ".join(EFA_ERROR_COUNTERS),
         "EFA_ERROR_LIMIT": str(EFA_ERROR_LIMIT),
         "EFA_ERROR_WINDOW_SECONDS": str(EFA_ERROR_WINDOW_SECONDS),
@@ -369,12 +406,15 @@ class NodeCheckChart(cdk8s.Chart):
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=name),
             subjects=[subject],
         )
-        k8s.KubeRole(
-            self,
-            "Role",
-            metadata=metadata,
-            rules=[k8s.PolicyRule(api_groups=[""], resources=["events"], verbs=["create"])],
-        )
+        k8s.KubeRole(self, "Role", metadata=metadata, rules=_namespace_rules(values))
+        for group in values.node_groups if values.replace_failed_nodes else ():
+            # Created empty: RBAC cannot grant ``create`` of one name, so the check only updates it. A
+            # deploy's ``kubectl apply`` owns no key of it (none in the manifest) and so keeps the record.
+            k8s.KubeConfigMap(
+                self,
+                f"Record-{group}",
+                metadata=k8s.ObjectMeta(name=replacement_record(group), namespace=namespace, labels=_LABELS),
+            )
         k8s.KubeRoleBinding(
             self,
             "RoleBinding",
@@ -405,6 +445,20 @@ class NodeCheckChart(cdk8s.Chart):
                 ),
             ),
         )
+
+
+def _namespace_rules(values: NodeCheckValues) -> list[k8s.PolicyRule]:
+    """Events in kube-system; with replacement on, its groups' replacement records, by name: read
+    and update (the write carries the resourceVersion it read, k8s_charts/scripts/node_check_budget.py)."""
+    rules = [k8s.PolicyRule(api_groups=[""], resources=["events"], verbs=["create"])]
+    if values.replace_failed_nodes and values.node_groups:
+        names = [replacement_record(group) for group in values.node_groups]
+        rules.append(
+            k8s.PolicyRule(
+                api_groups=[""], resources=["configmaps"], resource_names=names, verbs=["get", "update"]
+            )
+        )
+    return rules
 
 
 def _egress(values: NodeCheckValues) -> list[k8s.NetworkPolicyEgressRule]:

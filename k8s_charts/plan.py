@@ -28,7 +28,12 @@ import cdk8s
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE
 from cluster_facts.image_sources import ImageSource
 from cluster_facts.images import split_image
-from cluster_facts.kubernetes_names import PLATFORM_NAMESPACE, datasets_claim, file_system_claim
+from cluster_facts.kubernetes_names import (
+    NEURON_RESOURCE,
+    PLATFORM_NAMESPACE,
+    datasets_claim,
+    file_system_claim,
+)
 from cluster_facts.kubernetes_plan import (
     HelmRelease,
     KubernetesLayerPlan,
@@ -38,17 +43,19 @@ from cluster_facts.kubernetes_plan import (
 )
 from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHART
 from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
+from k8s_charts.api_fairness import ApiFairnessChart
 from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
 from k8s_charts.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingChart, staging_job_name
 from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
 from k8s_charts.efa_device_plugin import EfaDevicePluginChart
 from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
+from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
 from k8s_charts.etcd import EtcdChart
 from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
 from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
 from k8s_charts.fsx_storage import FsxStorageChart
 from k8s_charts.gang_watchdog import GangWatchdogValues, gang_watchdog_steps
-from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controller
+from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controller, volcano_controller_account
 from k8s_charts.namespaces import NamespaceChart
 from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
 from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
@@ -58,15 +65,17 @@ from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeC
 from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
 from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
 from k8s_charts.priority_classes import PriorityClassChart
+from k8s_charts.resources import ContainerDefaultsChart
 from k8s_charts.stored_form import as_stored
 from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
-from k8s_charts.team_quota import TeamQuota, TeamQuotaChart
+from k8s_charts.team_quota import OBJECTS_QUOTA, TeamQuota, TeamQuotaChart, counted_kind
 from k8s_charts.team_settings import TeamSettingsChart, team_settings_data
 from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
 from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
 from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
 from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
+from k8s_charts.volcano_controller_admission import VolcanoControllerAdmissionChart
 from k8s_charts.volcano_queue import VolcanoQueueChart
 from k8s_charts.volcano_scheduler import volcano_images, volcano_values
 
@@ -80,6 +89,7 @@ __all__ = [
     "TeamValues",
     "plan_kubernetes_layer",
     "queue_step",
+    "quota_gate",
     "render",
 ]
 
@@ -91,6 +101,8 @@ VOLCANO_NAMESPACE_STEP = "volcano-namespace"
 VOLCANO_NETWORK_STEP = "volcano-network"
 AUTOSCALER_NETWORK_STEP = "cluster-autoscaler-network"
 JOB_POD_ADMISSION = "volcano-job-pod-admission"
+VOLCANO_CONTROLLER_ADMISSION = "volcano-controller-admission"
+API_FAIRNESS = "api-fairness"
 DEVICE_PLUGIN_ADMISSION = "neuron-device-plugin-admission"
 TEAMS_STEP = "training-namespace"
 PRIORITY_STEP = "priority-classes"
@@ -209,8 +221,8 @@ def _volcano(images: ImageSource) -> HelmRelease:
         release="volcano",
         namespace=VOLCANO_NAMESPACE,
         # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none),
-        # under the namespace's NetworkPolicies.
-        after=(VOLCANO_NAMESPACE_STEP, VOLCANO_NETWORK_STEP),
+        # under the namespace's NetworkPolicies, its controller fenced from its first request.
+        after=(VOLCANO_NAMESPACE_STEP, VOLCANO_NETWORK_STEP, VOLCANO_CONTROLLER_ADMISSION),
         # The scheduler configuration without enqueue (k8s_charts/volcano_scheduler.py): queued gangs
         # get their pods, which the cluster autoscaler sees.
         values=values,
@@ -268,6 +280,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             name=name, manifests=render(build, name), after=after, applied=applied, identity=identity
         )
 
+    quota_gates = tuple(quota_gate(team.name) for team in values.teams)
     images = values.images
     platform_image = images.resolve(PLATFORM_JOB_IMAGE)
     fetch_image = images.resolve(S3_FETCH_IMAGE)
@@ -315,9 +328,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
         *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),
-        chart(
-            VOLCANO_NAMESPACE_STEP,
-            partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY),
+        ManifestSet(
+            name=VOLCANO_NAMESPACE_STEP,
+            manifests=(
+                *render(partial(NamespaceChart, name=VOLCANO_NAMESPACE, pod_security=VOLCANO_POD_SECURITY)),
+                # Requests and limits for a container of Volcano's that declares none (a chart upgrade).
+                *render(partial(ContainerDefaultsChart, namespace=VOLCANO_NAMESPACE)),
+            ),
         ),
         # Default-deny in Volcano's namespace and what each of its pods needs, before the release
         # (its pre-install hook Job already runs under them).
@@ -325,6 +342,25 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             VOLCANO_NETWORK_STEP,
             partial(VolcanoNetworkChart, namespace=VOLCANO_NAMESPACE, vpc_cidr=values.vpc_cidr),
             after=(VOLCANO_NAMESPACE_STEP,),
+        ),
+        # Volcano's controller writes only its Jobs' objects, where Volcano Jobs run, from its first
+        # request (k8s_charts/volcano_controller_admission.py).
+        chart(
+            VOLCANO_CONTROLLER_ADMISSION,
+            partial(
+                VolcanoControllerAdmissionChart,
+                controller_username=volcano_controller(namespace=volcano.namespace, release=volcano.release),
+                namespaces=(*team_names, PLATFORM_NAMESPACE),
+            ),
+        ),
+        # A team's requests, and Volcano's controller's for each namespace, queue apart (k8s_charts/api_fairness.py).
+        chart(
+            API_FAIRNESS,
+            partial(
+                ApiFairnessChart,
+                teams=team_names,
+                volcano_controller=(volcano.namespace, volcano_controller_account(volcano.release)),
+            ),
         ),
         volcano,
         # Only Volcano's job controller may label pods as a job's in the teams' namespaces.
@@ -378,6 +414,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             manifests=(
                 *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
                 *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
+                *render(partial(ContainerDefaultsChart, namespace=PLATFORM_NAMESPACE)),
             ),
             after=(PRIORITY_STEP,),
         ),
@@ -398,7 +435,6 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                         )
                     ),
                     *render(partial(TeamNetworkChart, namespace=team.name, vpc_cidr=values.vpc_cidr)),
-                    *render(partial(TeamQuotaChart, namespace=team.name, quota=team.quota)),
                     *render(
                         partial(
                             TeamSettingsChart,
@@ -415,10 +451,27 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                             ),
                         )
                     ),
+                    # The team's quotas are added once every step exists: they count its objects.
                 )
             ),
             # The team's members act in the namespace only once its admission policy holds.
             after=(PRIORITY_STEP, TENANT_ADMISSION),
+        ),
+        # The object quotas count from their first moment: until the quota controller has counted
+        # every resource of one, the API server refuses every object it counts ("status unknown for
+        # quota"). The controller finds Volcano's resources by discovery, every 30 s
+        # (kube-controller-manager's resource quota controller): the gate waits for the count of its
+        # Jobs, which comes last.
+        *(
+            ReadinessGate(
+                name=quota_gate(team.name),
+                object_type="resourcequota",
+                object_name=OBJECTS_QUOTA,
+                namespace=team.name,
+                json_path=r".status.used.count/jobs\.batch\.volcano\.sh",
+                after=(TEAMS_STEP,),
+            )
+            for team in values.teams
         ),
         # One etcd per team: a team's runs rendezvous where no other team's pods can reach.
         ManifestSet(
@@ -427,11 +480,16 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 manifest
                 for team in values.teams
                 for manifest in render(
-                    partial(EtcdChart, namespace=team.name, image=images.resolve(ETCD_IMAGE)),
+                    partial(
+                        EtcdChart,
+                        namespace=team.name,
+                        image=images.resolve(ETCD_IMAGE),
+                        member_image=images.resolve(ETCD_MEMBER_IMAGE),
+                    ),
                     f"etcd-{team.name}",
                 )
             ),
-            after=(TEAMS_STEP,),
+            after=(TEAMS_STEP, *quota_gates),
         ),
         chart(
             "fsx-storage",
@@ -445,7 +503,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 platform_namespace=PLATFORM_NAMESPACE,
                 team_namespaces=team_names,
             ),
-            after=(PLATFORM_STEP, TEAMS_STEP),
+            after=(PLATFORM_STEP, TEAMS_STEP, *quota_gates),
         ),
         chart(
             "fsx-layout",
@@ -555,20 +613,91 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             render=render,
         )
     )
+    teams_index = next(index for index, step in enumerate(steps) if step.name == TEAMS_STEP)
+    # Each team's quotas, counting what the plan keeps in its namespace.
+    teams_step = steps[teams_index]
+    assert isinstance(teams_step, ManifestSet)
+    steps[teams_index] = replace(
+        teams_step,
+        manifests=(
+            *teams_step.manifests,
+            *(
+                manifest
+                for team in values.teams
+                for manifest in render(
+                    partial(
+                        TeamQuotaChart,
+                        namespace=team.name,
+                        quota=replace(team.quota, platform_objects=_platform_objects(steps, team.name)),
+                    )
+                )
+            ),
+        ),
+    )
     # The team namespaces' admission policy, from what the plan puts there, before the namespaces.
     steps.insert(
-        next(index for index, step in enumerate(steps) if step.name == TEAMS_STEP),
+        teams_index,
         ManifestSet(
             name=TENANT_ADMISSION,
-            manifests=render(partial(TenantAdmissionChart, **_tenant_admission_values(steps, values.teams))),
+            manifests=render(
+                partial(
+                    TenantAdmissionChart,
+                    **_tenant_admission_values(
+                        steps, values.teams, runs=values.runs, watchdog=values.gang_watchdog
+                    ),
+                )
+            ),
         ),
     )
     return KubernetesLayerPlan.of(steps)
 
 
-def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValues, ...]) -> dict[str, Any]:
+def quota_gate(team: str) -> str:
+    """The readiness gate that waits for the team's object quota to be counted."""
+    return f"quota-{team}-counted"
+
+
+def _platform_objects(steps: list[KubernetesStep], namespace: str) -> dict[str, int]:
+    """What the applied steps keep in ``namespace``, by ``team-objects`` resource; the stack's runs
+    (Volcano Jobs) are counted by ``teams[].quota.jobs`` itself."""
+    counts: dict[str, int] = {}
+    for step in steps:
+        if not isinstance(step, ManifestSet) or not step.applied:
+            continue
+        for manifest in step.manifests:
+            resource = counted_kind(manifest["apiVersion"], manifest["kind"])
+            if manifest.get("metadata", {}).get("namespace") != namespace or resource is None:
+                continue
+            if resource != "count/jobs.batch.volcano.sh":
+                counts[resource] = counts.get(resource, 0) + 1
+    return counts
+
+
+# A workload the platform keeps in team namespaces -> who creates its pods: the owner the pods name
+# and kube-controller-manager's users for that controller (with per-controller credentials, or its own).
+_PLATFORM_POD_OWNERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Deployment": (
+        "ReplicaSet",
+        ("system:serviceaccount:kube-system:replicaset-controller", "system:kube-controller-manager"),
+    ),
+    "StatefulSet": (
+        "StatefulSet",
+        ("system:serviceaccount:kube-system:statefulset-controller", "system:kube-controller-manager"),
+    ),
+}
+
+
+def _tenant_admission_values(
+    steps: list[KubernetesStep],
+    teams: tuple[TeamValues, ...],
+    *,
+    runs: tuple[PlannedRun, ...] = (),
+    watchdog: GangWatchdogValues | None = None,
+) -> dict[str, Any]:
     """What the team policy needs to know of the plan: every object the platform keeps in a team
-    namespace (their names are reserved), the read-only claims there, and the platform's pods there.
+    namespace (their names are reserved), the claims there (which are read-only), the platform's
+    pods there (and so how many pods a Job may have beside them), the runs the stack applies there,
+    and the ceiling of a run's stuck-run limit.
 
     A workload kind the policy does not know how to exempt is refused here, at synth, rather than
     left for the API server to refuse at deploy time."""
@@ -584,26 +713,52 @@ def _tenant_admission_values(steps: list[KubernetesStep], teams: tuple[TeamValue
     ]
     platform_pods = []
     for manifest in objects:
-        if manifest["kind"] == "Deployment":
-            platform_pods.append(PlatformPod(labels=manifest["spec"]["template"]["metadata"]["labels"]))
+        if manifest["kind"] in _PLATFORM_POD_OWNERS:
+            owner, creators = _PLATFORM_POD_OWNERS[manifest["kind"]]
+            labels = manifest["spec"]["template"]["metadata"]["labels"]
+            platform_pods.append(PlatformPod(labels=labels, owner_kind=owner, creators=creators))
         elif "template" in manifest.get("spec", {}) or manifest["kind"] == "Pod":
             raise ValueError(
                 f"{manifest['kind']} {manifest['metadata']['name']} in a team namespace: the team admission "
-                "policy (k8s_charts/tenant_admission.py) knows how to admit only Deployments' pods there"
+                "policy (k8s_charts/tenant_admission.py) knows how to admit only the pods of "
+                f"{' and '.join(sorted(_PLATFORM_POD_OWNERS))} there"
             )
+    claims = [manifest for manifest in objects if manifest["kind"] == "PersistentVolumeClaim"]
+    read_only = {m["metadata"]["name"] for m in claims if m["spec"]["accessModes"] == ["ReadOnlyMany"]}
     return {
         "teams": [
-            TeamPlacement(namespace=team.name, queue=team.queue.name, node_groups=team.node_groups)
+            TeamPlacement(
+                namespace=team.name,
+                queue=team.queue.name,
+                node_groups=team.node_groups,
+                claims=tuple(
+                    sorted(
+                        m["metadata"]["name"]
+                        for m in claims
+                        if m["metadata"]["namespace"] == team.name and m["metadata"]["name"] not in read_only
+                    )
+                ),
+                pod_budget=team.quota.pods
+                - sum(
+                    int(m["spec"].get("replicas", 1))
+                    for m in objects
+                    if m["kind"] in _PLATFORM_POD_OWNERS and m["metadata"]["namespace"] == team.name
+                ),
+                neuron_devices=int(team.queue.capability.get(NEURON_RESOURCE, "0")),
+                applied_runs=tuple(
+                    sorted(
+                        planned.run.name
+                        for planned in runs
+                        if planned.applied and planned.run.namespace == team.name
+                    )
+                ),
+            )
             for team in teams
         ],
-        "read_only_claims": sorted(
-            {
-                manifest["metadata"]["name"]
-                for manifest in objects
-                if manifest["kind"] == "PersistentVolumeClaim"
-                and manifest["spec"]["accessModes"] == ["ReadOnlyMany"]
-            }
-        ),
+        "read_only_claims": sorted(read_only),
+        "stuck_minutes_ceiling": None
+        if watchdog is None or watchdog.stuck_run_minutes is None
+        else watchdog.stuck_run_max_minutes or watchdog.stuck_run_minutes,
         "platform_object_names": sorted({manifest["metadata"]["name"] for manifest in objects}),
         "platform_pods": list(
             {json.dumps(pod.labels, sort_keys=True): pod for pod in platform_pods}.values()

@@ -43,6 +43,19 @@ Each rule is one validation with one message (a request that breaks several gets
   its ssh plugin the Secret ``<job>-ssh``, its ray plugin the Service ``<job>-head-svc``, none of
   them checking who owns what they delete (volcano v1.15.1 pkg/controllers/job/plugins). The
   reserved names are those of every object the platform keeps in a team namespace, from the plan.
+- pod affinity and anti-affinity terms (required and preferred) only over the pod's own namespace
+  (no ``namespaces``, no ``namespaceSelector``) and only on one node (``topologyKey``
+  ``kubernetes.io/hostname``): a term over another team's pods on a topology every node shares
+  (``kubernetes.io/os``, the zone: every Trainium node is in one) kept that team's pods off every
+  node, and one over the platform's its staging, layout and fabric-check pods; a same-namespace
+  term on such a topology still fences the team's own etcd (issue 34);
+- Pod Security's ``restricted`` checks the team rules above do not already make stricter
+  (k8s_charts/pod_security_cel.py), on the Job's templates too: a Job whose pods Pod Security would
+  refuse is refused before Volcano's controller loops creating them.
+
+A Job also answers to the rules only a Job has (k8s_charts/tenant_job_rules.py): the plugins and
+claims Volcano acts on for it, its replicas, chips and size, its retries and stuck-run limit, and
+the names the stack applies.
 
 Per-team values (queue, node groups) are CEL maps keyed by namespace; a namespace labelled as a
 team's that the maps do not know gets no queue and no groups, so everything there is refused.
@@ -73,9 +86,12 @@ from cluster_facts.kubernetes_names import (
     VOLCANO_SCHEDULER,
 )
 from k8s_charts.admission_policy import admission_policy, cel_list, cel_string, refuse
+from k8s_charts.pod_security_cel import PodSecurityMessage, pod_metadata_rules, pod_spec_rules
+from k8s_charts.tenant_job_rules import JOB_TEXT_LIMIT, JobMessage, job_rules, job_variables
 
 __all__ = [
     "JOBS_POLICY",
+    "JOB_TEXT_LIMIT",
     "PODS_POLICY",
     "VOLCANO_DELETED_SUFFIXES",
     "Message",
@@ -100,6 +116,10 @@ _EXTENDED_RESOURCES = (EFA_RESOURCE, NEURON_CORE_RESOURCE)
 # What a run's pod needs to mount: its claims, scratch and shared memory, its ConfigMaps and Secrets,
 # and what the API server itself adds (the service-account token as a projected volume).
 _VOLUME_SOURCES = ("persistentVolumeClaim", "emptyDir", "configMap", "secret", "projected", "downwardAPI")
+# The one topology a team's pod affinity terms may use: a node. A term keyed on a label every node
+# shares (kubernetes.io/os, or topology.kubernetes.io/zone: every Trainium node is in one zone) turns
+# one pod's anti-affinity into a fence around every node (issue 34).
+_HOSTNAME = "kubernetes.io/hostname"
 
 
 class Message:
@@ -136,6 +156,23 @@ class Message:
         "volumeMount of it readOnly true (a Volcano Job's spec.volumes may not name it)"
     )
     TEMPLATES = "every task of a Volcano Job needs a pod template"
+    AFFINITY = (
+        "a team's pod affinity and anti-affinity terms (required and preferred) reach only the pod's "
+        f"own namespace and one node: no namespaces or namespaceSelector, topologyKey {_HOSTNAME}"
+    )
+    PRIVILEGE = PodSecurityMessage.PRIVILEGE
+    SECCOMP = PodSecurityMessage.SECCOMP
+    HOST_PORTS = PodSecurityMessage.HOST_PORTS
+    KERNEL = PodSecurityMessage.KERNEL
+    PLUGINS = JobMessage.PLUGINS
+    CLAIMS = JobMessage.CLAIMS
+    REPLICAS = JobMessage.REPLICAS
+    DEVICES = JobMessage.DEVICES
+    SIZE = JobMessage.SIZE
+    RETRIES = JobMessage.RETRIES
+    APPLIED_NAME = JobMessage.APPLIED_NAME
+    ADOPTED = JobMessage.ADOPTED
+    stuck_minutes = staticmethod(JobMessage.stuck_minutes)
 
     @staticmethod
     def reserved(names: Sequence[str]) -> str:
@@ -153,6 +190,14 @@ class TeamPlacement:
     namespace: str
     queue: str
     node_groups: tuple[str, ...]
+    claims: tuple[str, ...] = ()
+    """The team's own claims a Volcano Job's ``spec.volumes`` may name (not the read-only ones)."""
+    pod_budget: int = 0
+    """The most pods one Job may have: what the team's pod quota leaves beside the platform's pods."""
+    neuron_devices: int = 0
+    """The Trainium chips of the team's queue capability: the most one Job may ask for."""
+    applied_runs: tuple[str, ...] = ()
+    """The runs the stack applies in the namespace: a member may not take their Jobs' names."""
 
     def __post_init__(self) -> None:
         if not self.namespace or not self.queue or not self.node_groups:
@@ -262,8 +307,31 @@ def _read_only_claims(p: str) -> tuple[str, str]:
     return volume_says, mounts_say
 
 
+def _affinity_terms(p: str) -> str:
+    """CEL: every pod affinity and anti-affinity term of ``p``, required and preferred."""
+    parts = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        a = f"{p}.affinity.{kind}"
+        required = f"(has({a}.requiredDuringSchedulingIgnoredDuringExecution) ? {a}.requiredDuringSchedulingIgnoredDuringExecution : [])"
+        preferred = (
+            f"(has({a}.preferredDuringSchedulingIgnoredDuringExecution) ? {a}.preferredDuringSchedulingIgnoredDuringExecution"
+            ".map(w, has(w.podAffinityTerm) ? w.podAffinityTerm : {}) : [])"
+        )
+        parts.append(f"(has({p}.affinity) && has({a}) ? {required} + {preferred} : [])")
+    return " + ".join(parts)
+
+
+def _own_namespace_one_node(t: str) -> str:
+    """CEL: the term ``t`` selects pods of its own pod's namespace only, within one node."""
+    return (
+        f"(!has({t}.namespaces) || size({t}.namespaces) == 0) && !has({t}.namespaceSelector)"
+        f" && {_is(t, 'topologyKey', cel_string(_HOSTNAME))}"
+    )
+
+
 def _pod_spec_validations() -> list[dict[str, str]]:
-    """The rules of a pod spec ``p``, each over ``variables.specs`` (the pod's, or every task's)."""
+    """The rules of a pod spec ``p``, each over ``variables.specs`` (the pod's, or every task's), and
+    of its metadata ``m`` over ``variables.metas``."""
     volume_says, mounts_say = _read_only_claims("p")
     label = cel_string(NODE_GROUP_LABEL)
     rules = [
@@ -281,8 +349,14 @@ def _pod_spec_validations() -> list[dict[str, str]]:
         (f"!has(p.volumes) || p.volumes.all(v, v.all(k, k == 'name' || k in {cel_list(_VOLUME_SOURCES)}))",
          Message.VOLUMES),
         (f"{volume_says} && {mounts_say}", Message.READ_ONLY),
+        (f"({_affinity_terms('p')}).all(t, {_own_namespace_one_node('t')})", Message.AFFINITY),
+        *pod_spec_rules("p"),
     ]  # fmt: skip
-    return [refuse(f"variables.specs.all(p, {expression})", message) for expression, message in rules]
+    on_specs = [refuse(f"variables.specs.all(p, {expression})", message) for expression, message in rules]
+    on_metas = [refuse(f"variables.metas.all(m, {e})", message) for e, message in pod_metadata_rules("m")]
+    # The AppArmor annotations join the rule of the same message (the other kernel checks).
+    leftover = _dedupe(on_metas, on_specs)
+    return [*on_specs, *leftover]
 
 
 def _team_variables(teams: Sequence[TeamPlacement], read_only_claims: Sequence[str]) -> list[dict[str, str]]:
@@ -306,7 +380,10 @@ def _binding(namespace_label: str) -> dict[str, Any]:
 
 
 def _jobs_policy(
-    teams: Sequence[TeamPlacement], read_only_claims: Sequence[str], reserved: Sequence[str]
+    teams: Sequence[TeamPlacement],
+    read_only_claims: Sequence[str],
+    reserved: Sequence[str],
+    stuck_minutes_ceiling: int | None,
 ) -> dict[str, Any]:
     variables = [
         *_team_variables(teams, read_only_claims),
@@ -318,10 +395,21 @@ def _jobs_policy(
             "expression": "has(object.spec.tasks) ? object.spec.tasks.map(t,"
             " has(t.template) && has(t.template.spec) ? t.template.spec : {}) : []",
         },
+        {
+            "name": "metas",
+            "expression": "has(object.spec.tasks) ? object.spec.tasks.map(t,"
+            " has(t.template) && has(t.template.metadata) ? t.template.metadata : {}) : []",
+        },
+        *job_variables(
+            claims={team.namespace: team.claims for team in teams},
+            pod_budgets={team.namespace: team.pod_budget for team in teams},
+            neuron_devices={team.namespace: team.neuron_devices for team in teams},
+            applied_runs={team.namespace: team.applied_runs for team in teams},
+        ),
     ]
     taken = " || ".join(f"(variables.name + {cel_string(s) if s else repr('')}) in {cel_list(reserved)}"
                         for s in VOLCANO_DELETED_SUFFIXES)  # fmt: skip
-    job_rules = [
+    rules = [
         refuse("size(variables.specs) > 0 && variables.specs.all(p, size(p) > 0)", Message.TEMPLATES),
         refuse(
             f"{_is('object.spec', 'queue', 'variables.queue')} && variables.queue != ''", Message.JOB_QUEUE
@@ -334,7 +422,8 @@ def _jobs_policy(
         ),
     ]
     if reserved:
-        job_rules.append(refuse(f"request.operation != 'CREATE' || !({taken})", Message.reserved(reserved)))
+        rules.append(refuse(f"request.operation != 'CREATE' || !({taken})", Message.reserved(reserved)))
+    rules += job_rules(stuck_minutes_ceiling=stuck_minutes_ceiling)
     return {
         # An error in an expression refuses the request rather than letting it through.
         "failurePolicy": "Fail",
@@ -349,7 +438,7 @@ def _jobs_policy(
             ]
         },
         "variables": variables,
-        "validations": [*job_rules, *_dedupe(_pod_spec_validations(), job_rules)],
+        "validations": [*rules, *_dedupe(_pod_spec_validations(), rules)],
     }
 
 
@@ -409,6 +498,7 @@ def _pods_policy(
             {"name": "jobScheduler", "expression": "''"},
             {"name": "jobPriority", "expression": "''"},
             {"name": "specs", "expression": "[object.spec]"},
+            {"name": "metas", "expression": "[object.metadata]"},
         ],
         "validations": [
             refuse(
@@ -434,6 +524,7 @@ class TenantAdmissionChart(cdk8s.Chart):
         read_only_claims: Sequence[str],
         platform_object_names: Sequence[str],
         platform_pods: Sequence[PlatformPod],
+        stuck_minutes_ceiling: int | None = None,
         namespace_label: str = TEAM_NAMESPACE_LABEL,
     ) -> None:
         super().__init__(scope, id)
@@ -445,7 +536,7 @@ class TenantAdmissionChart(cdk8s.Chart):
             jobs,
             name=JOBS_POLICY,
             labels=_LABELS,
-            spec=_jobs_policy(teams, read_only_claims, reserved),
+            spec=_jobs_policy(teams, read_only_claims, reserved, stuck_minutes_ceiling),
             binding_spec=_binding(namespace_label),
         )
         pods = Construct(self, "Pods")

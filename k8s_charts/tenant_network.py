@@ -41,8 +41,12 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT, KUBE_DNS_LABELS, VOLCANO_JOB_NAME_LABEL
-from k8s_charts.etcd import ETCD_LABELS
+from cluster_facts.kubernetes_names import (
+    ETCD_CLIENT_PORT,
+    ETCD_LABELS,
+    KUBE_DNS_LABELS,
+    VOLCANO_JOB_NAME_LABEL,
+)
 
 __all__ = [
     "API_SERVER_SERVICE_IPS",

@@ -232,6 +232,9 @@ def _pod_spec(
                 # Pinned, from a repository that keeps its tags (k8s_charts/policy_exceptions.py).
                 image_pull_policy=PINNED_PULL_POLICY,
                 ports=[k8s.ContainerPort(name="http", container_port=PORT, protocol="TCP")],
+                # TensorBoard holds every run's scalars in memory: ``memory_gib`` (configured) is its
+                # request and its limit alike, so it is never over-committed on a system node; a
+                # reload of many runs is CPU bound for a while, idle in between.
                 resources=container_resources(
                     requests={"cpu": "100m", "memory": memory}, limits={"cpu": "2", "memory": memory}
                 ),

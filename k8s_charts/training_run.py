@@ -56,6 +56,13 @@ from cluster_facts.kubernetes_names import (
     dataset_variable,
 )
 from cluster_facts.metadata_proxy import proxy_environment
+from cluster_facts.pod_user import (
+    POD_USER_DIR,
+    POD_USER_FILES,
+    POD_USER_VOLUME,
+    pod_user_command,
+    pod_user_init_container,
+)
 from cluster_facts.script_files import script_body
 from cluster_facts.volcano_retries import volcano_max_retry
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
@@ -139,6 +146,9 @@ class TrainingRun:
     """The run's own limit for holding Trainium nodes without progress (the Job's annotation read by
     the gang watchdog); None: the cluster's. Not hashed into the run's id: a Job's annotations may
     change in place, so a new limit does not restart the run."""
+    logical_core_size: int | None = None
+    """Physical NeuronCores per logical one (``NEURON_LOGICAL_NC_CONFIG``), one worker per logical
+    core; None: the instance type's default, and the variable is not set."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -156,6 +166,12 @@ class TrainingRun:
             raise ValueError(f"run_as must be a non-root uid, got {self.run_as}")
         if not re.fullmatch(r"[A-Za-z0-9_-]+", self.cacheset):
             raise ValueError(f"cacheset {self.cacheset!r} may hold only letters, digits, '-' and '_'")
+        self.instance.logical_cores(self.logical_core_size)  # a ValueError names the sizes it takes
+
+    @property
+    def processes_per_node(self) -> int:
+        """``--nproc_per_node``: one worker per logical NeuronCore at the run's LNC."""
+        return self.instance.logical_cores(self.logical_core_size)
 
     @property
     def cache_root(self) -> str:
@@ -176,7 +192,7 @@ def compile_key(run: TrainingRun) -> str:
         "image": run.image,
         "instance_type": run.instance.name,
         "nodes": run.nodes,
-        "processes_per_node": run.instance.processes_per_node,
+        "processes_per_node": run.processes_per_node,
         "script": run.script,
         "script_args": list(run.script_args),
         "environment": dict(sorted(run.environment.items())),
@@ -199,7 +215,7 @@ def launcher_arguments(run: TrainingRun) -> list[str]:
         "--rdzv_endpoint", run.rendezvous_endpoint,
         "--rdzv_id", "$(RDZV_ID)",
         "--nnodes", str(run.nodes),
-        "--nproc_per_node", str(run.instance.processes_per_node),
+        "--nproc_per_node", str(run.processes_per_node),
         "--tee", "3",
         "--role=",
         run.script,
@@ -236,6 +252,12 @@ def _environment(
         # Instance-metadata calls fail at once, nothing else is proxied (cluster_facts/metadata_proxy.py).
         **proxy_environment(job=run_id_value),
         **{dataset_variable(dataset.name): dataset.directory for dataset in run.datasets},
+        # The runtime groups this many physical NeuronCores into each of the cores --nproc_per_node counts.
+        **(
+            {"NEURON_LOGICAL_NC_CONFIG": str(run.logical_core_size)}
+            if run.logical_core_size is not None
+            else {}
+        ),
         **run.environment,
         # What k8s_charts/scripts/run_worker.sh reads.
         "REQUIRED_MARKERS": "\n".join(
@@ -321,11 +343,14 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
                 if run.program_files
                 else []
             ),
+            # The image's passwd and group with the team's uid added (cluster_facts/pod_user.py).
+            *(
+                vc.JobSpecTasksTemplateSpecContainersVolumeMounts(
+                    name=POD_USER_VOLUME, mount_path=path, sub_path=file, read_only=True
+                )
+                for path, file in POD_USER_FILES.items()
+            ),
         ],
-        # Root (see _AS_ROOT), without raw sockets: nothing of a run crafts packets, and NET_RAW is
-        # what ARP and DNS spoofing of the node's other pods would need. The rest of the runtime's
-        # default capabilities stay: whether the Neuron runtime and the launcher do without them
-        # (restricted's drop ALL) has not been tried on a Trainium node.
         security_context=vc.JobSpecTasksTemplateSpecContainersSecurityContext(
             allow_privilege_escalation=False,
             # Neuron devices and EFA need no capability: the device plugins hand the pod its device
@@ -334,6 +359,33 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
             # CAP_IPC_LOCK (not in the runtime's default set) exactly as for any other uid.
             capabilities=vc.JobSpecTasksTemplateSpecContainersSecurityContextCapabilities(drop=["ALL"]),
         ),
+    )
+
+
+def _pod_user_container(image: str) -> vc.JobSpecTasksTemplateSpecInitContainers:
+    """Writes the pod's passwd and group files before the trainer starts (cluster_facts/pod_user.py)."""
+    plain = pod_user_init_container(image)
+    resources = plain["resources"]
+    limit = vc.JobSpecTasksTemplateSpecInitContainersResourcesLimits.from_string
+    request = vc.JobSpecTasksTemplateSpecInitContainersResourcesRequests.from_string
+    return vc.JobSpecTasksTemplateSpecInitContainers(
+        name=plain["name"],
+        image=image,
+        command=pod_user_command(),
+        resources=vc.JobSpecTasksTemplateSpecInitContainersResources(
+            limits={k: limit(v) for k, v in resources["limits"].items()},
+            requests={k: request(v) for k, v in resources["requests"].items()},
+        ),
+        security_context=vc.JobSpecTasksTemplateSpecInitContainersSecurityContext(
+            allow_privilege_escalation=False,
+            capabilities=vc.JobSpecTasksTemplateSpecInitContainersSecurityContextCapabilities(drop=["ALL"]),
+            read_only_root_filesystem=True,
+        ),
+        volume_mounts=[
+            vc.JobSpecTasksTemplateSpecInitContainersVolumeMounts(
+                name=POD_USER_VOLUME, mount_path=POD_USER_DIR
+            )
+        ],
     )
 
 
@@ -430,6 +482,7 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                     )
                                 ),
                             ],
+                            init_containers=[_pod_user_container(run.image)],
                             containers=[_container(run, run_id_value)],
                             volumes=[
                                 volume(
@@ -442,6 +495,15 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                     name="datasets",
                                     persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
                                         claim_name=run.datasets_claim_name, read_only=True
+                                    ),
+                                ),
+                                # The pod's passwd and group files, written by its init container.
+                                volume(
+                                    name=POD_USER_VOLUME,
+                                    empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(
+                                        size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string(
+                                            "1Mi"
+                                        )
                                     ),
                                 ),
                                 # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.

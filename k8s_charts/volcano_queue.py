@@ -79,7 +79,10 @@ def trainium_capability(groups: Sequence[tuple[TrainiumInstanceType, int]]) -> d
 def deserved_share(groups: Sequence[tuple[TrainiumInstanceType, int, Fraction]]) -> dict[str, str]:
     """A team's deserved resources: over (instance type, max_size, the team's share of the group)
     triples, the share of what each group holds at max_size. Rounded down (to a millicore, a MiB,
-    a thousandth of a chip or interface), so it never exceeds the capability of the same groups."""
+    a whole chip or interface), so it never exceeds the capability of the same groups. Chips and EFA
+    interfaces are extended resources, which Kubernetes counts in whole units only: Volcano 1.15.1's
+    queue webhook refuses ``1638400m`` chips ("must be an integer"), seen in `make bench-scale` with
+    five teams on a group of 512 trn1 nodes (8,192 chips / 5)."""
     if not groups:
         raise ValueError("at least one Trainium node group is needed")
     milli: dict[str, Fraction] = {}
@@ -96,8 +99,10 @@ def deserved_share(groups: Sequence[tuple[TrainiumInstanceType, int, Fraction]])
         value = int(total)  # rounded down
         if resource == "memory":
             rendered[resource] = f"{value // 1024}Gi" if value % 1024 == 0 else f"{value}Mi"
-        else:
+        elif resource == "cpu":
             rendered[resource] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
+        else:
+            rendered[resource] = str(value // 1000)
     return rendered
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "SCHEDULER_ACTIONS",
     "VOLCANO_IMAGE_PULL_POLICY",
     "VOLCANO_POLICY_EXCEPTIONS",
+    "VOLCANO_RESOURCES",
     "VOLCANO_SCHEDULER_CONFIG",
     "scheduler_configuration",
     "volcano_images",
@@ -115,6 +116,33 @@ kubectl handler at deploy, outside checkov's reach (it reads cdk.out/k8s/): the 
 here, beside the value it excuses, with the reason a reviewer reads."""
 
 
+VOLCANO_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
+    # The scheduler and the job controller: what Huawei's CCE and UCS ship as their Volcano add-on's
+    # default below 100 nodes (CPU 500m requested, 2000m limit; memory 500Mi requested, 2000Mi
+    # limit; more per 100 nodes: support.huaweicloud.com/usermanual-ucs/ucs_10_0193.html); Volcano's
+    # own chart sets none. Both hold every pod, node, PodGroup and queue of the cluster in informer
+    # caches; the scheduler runs a session every second over all of them. The chart sets GOMEMLIMIT
+    # from the memory limit, so Go's collector works harder before the limit is reached.
+    "scheduler_resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
+    },
+    "controller_resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
+    },
+    # The webhook answers each Job, PodGroup, queue and pod admission of the cluster (one at a time,
+    # small), and the same values size the chart's admission-init Job (a certificate script). The
+    # chart's values.yaml example: limits of 300m and 300Mi.
+    "admission_resources": {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "512Mi"},
+    },
+}
+"""Requests and limits of Volcano's containers, through the chart's ``custom.*_resources`` values
+(chart v1.15.1: templates/scheduler.yaml, controllers.yaml, admission.yaml, admission-init.yaml)."""
+
+
 def volcano_values(
     *, image_registry: str = VOLCANO_IMAGE_REGISTRY, image_tag: str = VOLCANO_IMAGE_TAG
 ) -> dict[str, Any]:
@@ -128,7 +156,7 @@ def volcano_values(
             "image_tag_version": image_tag,
             "image_pull_policy": VOLCANO_IMAGE_PULL_POLICY,
         },
-        "custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG},
+        "custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG, **VOLCANO_RESOURCES},
     }
 
 

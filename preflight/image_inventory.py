@@ -136,11 +136,11 @@ def _pins(config: StackConfig) -> Iterator[tuple[str, Origin]]:
         PLATFORM_JOB_IMAGE,
         Origin("PLATFORM_JOB_IMAGE (cluster_facts/image_pins.py)", "the data staging and FSx layout Jobs"),
     )
-    if config.autoscaler.gang_watchdog:
-        yield (
-            GANG_WATCHDOG_IMAGE,
-            Origin("GANG_WATCHDOG_IMAGE (cluster_facts/image_pins.py)", "the gang watchdog"),
-        )
+    # The platform's Python image: every team's etcd members start with an init container on it.
+    python_users = "the etcd members' init container" + (
+        ", the gang watchdog" if config.autoscaler.gang_watchdog else ""
+    )
+    yield GANG_WATCHDOG_IMAGE, Origin("GANG_WATCHDOG_IMAGE (cluster_facts/image_pins.py)", python_users)
     yield (
         TRAINING_IMAGE,
         Origin(

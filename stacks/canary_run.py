@@ -22,6 +22,7 @@ from cluster_facts.kubernetes_names import (
     TRAINING_POD_LABELS,
 )
 from cluster_facts.script_files import script_text
+from config.consistency import node_group_stacks
 from config.model import StackConfig, TrainiumNodeGroupSettings
 from config.workloads import DEFAULT_TRAINING_IMAGE
 from k8s_charts.training_run import PROGRAM_DIR, TrainingRun, TrainingRunChart
@@ -30,6 +31,7 @@ from stacks.kubernetes_values import image_source, placeholder_file_system
 __all__ = [
     "CANARY_NAME",
     "CANARY_PROGRAM",
+    "canary_image",
     "canary_manifests",
     "canary_run",
     "canary_scale_down_minutes",
@@ -65,9 +67,26 @@ def canary_size(config: StackConfig, node_group: str | None) -> tuple[TrainiumNo
     return group, min(2, group.max_size)
 
 
+def canary_image(config: StackConfig, group: TrainiumNodeGroupSettings) -> tuple[str, str]:
+    """The group's Neuron stack and the image the canary runs there: the cluster's training image on
+    an xla group; on a native group, the image of the first configured run placed on it (the native
+    stack names no default image: cluster_facts/neuron_stack.py); a ValueError when there is none."""
+    stack, _ = node_group_stacks(config.trainium.node_groups, list(config.runs), config.teams)[group.name]
+    if stack != "native":
+        return stack, DEFAULT_TRAINING_IMAGE
+    images = [run.image for run in config.runs if config.run_node_group(run).name == group.name]
+    if not images:
+        raise ValueError(
+            f"node group {group.name!r} serves the native stack, for which the cluster names no image: "
+            "configure a run on it (runs[].node_group, with its TorchNeuron image) for the canary to use"
+        )
+    return stack, images[0]
+
+
 def canary_run(config: StackConfig, *, node_group: str | None = None) -> TrainingRun:
     team = config.teams[0]
     group, nodes = canary_size(config, node_group)
+    stack, image = canary_image(config, group)
     file_system = placeholder_file_system(config)
     program = script_text("k8s_charts", CANARY_PROGRAM)
     return TrainingRun(
@@ -75,7 +94,7 @@ def canary_run(config: StackConfig, *, node_group: str | None = None) -> Trainin
         instance=group.instance,
         node_group=group.name,
         nodes=nodes,
-        image=image_source(config).resolve(DEFAULT_TRAINING_IMAGE),
+        image=image_source(config).resolve(image),
         namespace=team.name,
         queue=team.queue_name,
         claim_name=file_system.claim_name,
@@ -89,6 +108,7 @@ def canary_run(config: StackConfig, *, node_group: str | None = None) -> Trainin
             "CANARY_NETWORK_GBPS": str(group.instance.network_gbps),
             "CANARY_THRESHOLD": str(config.fabric_check.threshold),
             "CANARY_MESSAGE_BYTES": str(CANARY_MESSAGE_BYTES),
+            "CANARY_NEURON_STACK": stack,
             "PYTHONUNBUFFERED": "1",
         },
         program_files={CANARY_PROGRAM: program},

@@ -23,11 +23,25 @@ from cluster_facts.kubernetes_names import (
     team_rbac_group,
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
+from cluster_facts.script_files import script_text
 from cluster_facts.stack_outputs import StackOutput
 from cluster_facts.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from config.model import StackConfig
-from config.presets import BERT_LARGE, DatasetPreset, bert_large_arguments
-from config.workloads import DEFAULT_TRAINING_IMAGE, RunSettings, TeamSettings
+from config.presets import (
+    BERT_LARGE,
+    NATIVE_FSDP2,
+    PRESETS,
+    DatasetPreset,
+    bert_large_arguments,
+    native_fsdp2_arguments,
+)
+from config.workloads import (
+    DEFAULT_TRAINING_IMAGE,
+    BertParameters,
+    NativeParameters,
+    RunSettings,
+    TeamSettings,
+)
 from k8s_charts.cluster_autoscaler import AutoscalerValues
 from k8s_charts.dataset_staging import Dataset, RemoteFile
 from k8s_charts.fabric_check import FabricCheckValues
@@ -43,7 +57,7 @@ from k8s_charts.plan import (
 )
 from k8s_charts.team_quota import TeamQuota
 from k8s_charts.tensorboard import TensorBoardValues
-from k8s_charts.training_run import TrainingRun
+from k8s_charts.training_run import PROGRAM_DIR, TrainingRun
 from k8s_charts.volcano_queue import deserved_share, trainium_capability
 
 __all__ = [
@@ -173,10 +187,16 @@ def datasets(config: StackConfig) -> dict[str, Dataset]:
     preset_runs = [run for run in config.runs if run.preset == BERT_LARGE.name]
     if preset_runs:
         # One pin at most (config/consistency.py): the runs of the preset share its data set.
-        pins = [run.parameters.dataset_archive_sha256 for run in preset_runs if run.parameters is not None]
+        pins = [
+            run.parameters.dataset_archive_sha256
+            for run in preset_runs
+            if isinstance(run.parameters, BertParameters)
+        ]
         found[BERT_LARGE.dataset.name] = _preset_dataset(
             BERT_LARGE.dataset, archive_sha256=next((pin for pin in pins if pin), None)
         )
+    if any(run.preset == NATIVE_FSDP2.name for run in config.runs):
+        found[NATIVE_FSDP2.dataset.name] = _preset_dataset(NATIVE_FSDP2.dataset, archive_sha256=None)
     return found
 
 
@@ -244,6 +264,7 @@ def team_quota(config: StackConfig, team: TeamSettings) -> TeamQuota:
     configured = team.quota
     return TeamQuota(
         pods=configured.pods,
+        jobs=configured.jobs,
         cpu=configured.cpu,
         memory_gib=configured.memory_gib,
         neuron_devices=configured.neuron_devices,
@@ -256,11 +277,11 @@ def training_run(
     """The run as the chart takes it: a preset filled in, the team, group and claims resolved."""
     team = config.team(run.team)
     group = config.run_node_group(run)
-    if run.preset == BERT_LARGE.name:
+    program_files: dict[str, str] = {}
+    if isinstance(run.parameters, BertParameters):
         parameters = run.parameters
-        assert parameters is not None  # the model fills it for a preset run
         script, arguments = (
-            BERT_LARGE.script,
+            BERT_LARGE.script or "",
             bert_large_arguments(
                 batch_size=parameters.batch_size,
                 grad_accum_usteps=run.grad_accum_usteps,
@@ -270,15 +291,26 @@ def training_run(
         )
         # Set either way: the script turns stochastic rounding on for BF16 whenever it is absent.
         environment = {"NEURON_RT_STOCHASTIC_ROUNDING_EN": "1" if parameters.stochastic_rounding else "0"}
-        needs = [BERT_LARGE.dataset.name]
-        packages, resume_glob, resume_args = (
-            BERT_LARGE.python_requirements,
-            BERT_LARGE.resume_glob,
-            BERT_LARGE.resume_args,
-        )
+    elif isinstance(run.parameters, NativeParameters):
+        recipe, program = run.parameters, NATIVE_FSDP2.program or ""
+        # The project's own program, in the run's ConfigMap: checked by its SHA-256 like any code.
+        program_files = {program: script_text("k8s_charts", program)}
+        script = f"{PROGRAM_DIR}/{program}"
+        arguments = native_fsdp2_arguments(**recipe.model_dump())
+        environment = {"PYTHONUNBUFFERED": "1"}
     else:
         assert run.script is not None  # the model requires it without a preset
-        script, arguments, environment, needs = run.script, tuple(run.args), {}, list(run.datasets)
+        script, arguments, environment = run.script, tuple(run.args), {}
+    preset = PRESETS.get(run.preset or "")
+    if preset is not None:
+        needs = [preset.dataset.name]
+        packages, resume_glob, resume_args = (
+            preset.python_requirements,
+            preset.resume_glob,
+            preset.resume_args,
+        )
+    else:
+        needs = list(run.datasets)
         packages = tuple(run.python_packages)
         resume_glob, resume_args = (run.resume.when, tuple(run.resume.args)) if run.resume else ("", ())
     precompile = run.precompile
@@ -306,6 +338,8 @@ def training_run(
         pod_labels=TRAINING_POD_LABELS,
         run_as=team.owner_id,
         stuck_minutes=run.stuck_minutes,
+        program_files=program_files,
+        logical_core_size=run.logical_core_size,
     )
 
 
@@ -359,6 +393,9 @@ def kubernetes_values(config: StackConfig, *, file_system: FileSystemValues) -> 
                 if config.node_check.replace_unresponsive_after_minutes is None
                 else config.node_check.replace_unresponsive_after_minutes * 60
             ),
+            node_groups=tuple(group.name for group in config.trainium.node_groups),
+            replacements_per_window=config.node_check.replacements_per_window,
+            replacement_window_seconds=config.node_check.replacement_window_minutes * 60,
         ),
         images=image_source(config),
     )
@@ -378,6 +415,7 @@ def gang_watchdog_values(config: StackConfig) -> GangWatchdogValues | None:
         # A scale-up still under way is given as long as the autoscaler gives it.
         threshold_minutes=config.autoscaler.max_node_provision_minutes,
         stuck_run_minutes=config.autoscaler.stuck_run_minutes,
+        stuck_run_max_minutes=config.stuck_run_ceiling_minutes,
     )
 
 
@@ -413,6 +451,7 @@ def autoscaler_values(config: StackConfig) -> AutoscalerValues:
         scale_down_delay_after_add_minutes=settings.scale_down_delay_after_add_minutes,
         max_node_provision_minutes=settings.max_node_provision_minutes,
         expander=settings.expander,
+        trainium_max_nodes=sum(group.max_size for group in config.trainium.node_groups),
     )
 
 

@@ -32,7 +32,12 @@ from cluster_facts.ami_releases import AMI_RELEASES, DEFAULT_AMI_RELEASES, newes
 from cluster_facts.image_sources import digest_exception_reason, upstream_repository
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan
 from cluster_facts.kubernetes_versions import EKS_VERSIONS, support_notice, synth_date
-from cluster_facts.neuron_stack import DEVICE_PLUGIN_VERSION, NEURON_RELEASES, image_neuron_release
+from cluster_facts.neuron_stack import (
+    DEVICE_PLUGIN_VERSION,
+    NEURON_RELEASES,
+    NeuronRelease,
+    image_neuron_release,
+)
 from cluster_facts.node_startup import FEATURES_TURNED_ON
 from cluster_facts.versions import ADDON_NAMES, CLUSTER_AUTOSCALER_IMAGE_TAGS, KUBECTL_LAYERS, version_key
 from config import DEFAULT_CONFIG, ConfigError, StackConfig, load_config
@@ -100,13 +105,19 @@ def ami_pins(config: StackConfig) -> list[Pin]:
     return result
 
 
+def _training_path(release: NeuronRelease) -> str:
+    if release.training_path is None:
+        return "trains on neither stack"
+    return f"trains on the {release.training_path} stack"
+
+
 def neuron_pins(config: StackConfig) -> list[Pin]:
     """The Neuron SDK of each distinct run image that names one, and the device plugin."""
     result = []
     for sdk in sorted({s for run in config.runs if (s := image_neuron_release(run.image))}, key=version_key):
         release = NEURON_RELEASES.get(sdk)
         newer = ", ".join(
-            f"{v}{'' if NEURON_RELEASES[v].pytorch_xla_training else ' (no PyTorch/XLA training)'}"
+            f"{v} ({_training_path(NEURON_RELEASES[v])})"
             for v in sorted(NEURON_RELEASES, key=version_key)
             if version_key(v) > version_key(sdk)
         )
@@ -115,10 +126,9 @@ def neuron_pins(config: StackConfig) -> list[Pin]:
                 Pin(f"neuron sdk {sdk}", sdk, "not in the Neuron table", newer or "-", attention=True)
             )
             continue
-        path = "supports PyTorch/XLA training" if release.pytorch_xla_training else "no PyTorch/XLA training"
-        known = f"{path}; needs Neuron driver {release.driver} or later"
+        known = f"{_training_path(release)}; needs Neuron driver {release.driver} or later"
         result.append(
-            Pin(f"neuron sdk {sdk}", sdk, known, newer or "-", attention=not release.pytorch_xla_training)
+            Pin(f"neuron sdk {sdk}", sdk, known, newer or "-", attention=release.training_path is None)
         )
     result.append(
         Pin("neuron device plugin", DEVICE_PLUGIN_VERSION, "the cluster's Neuron SDK release's own")

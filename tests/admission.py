@@ -23,16 +23,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from cel_expr_python import cel
+from cel_expr_python.ext import ext_strings
 
 __all__ = ["CelError", "Decision", "admission_request", "admit", "evaluate"]
 
 Manifest = dict[str, Any]
 
+# What the API server's CEL environment adds to standard CEL that the policies use: cel-go's strings
+# extension (``join``) and Kubernetes' list library's ``sum`` (k8s.io/apiserver pkg/cel/library/lists.go:
+# the sum of a list of numbers, 0 for an empty one), here in Python.
+_SUM = cel.FunctionDecl(
+    "sum",
+    [
+        cel.Overload(
+            "list_sum",
+            return_type=cel.Type.DYN,
+            parameters=[cel.Type.List(cel.Type.DYN)],
+            is_member=True,
+            impl=sum,
+        )
+    ],
+)
 _ENV = cel.NewEnv(
     variables={
         name: cel.Type.DYN
         for name in ("object", "oldObject", "request", "params", "namespaceObject", "variables")
-    }
+    },
+    extensions=[ext_strings.ExtStrings()],
+    functions=[_SUM],
 )
 
 
@@ -153,8 +171,21 @@ def admit(
             continue
         assert isinstance(passed, bool), validation
         if not passed:
-            messages.append(validation["message"])
+            messages.append(_message(validation, activation))
     return Decision(matched=True, allowed=not messages, messages=tuple(messages))
+
+
+def _message(validation: Mapping[str, Any], activation: Mapping[str, Any]) -> str:
+    """A failed validation's message: its ``messageExpression``'s value when it evaluates to a
+    non-empty string, else ``message`` (what the API server does)."""
+    if "messageExpression" in validation:
+        try:
+            said = evaluate(validation["messageExpression"], activation)
+        except CelError:
+            said = None
+        if isinstance(said, str) and said.strip():
+            return said
+    return str(validation["message"])
 
 
 def admission_request(

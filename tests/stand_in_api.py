@@ -26,7 +26,7 @@ Answer = Callable[[str, str, Mapping[str, str], Any], tuple[int, Any]]
 
 @contextmanager
 def json_api(answer: Answer) -> Iterator[str]:
-    """Serve ``answer`` for GET, PATCH, POST and DELETE on 127.0.0.1; yields the base URL."""
+    """Serve ``answer`` for GET, PATCH, POST, PUT and DELETE on 127.0.0.1; yields the base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:
@@ -41,7 +41,7 @@ def json_api(answer: Answer) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_PATCH = do_POST = do_DELETE = _serve
+        do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = _serve
 
         def log_message(self, *_: Any) -> None:
             pass

@@ -21,14 +21,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster_facts.kubernetes_names import (
+    CDK_PRUNE_LABEL_PREFIX,
     FABRIC_CHECK_TAINT_KEY,
+    NEURON_RESOURCE,
     NODE_GROUP_LABEL,
+    PLATFORM_NAMESPACE,
+    STUCK_MINUTES_ANNOTATION,
     VOLCANO_JOB_NAME_LABEL,
     VOLCANO_JOB_NAMESPACE_LABEL,
     VOLCANO_QUEUE_LABEL,
     team_rbac_group,
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from cluster_facts.volcano_retries import MAX_RETRY
 from k8s_charts.job_pod_admission import volcano_controller
 from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY, Message
 from tests.admission import Decision, admission_request, admit
@@ -36,13 +41,16 @@ from tests.admission import Decision, admission_request, admit
 __all__ = [
     "CONTROLLER",
     "MEMBER",
+    "MEMBER_JOB_NAME",
     "RESERVED_NAMES",
     "AdmissionCase",
+    "blocker_terms",
     "decide",
     "etcd_pod",
     "plan_namespace_labels",
     "refused_variants",
     "reserved_name_cases",
+    "stuck_minutes_message",
     "tenant_admission_manifests",
     "tenant_cases",
     "volcano_pod",
@@ -52,7 +60,7 @@ Manifest = dict[str, Any]
 CONTROLLER = volcano_controller(namespace="volcano-system", release="volcano")
 MEMBER = "arn:aws:sts::444455556666:assumed-role/MlTeam/alice"
 HANDLER = "arn:aws:sts::444455556666:assumed-role/TrainiumStack-ClusterKubectlProviderHandlerRole/x"
-REPLICASET_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
+STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
 RESERVED_NAMES = Message.reserved([]).split("; reserved here")[0]
 """The reserved-name rule's message up to its list of names (which differs per plan)."""
 _ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -75,6 +83,9 @@ class AdmissionCase:
     """Exactly these, in any order; () for an allowed request."""
     judged: bool = True
     """False: the policy does not match the request at all (its match conditions leave it out)."""
+    server_says: tuple[str, ...] = ()
+    """What the real server's message starts with, where it differs from ``messages`` (a message
+    naming when the stored object was created); () for ``messages`` themselves."""
 
     @property
     def namespace(self) -> str:
@@ -188,17 +199,17 @@ def _run_job(plan: KubernetesLayerPlan, namespace: str) -> Manifest:
 
 
 def etcd_pod(plan: KubernetesLayerPlan, namespace: str) -> Manifest:
-    """The pod the ReplicaSet controller creates for the team's etcd Deployment."""
-    [deployment] = _objects(plan, "Deployment", namespace)
-    template = copy.deepcopy(deployment["spec"]["template"])
+    """A pod the StatefulSet controller creates for the team's etcd (member 0)."""
+    [statefulset] = _objects(plan, "StatefulSet", namespace)
+    template = copy.deepcopy(statefulset["spec"]["template"])
     template["metadata"].update(
-        name="etcd-server-5d8f7c9b6-x2x7q",
+        name=f"{statefulset['metadata']['name']}-0",
         namespace=namespace,
         ownerReferences=[
             {
                 "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": "etcd-server-5d8f7c9b6",
+                "kind": "StatefulSet",
+                "name": statefulset["metadata"]["name"],
                 "uid": "0f0c0000-0000-4000-8000-000000000002",
                 "controller": True,
                 "blockOwnerDeletion": True,
@@ -349,7 +360,9 @@ def _variants(other_group: str, other_queue: str) -> list[_Variant]:
         # Root.
         _Variant("run-as-root", (_set(_sc, "runAsUser", 0),), (M.NON_ROOT,)),
         _Variant("run-as-non-root-false", (_set(_sc, "runAsNonRoot", False),), (M.NON_ROOT,)),
-        _Variant("no-security-context", (lambda j: _pod_spec(j).pop("securityContext"),), (M.NON_ROOT,)),
+        _Variant(
+            "no-security-context", (lambda j: _pod_spec(j).pop("securityContext"),), (M.NON_ROOT, M.SECCOMP)
+        ),
         _Variant(
             "container-runs-as-root",
             (lambda j: _container(j)["securityContext"].__setitem__("runAsUser", 0),),
@@ -385,23 +398,202 @@ def _variants(other_group: str, other_queue: str) -> list[_Variant]:
     ]
 
 
+def _anti_affinity(term: dict[str, Any], *, preferred: bool = False, kind: str = "podAntiAffinity") -> Edit:
+    """An affinity term on the template (required, or preferred with weight 100), over every pod."""
+
+    def edit(job: Manifest) -> None:
+        full = {"labelSelector": {}, **term}
+        rules = (
+            {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": full}]}
+            if preferred
+            else {"requiredDuringSchedulingIgnoredDuringExecution": [full]}
+        )
+        _pod_spec(job).setdefault("affinity", {})[kind] = rules
+
+    return edit
+
+
+def blocker_terms(other_namespace: str) -> dict[str, dict[str, Any]]:
+    """The anti-affinity terms by which one team's pod kept another team's pods (or the platform's)
+    off every node (issue 34), by id: each selects every pod (``labelSelector: {}``)."""
+    everyone: dict[str, Any] = {"namespaceSelector": {}}
+    theirs: dict[str, Any] = {"namespaces": [other_namespace]}
+    by_label = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": other_namespace}}}
+    return {
+        "every-namespace-by-os": {**everyone, "topologyKey": "kubernetes.io/os"},
+        "every-namespace-by-zone": {**everyone, "topologyKey": _ZONE_LABEL},
+        "named-namespace-by-os": {**theirs, "topologyKey": "kubernetes.io/os"},
+        "named-namespace-by-zone": {**theirs, "topologyKey": _ZONE_LABEL},
+        "selected-namespace-by-node": {**by_label, "topologyKey": "kubernetes.io/hostname"},
+        "the-platform-by-os": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": PLATFORM_NAMESPACE}},
+            "topologyKey": "kubernetes.io/os",
+        },
+        "own-namespace-by-os": {"topologyKey": "kubernetes.io/os"},
+    }
+
+
+def _with_container_security(key: str, value: Any) -> Edit:
+    return lambda j: _container(j)["securityContext"].__setitem__(key, value)
+
+
+def _pod_security_variants() -> list[_Variant]:
+    M = Message
+    return [
+        _Variant("privileged", (_with_container_security("privileged", True),), (M.PRIVILEGE,)),
+        _Variant("privilege-escalation", (_with_container_security("allowPrivilegeEscalation", True),), (M.PRIVILEGE,)),
+        _Variant(
+            "adds-sys-admin",
+            (lambda j: _container(j)["securityContext"]["capabilities"].__setitem__("add", ["SYS_ADMIN"]),),
+            (M.PRIVILEGE,),
+        ),
+        _Variant(
+            "keeps-capabilities",
+            (lambda j: _container(j)["securityContext"].pop("capabilities"),),
+            (M.PRIVILEGE,),
+        ),
+        _Variant("seccomp-unconfined", (_with_container_security("seccompProfile", {"type": "Unconfined"}),), (M.SECCOMP,)),
+        _Variant("no-seccomp", (lambda j: _sc(j).pop("seccompProfile"),), (M.SECCOMP,)),
+        _Variant(
+            "host-port",
+            (lambda j: _container(j).__setitem__("ports", [{"containerPort": 8080, "hostPort": 8080}]),),
+            (M.HOST_PORTS,),
+        ),
+        _Variant("unmasked-proc", (_with_container_security("procMount", "Unmasked"),), (M.KERNEL,)),
+        _Variant(
+            "unsafe-sysctl", (_set(_sc, "sysctls", [{"name": "kernel.msgmax", "value": "65536"}]),), (M.KERNEL,)
+        ),
+        _Variant("selinux-user", (_set(_sc, "seLinuxOptions", {"user": "system_u"}),), (M.KERNEL,)),
+        _Variant(
+            "apparmor-unconfined",
+            (_with_container_security("appArmorProfile", {"type": "Unconfined"}),),
+            (M.KERNEL,),
+        ),
+    ]  # fmt: skip
+
+
+def _affinity_variants(other_namespace: str) -> list[_Variant]:
+    M = Message
+    variants = [
+        _Variant(f"blocks-{key}", (_anti_affinity(term),), (M.AFFINITY,))
+        for key, term in blocker_terms(other_namespace).items()
+    ]
+    return [
+        *variants,
+        _Variant(
+            "prefers-away-from-every-namespace",
+            (_anti_affinity({"namespaceSelector": {}, "topologyKey": "kubernetes.io/os"}, preferred=True),),
+            (M.AFFINITY,),
+        ),
+        _Variant(
+            "follows-another-teams-pods",
+            (_anti_affinity({"namespaces": [other_namespace], "topologyKey": "kubernetes.io/hostname"}, kind="podAffinity"),),
+            (M.AFFINITY,),
+        ),
+    ]  # fmt: skip
+
+
+def _job_only_variants(other_namespace: str, stuck: str | None) -> list[_Variant]:
+    """What only a Job can ask of Volcano: its plugins, claims, size, retries and overrides."""
+    M = Message
+
+    def plugin(name: str, args: list[str]) -> Edit:
+        return lambda j: _job_spec(j)["plugins"].__setitem__(name, args)
+
+    def over_pod_budget(j: Manifest) -> None:
+        task = j["spec"]["tasks"][0]
+        task["replicas"] = task["minAvailable"] = j["spec"]["minAvailable"] = 64
+        _container(j)["resources"]["limits"].pop(NEURON_RESOURCE)
+        _container(j)["resources"].get("requests", {}).pop(NEURON_RESOURCE, None)
+
+    def one_more_node(j: Manifest) -> None:
+        task = j["spec"]["tasks"][0]
+        task["replicas"] += 1
+
+    variants = [
+        _Variant("ssh-plugin", (plugin("ssh", []),), (M.PLUGINS,), also_for_pods=False),
+        _Variant("ray-plugin", (plugin("ray", []),), (M.PLUGINS,), also_for_pods=False),
+        _Variant("svc-with-another-flag", (plugin("svc", ["--some-flag"]),), (M.PLUGINS,), also_for_pods=False),
+        _Variant(
+            "claim-for-volcano-to-create",
+            (_set(_job_spec, "volumes", [{"mountPath": "/big", "volumeClaim": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Pi"}},
+                "storageClassName": "gp3"}}]),),
+            (M.CLAIMS,), also_for_pods=False,
+        ),
+        _Variant(
+            "claim-named-of-someone-else",
+            (_set(_job_spec, "volumes", [{"mountPath": "/x", "volumeClaimName": "someone-elses"}]),),
+            (M.CLAIMS,), also_for_pods=False,
+        ),
+        _Variant("more-pods-than-the-quota", (over_pod_budget,), (M.REPLICAS,), also_for_pods=False),
+        _Variant("more-chips-than-the-queue", (one_more_node,), (M.DEVICES,), also_for_pods=False),
+        _Variant(
+            "a-megabyte-of-environment",
+            (lambda j: _container(j)["env"].append({"name": "PADDING", "value": "x" * (1 << 20)}),),
+            (M.SIZE,), also_for_pods=False,
+        ),
+        _Variant("retries-without-end", (_set(_job_spec, "maxRetry", 1_000_000),), (M.RETRIES,), also_for_pods=False),
+        _Variant(
+            "a-task-retries-without-end",
+            (lambda j: j["spec"]["tasks"][0].__setitem__("maxRetry", 1_000_000),),
+            (M.RETRIES,), also_for_pods=False,
+        ),
+    ]  # fmt: skip
+    if stuck is not None:
+        for value in ("1e9", "100000", "0", "soon"):
+            variants.append(
+                _Variant(
+                    f"stuck-minutes-{value}",
+                    (lambda j, v=value: j["metadata"].setdefault("annotations", {}).__setitem__(STUCK_MINUTES_ANNOTATION, v),),  # type: ignore[misc]
+                    (stuck,), also_for_pods=False,
+                )
+            )  # fmt: skip
+    return variants
+
+
+def _renamed(job: Manifest, name: str) -> Manifest:
+    """``job`` under ``name``, its labels kept (a member's own copy of a run)."""
+    return _edited(job, lambda j: j["metadata"].__setitem__("name", name))
+
+
+MEMBER_JOB_NAME = "alices-run"
+"""A member's Job: the stack's run under a name of the member's own (not an applied run's)."""
+
+
+def stuck_minutes_message(manifests: list[Mapping[str, Any]]) -> str | None:
+    """The rendered Job policy's stuck-minutes message (it names the plan's ceiling), if it has one."""
+    [policy] = [
+        m
+        for m in manifests
+        if m["kind"] == "ValidatingAdmissionPolicy" and m["metadata"]["name"] == JOBS_POLICY
+    ]
+    found = [
+        v["message"]
+        for v in policy["spec"]["validations"]
+        if v["message"].startswith(f"annotation {STUCK_MINUTES_ANNOTATION}")
+    ]
+    return found[0] if found else None  # fmt: skip
+
+
 def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
     """Every case, for the plan of config/example.yaml (teams training and research)."""
     job = _run_job(plan, "training")
+    mine = _renamed(job, MEMBER_JOB_NAME)
     research_job = _run_job(plan, "research")
     groups = (team_rbac_group("training"),)
     other_group = _pod_spec(research_job)["nodeSelector"][NODE_GROUP_LABEL]
     other_queue = research_job["spec"]["queue"]
-    read_only_claim = _datasets_volume(_pod_spec(job))["persistentVolumeClaim"]["claimName"]
+    stuck = stuck_minutes_message(tenant_admission_manifests(plan))
     cases = [
         AdmissionCase(id="the-stacks-run", policy=JOBS_POLICY, obj=job, user=HANDLER, allowed=True),
         AdmissionCase(
             id="the-stacks-other-run", policy=JOBS_POLICY, obj=research_job, user=HANDLER, allowed=True
         ),
         AdmissionCase(
-            id="a-member-submits-the-run",
+            id="a-member-submits-the-run-under-a-name-of-their-own",
             policy=JOBS_POLICY,
-            obj=job,
+            obj=mine,
             user=MEMBER,
             groups=groups,
             allowed=True,
@@ -421,10 +613,10 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
             allowed=True,
         ),
         AdmissionCase(
-            id="the-replicaset-controller-creates-etcd",
+            id="the-statefulset-controller-creates-etcd",
             policy=PODS_POLICY,
             obj=etcd_pod(plan, "training"),
-            user=REPLICASET_CONTROLLER,
+            user=STATEFULSET_CONTROLLER,
             allowed=True,
             judged=False,
         ),
@@ -437,23 +629,28 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
             messages=(Message.POD_QUEUE, Message.SCHEDULER, Message.PRIORITY, Message.NODE_GROUP),
         ),
     ]
-    cases += refused_variants(job, other_group=other_group, other_queue=other_queue, groups=groups)
+    cases += refused_variants(
+        mine, other_group=other_group, other_queue=other_queue, groups=groups, stuck=stuck
+    )
+    cases += _neighbour_cases(mine, groups, stuck)
+    cases += _name_cases(job, mine, groups)
     cases += [
         AdmissionCase(
             id="job-names-the-data-sets-claim-in-its-volumes",
             policy=JOBS_POLICY,
             obj=_edited(
-                job, _set(_job_spec, "volumes", [{"mountPath": "/d", "volumeClaimName": read_only_claim}])
+                mine,
+                _set(_job_spec, "volumes", [{"mountPath": "/d", "volumeClaimName": _read_only_claim(job)}]),
             ),
             user=MEMBER,
             groups=groups,
             allowed=False,
-            messages=(Message.READ_ONLY,),
+            messages=(Message.READ_ONLY, Message.CLAIMS),
         ),
         AdmissionCase(
             id="job-in-another-teams-namespace-keeps-its-queue-and-group",
             policy=JOBS_POLICY,
-            obj=_edited(job, lambda j: j["metadata"].__setitem__("namespace", "research")),
+            obj=_edited(mine, lambda j: j["metadata"].__setitem__("namespace", "research")),
             user=MEMBER,
             groups=groups,
             allowed=False,
@@ -473,13 +670,124 @@ def tenant_cases(plan: KubernetesLayerPlan) -> list[AdmissionCase]:
     return cases
 
 
+def _read_only_claim(job: Manifest) -> str:
+    return str(_datasets_volume(_pod_spec(job))["persistentVolumeClaim"]["claimName"])
+
+
+def _own_claim(job: Manifest) -> str:
+    data = next(v for v in _pod_spec(job)["volumes"] if v["name"] == "data")
+    return str(data["persistentVolumeClaim"]["claimName"])
+
+
+def _neighbour_cases(mine: Manifest, groups: tuple[str, ...], stuck: str | None) -> list[AdmissionCase]:
+    """What stays admitted beside each new rule: a same-namespace anti-affinity on one node, a Job
+    at the team's whole capacity (``mine`` is: every chip of the group's nodes), the team's own
+    claim in spec.volumes, the most retries a run may have, the stuck-minutes ceiling."""
+    spread = _anti_affinity(
+        {
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "bert-large"}},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+    )
+    ceiling = None if stuck is None else stuck.split(" to ", 1)[1].split(" ", 1)[0]
+    edits: dict[str, tuple[Edit, ...]] = {
+        "one-pod-per-node-in-its-own-namespace": (spread,),
+        "the-teams-own-claim-in-its-volumes": (
+            _set(_job_spec, "volumes", [{"mountPath": "/more", "volumeClaimName": _own_claim(mine)}]),
+        ),
+        "the-most-retries-a-run-may-have": (
+            _set(_job_spec, "maxRetry", MAX_RETRY),
+            lambda j: j["spec"]["tasks"][0].__setitem__("maxRetry", MAX_RETRY),
+        ),
+        **(
+            {"the-stuck-minutes-ceiling": (
+                lambda j: j["metadata"].setdefault("annotations", {}).__setitem__(STUCK_MINUTES_ANNOTATION, ceiling),
+            )}
+            if ceiling is not None
+            else {}
+        ),
+    }  # fmt: skip
+    cases = []
+    for key, changes in edits.items():
+        job = _edited(mine, *changes)
+        cases.append(
+            AdmissionCase(
+                id=f"job-{key}", policy=JOBS_POLICY, obj=job, user=MEMBER, groups=groups, allowed=True
+            )
+        )
+        cases.append(
+            AdmissionCase(
+                id=f"pod-{key}", policy=PODS_POLICY, obj=volcano_pod(job), user=CONTROLLER, allowed=True
+            )
+        )
+    return cases  # fmt: skip
+
+
+def _name_cases(job: Manifest, mine: Manifest, groups: tuple[str, ...]) -> list[AdmissionCase]:
+    """An applied run's name is the stack's: a member may not create a Job under it (nor under the
+    name its next version would get), and the stack's apply over a Job it did not create is refused
+    with a line naming the Job and its creation; the stack's apply over its own Job is not."""
+    name = job["metadata"]["name"]
+    run = name.rsplit("-", 1)[0]
+    prune = {f"{CDK_PRUNE_LABEL_PREFIX}c8{'0' * 40}": ""}
+    applied = _edited(job, lambda j: j["metadata"]["labels"].update(prune))
+    squatted = _edited(
+        job,
+        lambda j: j["metadata"].update(
+            creationTimestamp="2026-11-27T09:30:00Z",
+            managedFields=[{"manager": "kubectl-create", "operation": "Update"}],
+        ),
+    )
+    said = (
+        f"Volcano Job training/{name} was not created by the stack: created 2026-11-27T09:30:00Z by "
+        "kubectl-create (the API server audit log names the user); the stack applies its runs only over "
+        f"Jobs it created: delete it (kubectl delete jobs.batch.volcano.sh -n training {name}) and deploy again"
+    )
+    return [
+        *(
+            AdmissionCase(
+                id=f"a-member-takes-{what}", policy=JOBS_POLICY, obj=_renamed(mine, taken), user=MEMBER,
+                groups=groups, allowed=False, messages=(Message.APPLIED_NAME,),
+            )
+            for what, taken in (("an-applied-runs-name", name), ("its-next-versions-name", f"{run}-0123abcd"))
+        ),
+        AdmissionCase(
+            id="a-member-may-name-a-job-after-the-run-otherwise", policy=JOBS_POLICY,
+            obj=_renamed(mine, f"{run}-mine"), user=MEMBER, groups=groups, allowed=True,
+        ),
+        AdmissionCase(
+            id="the-stack-applies-over-a-job-it-did-not-create", policy=JOBS_POLICY, operation="UPDATE",
+            old=squatted, obj=applied, user=HANDLER, allowed=False, messages=(said,),
+            server_says=(f"Volcano Job training/{name} was not created by the stack: created ",),
+        ),
+        AdmissionCase(
+            id="the-stack-applies-over-its-own-job", policy=JOBS_POLICY, operation="UPDATE", old=applied,
+            obj=_edited(applied, lambda j: j["metadata"]["annotations"].__setitem__(STUCK_MINUTES_ANNOTATION, "10")),
+            user=HANDLER, allowed=True,
+        ),
+    ]  # fmt: skip
+
+
 def refused_variants(
-    job: Manifest, *, other_group: str, other_queue: str, groups: tuple[str, ...]
+    job: Manifest,
+    *,
+    other_group: str,
+    other_queue: str,
+    groups: tuple[str, ...],
+    other_namespace: str = "research",
+    stuck: str | None = None,
 ) -> list[AdmissionCase]:
     """``job`` (one the policies admit) broken one rule at a time, as a member submits it (``job-<id>``)
-    and as Volcano creates its first pod (``pod-<id>``): each refused with that rule's message."""
+    and as Volcano creates its first pod (``pod-<id>``): each refused with that rule's message.
+    ``stuck``: the stuck-minutes rule's message, when the plan has the rule."""
     cases = []
-    for variant in _variants(other_group, other_queue):
+    every = [
+        *_variants(other_group, other_queue),
+        *_affinity_variants(other_namespace),
+        *_pod_security_variants(),
+        *_job_only_variants(other_namespace, stuck),
+    ]
+    for variant in every:
         bad = _edited(job, *variant.edits)
         cases.append(
             AdmissionCase(

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 
 from cluster_facts import run_stages
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, NODE_GROUP_LABEL, PLATFORM_NAMESPACE
 from cluster_facts.run_stages import RUN_STAGES
-from config.loader import load_config
+from config.loader import load_config, parse_config
 from stacks.canary import TENSORBOARD_PROXY, canary_for
 from stacks.canary import main as canary_main
 from stacks.canary_report import (
@@ -171,6 +172,29 @@ def test_a_group_the_team_may_not_use_is_refused_with_one_line() -> None:
         ValueError, match=r"node group 'nope' is not one team training may use; allowed: trn1-32xl"
     ):
         canary_run(CONFIG, node_group="nope")
+
+
+def test_on_a_native_group_the_canary_runs_the_native_collective_in_the_groups_image() -> None:
+    """The same stages on both Neuron stacks: on the native one, TorchNeuron's neuron process group
+    (k8s_charts/scripts/canary_worker.py ``NativeCollective``) in the image of the group's run."""
+    native = load_config(REPO_ROOT / "config" / "native.example.yaml")
+    xla, trn2 = canary_run(native, node_group="trn1-xla"), canary_run(native, node_group="trn2-native")
+    assert (xla.environment["CANARY_NEURON_STACK"], trn2.environment["CANARY_NEURON_STACK"]) == (
+        "xla",
+        "native",
+    )
+    [llama] = [run for run in native.runs if run.name == "llama-fsdp2"]
+    assert trn2.image.endswith(llama.image.split("/", 1)[1])
+    assert RUN.environment["CANARY_NEURON_STACK"] == "xla"
+    source = (REPO_ROOT / "k8s_charts" / "scripts" / "canary_worker.py").read_text()
+    assert 'init_process_group("neuron")' in source and "import torch_neuronx" in source
+
+
+def test_a_native_group_without_a_run_has_no_image_for_the_canary() -> None:
+    data = yaml.safe_load((REPO_ROOT / "config" / "native.example.yaml").read_text())
+    native = parse_config({**data, "runs": [data["runs"][0]]})
+    with pytest.raises(ValueError, match=r"node group 'trn2-native' serves the native stack, for which"):
+        canary_run(native, node_group="trn2-native")
 
 
 # --- Explaining each class of failure (recorded objects) -----------------------------------------------------------

@@ -24,6 +24,7 @@ from cluster_facts.autoscaling import (
 )
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
+from cluster_facts.neuron_stack import stack_driver, stacks_of_family
 from cluster_facts.node_check import STARTUP_TAINT_PREFIX
 from cluster_facts.versions import (
     CLUSTER_AUTOSCALER_CHART_VERSION,
@@ -89,9 +90,26 @@ def every_instance_type_stack() -> Synthesized:
     """One node group per catalog entry, so scale-from-zero is checked for every instance type."""
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
     data["trainium"]["node_groups"] = [
-        {"name": name.replace(".", "-"), "instance_type": name, "max_size": 2} for name in CATALOG
+        {
+            "name": name.replace(".", "-"),
+            "instance_type": name,
+            "max_size": 2,
+            **_native_only(name, data["cluster"]["kubernetes_version"]),
+        }
+        for name in CATALOG
     ]
     return synthesize(parse_config(data))
+
+
+def _native_only(instance_type: str, version: str) -> dict[str, Any]:
+    """A type only the native stack runs (trn2u) needs a driver no AMI release of the table brings:
+    declared as config/native.example.yaml declares it."""
+    if stacks_of_family(CATALOG[instance_type].family) != ("native",):
+        return {}
+    return {
+        "ami_release": f"{version}.5-20261103",
+        "ami_facts": {"neuron_driver": stack_driver("native"), "containerd": "2.2.5"},
+    }
 
 
 # --- Node groups the autoscaler sizes ----------------------------------------------------------

@@ -68,7 +68,7 @@ BAD_CONFIGURATIONS = [
         "trainium.node_groups.0.instance_type",
         "trn9.64xlarge",
         "env.yaml: trainium.node_groups[0].instance_type: 'trn9.64xlarge' is not in the Trainium instance catalog; "
-        "allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge",
+        "allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, trn2u.48xlarge",
         id="unknown-instance-type",
     ),
     pytest.param(
@@ -81,15 +81,16 @@ BAD_CONFIGURATIONS = [
         "runs.0.image",
         "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04",
         "env.yaml: runs[0].image: 'public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-"
-        "ubuntu24.04' is Neuron SDK 2.30.0, which no longer supports PyTorch/XLA training (Neuron 2.30 "
-        "announcement); allowed: 2.27.1, 2.29.1",
+        "ubuntu24.04' is Neuron SDK 2.30.0, which supports neither training path (PyTorch/XLA training ended "
+        "in Neuron 2.30; TorchNeuron begins in 2.33); allowed: 2.27.1, 2.29.1 (xla); 2.33.0 (native)",
         id="image-of-a-neuron-release-without-xla-training",
     ),
     pytest.param(
         "runs.0.image",
-        "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1",
-        "env.yaml: runs[0].image: '111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.31.0-1' "
-        "is Neuron SDK 2.31.0, which this cluster's Neuron table does not know; allowed: 2.27.1, 2.29.1",
+        "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.34.0-1",
+        "env.yaml: runs[0].image: '111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:bert-sdk2.34.0-1' "
+        "is Neuron SDK 2.34.0, which this cluster's Neuron table does not know; allowed: 2.27.1, 2.29.1 (xla); "
+        "2.33.0 (native)",
         id="image-of-an-unknown-neuron-release",
     ),
     pytest.param(
@@ -335,6 +336,30 @@ BAD_CONFIGURATIONS = [
         30,
         "env.yaml: node_check.replace_unresponsive_after_minutes: 30 minutes is out of range; allowed: 3 to 29",
         id="node-check-unresponsive-not-before-eks-repair",
+    ),
+    pytest.param(
+        "node_check.replacements_per_window",
+        0,
+        "env.yaml: node_check.replacements_per_window: 0 replacements is out of range; allowed: 1 to 10 per window",
+        id="node-check-no-replacement-budget",
+    ),
+    pytest.param(
+        "node_check.replacements_per_window",
+        11,
+        "env.yaml: node_check.replacements_per_window: 11 replacements is out of range; allowed: 1 to 10 per window",
+        id="node-check-replacement-budget-too-large",
+    ),
+    pytest.param(
+        "node_check.replacement_window_minutes",
+        10,
+        "env.yaml: node_check.replacement_window_minutes: 10 minutes is out of range; allowed: 15 to 1440",
+        id="node-check-replacement-window-shorter-than-a-replacement",
+    ),
+    pytest.param(
+        "node_check.replacement_window_minutes",
+        2000,
+        "env.yaml: node_check.replacement_window_minutes: 2000 minutes is out of range; allowed: 15 to 1440",
+        id="node-check-replacement-window-over-a-day",
     ),
     pytest.param(
         "fabric_check.threshold",
@@ -891,7 +916,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs({"name": "llm"}),
-            "runs[0]: a run needs a script (or a preset such as bert-large)",
+            "runs[0]: a run needs a script (or a preset: bert-large, native-fsdp2)",
             id="nothing-to-run",
         ),
         pytest.param(
@@ -901,8 +926,8 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs({**GENERIC_RUN, "parameters": {"batch_size": 8}}),
-            "runs[0].parameters: parameters belong to a preset; set preset: bert-large, or describe the run "
-            "with script and args",
+            "runs[0].parameters: parameters belong to a preset; set preset: bert-large or native-fsdp2, or "
+            "describe the run with script and args",
             id="parameters-without-preset",
         ),
         pytest.param(
@@ -988,10 +1013,10 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
                 {**GENERIC_RUN, "nodes": 2, "apply": True},
                 {**GENERIC_RUN, "name": "llm2", "nodes": 2, "apply": True},
                 {**GENERIC_RUN, "name": "later", "nodes": 2},
-                teams=[{"name": "a", "quota": {"pods": 4}}],
+                teams=[{"name": "a", "quota": {"pods": 6}}],
             ),
-            "teams[0].quota.pods: 4 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
-            "Volcano ends a run whose pods the quota refuses; allowed: 5 or more",
+            "teams[0].quota.pods: 6 pods do not hold the team's applied runs (llm 2, llm2 2) and its etcd; "
+            "Volcano ends a run whose pods the quota refuses; allowed: 7 or more",
             id="quota-pods-below-the-applied-runs",
         ),
         pytest.param(
@@ -1011,7 +1036,7 @@ def with_runs(*runs: dict[str, Any], **sections: Any) -> dict[str, Any]:
         ),
         pytest.param(
             with_runs(teams=[{"name": "a", "quota": {"gpus": 1}}]),
-            "teams[0].quota.gpus: unknown key; allowed here: pods, neuron_devices, cpu, memory_gib",
+            "teams[0].quota.gpus: unknown key; allowed here: pods, jobs, neuron_devices, cpu, memory_gib",
             id="quota-unknown-key",
         ),
         pytest.param(
@@ -1201,7 +1226,7 @@ def test_a_slash_16_is_the_broadest_public_endpoint_range() -> None:
             {"pods": 2},
             (
                 "env.yaml: teams[0].quota.pods: 2 pods do not hold run 'bert-large' (runs[0], 2 nodes, not applied at "
-                "deploy) and the team's etcd: Volcano ends it about 3 minutes after it is applied; allowed: 3 or more"
+                "deploy) and the team's etcd: Volcano ends it about 3 minutes after it is applied; allowed: 5 or more"
             ),
         ),
     ],

@@ -78,6 +78,8 @@ def test_what_a_pod_may_reach_over_plain_http_is_sent_directly(rendered: Any) ->
     for url in (
         f"http://{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}/v2/keys/torchelastic",
         f"http://{ETCD_SERVICE_NAME}.training.svc.cluster.local:{ETCD_CLIENT_PORT}/v2/keys",
+        # A member's own client URL, as /v2/machines lists it (k8s_charts/etcd.py).
+        f"http://{ETCD_SERVICE_NAME}-1.{ETCD_SERVICE_NAME}-peers.training.svc:{ETCD_CLIENT_PORT}/v2/keys",
         f"http://{name}-worker-1.{name}:29500/",
         "http://10.0.3.17:8080/metrics",
         "http://localhost:6006/",

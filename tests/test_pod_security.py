@@ -167,10 +167,11 @@ def test_the_stacks_runs_and_torchx_pods_pass_restricted() -> None:
             assert violations(task["template"]["spec"], "restricted") == [], case.name
 
 
-@pytest.mark.parametrize("name", ["etcd-server", "tensorboard", "gang-watchdog"])
-def test_the_services_pods_pass_restricted(name: str) -> None:
-    [deployment] = [
-        m for m in objects("default") if m["kind"] == "Deployment" and m["metadata"]["name"] == name
-    ]
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("StatefulSet", "etcd-server"), ("Deployment", "tensorboard"), ("Deployment", "gang-watchdog")],
+)
+def test_the_services_pods_pass_restricted(kind: str, name: str) -> None:
+    [deployment] = [m for m in objects("default") if m["kind"] == kind and m["metadata"]["name"] == name]
     for spec in pod_templates(deployment):
         assert violations(spec, "restricted") == []

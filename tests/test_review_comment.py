@@ -58,7 +58,11 @@ def test_max_size_4_to_6_is_an_update_in_place_and_raises_the_ceiling(
     base: Synth, base_data: dict[str, Any]
 ) -> None:
     text = _section(base, with_change(base_data, f"{GROUP}.max_size", 6))
-    assert "### Resources: 2 updated" in text
+    assert "### Resources: 3 updated" in text
+    # The autoscaler's --ok-total-unready-count is the Trainium groups' max_size summed.
+    assert (
+        "| update | `Kubernetes/ClusterAutoscaler/Resource` | Custom::AWSCDK-EKS-HelmChart | Values |" in text
+    )
     # The node-group size resource re-reads the running count, so the new bound resizes nothing.
     assert (
         "| update | `Trainium-trn1-32xl/Size/Resource` | Custom::TrainiumNodeGroupSize | MaxSize | re-reads"

@@ -34,6 +34,7 @@ from cluster_facts.versions import VOLCANO_IMAGE_NAMES
 from config import ConfigError, load_config, parse_config
 from config.model import StackConfig
 from constructs_trn.pull_through_cache import PullThroughCache
+from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
 from k8s_charts.policy_exceptions import DIGEST_CHECK
 from k8s_charts.volcano_scheduler import volcano_images
 from stacks.kubernetes_values import cached_repository_arns, review_plan
@@ -194,14 +195,19 @@ def test_a_published_digest_pins_the_rendered_image_and_drops_its_exception(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     digest = "sha256:" + "e" * 64
-    monkeypatch.setattr("cluster_facts.image_sources.IMAGE_DIGESTS", {"quay.io/coreos/etcd:v3.5.33": digest})
+    # etcd's StatefulSet runs two images: etcd and, in its init container, the platform's Python.
+    monkeypatch.setattr(
+        "cluster_facts.image_sources.IMAGE_DIGESTS",
+        {"quay.io/coreos/etcd:v3.5.33": digest, ETCD_MEMBER_IMAGE: digest},
+    )
     plan = review_plan(load_config(DEFAULT_CONFIG))
     etcd = plan.step("etcd")
     assert isinstance(etcd, ManifestSet)
-    [deployment] = [manifest for manifest in etcd.manifests if manifest["kind"] == "Deployment"]
-    [container] = containers(dict(deployment))
-    assert container["image"].endswith(f"/upstream/quay.io/coreos/etcd:v3.5.33@{digest}")
-    assert DIGEST_CHECK not in json.dumps(deployment["metadata"].get("annotations", {}))
+    [statefulset] = [manifest for manifest in etcd.manifests if manifest["kind"] == "StatefulSet"]
+    images = {container["name"]: container["image"] for container in containers(dict(statefulset))}
+    assert images["etcd"].endswith(f"/upstream/quay.io/coreos/etcd:v3.5.33@{digest}")
+    assert images["member"].endswith(f"@{digest}")
+    assert DIGEST_CHECK not in json.dumps(statefulset["metadata"].get("annotations", {}))
 
 
 def test_each_tag_pinned_workload_carries_its_own_digest_exception() -> None:

@@ -76,7 +76,9 @@ def test_it_adds_what_the_policies_require_and_keeps_what_torchx_rendered() -> N
         "capabilities": {"drop": ["ALL"]},
     }
     claims = {
-        v["persistentVolumeClaim"]["claimName"]: v["persistentVolumeClaim"] for v in spec["volumes"][1:]
+        v["persistentVolumeClaim"]["claimName"]: v["persistentVolumeClaim"]
+        for v in spec["volumes"]
+        if "persistentVolumeClaim" in v
     }
     assert claims["fsx-abc123"] == {"claimName": "fsx-abc123"}
     assert claims["fsx-abc123-datasets"] == {"claimName": "fsx-abc123-datasets", "readOnly": True}

@@ -52,6 +52,7 @@ from tests.netpol import Cluster, Pod
 from tests.torchx_dryrun import (
     CASES,
     DOC,
+    NATIVE_IMAGE,
     Case,
     docs_commands,
     dryrun_job,
@@ -522,3 +523,81 @@ def etcd_without_runs() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+# --- the native stack's component (trainium_native) -------------------------------------------------
+
+
+def _native_job(**changes: Any) -> trainium.TrainiumJob:
+    arguments: dict[str, Any] = {
+        "script": "/data/code/train.py",
+        "script_args": (),
+        "claim": "fsx-12c4d6",
+        "node_group": "trn2-native",
+        "uid": 248061,
+        "nnodes": 2,
+        "instance_type": "trn2.48xlarge",
+        "image": NATIVE_IMAGE,
+        "cacheset": None,
+        "max_retries": 0,
+        "environment": {},
+        "stack": "native",
+        "logical_core_size": None,
+    }
+    return trainium.trainium_job(**{**arguments, **changes})
+
+
+def test_the_native_job_runs_a_worker_per_logical_core_without_xla_settings() -> None:
+    job = _native_job()
+    assert option(job.launcher(job_id="j"), "--nproc_per_node") == "64"
+    env = job.pod_environment(job_id="j", replica="0")
+    assert "XLA_TRANSFER_SEED_ASYNC" not in env and "NEURON_LOGICAL_NC_CONFIG" not in env
+    assert env["FI_PROVIDER"] == "efa"
+    job = _native_job(logical_core_size=1)
+    assert option(job.launcher(job_id="j"), "--nproc_per_node") == "128"
+    assert job.pod_environment(job_id="j", replica="0")["NEURON_LOGICAL_NC_CONFIG"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        (
+            {"instance_type": "trn1.32xlarge"},
+            (
+                "--instance_type 'trn1.32xlarge' does not run the native stack of trainium_native; allowed: "
+                "trn2.48xlarge, trn2u.48xlarge"
+            ),
+        ),
+        (
+            {"image": DEFAULT_TRAINING_IMAGE},
+            f"--image {DEFAULT_TRAINING_IMAGE!r} is of the xla stack: use trainium_ddp, or an image of SDK 2.33.0",
+        ),
+        (
+            {"image": NATIVE_IMAGE, "stack": "xla", "instance_type": "trn2.48xlarge"},
+            f"--image {NATIVE_IMAGE!r} is of the native stack: use trainium_native, or an image of SDK 2.27.1, 2.29.1",
+        ),
+        (
+            {"logical_core_size": 4},
+            "--lnc 4 is not a Logical NeuronCore size of trn2.48xlarge; allowed: 1, 2",
+        ),
+    ],
+)
+def test_a_job_of_the_wrong_stack_is_one_line(changes: dict[str, Any], line: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        _native_job(**changes)
+    assert str(raised.value) == line
+
+
+def test_the_cli_refuses_the_xla_image_for_the_native_component() -> None:
+    command = (
+        'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+        f"torchx_trn/components.py:trainium_native --image {DEFAULT_TRAINING_IMAGE} --script train.py "
+        "--claim fsx-12c4d6 --node_group trn2-native --uid 248061"
+    )
+    result = run_torchx(command, env={})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert any(
+        text.strip().startswith("--image ") and "use trainium_ddp" in text
+        for text in result.stderr.splitlines()
+    )

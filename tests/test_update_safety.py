@@ -310,6 +310,22 @@ def test_a_batch_job_template_change_is_caught() -> None:
     assert refused_update(job("a.io/x:1"), job("a.io/x:2")) == ["spec.template of a Job is immutable"]
 
 
+def test_a_statefulset_takes_a_new_template_and_size_but_not_a_new_service_or_policy() -> None:
+    """The team's etcd (k8s_charts/etcd.py): a new image or member count is a rolling update; its
+    peer Service's name and its Parallel start are fixed once the StatefulSet exists."""
+    etcd = deployed_plan(data(DEFAULT_CONFIG)).step("etcd")
+    assert isinstance(etcd, ManifestSet)
+    [old] = [dict(m) for m in etcd.manifests if m["kind"] == "StatefulSet"]
+    updated = copy.deepcopy(old)
+    updated["spec"]["replicas"] = 5
+    updated["spec"]["template"]["spec"]["containers"][0]["image"] = "quay.io/coreos/etcd:v3.5.34"
+    assert refused_update(old, updated) == []
+    for field, value in (("serviceName", "etcd"), ("podManagementPolicy", "OrderedReady")):
+        changed = copy.deepcopy(old)
+        changed["spec"][field] = value
+        assert refused_update(old, changed) == [f"spec.{field} of a StatefulSet is immutable"]
+
+
 def test_objects_left_behind_or_deleted_by_a_replaced_resource_are_caught() -> None:
     policy = {
         "apiVersion": "networking.k8s.io/v1",

@@ -26,9 +26,14 @@ from config import load_config
 from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 
+NATIVE_CONFIG = REPO_ROOT / "config" / "native.example.yaml"
+NATIVE_IMAGE = "444455556666.dkr.ecr.us-east-2.amazonaws.com/trainium-native/training:torchneuron-sdk2.33.0-1"
+
 __all__ = [
     "CASES",
     "DOC",
+    "NATIVE_CONFIG",
+    "NATIVE_IMAGE",
     "TORCHX_BIN",
     "Case",
     "docs_commands",
@@ -100,6 +105,20 @@ CASES = (
             'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=research,namespace=research '
             f"{_COMPONENT} --script /data/code/train.py --nnodes 8 --max_retries 2 {_TEAM_ARGUMENTS} "
             "-- --data /datasets/wikitext --output_dir '$(OUTPUT_DIR)'"
+        ),
+    ),
+    # config/native.example.yaml: native PyTorch (TorchNeuron) on its trn2 group of the native stack.
+    Case(
+        name="native-trn2",
+        config=NATIVE_CONFIG,
+        namespace="training",
+        queue="test",
+        instance_type="trn2.48xlarge",
+        nnodes=2,
+        command=(
+            'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+            f"torchx_trn/components.py:trainium_native --image {NATIVE_IMAGE} --script /data/code/train.py "
+            f"--nnodes 2 {_TEAM_ARGUMENTS} -- --device neuron --output_dir '$(OUTPUT_DIR)'"
         ),
     ),
 )

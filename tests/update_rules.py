@@ -25,7 +25,9 @@ and every object that would be left behind or deleted by mistake. The rules are 
 - PersistentVolumeClaim: the spec is immutable but for resources.requests, which may grow only for
   a claim of an expandable StorageClass (never ``storageClassName: ""``), and
   volumeAttributesClassName (ValidatePersistentVolumeClaimUpdate);
-- Deployment, DaemonSet, StatefulSet: spec.selector is immutable (apps validation);
+- Deployment, DaemonSet: spec.selector is immutable (apps validation); StatefulSet: every field of
+  its spec but replicas, ordinals, template, updateStrategy, persistentVolumeClaimRetentionPolicy
+  and minReadySeconds (pkg/apis/apps/validation, ValidateStatefulSetUpdate);
 - Service: spec.clusterIP(s) once set; RoleBinding and ClusterRoleBinding: roleRef.
 
 A Helm release is one custom resource too, keyed by its construct id (the step name in CamelCase).
@@ -172,6 +174,21 @@ def _workload(before: Spec, after: Spec) -> list[str]:
     return [f"spec.{field} is immutable" for field in _changed(before, after, "selector")]
 
 
+_STATEFULSET_MUTABLE = {
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+}
+
+
+def _statefulset(before: Spec, after: Spec) -> list[str]:
+    fields = _changed(before, after, *sorted((set(before) | set(after)) - _STATEFULSET_MUTABLE))
+    return [f"spec.{field} of a StatefulSet is immutable" for field in fields]
+
+
 def _service(before: Spec, after: Spec) -> list[str]:
     fields = _changed(before, after, "clusterIP", "clusterIPs")
     return [f"spec.{field} of a Service is immutable" for field in fields if before.get(field) is not None]
@@ -184,7 +201,7 @@ _SPEC_RULES: dict[tuple[str, str], Callable[[Spec, Spec], list[str]]] = {
     ("v1", "PersistentVolumeClaim"): _claim,
     ("apps/v1", "Deployment"): _workload,
     ("apps/v1", "DaemonSet"): _workload,
-    ("apps/v1", "StatefulSet"): _workload,
+    ("apps/v1", "StatefulSet"): _statefulset,
     ("v1", "Service"): _service,
 }
 

@@ -1,4 +1,6 @@
-"""The TorchX component of this cluster: distributed data-parallel training on its Trainium nodes.
+"""The TorchX components of this cluster: distributed training on its Trainium nodes, one per Neuron
+stack: ``trainium_ddp`` (xla: PyTorch/XLA, the cluster's default image) and ``trainium_native``
+(native: TorchNeuron, an image of Neuron SDK 2.33 that the user names).
 
 From the repository's root, with torchx installed (requirements-torchx.txt) and kubectl pointed at
 the cluster (docs/torchx.md)::
@@ -148,6 +150,65 @@ def trainium_ddp(
         )
     except ValueError as error:
         raise ComponentValidationException(str(error)) from None
+    return _app(job, name)
+
+
+def trainium_native(
+    *script_args: str,
+    script: str,
+    claim: str,
+    node_group: str,
+    uid: int,
+    image: str,
+    nnodes: int = 1,
+    instance_type: str = _trainium.DEFAULT_NATIVE_INSTANCE_TYPE,
+    lnc: Optional[int] = None,  # noqa: UP045 - TorchX's parser reads typing.Optional
+    name: str = "trainium-native",
+    cacheset: Optional[str] = None,  # noqa: UP045
+    max_retries: int = 0,
+    env: Optional[Dict[str, str]] = None,  # noqa: UP006, UP045
+) -> specs.AppDef:
+    """Native PyTorch training (TorchNeuron, Neuron SDK 2.33) on trn2 nodes of the native stack: one
+    pod per node with every Neuron device and EFA interface, one torchrun worker per logical
+    NeuronCore; the script initializes the "neuron" process group and device itself.
+
+    Args:
+        script_args: arguments to the script (after --); $(OUTPUT_DIR) and $(RUN_ID) are expanded in the pod
+        script: the training script: a path in the image or under /data
+        claim: the file system's claim in the namespace, fsx-<generation> (kubectl get pvc)
+        node_group: the team's node group of the native stack to run on (trainium.node_groups[].neuron_stack)
+        uid: the team's uid, owner of its directory (teams[].uid, or derived from the team's name)
+        image: a Neuron SDK 2.33 TorchNeuron image, pinned by tag or digest (sdk2.33.x in its tag)
+        nnodes: number of nodes (pods), each taking a whole node
+        instance_type: the Trainium instance type of the nodes
+        lnc: physical NeuronCores per logical one (1 or 2); default: the instance type's (2 on trn2)
+        name: the job's name; TorchX appends a unique suffix
+        cacheset: a Neuron compile cache to reuse across runs (never by two at once); default: the job's own
+        max_retries: times Volcano restarts the whole job after a pod fails or is evicted
+        env: environment variables for the script, NAME=value,NAME=value
+    """
+    try:
+        job = _trainium.trainium_job(
+            script=script,
+            script_args=script_args,
+            claim=claim,
+            node_group=node_group,
+            uid=uid,
+            nnodes=nnodes,
+            instance_type=instance_type,
+            image=image,
+            cacheset=cacheset,
+            max_retries=max_retries,
+            environment=env or {},
+            stack="native",
+            logical_core_size=lnc,
+        )
+    except ValueError as error:
+        raise ComponentValidationException(str(error)) from None
+    return _app(job, name)
+
+
+def _app(job: _trainium.TrainiumJob, name: str) -> specs.AppDef:
     role = _TrainiumRole(
         trainium=job,
         name="worker",

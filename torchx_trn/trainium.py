@@ -37,13 +37,15 @@ from cluster_facts.kubernetes_names import (
     file_system_claim,
 )
 from cluster_facts.metadata_proxy import proxy_environment
-from cluster_facts.neuron_stack import TRAINING_IMAGE
+from cluster_facts.neuron_stack import STACKS, TRAINING_IMAGE, image_stack, release_problem, stack_releases
+from cluster_facts.pod_user import pod_user_init_container, pod_user_mounts, pod_user_volume
 from cluster_facts.script_files import script_body
 from cluster_facts.volcano_retries import volcano_max_retry
 
 __all__ = [
     "DEFAULT_IMAGE",
     "DEFAULT_INSTANCE_TYPE",
+    "DEFAULT_NATIVE_INSTANCE_TYPE",
     "RENDEZVOUS_ENDPOINT",
     "RENDEZVOUS_PROGRAM",
     "Mount",
@@ -56,6 +58,8 @@ __all__ = [
 DEFAULT_IMAGE = TRAINING_IMAGE
 # The instance type of the default configuration's node group.
 DEFAULT_INSTANCE_TYPE = "trn1.32xlarge"
+# The native stack's (TorchNeuron) instance type of config/native.example.yaml.
+DEFAULT_NATIVE_INSTANCE_TYPE = "trn2.48xlarge"
 # A short name resolves in the pod's own namespace: the job's team's etcd, which admits TorchX pods.
 RENDEZVOUS_ENDPOINT = f"{ETCD_SERVICE_NAME}:{ETCD_CLIENT_PORT}"
 # Run first in every pod (python3 -c): finds this attempt's rendezvous id, then execs the launcher.
@@ -75,6 +79,8 @@ FABRIC_ENVIRONMENT: Mapping[str, str] = {
     "NEURON_RT_RESET_CORES": "1",
     "XLA_TRANSFER_SEED_ASYNC": "1",
 }
+# PyTorch/XLA's own setting: the native stack's runs have no use for it.
+_XLA_ONLY = ("XLA_TRANSFER_SEED_ASYNC",)
 _CACHESET = re.compile(r"[A-Za-z0-9_-]+")
 # A Kubernetes label value (the node group's name is the value of NODE_GROUP_LABEL on its nodes).
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
@@ -110,6 +116,15 @@ class TrainiumJob:
     max_retries: int
     """Whole-gang restarts after a pod fails or is evicted: exactly this many, 0 for none."""
     environment: Mapping[str, str]
+    stack: str = "xla"
+    """The Neuron stack the job trains on (cluster_facts/neuron_stack.py): ``xla`` or ``native``."""
+    logical_core_size: int | None = None
+    """Physical NeuronCores per logical one (NEURON_LOGICAL_NC_CONFIG); None: the instance type's."""
+
+    @property
+    def processes_per_node(self) -> int:
+        """One worker per logical NeuronCore."""
+        return self.instance.logical_cores(self.logical_core_size)
 
     @property
     def volcano_max_retries(self) -> int:
@@ -156,7 +171,7 @@ class TrainiumJob:
             "--rdzv_endpoint", RENDEZVOUS_ENDPOINT,
             "--rdzv_id", job_id,
             "--nnodes", str(self.nnodes),
-            "--nproc_per_node", str(self.instance.processes_per_node),
+            "--nproc_per_node", str(self.processes_per_node),
             "--tee", "3",
             "--role=",
             self.script,
@@ -170,8 +185,15 @@ class TrainiumJob:
     def pod_environment(self, *, job_id: str, replica: str) -> dict[str, str]:
         """The container's environment; ``replica`` selects this pod's compile cache."""
         cacheset = self.cacheset or job_id
+        fabric = {k: v for k, v in FABRIC_ENVIRONMENT.items() if self.stack == "xla" or k not in _XLA_ONLY}
+        lnc = (
+            {}
+            if self.logical_core_size is None
+            else {"NEURON_LOGICAL_NC_CONFIG": str(self.logical_core_size)}
+        )
         return {
-            **FABRIC_ENVIRONMENT,
+            **fabric,
+            **lnc,
             # Instance-metadata calls fail at once, nothing else is proxied (as in the cluster's runs).
             **proxy_environment(job=job_id),
             # The team's uid (the pod's runAsUser) has no passwd entry in the image.
@@ -226,6 +248,10 @@ class TrainiumJob:
                     "allowPrivilegeEscalation": False,
                     "capabilities": {"drop": ["ALL"]},
                 }
+                # The image's passwd and group with the team's uid added (cluster_facts/pod_user.py).
+                container["volumeMounts"] = [*container.get("volumeMounts", []), *pod_user_mounts()]
+            pod["initContainers"] = [pod_user_init_container(self.image), *pod.get("initContainers", [])]
+            pod["volumes"] = [*pod.get("volumes", []), pod_user_volume()]
         return admitted
 
 
@@ -242,6 +268,8 @@ def trainium_job(
     cacheset: str | None,
     max_retries: int,
     environment: Mapping[str, str],
+    stack: str = "xla",
+    logical_core_size: int | None = None,
 ) -> TrainiumJob:
     """The job, or a ValueError of one line naming the argument that is wrong and what is allowed."""
     instance = CATALOG.get(instance_type)
@@ -259,6 +287,7 @@ def trainium_job(
     problem = pinned_image_problem(image)
     if problem is not None:
         raise ValueError(f"--image {problem}")
+    _check_stack(stack=stack, instance=instance, image=image, logical_core_size=logical_core_size)
     generation = claim.removeprefix(_CLAIM_PREFIX)
     if claim == generation or not _GENERATION.fullmatch(generation):
         raise ValueError(
@@ -289,4 +318,35 @@ def trainium_job(
         cacheset=cacheset,
         max_retries=max_retries,
         environment=dict(environment),
+        stack=stack,
+        logical_core_size=logical_core_size,
     )
+
+
+def _check_stack(
+    *, stack: str, instance: TrainiumInstanceType, image: str, logical_core_size: int | None
+) -> None:
+    """The instance type runs the component's stack, the image (when its tag names its SDK) is a
+    release of that stack, and the Logical NeuronCore size is one the instance type takes."""
+    component = {"xla": "trainium_ddp", "native": "trainium_native"}
+    if instance.family not in STACKS[stack].instance_families:
+        allowed = ", ".join(
+            name for name, entry in CATALOG.items() if entry.family in STACKS[stack].instance_families
+        )
+        raise ValueError(
+            f"--instance_type {instance.name!r} does not run the {stack} stack of {component[stack]}; allowed: {allowed}"
+        )
+    problem = release_problem(image)
+    if problem is not None:
+        raise ValueError(f"--image {problem}")
+    other = image_stack(image)
+    if other is not None and other != stack:
+        raise ValueError(
+            f"--image {image!r} is of the {other} stack: use {component[other]}, or an image of SDK "
+            f"{', '.join(stack_releases(stack))}"
+        )
+    if logical_core_size is not None and logical_core_size not in instance.logical_core_sizes:
+        allowed = ", ".join(map(str, instance.logical_core_sizes))
+        raise ValueError(
+            f"--lnc {logical_core_size} is not a Logical NeuronCore size of {instance.name}; allowed: {allowed}"
+        )

@@ -15,9 +15,11 @@ line and exits 1: the pod fails and the run ends (the canary runs with no retrie
 Environment (the canary run's; stacks/canary_run.py): OUTPUT_DIR, RUN_ID (the run's), DATA_MOUNT,
 DATASETS_ROOT, CANARY_NEURON_DEVICES and CANARY_EFA_DEVICES (what the catalog says a node has),
 CANARY_NETWORK_GBPS and CANARY_THRESHOLD (the all-reduce's bus bandwidth must reach THRESHOLD x the
-instance type's EFA bandwidth when NODES > 1), CANARY_MESSAGE_BYTES; RANK, LOCAL_RANK, WORLD_SIZE
-from torchrun. Standard library, plus torch and torch_xla from the training image for the
-collective.
+instance type's EFA bandwidth when NODES > 1), CANARY_MESSAGE_BYTES, CANARY_NEURON_STACK (``xla``,
+the default, or ``native``: the node group's Neuron stack, cluster_facts/neuron_stack.py); RANK,
+LOCAL_RANK, WORLD_SIZE from torchrun. Standard library, plus torch and, for the collective, torch_xla
+(xla) or torch_neuronx (native: TorchNeuron's ``neuron`` device and process-group backend) from the
+training image.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 PREFIX = "CANARY "
 _START = time.monotonic()
@@ -104,7 +107,7 @@ class Collective:
         self.torch, self.dist, self.xm = torch, dist, xm
         self.size = int(os.environ.get("CANARY_MESSAGE_BYTES", str(256 * 2**20)))
         self.world = int(os.environ["WORLD_SIZE"])
-        self.tensor = None
+        self.tensor: Any = None
 
     def rendezvous(self) -> str:
         self.dist.init_process_group("xla", init_method="xla://")
@@ -126,7 +129,10 @@ class Collective:
             self.xm.all_reduce(self.xm.REDUCE_SUM, [self.tensor])
             self.xm.mark_step()
         self.xm.wait_device_ops()
-        seconds = (time.monotonic() - begun) / repeats
+        return self._judged((time.monotonic() - begun) / repeats)
+
+    def _judged(self, seconds: float) -> str:
+        """One all-reduce of ``seconds`` against the instance type's EFA bandwidth."""
         # Bus bandwidth as nccom-test reports it (GiB/s), judged as the fabric check judges it
         # (k8s_charts/scripts/fabric_verdict.py): 1 GiB/s = 8.589934592 Gbps.
         busbw = self.size / seconds * 2 * (self.world - 1) / self.world / 2**30
@@ -136,6 +142,44 @@ class Collective:
         if nodes > 1 and gbps < required:
             raise RuntimeError(f"bus bandwidth {gbps:.1f} Gbps below {required:.1f} Gbps over {nodes} nodes")
         return f"bus bandwidth {gbps:.1f} Gbps over {nodes} nodes (required {required:.1f} across nodes)"
+
+
+class NativeCollective(Collective):
+    """TorchNeuron's all-reduce: the ``neuron`` process group and device the native stack's runs use
+    (Neuron 2.33, "How to use torch.distributed on Neuron"). The same stages as the xla path's."""
+
+    def __init__(self) -> None:
+        import torch  # noqa: PLC0415 (the training image has it; the checks before need none)
+        import torch.distributed as dist  # noqa: PLC0415 (the training image has it; the checks before need none)
+        import torch_neuronx  # type: ignore[import-not-found]  # noqa: F401, PLC0415 (registers the neuron device and backend)
+
+        self.torch, self.dist = torch, dist
+        self.size = int(os.environ.get("CANARY_MESSAGE_BYTES", str(256 * 2**20)))
+        self.world = int(os.environ["WORLD_SIZE"])
+        self.tensor: Any = None
+
+    def rendezvous(self) -> str:
+        self.dist.init_process_group("neuron")
+        return f"process group of {self.dist.get_world_size()} ranks"
+
+    def first_step(self) -> str:  # the "compile" stage
+        """The first all-reduce on the neuron device: its kernels compile (or load) and run."""
+        self.tensor = self.torch.ones(
+            self.size // 4, dtype=self.torch.float32, device=self.torch.device("neuron")
+        )
+        self.dist.all_reduce(self.tensor)
+        self.tensor.cpu()  # waits for the device
+        return f"all-reduce of {self.size} bytes compiled and run"
+
+    def _all_reduce_repeatedly(self, repeats: int) -> None:
+        for _ in range(repeats):
+            self.dist.all_reduce(self.tensor)
+        self.tensor.cpu()
+
+    def bandwidth(self) -> str:
+        begun = time.monotonic()
+        self._all_reduce_repeatedly(5)
+        return self._judged((time.monotonic() - begun) / 5)
 
 
 def write_output() -> str:
@@ -159,7 +203,7 @@ def main() -> int:
         stage("data_ready", lambda: "no data set to stage: the run's marker wait passed")
         stage("neuron_devices", check_neuron)
         stage("efa_devices", check_efa)
-    collective = Collective()
+    collective = NativeCollective() if os.environ.get("CANARY_NEURON_STACK") == "native" else Collective()
     # torchrun's etcd rendezvous already placed this worker: the process group is the proof.
     begun = time.monotonic()
     try:

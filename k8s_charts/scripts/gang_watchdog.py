@@ -606,6 +606,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stuck-annotation", default="", help="the Job annotation that sets a run's own limit, in minutes"
     )
+    parser.add_argument(
+        "--stuck-max-minutes",
+        type=float,
+        help="the longest a run's own limit may be; a larger annotation is clamped to it",
+    )
     parser.add_argument("--once", action="store_true", help="one pass; exit 1 if it met an API error")
     return parser
 
@@ -632,11 +637,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments.stuck_minutes <= 0 or not arguments.stuck_annotation:
             print("error: --stuck-minutes must be positive and come with --stuck-annotation")
             return 2
+        if arguments.stuck_max_minutes is not None and arguments.stuck_max_minutes < arguments.stuck_minutes:
+            print("error: --stuck-max-minutes must be at least --stuck-minutes")
+            return 2
         guard = GuardSettings(
             namespaces=settings.namespaces,
             threshold_seconds=arguments.stuck_minutes * 60,
             annotation=arguments.stuck_annotation,
             component="gang-watchdog",
+            max_threshold_seconds=None
+            if arguments.stuck_max_minutes is None
+            else arguments.stuck_max_minutes * 60,
         )
     api = in_cluster()
     if not arguments.once:

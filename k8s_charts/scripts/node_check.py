@@ -9,10 +9,16 @@ and an ``fi_pingpong`` loopback per EFA device, and a TCP connection to the file
 - PASS: the node condition ``TrainiumNodeCheck=True`` (reason ``NodeCheckPassed``), then the
   startup taint removed; training pods may now be scheduled there;
 - FAIL: the condition ``False`` with the failing check as reason and what it found as message
-  (``kubectl describe node``), a Warning event on the node, the taint kept; then, with
-  ``REPAIR=replace``, the node's instance is marked ``Unhealthy`` in its Auto Scaling group
-  (``aws autoscaling set-instance-health``, with the pod's own AWS role), which terminates it and
-  launches a replacement that is checked in turn.
+  (``kubectl describe node``), a Warning event on the node; then, with ``REPAIR=replace`` and when
+  the group's replacement record allows it (node_check_budget.py: a budget per group and window,
+  and none once a node launched after a replacement failed the same way), the node's instance is
+  marked ``Unhealthy`` in its Auto Scaling group (``aws autoscaling set-instance-health``, with the
+  pod's own AWS role), which terminates it and launches a replacement that is checked in turn.
+  Otherwise the replacement is *withheld*: the startup taint gives way to ``FAILED_TAINT_KEY=<reason>``
+  (still NoSchedule), so the cluster autoscaler sees a Ready node, never an unready one, and removes
+  it once unneeded; a Warning event ``ReplacementWithheld`` says why. When it is a repeat, the
+  group's Auto Scaling group also gets its ``Launch`` process suspended (``NodeGroupLaunchesSuspended``):
+  no node of the group starts again until a person resumes it (docs/health.md).
 
 A node without the taint (checked before; the pod restarted) is left alone: the check never runs
 next to a training pod.
@@ -32,7 +38,8 @@ Afterwards the pod stays and, every ``WATCH_SECONDS``, watches (``Watch``):
   terminates it: its pods are then deleted with its Node and the gang can start again, instead of
   waiting 30 minutes for EKS's repair. A terminated instance runs no second copy of a worker. Not
   when more than one node in five (at least one) is silent at once: that is the network or the
-  control plane, not the nodes;
+  control plane, not the nodes; and only within the silent node's group's replacement budget, as
+  every replacement;
 - **its own node while held** (the startup taint or the EFA taint on): one line per pass.
 
 Every verdict and action is one line ``TRAINIUM_NODE_CHECK node=<node> state=<state> reason=<reason>
@@ -40,8 +47,9 @@ Every verdict and action is one line ``TRAINIUM_NODE_CHECK node=<node> state=<st
 group (cluster_facts/log_lines.py holds its pattern).
 
 Writes go through the API server's admission policy ``node-check`` (k8s_charts/node_check.py): this
-service account may remove the startup taint, put on or remove the EFA taint, and set only this
-condition, on its own node. Fencing another node writes nothing to it: the instance goes through
+service account may remove the startup taint, put on or remove the EFA taint, put on the failed
+taint, and set only this condition, on its own node; RBAC lets it read and update only its groups'
+replacement records. Fencing another node writes nothing to it: the instance goes through
 its Auto Scaling group, and the event is recorded in the check's namespace.
 """
 
@@ -63,6 +71,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kube_api import Api, ApiError, in_cluster
+from node_check_budget import (
+    Budget,
+    Decision,
+    GroupRecord,
+    Replacement,
+    record_pass,
+    record_suspension,
+    reserve,
+)
+from node_check_budget import configmap_path as record_path
 from node_check_verdict import (
     PASSED,
     CounterKey,
@@ -79,6 +97,7 @@ from node_check_verdict import (
 
 __all__ = [
     "STATES",
+    "Repair",
     "Watch",
     "WatchSettings",
     "check_node",
@@ -94,10 +113,13 @@ __all__ = [
 
 COMPONENT = "node-check"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
-STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced")
+STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced", "withheld", "stopped")
 """passed/failed: a new node's verdict; held: a pass that found the node still tainted by the check;
 suspect: EFA errors on a node in use (tainted); cleared: a suspect node passed the loopback again;
-fenced: another node's unresponsive instance was marked Unhealthy."""
+fenced: another node's unresponsive instance was marked Unhealthy; withheld: a replacement the
+group's budget did not allow (the node stays tainted); stopped: the group's launches suspended."""
+FENCE_PEEK = 50
+"""Nodes read first by each node's fence (``Watch._fence_candidates``)."""
 # The EFA vendor id in PCI config space (the node monitoring agent's efa.go checks the same).
 _EFA_VENDOR = "0x1d0f"
 # Ports for fi_pingpong's control socket (its default is 47592), one per device, on loopback.
@@ -324,6 +346,155 @@ def replace_instance(node: Mapping[str, Any], timeout: float) -> str:
     return f"instance {instance} marked Unhealthy in its Auto Scaling group: it is replaced"
 
 
+def suspend_launches(instance: str, timeout: float) -> tuple[str | None, str]:
+    """Suspend the ``Launch`` process of the instance's Auto Scaling group: the group starts no
+    instance (for the cluster autoscaler, an AZ rebalance or a replacement) until a person resumes
+    it (EC2 Auto Scaling User Guide, "Suspend and resume Amazon EC2 Auto Scaling processes"; Auto
+    Scaling suspends ``Launch`` itself, "administrative suspension", for a group that has failed to
+    launch for a day). Its name, or None, and what was done."""
+    output, status = _run(
+        [
+            "aws", "autoscaling", "describe-auto-scaling-instances", "--instance-ids", instance,
+            "--query", "AutoScalingInstances[0].AutoScalingGroupName", "--output", "text",
+        ],
+        timeout,
+    )  # fmt: skip
+    group = output.strip().splitlines()[-1].strip() if status == 0 and output.strip() else ""
+    if not group or group == "None":
+        return (
+            None,
+            f"launches not suspended: no Auto Scaling group found for {instance} ({status}: {output.strip()[:300]})",
+        )
+    output, status = _run(
+        [
+            "aws",
+            "autoscaling",
+            "suspend-processes",
+            "--auto-scaling-group-name",
+            group,
+            "--scaling-processes",
+            "Launch",
+        ],
+        timeout,
+    )
+    if status != 0:
+        return (
+            None,
+            f"launches not suspended: aws autoscaling suspend-processes exited {status}: {output.strip()[:300]}",
+        )
+    return group, (
+        f"Auto Scaling group {group}: Launch suspended, no node of the group starts until "
+        f"aws autoscaling resume-processes --auto-scaling-group-name {group} --scaling-processes Launch"
+    )
+
+
+def swap_taint(api: Api, node: str, remove: str, taint: Mapping[str, str]) -> str:
+    """Replace the taint ``remove`` by ``taint`` in one write (conditional on the node's version, as
+    lift_taint); what was done."""
+    path = _node_path(node)
+    for _ in range(3):
+        current = api.get(path)
+        taints = (current.get("spec") or {}).get("taints") or []
+        kept = [t for t in taints if t.get("key") != remove]
+        if not any(t.get("key") == taint["key"] for t in kept):
+            kept.append(dict(taint))
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": current["metadata"]["resourceVersion"],
+            },
+            {"op": "replace", "path": "/spec/taints", "value": kept},
+        ]
+        try:
+            api.json_patch(path, patch)
+        except ApiError as error:
+            if error.status in (409, 422):
+                continue
+            raise
+        return f"{remove} replaced by {taint['key']}={taint['value']}:{taint['effect']}"
+    raise RuntimeError(f"node {node} kept changing; gave up after 3 attempts")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Repair:
+    """What the check may do about a failed node: ``REPAIR`` and the group's replacement budget."""
+
+    replace: bool
+    """REPAIR=replace: a failed node's instance is marked Unhealthy (within the budget)."""
+    namespace: str
+    group_label: str
+    """The node label naming a node's group: which record (ConfigMap) counts its replacements."""
+    record_prefix: str
+    budget: Budget
+    failed_taint_key: str
+    """The taint a failed node keeps when it is not replaced (its value: the failure's reason)."""
+    timeout: float
+
+    def record(self, node: Mapping[str, Any]) -> str | None:
+        group = ((node.get("metadata") or {}).get("labels") or {}).get(self.group_label)
+        return record_path(self.namespace, f"{self.record_prefix}{group}") if group else None
+
+    def failed_taint(self, reason: str) -> dict[str, str]:
+        return {"key": self.failed_taint_key, "value": reason, "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    replaced: bool
+    action: str
+    stop: bool = False
+    """Replacing does not help: the group's launches are to be suspended."""
+
+
+def _launched_at(node: Mapping[str, Any], now: datetime) -> datetime:
+    created = (node.get("metadata") or {}).get("creationTimestamp")
+    return datetime.fromisoformat(created) if created else now
+
+
+def replace_or_withhold(api: Api, node: Mapping[str, Any], reason: str, repair: Repair) -> Outcome:
+    """Ask for the node's replacement if the group's record allows it (node_check_budget.py), and
+    record it before the instance is marked; otherwise say why not."""
+    if not repair.replace:
+        return Outcome(False, "not replaced: left for a person (REPAIR=none)")
+    name = str(node["metadata"]["name"])
+    instance = instance_id(node)
+    if instance is None:
+        return Outcome(
+            False,
+            f"not replaced: no EC2 instance in providerID {(node.get('spec') or {}).get('providerID')!r}",
+        )
+    path = repair.record(node)
+    if path is None:
+        return Outcome(False, f"not replaced: the node has no {repair.group_label} label, so no group record")
+    now = datetime.now(UTC)
+    decision: Decision = reserve(
+        api,
+        path,
+        replacement=Replacement(now, name, instance, reason),
+        launched_at=_launched_at(node, now),
+        budget=repair.budget,
+    )
+    if decision.replace:
+        return Outcome(True, f"{decision.why}: {replace_instance(node, repair.timeout)}")
+    return Outcome(False, f"replacement withheld: {decision.why}", stop=decision.stop)
+
+
+def stop_launches(api: Api, node: Mapping[str, Any], reason: str, repair: Repair) -> str:
+    """Suspend the launches of the node's group, once (its record says whether it was done)."""
+    path = repair.record(node)
+    instance = instance_id(node)
+    assert path is not None and instance is not None  # a stop comes only from the group's record
+    record = GroupRecord.read(api.get(path))
+    if record.suspended:
+        return f"launches already suspended: {record.suspended}"
+    group, action = suspend_launches(instance, repair.timeout)
+    if group is not None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        record_suspension(api, path, text=f"{now} {group} after {node['metadata']['name']} failed {reason}")
+    return action
+
+
 def expected_from_labels(node: Mapping[str, Any], labels: Mapping[str, str]) -> Expected:
     """What the node's instance type promises, from the labels its node group gives it (the catalog's
     counts, cluster_facts/kubernetes_names.py ``trainium_node_labels``); ``labels`` names the keys."""
@@ -348,8 +519,7 @@ def check_node(
     lustre_host: str,
     lustre_port: int,
     step_timeout: float,
-    repair: str,
-    namespace: str,
+    repair: Repair,
 ) -> int:
     """One pass on this node; 0 when the node passed (or had been checked), 1 when it failed."""
     node = api.get(_node_path(node_name))
@@ -381,20 +551,116 @@ def check_node(
             verdict.reason,
             f"seconds={seconds:.0f} {lift_taint(api, node_name, taint_key)}",
         )
+        _end_streak(api, node, repair)
         return 0
     api.event(
-        namespace=namespace,
+        namespace=repair.namespace,
         involved={**node, "kind": "Node", "apiVersion": "v1"},
         reason=verdict.reason,
-        message=f"node check failed, {taint_key} kept: {verdict.message}",
+        message=f"node check failed: {verdict.message}",
         component=COMPONENT,
     )
-    if repair == "replace":
-        action = replace_instance(node, step_timeout)
-    else:
-        action = f"left tainted for a person (REPAIR={repair})"
-    _say(node_name, "failed", verdict.reason, f"seconds={seconds:.0f} {action}")
+    _failed(api, node, verdict.reason, repair, swap=taint_key, detail=f"seconds={seconds:.0f} ")
     return 1
+
+
+def _end_streak(api: Api, node: Mapping[str, Any], repair: Repair) -> None:
+    """A pass ends the group's streak of replacements (node_check_budget.py); never fails the pass."""
+    path = repair.record(node) if repair.replace else None
+    if path is None:
+        return
+    try:
+        if record_pass(api, path, node=str(node["metadata"]["name"]), now=datetime.now(UTC)):
+            print(f"the replacement streak of {path} ends: a node of the group passed", flush=True)
+    except (ApiError, RuntimeError) as error:
+        print(f"could not end the replacement streak of {path}: {error}", file=sys.stderr, flush=True)
+
+
+def _failed(
+    api: Api,
+    node: Mapping[str, Any],
+    reason: str,
+    repair: Repair,
+    *,
+    swap: str | None,
+    kept: str = "",
+    detail: str = "",
+) -> bool:
+    """A failed node: replaced within the group's budget, or withheld (``_withheld``). True when a
+    replacement was asked for."""
+    outcome = replace_or_withhold(api, node, reason, repair)
+    if outcome.replaced:
+        _say(str(node["metadata"]["name"]), "failed", reason, f"{detail}{outcome.action}")
+        return True
+    _withheld(api, node, reason, repair, outcome, swap=swap, kept=kept, detail=detail)
+    return False
+
+
+TEMPLATE_READY_SECONDS = 70
+"""How long a withheld node must have been Ready before it trades the startup taint for the failed one.
+The cluster autoscaler builds its picture of a new node of the group only from a node Ready for a
+minute (``stabilizationDelay``, ``isNodeGoodTemplateCandidate`` in
+processors/nodeinfosprovider/mixed_nodeinfos_processor.go, 1.33.0 to 1.34.5), else from the group's
+template: a node withheld sooner would, for that minute, leave the waiting gang looking placeable on
+a new node, and the autoscaler would add one. Still starting meanwhile (the startup taint on), the
+node counts as an upcoming node the gang is expected to land on. 60 s and one of its 10 s loops."""
+
+
+def _wait_until_ready_long_enough(api: Api, name: str) -> None:
+    ready = _condition(api.get(_node_path(name)), "Ready") or {}
+    since = _since(ready) if ready.get("status") == "True" else None
+    if since is None:
+        return  # not Ready at all: the autoscaler builds nothing from it either way
+    wait = TEMPLATE_READY_SECONDS - (datetime.now(UTC) - since).total_seconds()
+    if wait > 0:
+        print(
+            f"node {name}: Ready {TEMPLATE_READY_SECONDS - wait:.0f}s ago; the failed taint waits {wait:.0f}s",
+            flush=True,
+        )
+        time.sleep(wait)
+
+
+def _withheld(
+    api: Api,
+    node: Mapping[str, Any],
+    reason: str,
+    repair: Repair,
+    outcome: Outcome,
+    *,
+    swap: str | None = None,
+    kept: str = "",
+    detail: str = "",
+) -> None:
+    """A replacement not asked for: a new node trades ``swap`` (the startup taint) for the failed
+    taint, so the cluster autoscaler sees a Ready node that it removes once unneeded, not a starting
+    one (``kept`` says what happens to other nodes); a Warning Event and a line say why; a repeat
+    also stops the group's launches."""
+    name = str(node["metadata"]["name"])
+    if swap is not None:
+        _wait_until_ready_long_enough(api, name)
+        taint = repair.failed_taint(reason)
+        done = swap_taint(api, name, swap, taint)
+        kept = f"the node keeps {taint['key']}={reason}:NoSchedule ({done}); the cluster autoscaler removes it once unneeded"
+    message = f"{reason}: {outcome.action}; {kept}"
+    involved = {**node, "kind": "Node", "apiVersion": "v1"}
+    api.event(
+        namespace=repair.namespace,
+        involved=involved,
+        reason="ReplacementWithheld",
+        message=message,
+        component=COMPONENT,
+    )
+    _say(name, "withheld", reason, f"{detail}{message}")
+    if outcome.stop:
+        action = stop_launches(api, node, reason, repair)
+        api.event(
+            namespace=repair.namespace,
+            involved=involved,
+            reason="NodeGroupLaunchesSuspended",
+            message=f"new nodes of the group fail the same way after a replacement ({reason}): {action}",
+            component=COMPONENT,
+        )
+        _say(name, "stopped", reason, action)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -410,10 +676,9 @@ class WatchSettings:
     efa_window_seconds: float
     watch_seconds: float
     step_timeout: float
-    repair: str
+    repair: Repair
     fence_after_seconds: float | None
     """None: never fence another node."""
-    namespace: str
     sysfs: str = "/sys"
 
 
@@ -442,29 +707,35 @@ class Watch:
         self.now = now
         window = max(1, round(settings.efa_window_seconds / settings.watch_seconds))
         self.samples: deque[dict[CounterKey, int]] = deque(maxlen=window + 1)
-        self.replaced = False
+        self.judged = False
+        """The EFA re-check failed and its replacement was asked for or withheld: not asked again."""
         self.fenced: set[str] = set()
+        """Instances fenced, or whose fence was withheld: each is decided once."""
 
     def run_pass(self) -> None:
         """One pass; an API error ends it (the next pass reads everything again)."""
         node = self.api.get(_node_path(self.settings.node_name))
         self._held(node)
         self._efa(node)
-        if self.settings.fence_after_seconds is not None and self.settings.repair == "replace":
+        if self.settings.fence_after_seconds is not None and self.settings.repair.replace:
             self._fence()
 
     # --- a held node --------------------------------------------------------------------------
 
     def _held(self, node: Mapping[str, Any]) -> None:
+        """One line while the check keeps its node out of work: the startup taint, or the failed
+        taint of a node whose replacement was withheld (until the autoscaler removes it)."""
         settings = self.settings
-        if has_taint(node, settings.taint_key):
-            condition = _condition(node, settings.condition_type) or {}
-            _say(
-                settings.node_name,
-                "held",
-                str(condition.get("reason") or "NodeCheckPending"),
-                f"taint={settings.taint_key} {str(condition.get('message') or '')[:200]}",
-            )
+        for key in (settings.taint_key, settings.repair.failed_taint_key):
+            if has_taint(node, key):
+                condition = _condition(node, settings.condition_type) or {}
+                _say(
+                    settings.node_name,
+                    "held",
+                    str(condition.get("reason") or "NodeCheckPending"),
+                    f"taint={key} {str(condition.get('message') or '')[:200]}",
+                )
+                return
 
     # --- EFA errors on a node in use ----------------------------------------------------------
 
@@ -475,8 +746,10 @@ class Watch:
         if has_taint(node, settings.efa_taint["key"]):
             self._recheck(node)
             return
-        if has_taint(node, settings.taint_key) or len(self.samples) < 2:
-            return  # not yet judged, or a full window is not yet read
+        if has_taint(node, settings.taint_key) or has_taint(node, settings.repair.failed_taint_key):
+            return  # not yet judged, or never taken into use
+        if len(self.samples) < 2:
+            return  # a full window is not yet read
         grown = counter_increases(self.samples[0], self.samples[-1], settings.efa_limit)
         if not grown:
             return
@@ -492,7 +765,7 @@ class Watch:
         set_condition(self.api, name, settings.condition_type, verdict)
         action = add_taint(self.api, name, settings.efa_taint)
         self.api.event(
-            namespace=settings.namespace,
+            namespace=settings.repair.namespace,
             involved={**node, "kind": "Node", "apiVersion": "v1"},
             reason=verdict.reason,
             message=message,
@@ -511,10 +784,8 @@ class Watch:
             why = f"Neuron devices {busy} in use" if busy else "neuron-ls gave no device list"
             _say(name, "held", "EfaErrors", f"taint={settings.efa_taint['key']} {why}: the loopback waits")
             return
-        if self.replaced:
-            _say(
-                name, "held", "EfaLoopbackFailed", f"taint={settings.efa_taint['key']} replacement asked for"
-            )
+        if self.judged:
+            _say(name, "held", "EfaLoopbackFailed", f"taint={settings.efa_taint['key']} failed its loopback")
             return
         expected = expected_from_labels(node, settings.labels)
         verdict = judge_efa(run_efa_checks(settings.step_timeout), expected)
@@ -530,27 +801,48 @@ class Watch:
             return
         set_condition(self.api, name, settings.condition_type, verdict)
         self.api.event(
-            namespace=settings.namespace,
+            namespace=settings.repair.namespace,
             involved={**node, "kind": "Node", "apiVersion": "v1"},
             reason=verdict.reason,
             message=f"EFA re-check failed, {settings.efa_taint['key']} kept: {verdict.message}",
             component=COMPONENT,
         )
-        if settings.repair == "replace":
-            action = replace_instance(node, settings.step_timeout)
-            self.replaced = True
-        else:
-            action = f"left tainted for a person (REPAIR={settings.repair})"
-        _say(name, "failed", verdict.reason, action)
+        self.judged = True
+        kept = f"the node keeps {settings.efa_taint['key']}; idle, the cluster autoscaler removes it once unneeded"
+        _failed(self.api, node, verdict.reason, settings.repair, swap=None, kept=kept)
 
     # --- unresponsive Trainium nodes ----------------------------------------------------------
+
+    def _fence_candidates(self) -> list[dict[str, Any]] | None:
+        """Every Trainium node, or None when a Ready one named before this node acts instead.
+
+        Every node's check asks this each pass: listing every node each time is the number of nodes
+        squared per WATCH_SECONDS (2,048 nodes: 34 lists of 2,048 nodes a second, docs/performance.md).
+        The API server lists in name order (etcd's key order), so the first page of FENCE_PEEK nodes
+        settles it on every node but the first; the decision reads only names and Ready, so a server
+        that pages otherwise costs the full list, never a wrong answer."""
+        selector = self.settings.labels["devices"]
+        query = urllib.parse.urlencode({"labelSelector": selector, "limit": str(FENCE_PEEK)})
+        page = self.api.call("GET", f"/api/v1/nodes?{query}")
+        items: list[dict[str, Any]] = page.get("items") or []
+        me = self.settings.node_name
+        if any(
+            n["metadata"]["name"] < me and (_condition(n, "Ready") or {}).get("status") == "True"
+            for n in items
+        ):
+            return None
+        if not (page.get("metadata") or {}).get("continue"):
+            return items
+        return self.api.items("/api/v1/nodes", labelSelector=selector)
 
     def _fence(self) -> None:
         settings = self.settings
         assert settings.fence_after_seconds is not None
         # Trainium nodes only: the system nodes carry the node-group label too, and the first of them
         # by name would be the one to act, where no check runs.
-        nodes = self.api.items("/api/v1/nodes", labelSelector=settings.labels["devices"])
+        nodes = self._fence_candidates()
+        if nodes is None:
+            return
         ready = sorted(
             n["metadata"]["name"] for n in nodes if (_condition(n, "Ready") or {}).get("status") == "True"
         )
@@ -575,12 +867,19 @@ class Watch:
                 continue
             if now - since < timedelta(seconds=settings.fence_after_seconds):
                 continue
-            action = replace_instance(silent_node, settings.step_timeout)
             self.fenced.add(instance)
             minutes = (now - since).total_seconds() / 60
-            message = f"kubelet silent for {minutes:.1f} min (Ready Unknown): {action}"
+            outcome = replace_or_withhold(self.api, silent_node, "NodeUnresponsive", settings.repair)
+            if not outcome.replaced:
+                kept = (
+                    f"kubelet silent for {minutes:.1f} min, not fenced: EKS node auto repair replaces it after "
+                    "30 minutes of Ready Unknown"
+                )
+                _withheld(self.api, silent_node, "NodeUnresponsive", settings.repair, outcome, kept=kept)
+                continue
+            message = f"kubelet silent for {minutes:.1f} min (Ready Unknown): {outcome.action}"
             self.api.event(
-                namespace=settings.namespace,
+                namespace=settings.repair.namespace,
                 involved={**silent_node, "kind": "Node", "apiVersion": "v1"},
                 reason="NodeUnresponsive",
                 message=message,
@@ -600,6 +899,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _repair(env: Mapping[str, str], step_timeout: float) -> Repair:
+    return Repair(
+        replace=env.get("REPAIR", "replace") == "replace",
+        namespace=env["POD_NAMESPACE"],
+        group_label=env["NODE_GROUP_LABEL"],
+        record_prefix=env["REPLACEMENT_RECORD_PREFIX"],
+        budget=Budget(
+            per_window=int(env["REPLACEMENTS_PER_WINDOW"]),
+            window_seconds=float(env["REPLACEMENT_WINDOW_SECONDS"]),
+        ),
+        failed_taint_key=env["FAILED_TAINT_KEY"],
+        timeout=step_timeout,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     env = os.environ
@@ -611,7 +925,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "efa_interfaces": env["EFA_INTERFACES_LABEL"],
         }
         step_timeout = float(env.get("STEP_TIMEOUT_SECONDS", "30"))
-        repair = env.get("REPAIR", "replace")
+        repair = _repair(env, step_timeout)
         status = check_node(
             api,
             node_name=env["NODE_NAME"],
@@ -622,7 +936,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             lustre_port=int(env.get("LUSTRE_PORT", "988")),
             step_timeout=step_timeout,
             repair=repair,
-            namespace=env["POD_NAMESPACE"],
         )
         key, value, effect = env["EFA_TAINT"].split(":")
         fence_after = env.get("FENCE_AFTER_SECONDS", "")
@@ -639,7 +952,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             step_timeout=step_timeout,
             repair=repair,
             fence_after_seconds=float(fence_after) if fence_after else None,
-            namespace=env["POD_NAMESPACE"],
         )
     except (ApiError, KeyError, RuntimeError, ValueError) as error:
         # The pod restarts (DaemonSet) and the check runs again while the taint is on.

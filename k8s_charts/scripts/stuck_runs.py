@@ -22,8 +22,9 @@ threshold (the newest line over all its pods and containers, or the container's 
 written none). run_worker.sh prints while it legitimately waits (data staging every 15 s, the
 compile-cache lock, a heartbeat during precompile), so its waits are never silent.
 
-The threshold is the Job's annotation ``--annotation`` (minutes; ``runs[].stuck_minutes``), or
-``--stuck-minutes``. An ended run gets, in this order: a Volcano ``Command`` with action
+The threshold is the Job's annotation ``--annotation`` (minutes; ``runs[].stuck_minutes``), never
+above ``--stuck-max-minutes`` (a team member may write the annotation: a larger value is clamped
+and logged, and the team admission policy refuses it at the Job), or ``--stuck-minutes``. An ended run gets, in this order: a Volcano ``Command`` with action
 ``TerminateJob`` (what vcctl writes: bus.volcano.sh/v1alpha1, target the Job; the job controller
 deletes the command and kills the job's pods, Succeeded and Failed ones kept, phase Terminating then
 Terminated: volcano v1.15.1 pkg/controllers/job/job_controller_handler.go processNextCommand,
@@ -370,6 +371,9 @@ class GuardSettings:
     annotation: str
     """The Job annotation that sets a run's own threshold, in minutes."""
     component: str
+    max_threshold_seconds: float | None = None
+    """The longest a run's own threshold may be (``--stuck-max-minutes``): a larger annotation is
+    clamped to it, so no annotation takes a run out of the guard. None: no ceiling."""
 
 
 def _threshold(job: Obj, settings: GuardSettings, log: Callable[[str], object]) -> float:
@@ -385,6 +389,13 @@ def _threshold(job: Obj, settings: GuardSettings, log: Callable[[str], object]) 
             f"run {job['metadata'].get('name')}: annotation {settings.annotation}={value!r} is not a positive number of minutes; using the default"
         )
         return settings.threshold_seconds
+    ceiling = settings.max_threshold_seconds
+    if ceiling is not None and minutes * 60 > ceiling:
+        log(
+            f"run {job['metadata'].get('name')}: annotation {settings.annotation}={value!r} is above the "
+            f"ceiling of {_minutes(ceiling)}; using the ceiling"
+        )
+        return ceiling
     return minutes * 60
 
 

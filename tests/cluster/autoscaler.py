@@ -28,7 +28,8 @@ only by reading it.
 ``NodeAgent`` plays what runs on a new node and is not in the cluster here: the kubelet's hostname
 label and CSINode (with the FSx CSI driver, as the add-on's node DaemonSet registers it, owned by the
 Node so the garbage collector removes it with the node), and the node check lifting its startup taint
-``hold_taint_seconds`` after the node is Ready (the check itself, on Neuron devices, cannot run here).
+``hold_taint_seconds`` after the node is Ready (the check itself, on Neuron devices, cannot run here),
+or, given ``check``, the node check's program run on each new node (test_failing_group.py).
 """
 
 from __future__ import annotations
@@ -140,6 +141,13 @@ class NodeAgent:
 
     kubectl: Kubectl
     hold_taint_seconds: float
+    check: Callable[[str], None] | None = None
+    """Instead of lifting the startup taint itself: run this (the node check's program) on each new
+    node once it is Ready, in a thread of its own, as each node's check pod runs at once."""
+    checked: set[str] = field(default_factory=set)
+    selector: str = ""
+    """A label selector of the groups' nodes: with thousands of other nodes (tests/cluster/bench_scale.py)
+    a poll of every node each half second would be most of the work."""
     ready_at: dict[str, float] = field(default_factory=dict)
     lifted_at: dict[str, float] = field(default_factory=dict)
     seen: dict[str, float] = field(default_factory=dict)
@@ -167,7 +175,9 @@ class NodeAgent:
 
     def step(self) -> None:
         now = time.time()  # wall clock: the tests compare it with the API server's timestamps
-        for node in self.kubectl.json("get", "nodes")["items"]:
+        for node in self.kubectl.json("get", "nodes", *(["-l", self.selector] if self.selector else []))[
+            "items"
+        ]:
             metadata = node["metadata"]
             if GROUP_ANNOTATION not in metadata.get("annotations", {}):
                 continue
@@ -186,11 +196,24 @@ class NodeAgent:
             )
             if ready and name not in self.ready_at:
                 self.ready_at[name] = now
-            if startup and name in self.ready_at and now - self.ready_at[name] >= self.hold_taint_seconds:
+            if startup and name in self.ready_at and self.check is not None:
+                if name not in self.checked:
+                    self.checked.add(name)
+                    threading.Thread(
+                        target=self._check, args=(name,), name=f"check-{name}", daemon=True
+                    ).start()
+            elif startup and name in self.ready_at and now - self.ready_at[name] >= self.hold_taint_seconds:
                 self.kubectl("taint", "node", name, *(f"{key}-" for key in startup))
                 self.lifted_at[name] = now
             elif not startup and name in self.ready_at and name not in self.lifted_at:
                 self.lifted_at[name] = now
+
+    def _check(self, name: str) -> None:
+        assert self.check is not None
+        try:
+            self.check(name)
+        except Exception as error:  # noqa: BLE001 - kept for the test's failure message
+            self.errors.append(f"check of {name}: {error!r}")
 
     def _register(self, node: Mapping[str, Any]) -> None:
         name = node["metadata"]["name"]
@@ -256,6 +279,7 @@ def start_autoscaler(
     overrides: Mapping[str, str] = TEST_TIMINGS,
     hold_taint_seconds: float = 5.0,
     templates: Callable[[StackConfig], dict[str, Any]] = kwok_templates,
+    check: Callable[[str], None] | None = None,
 ) -> Autoscaler:
     """The autoscaler as the applied plan's Helm release runs it (its Deployment must exist), on
     kwok node groups made from ``config``; waits until it has read them."""
@@ -292,7 +316,10 @@ def start_autoscaler(
         "KUBECONFIG": str(plane.kubeconfig),
         "PATH": "/usr/bin:/bin",
     }
-    agent = NodeAgent(plane.kubectl, hold_taint_seconds)
+    groups = [group.name for group in config.trainium.node_groups]
+    agent = NodeAgent(
+        plane.kubectl, hold_taint_seconds, check, selector=f"{NODE_GROUP_LABEL} in ({','.join(groups)})"
+    )
     agent.start()
     binary = plane.binaries.cluster_autoscaler
     plane.processes.stop("cluster-autoscaler")
@@ -300,7 +327,6 @@ def start_autoscaler(
     plane.kubectl("delete", "configmap", AUTOSCALER_STATUS_CONFIGMAP, "-n", namespace, "--ignore-not-found")
     process = plane.processes.start("cluster-autoscaler", [str(binary), *args], env=env)
     autoscaler = Autoscaler(plane=plane, process=process, agent=agent, args=args)
-    groups = [group.name for group in config.trainium.node_groups]
     try:
         wait_until(
             lambda: all(f"name: {group}" in autoscaler.status() for group in groups),

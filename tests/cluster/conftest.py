@@ -44,12 +44,16 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_torchx.py",
         "test_redeploy.py",
         "test_deployment_check.py",
+        "test_platform_pods.py",
     ),
     "autoscaler-and-teams": (
         "test_scale_from_zero.py",
+        "test_failing_group.py",
         "test_teams.py",
         "test_tenant_admission.py",
+        "test_tenants_apart.py",
         "test_torchx_teams.py",
+        "test_torchx_native.py",
     ),
     "recovery-and-queues": (
         "test_recovery.py",

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster_facts.kubernetes_names import CDK_PRUNE_LABEL_PREFIX
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
 from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
 from cluster_facts.vendored_charts import repository_path
@@ -61,9 +62,7 @@ __all__ = ["SERVICE_CIDR", "ApplyReport", "ControlPlane", "Kubectl", "StepResult
 SERVICE_CIDR = "10.100.0.0/16"
 """EKS's default Service range (the API server's own Service is 10.100.0.1)."""
 ISSUER = "https://kubernetes.default.svc"
-PRUNE_LABEL_PREFIX = "aws.cdk.eks/prune-"
-"""aws-eks-v2's KubernetesManifest labels every object with ``aws.cdk.eks/prune-<construct address>``
-and prunes by it on update (aws-cdk-lib lib/aws-eks-v2/lib/k8s-manifest.js)."""
+PRUNE_LABEL_PREFIX = CDK_PRUNE_LABEL_PREFIX
 KWOK_STAGES = Path(__file__).with_name("kwok_stages.yaml")
 NODE_CHECK_PASS = Path(__file__).with_name("node_check_pass.py")
 # The deploy-time readiness gates poll every 10 s in the handler; here every second (same outcome).
@@ -177,6 +176,11 @@ class ControlPlane:
         "no cluster autoscaler runs in this scenario (test_scale_from_zero.py runs the real one); "
         "the test adds the nodes it would add"
     )
+    node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS
+    node_lease_seconds: int = 40
+    """kwok's ``--node-lease-duration-seconds`` (it renews each node's Lease every quarter of it)."""
+    kwok_stages: Path = KWOK_STAGES
+    """What kwok does to nodes and pods; tests/cluster/bench_scale.py slows the heartbeat of thousands."""
     _volcano_values: str | None = None
     _watchdog_properties: str | None = None
     _real_nodes: RealNodes | None = None
@@ -305,7 +309,7 @@ class ControlPlane:
                 f"--root-ca-file={self.ca.cert}",
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
+                f"--node-monitor-grace-period={self.node_monitor_grace_seconds}s",
             ],
         )
         scheduler_process = self.processes.start(
@@ -330,10 +334,10 @@ class ControlPlane:
         return [
             str(self.binaries.kwok),
             f"--kubeconfig={self.kubeconfig}",
-            f"--config={KWOK_STAGES}",
+            f"--config={self.kwok_stages}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_KEY}={node_value}",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={self.node_lease_seconds}",
             f"--server-address=127.0.0.1:{free_port()}",
             f"--cidr={cidr}",
         ]
@@ -879,13 +883,17 @@ def shortened_watchdog_args(
     args: Sequence[str], *, threshold_minutes: float, interval_seconds: float, stuck_minutes: float
 ) -> list[str]:
     """The watchdog's Deployment arguments with its threshold, pass interval and stuck-run guard set
-    (the product's 15 minutes, 60 s and 10 minutes are too long for a test)."""
-    changed = ("--threshold-minutes", "--interval-seconds", "--stuck-minutes")
+    (the product's 15 minutes, 60 s and 10 minutes are too long for a test). The ceiling of a run's
+    own limit (``--stuck-max-minutes``, which the watchdog refuses below ``--stuck-minutes``) is raised
+    to the guard's limit where that is higher."""
+    ceiling = next((float(a.split("=", 1)[1]) for a in args if a.startswith("--stuck-max-minutes=")), 0.0)
+    changed = ("--threshold-minutes", "--interval-seconds", "--stuck-minutes", "--stuck-max-minutes")
     return [
         *(a for a in args if not a.startswith(changed)),
         f"--threshold-minutes={threshold_minutes}",
         f"--interval-seconds={interval_seconds}",
         f"--stuck-minutes={stuck_minutes}",
+        f"--stuck-max-minutes={max(ceiling, stuck_minutes):g}",
     ]
 
 

@@ -21,7 +21,7 @@ from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import end_runs
 from tests.cluster.verdicts import verdict
 from tests.tenant_cases import (
-    REPLICASET_CONTROLLER,
+    STATEFULSET_CONTROLLER,
     etcd_pod,
     tenant_cases,
 )
@@ -53,11 +53,11 @@ def test_the_real_api_server_judges_every_team_admission_case_as_the_model_does(
 def test_each_teams_quota_refuses_a_platform_pod_at_a_critical_priority(
     example: ControlPlane, example_config: StackConfig, critical: str
 ) -> None:
-    """The pod policy leaves the team's etcd pods, made by the ReplicaSet controller, unjudged; the
+    """The pod policy leaves the team's etcd pods, made by the StatefulSet controller, unjudged; the
     team's quota ``no-critical-priority`` still refuses one at a critical class, which the API
     server otherwise admits in any namespace (kubernetes#76310)."""
     plan = deployed_plan(example_config)
-    controller = example.impersonate(REPLICASET_CONTROLLER)
+    controller = example.impersonate(STATEFULSET_CONTROLLER)
     for team in example_config.teams:
         pod = etcd_pod(plan, team.name)
         admitted = controller("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
@@ -74,7 +74,7 @@ def test_a_container_without_requests_gets_the_teams_defaults(
     """The team's LimitRange, applied by the real API server's LimitRanger: a container that asks
     for nothing is stored with the defaults (the ResourceQuota then counts them)."""
     plan = deployed_plan(example_config)
-    controller = example.impersonate(REPLICASET_CONTROLLER)
+    controller = example.impersonate(STATEFULSET_CONTROLLER)
     for team in example_config.teams:
         pod = etcd_pod(plan, team.name)
         for container in pod["spec"]["containers"]:

@@ -133,6 +133,19 @@ def run_to_completion(
             "--ignore-not-found",
             "--wait=true",
         )
+        # The pods go after their Job, by the garbage collector: a later case that creates pods of
+        # the same names (the judge's dry runs) must not find them.
+        control_plane.wait_for(
+            lambda: (
+                None
+                if control_plane.kubectl.json(
+                    "get", "pods", "-n", run.namespace, "-l", f"volcano.sh/job-name={run.name}"
+                )["items"]
+                else True
+            ),
+            timeout=60,
+            what=f"the pods of {run.name} gone (terminating ones too)",
+        )
         control_plane.remove_nodes(nodes)
 
 

@@ -56,6 +56,12 @@ def send(plane: ControlPlane, case: AdmissionCase, who: Kubectl) -> tuple[int, s
     return result.returncode, result.stderr
 
 
+_REFUSED_FIRST = {
+    "violates PodSecurity": "refused by Pod Security first",
+    "is invalid: ": "refused by the API server's validation first",
+}
+
+
 def verdict(plane: ControlPlane, case: AdmissionCase, how: Counter[str]) -> str | None:
     """None when the real server agrees with the case; otherwise what it did. ``how`` counts who
     decided the cases it agrees with."""
@@ -69,8 +75,15 @@ def verdict(plane: ControlPlane, case: AdmissionCase, how: Counter[str]) -> str 
         return None if status == 0 else f"refused: {error.strip()}"
     if status == 0:
         return "accepted"
-    if "violates PodSecurity" in error:
-        how["refused by Pod Security first"] += 1
+    # The object's own validation runs before validating admission (a pod both privileged and
+    # without privilege escalation, or with an unmasked /proc outside a user namespace, never reaches
+    # the policy), and Pod Security before the team's policy: refused is what the case asks.
+    first = next(
+        (who for said, who in _REFUSED_FIRST.items() if said in error),
+        None,
+    )
+    if first is not None:
+        how[first] += 1
         return None
     denied = f"ValidatingAdmissionPolicy '{case.policy}' with binding '{case.policy}' denied request: "
     if denied not in error:

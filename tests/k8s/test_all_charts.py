@@ -8,11 +8,13 @@ from functools import cache
 import pytest
 
 from cluster_facts.images import is_pinned_image
+from cluster_facts.kubernetes_names import NEURON_RESOURCE
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import load_config
 from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
 from tests.k8s.manifests import Manifest, containers
+from tests.k8s.resources import OWNS_ITS_NODE, missing_resources
 from tests.k8s_validation import assert_valid
 from tests.plans import shared_review_plan
 
@@ -29,9 +31,11 @@ CHARTS = [(config, name) for config in sorted(CONFIGS) for name in plan_steps(co
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
+    "FlowSchema",
     "Namespace",
     "PersistentVolume",
     "PriorityClass",
+    "PriorityLevelConfiguration",
     "Queue",
     "StorageClass",
     "ValidatingAdmissionPolicy",
@@ -54,9 +58,30 @@ def test_no_image_is_unpinned(manifests: list[Manifest]) -> None:
         assert is_pinned_image(container["image"]), container["image"]
 
 
-def test_every_container_requests_cpu_and_memory(manifests: list[Manifest]) -> None:
-    for container in (c for manifest in manifests for c in containers(manifest)):
-        assert {"cpu", "memory"} <= set(container.get("resources", {}).get("requests", {})), container["name"]
+def test_every_container_has_requests_and_limits_for_cpu_and_memory(manifests: list[Manifest]) -> None:
+    """Requests place a pod and protect it; limits keep one process from taking its node's CPU or
+    memory from the rest. The one exception, a pod that owns its node: tests/k8s/resources.py."""
+    for manifest in manifests:
+        for container in containers(manifest):
+            assert missing_resources(container) == [], (
+                manifest["kind"],
+                manifest["metadata"]["name"],
+                container["name"],
+            )
+
+
+def test_only_pods_that_own_their_node_leave_out_limits() -> None:
+    """The exception is taken by the Volcano Jobs' containers that hold Neuron devices (the runs'
+    trainers, the fabric check's workers) and no other; they still request cpu and memory."""
+    exempt = {
+        (manifest["kind"], container["name"])
+        for config in sorted(CONFIGS)
+        for step in plan_steps(config).values()
+        for manifest in step.manifests
+        for container in containers(dict(manifest))
+        if NEURON_RESOURCE in (container.get("resources", {}).get("limits") or {})
+    }
+    assert exempt == {("Job", "trainer"), ("Job", "worker")}, OWNS_ITS_NODE
 
 
 def test_namespaced_objects_name_their_namespace_and_cluster_objects_do_not(
@@ -91,13 +116,17 @@ EXPECTED_NAMES = {
         ("ClusterRole", None, "node-check"),
         ("ClusterRoleBinding", None, "node-check"),
         ("ConfigMap", "kube-system", "node-check"),
+        ("ConfigMap", "kube-system", "node-check-replacements-trn1-32xl"),
         ("DaemonSet", "kube-system", "node-check"),
         ("NetworkPolicy", "kube-system", "node-check"),
         ("Role", "kube-system", "node-check"),
         ("RoleBinding", "kube-system", "node-check"),
         ("ServiceAccount", "kube-system", "node-check"),
     ],
-    "volcano-namespace": [("Namespace", None, "volcano-system")],
+    "volcano-namespace": [
+        ("LimitRange", "volcano-system", "platform-defaults"),
+        ("Namespace", None, "volcano-system"),
+    ],
     "volcano-network": [
         ("NetworkPolicy", "volcano-system", "default-deny"),
         ("NetworkPolicy", "volcano-system", "volcano-admission"),
@@ -110,11 +139,23 @@ EXPECTED_NAMES = {
         ("ValidatingAdmissionPolicy", None, "trainium-volcano-job-pods"),
         ("ValidatingAdmissionPolicyBinding", None, "trainium-volcano-job-pods"),
     ],
+    "volcano-controller-admission": [
+        ("ValidatingAdmissionPolicy", None, "trainium-volcano-controller-writes"),
+        ("ValidatingAdmissionPolicyBinding", None, "trainium-volcano-controller-writes"),
+    ],
+    "api-fairness": [
+        ("FlowSchema", None, "trainium-teams"),
+        ("FlowSchema", None, "trainium-volcano-controllers"),
+        ("PriorityLevelConfiguration", None, "trainium-teams"),
+        ("PriorityLevelConfiguration", None, "trainium-volcano"),
+    ],
     "volcano-queue": [("Queue", None, "test")],
     "etcd": [
-        ("Deployment", "training", "etcd-server"),
         ("NetworkPolicy", "training", "etcd-server"),
+        ("PodDisruptionBudget", "training", "etcd-server"),
         ("Service", "training", "etcd-server"),
+        ("Service", "training", "etcd-server-peers"),
+        ("StatefulSet", "training", "etcd-server"),
     ],
     # Named after the file system's generation, the data set's and the run's identity: the names
     # change exactly when the objects cannot be updated in place.
@@ -127,6 +168,7 @@ EXPECTED_NAMES = {
         ("PersistentVolumeClaim", "trainium-system", r"fsx-[0-9a-f]{6}"),
     ],
     "platform-namespace": [
+        ("LimitRange", "trainium-system", "platform-defaults"),
         ("Namespace", None, "trainium-system"),
         ("NetworkPolicy", "trainium-system", "default-deny"),
     ],
@@ -147,6 +189,8 @@ EXPECTED_NAMES = {
         ("NetworkPolicy", "training", "default-deny"),
         ("NetworkPolicy", "training", "volcano-job-pods"),
         ("ResourceQuota", "training", "no-critical-priority"),
+        ("ResourceQuota", "training", "no-cross-namespace-affinity"),
+        ("ResourceQuota", "training", "team-objects"),
         ("ResourceQuota", "training", "team-quota"),
         ("Role", "training", "trainium-team-member"),
         ("RoleBinding", "training", "trainium-team-member"),

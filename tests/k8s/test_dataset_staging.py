@@ -274,12 +274,34 @@ class Staging:
         return [url.rsplit("/", 1)[1] for url in self.log.read_text().split()]
 
 
+def _runs_path_before_applets(busybox: str) -> bool:
+    """Whether this busybox's ash runs a ``wget`` found on PATH. Debian's build prefers its own
+    applets (FEATURE_PREFER_APPLETS), which would send the script's wget to the network instead of
+    to the stand-in (CI failed on exactly that: "wget: bad address 'example.com'")."""
+    with tempfile.TemporaryDirectory() as directory:
+        probe = Path(directory) / "wget"
+        probe.write_text("#!/bin/sh\necho stand-in\n")
+        probe.chmod(0o755)
+        result = subprocess.run(
+            [busybox, "sh", "-c", "wget"],
+            env=os.environ | {"PATH": f"{directory}{os.pathsep}{os.environ['PATH']}"},
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    return result.stdout.strip() == "stand-in"
+
+
 def _shell() -> list[str]:
-    """The pod runs busybox ash (alpine); busybox from the project's tools, else bash, which
-    accepts everything ash does (``set -o pipefail`` included, which dash does not)."""
+    """The pod runs busybox ash (alpine); busybox from the project's tools or the machine when its
+    ash runs the stand-in wget, else bash, which accepts everything ash does (``set -o pipefail``
+    included, which dash does not)."""
     tools = Path(__file__).resolve().parents[2] / ".tools" / "bin"
     busybox = shutil.which("busybox", path=f"{tools}{os.pathsep}{os.environ['PATH']}")
-    return [busybox, "sh"] if busybox else [shutil.which("bash") or "bash"]
+    if busybox and _runs_path_before_applets(busybox):
+        return [busybox, "sh"]
+    return [shutil.which("bash") or "bash"]
 
 
 SHELL = _shell()

@@ -24,6 +24,7 @@ from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NODE_GROUP_LABEL, S
 from k8s_charts.fabric_check import (
     DEFAULT_MESSAGE_BYTES,
     DEFAULT_THRESHOLD,
+    SSHD_CAPABILITIES,
     VERDICT_PROGRAM,
     FabricCheckAccessChart,
     FabricCheckChart,
@@ -652,7 +653,11 @@ def test_every_pod_follows_the_project_rules_on_the_node_group(task_name: str) -
     assert spec["activeDeadlineSeconds"] > 0
     [only_container] = spec["containers"]
     assert only_container["image"] == IMAGE
-    assert only_container["securityContext"] == {"allowPrivilegeEscalation": False}
+    capabilities = SSHD_CAPABILITIES if task_name == "worker" else {"drop": ["ALL"]}
+    assert only_container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": capabilities,
+    }
     assert {"cpu", "memory"} <= set(only_container["resources"]["requests"])
     assert fabric_check_labels("trn1n-reserved").items() <= template["metadata"]["labels"].items()
 

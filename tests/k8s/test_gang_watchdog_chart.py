@@ -351,6 +351,7 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
         "--interval-seconds=60",
         "--stuck-minutes=10",
         f"--stuck-annotation={STUCK_MINUTES_ANNOTATION}",
+        "--stuck-max-minutes=10",
     ]
 
 

@@ -47,12 +47,15 @@ from cluster_facts.node_check import (
     EFA_SUSPECT_TAINT,
     EFA_SUSPECT_TAINT_KEY,
     NODE_CHECK_CONDITION,
+    NODE_CHECK_FAILED_TAINT_KEY,
     NODE_CHECK_NAME,
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
+    REPLACEMENT_RECORD_PREFIX,
     STARTUP_TAINT_PREFIX,
     WATCH_SECONDS,
+    replacement_record,
 )
 from k8s_charts.device_plugin_admission import NODE_NAME_EXTRA
 from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
@@ -80,6 +83,20 @@ def verdicts() -> ModuleType:
 
 def checker() -> ModuleType:
     return program("node_check")
+
+
+def repair(**changes: Any) -> Any:
+    """The check's repair settings as its DaemonSet gives them (one replacement per group in 30 minutes)."""
+    fields: dict[str, Any] = {
+        "replace": True,
+        "namespace": NODE_CHECK_NAMESPACE,
+        "group_label": NODE_GROUP_LABEL,
+        "record_prefix": REPLACEMENT_RECORD_PREFIX,
+        "budget": program("node_check_budget").Budget(per_window=1, window_seconds=1800),
+        "failed_taint_key": NODE_CHECK_FAILED_TAINT_KEY,
+        "timeout": 10,
+    }
+    return checker().Repair(**(fields | changes))
 
 
 def sample(name: str) -> str:
@@ -348,27 +365,72 @@ def test_nobody_else_is_judged() -> None:
 # --- The program end to end ----------------------------------------------------------------------
 
 
+def empty_record(group: str = "trn1-32xl") -> dict[str, Any]:
+    """A group's replacement record as the chart creates it (no data) and the API server stores it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": replacement_record(group),
+            "namespace": NODE_CHECK_NAMESPACE,
+            "resourceVersion": "7",
+        },
+    }
+
+
 @dataclass
 class Cluster:
-    """The nodes; every write of the check's account runs through the rendered policy first."""
+    """The nodes and the groups' replacement records; every node write of the check's account runs
+    through the rendered policy first; a record write must carry the version it read (409 otherwise),
+    as the API server's optimistic concurrency has it."""
 
     nodes: dict[str, dict[str, Any]]
     token_node: str
     events: list[dict[str, Any]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    configmaps: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {replacement_record("trn1-32xl"): empty_record()}
+    )
+    listed: list[int] = field(default_factory=list)
+    """The items of each page of nodes listed."""
 
-    def answer(  # noqa: PLR0911 - one answer per kind of request
+    def answer_configmap(self, method: str, name: str, body: Any) -> tuple[int, Any]:
+        if name not in self.configmaps:
+            return 404, {"kind": "Status", "code": 404}
+        current = self.configmaps[name]
+        if method == "GET":
+            return 200, copy.deepcopy(current)
+        assert method == "PUT", method
+        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
+        stored = copy.deepcopy(body)
+        stored["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.configmaps[name] = stored
+        return 200, stored
+
+    def answer(  # noqa: PLR0911, PLR0912 - one answer per kind of request
         self, method: str, path: str, headers: Mapping[str, str], body: Any
     ) -> tuple[int, Any]:
         if method == "POST" and path == f"/api/v1/namespaces/{NODE_CHECK_NAMESPACE}/events":
             self.events.append(body)
             return 201, body
         parts = path.split("?", maxsplit=1)[0].strip("/").split("/")
+        if parts[:5] == ["api", "v1", "namespaces", NODE_CHECK_NAMESPACE, "configmaps"]:
+            return self.answer_configmap(method, parts[5], body)
         if method == "GET" and parts == ["api", "v1", "nodes"]:
-            # An existence selector, as the API server reads it.
-            selector = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)["labelSelector"][0]
-            items = [n for n in self.nodes.values() if selector in n["metadata"].get("labels", {})]
-            return 200, {"kind": "NodeList", "metadata": {}, "items": items}
+            # An existence selector, as the API server reads it; pages in name order (etcd's keys).
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+            selector = query["labelSelector"][0]
+            items = sorted(
+                (n for n in self.nodes.values() if selector in n["metadata"].get("labels", {})),
+                key=lambda n: n["metadata"]["name"],
+            )
+            start = int(query.get("continue", ["0"])[0])
+            limit = int(query.get("limit", ["0"])[0]) or len(items)
+            page = items[start : start + limit]
+            self.listed.append(len(page))
+            more = {"continue": str(start + limit)} if start + limit < len(items) else {}
+            return 200, {"kind": "NodeList", "metadata": more, "items": page}
         if parts[:3] != ["api", "v1", "nodes"] or parts[3] not in self.nodes:
             return 404, {"kind": "Status", "code": 404}
         name, sub = parts[3], (parts[4] if len(parts) > 4 else "")
@@ -409,7 +471,11 @@ TOOLS = {
     "fi_info": 'cat "$SAMPLES/$FI_INFO"',
     # The server waits until it is killed; the client prints its statistics.
     "fi_pingpong": 'case " $* " in *" 127.0.0.1 "*) cat "$SAMPLES/$PINGPONG";; *) exec sleep 30;; esac',
-    "aws": 'echo "aws $*" >> "$RECORD"; exit "${AWS_EXIT:-0}"',
+    # The group of an instance, for describe-auto-scaling-instances --query ... --output text.
+    "aws": (
+        'echo "aws $*" >> "$RECORD"; case "$*" in *describe-auto-scaling-instances*) '
+        'echo "${AWS_GROUP:-eks-trn1-32xl-0ac9f7a2}";; esac; exit "${AWS_EXIT:-0}"'
+    ),
 }
 
 
@@ -468,8 +534,7 @@ def run_check(cluster: Cluster, token: Path, lustre_port: int) -> int:
                 lustre_host="127.0.0.1",
                 lustre_port=lustre_port,
                 step_timeout=10,
-                repair="replace",
-                namespace=NODE_CHECK_NAMESPACE,
+                repair=repair(),
             )
         )
 
@@ -622,7 +687,13 @@ def test_rbac_grants_the_nodes_and_events_the_policy_then_narrows() -> None:
 
 def test_the_pod_carries_every_program_it_imports() -> None:
     data = only(chart(), "ConfigMap")["data"]
-    assert set(data) == {"node_check.py", "node_check_verdict.py", "fabric_verdict.py", "kube_api.py"}
+    assert set(data) == {
+        "node_check.py",
+        "node_check_budget.py",
+        "node_check_verdict.py",
+        "fabric_verdict.py",
+        "kube_api.py",
+    }
 
 
 # --- Who tolerates the startup taint -------------------------------------------------------------
@@ -746,9 +817,8 @@ def watch_settings(sysfs: Path, **changes: Any) -> Any:
         "efa_window_seconds": EFA_ERROR_WINDOW_SECONDS,
         "watch_seconds": WATCH_SECONDS,
         "step_timeout": 10,
-        "repair": "replace",
+        "repair": repair(),
         "fence_after_seconds": 300,
-        "namespace": NODE_CHECK_NAMESPACE,
         "sysfs": str(sysfs),
     }
     return checker().WatchSettings(**(fields | changes))
@@ -954,19 +1024,38 @@ def test_a_node_silent_past_the_limit_is_terminated_through_its_group_once(
 
 @pytest.mark.process
 @needs_bash
+def test_only_the_first_node_reads_every_node_to_fence(node_tools: Path, sysfs: Path, token: Path) -> None:
+    """The fence's read grows with the nodes only on the node that acts: every other node's check
+    stops at the first page (docs/performance.md measured the full list at 2,048 nodes)."""
+    peek = checker().FENCE_PEEK
+    cluster = peers(6, ready=peek + 10)  # ip-10-0-0-1 (this node, first), one silent, 60 Ready
+    Watched(cluster, watch_settings(sysfs), token).tick()
+    assert cluster.listed == [peek, peek + 12]  # a page, then every Trainium node
+    assert len(aws_calls(node_tools)) == 1  # it fenced ip-10-0-0-2
+    later = peers(6, ready=peek + 10)
+    later.token_node = "ip-10-0-1-30"
+    Watched(later, watch_settings(sysfs, node_name="ip-10-0-1-30"), token).tick()
+    assert later.listed == [peek]
+    assert len(aws_calls(node_tools)) == 1
+
+
+@pytest.mark.process
+@needs_bash
 @pytest.mark.parametrize(
     ("case", "cluster", "settings"),
     [
         ("only the first Ready node acts", lambda: peers(6, me="ip-10-0-0-9"), {}),
         ("two of three silent: the network, not the nodes", lambda: peers(6, 6), {}),
         ("fencing off", lambda: peers(6), {"fence_after_seconds": None}),
-        ("replacement off", lambda: peers(6), {"repair": "none"}),
+        ("replacement off", lambda: peers(6), {"replace": False}),
     ],
 )
 def test_no_node_is_fenced_when(  # noqa: PLR0917 - parameters and fixtures
     case: str, cluster: Any, settings: dict[str, Any], node_tools: Path, sysfs: Path, token: Path
 ) -> None:
     state = cluster()
+    if "replace" in settings:
+        settings = {"repair": repair(replace=settings["replace"])}
     if case.startswith("only the first"):
         # ip-10-0-0-9 watches; ip-10-0-0-1, Ready and first by name, is the one that acts.
         state.nodes["ip-10-0-0-1"] = trainium_node("ip-10-0-0-1", taints=[NEURON_TAINT])

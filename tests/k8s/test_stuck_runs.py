@@ -50,6 +50,7 @@ from tests.pod_programs import program
 from tests.stand_in_api import json_api
 
 LIMIT_MINUTES = 10  # the rendered default (autoscaler.stuck_run_minutes)
+CEILING_MINUTES = 60  # a configuration's autoscaler.stuck_run_max_minutes: the longest a run's own limit
 JOB_UID = "0f3c2a9e-1111-4222-8333-444455556666"
 
 
@@ -354,7 +355,7 @@ def rendered_arguments_with_guard() -> list[str]:
         lambda app: GangWatchdogChart(
             app,
             "watchdog",
-            values=replace(VALUES, stuck_run_minutes=LIMIT_MINUTES),
+            values=replace(VALUES, stuck_run_minutes=LIMIT_MINUTES, stuck_run_max_minutes=CEILING_MINUTES),
             namespace=PLATFORM,
             vpc_cidr="10.0.0.0/16",
         )
@@ -362,6 +363,7 @@ def rendered_arguments_with_guard() -> list[str]:
     [container] = pod_spec(only(manifests, "Deployment"))["containers"]
     arguments = list(container["args"])
     assert f"--stuck-minutes={LIMIT_MINUTES}" in arguments, arguments
+    assert f"--stuck-max-minutes={CEILING_MINUTES}" in arguments, arguments
     return arguments
 
 
@@ -639,6 +641,23 @@ def test_a_runs_own_limit_overrides_the_clusters(api: tuple[RunsApi, str], tmp_p
     run_once(api, tmp_path)
     result = ended(state)
     assert result is not None and "(limit 30m)" in result[1]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("limit", ["1e9", "1000000", str(CEILING_MINUTES + 1)])
+def test_a_runs_own_limit_never_goes_past_the_ceiling(
+    api: tuple[RunsApi, str], tmp_path: Path, limit: str
+) -> None:
+    """A team member writes the annotation (issue 34: ``1e9`` kept a blocking Job away from the guard
+    for good): the guard clamps it to ``--stuck-max-minutes`` and says so in its log (the team
+    admission policy also refuses such a Job: tests/cluster/test_tenants_apart.py)."""
+    state = api[0]
+    state.jobs = [volcano_job(limit=limit)]
+    state.pods = both_pods(waiting("ContainerCreating"), on_node_minutes=CEILING_MINUTES + 1)
+    _, log = run_once(api, tmp_path)
+    result = ended(state)
+    assert result is not None and f"(limit {CEILING_MINUTES}m)" in result[1], result
+    assert f"is above the ceiling of {CEILING_MINUTES}m; using the ceiling" in log, log
 
 
 @pytest.mark.process

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cluster_facts.kubernetes_names import (
+    ETCD_REPLICAS,
     NEURON_RESOURCE,
     PLATFORM_PRIORITY_CLASS,
     TRAINING_PRIORITY_CLASS,
@@ -24,6 +25,7 @@ from k8s_charts.team_quota import (
     CRITICAL_PRIORITY_CLASSES,
     DEFAULT_CONTAINER_REQUESTS,
     NO_CRITICAL_QUOTA,
+    OBJECTS_QUOTA,
     QUOTA_NAME,
     TeamQuota,
 )
@@ -31,15 +33,41 @@ from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
 from tests.k8s.manifests import synth
 from tests.k8s_validation import assert_valid
 from tests.plans import shared_review_plan
-from tests.tenant_cases import volcano_pod
+from tests.tenant_cases import blocker_terms, volcano_pod
+
+
+def _cross_namespace_affinity(pod: dict[str, Any]) -> bool:
+    """pods.go ``usesCrossNamespacePodAffinity``: a pod (anti-)affinity term, required or preferred,
+    with namespaces or a namespace selector (``crossNamespacePodAffinityTerm``)."""
+    affinity = pod["spec"].get("affinity") or {}
+    terms = [
+        term
+        for kind in ("podAffinity", "podAntiAffinity")
+        for term in [
+            *(affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution", []),
+            *(
+                weighted["podAffinityTerm"]
+                for weighted in (affinity.get(kind) or {}).get(
+                    "preferredDuringSchedulingIgnoredDuringExecution", []
+                )
+            ),
+        ]
+    ]
+    return any(term.get("namespaces") or term.get("namespaceSelector") is not None for term in terms)
 
 
 def counted_by(quota: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """Whether ``quota`` counts ``pod`` (only the scope selectors used here: PriorityClass In)."""
+    """Whether ``quota`` counts ``pod`` (only the scope selectors used here: PriorityClass In,
+    CrossNamespacePodAffinity Exists)."""
     selector = quota["spec"].get("scopeSelector")
     if selector is None:
         return True
     for expression in selector["matchExpressions"]:
+        if expression["scopeName"] == "CrossNamespacePodAffinity":
+            assert expression["operator"] == "Exists", expression
+            if not _cross_namespace_affinity(pod):
+                return False
+            continue
         assert expression["scopeName"] == "PriorityClass" and expression["operator"] == "In", expression
         if pod["spec"].get("priorityClassName", "") not in expression["values"]:
             return False
@@ -126,11 +154,14 @@ def test_the_largest_run_of_each_team_fits_its_quota_beside_its_etcd() -> None:
             if m["metadata"]["namespace"] == team.name
             for i in range(m["spec"]["tasks"][0]["replicas"])
         ]
-        pods += [
+        platform = [
             {"spec": m["spec"]["template"]["spec"]}
             for m in team_objects(EXAMPLE_CONFIG, team.name)
-            if m["kind"] == "Deployment"
+            if m["kind"] == "StatefulSet"
+            for _ in range(m["spec"]["replicas"])
         ]
+        assert len(platform) == ETCD_REPLICAS  # the team's etcd members
+        pods += platform
         for pod in pods:
             for container in pod["spec"]["containers"]:
                 resources = container["resources"]
@@ -185,3 +216,58 @@ def test_a_quota_of_nothing_is_refused() -> None:
         TeamQuota(pods=0)
     with pytest.raises(ValueError, match="neuron_devices must be at least 1"):
         TeamQuota(pods=2, neuron_devices=0)
+
+
+def test_the_object_quota_counts_the_jobs_what_volcano_makes_for_each_and_the_platforms_objects() -> None:
+    """``team-objects``: the team's Volcano Jobs (its applied runs among them) and for each a PodGroup,
+    Service, ConfigMap and NetworkPolicy; on top, what the plan keeps in the namespace, the root CA
+    ConfigMap and the canary's program; no claim or Secret beyond the platform's."""
+    config = load_config(EXAMPLE_CONFIG)
+    for team in config.teams:
+        objects = team_objects(EXAMPLE_CONFIG, team.name)
+        [quota] = [q for q in quotas(EXAMPLE_CONFIG, team.name) if q["metadata"]["name"] == OBJECTS_QUOTA]
+
+        def kept(kind: str, objects: list[dict[str, Any]] = objects) -> int:
+            return sum(1 for m in objects if m["kind"] == kind)
+
+        jobs = team.quota.jobs
+        assert quota["spec"]["hard"] == {
+            "count/jobs.batch.volcano.sh": str(jobs),
+            "count/podgroups.scheduling.volcano.sh": str(jobs),
+            "services": str(jobs + 2 * kept("Service")),
+            "configmaps": str(jobs + 2 * kept("ConfigMap") + 2),
+            "secrets": "0",
+            "persistentvolumeclaims": str(2 * kept("PersistentVolumeClaim")),  # room to rename each once
+            "count/networkpolicies.networking.k8s.io": str(jobs + 2 * kept("NetworkPolicy")),
+        }, team.name
+        assert kept("PersistentVolumeClaim") == 2 and kept("Service") == 2  # etcd's client and peer Services
+
+
+def test_a_pod_with_a_term_over_other_namespaces_is_refused_by_the_quota_in_every_team_namespace() -> None:
+    """Whoever creates it (the team policy leaves the platform's own pods unjudged): a pod
+    affinity or anti-affinity term with namespaces or a namespace selector is counted by
+    ``no-cross-namespace-affinity``, which admits none; a term of the pod's own namespace is not."""
+    plan = shared_review_plan(load_config(EXAMPLE_CONFIG))
+    for namespace, other in (("training", "research"), ("research", "training")):
+        [job] = [
+            dict(m)
+            for step in plan.manifest_sets()
+            if step.name.startswith("run-")
+            for m in step.manifests
+            if m["metadata"]["namespace"] == namespace
+        ]
+        for variant, term in blocker_terms(other).items():
+            for placement in ("requiredDuringSchedulingIgnoredDuringExecution", "preferred"):
+                pod = volcano_pod(job)
+                full = {"labelSelector": {}, **term}
+                pod["spec"]["affinity"] = {
+                    "podAntiAffinity": {placement: [full]}
+                    if placement != "preferred"
+                    else {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 1, "podAffinityTerm": full}
+                        ]
+                    }
+                }
+                across = "namespaces" in term or "namespaceSelector" in term
+                assert quota_refuses(quotas(EXAMPLE_CONFIG, namespace), pod) is across, (namespace, variant)

@@ -32,7 +32,7 @@ from tests.k8s.manifests import synth
 from tests.k8s_validation import assert_valid
 from tests.plans import shared_review_plan
 from tests.tenant_cases import (
-    MEMBER,
+    HANDLER,
     AdmissionCase,
     decide,
     plan_namespace_labels,
@@ -79,7 +79,9 @@ def test_every_rule_is_exercised_by_a_refused_case() -> None:
         for validation in m["spec"]["validations"]
     }
     refused = {message for case in CASES for message in case.messages}
-    assert messages - refused <= {Message.TEMPLATES}, messages - refused
+    # The adoption rule's message is its messageExpression's (it names the Job): its case is by id.
+    assert messages - refused <= {Message.TEMPLATES, Message.ADOPTED}, messages - refused
+    assert any(case.id == "the-stack-applies-over-a-job-it-did-not-create" for case in CASES)
 
 
 def test_every_object_is_valid_and_named() -> None:
@@ -101,7 +103,7 @@ def test_the_reserved_names_are_every_platform_object_in_the_team_namespaces() -
 
 
 def test_a_job_of_any_other_name_is_still_admitted() -> None:
-    [case] = [c for c in CASES if c.id == "a-member-submits-the-run"]
+    [case] = [c for c in CASES if c.id == "a-member-submits-the-run-under-a-name-of-their-own"]
     for name in ("default-deny-2", "my-etcd-server", "bert"):
         job = {**case.obj, "metadata": {**case.obj["metadata"], "name": name}}
         assert verdict(AdmissionCase(**{**case.__dict__, "obj": job})).allowed, name
@@ -116,7 +118,7 @@ def test_only_creates_are_judged_for_names() -> None:
 
 
 def test_a_namespace_labelled_as_a_teams_but_unknown_to_the_policy_admits_nothing() -> None:
-    [case] = [c for c in CASES if c.id == "a-member-submits-the-run"]
+    [case] = [c for c in CASES if c.id == "a-member-submits-the-run-under-a-name-of-their-own"]
     job = {**case.obj, "metadata": {**case.obj["metadata"], "namespace": "rogue"}}
     decision = decide(
         MANIFESTS, AdmissionCase(**{**case.__dict__, "obj": job}), {TEAM_NAMESPACE_LABEL: "rogue"}
@@ -143,7 +145,7 @@ def test_every_run_of_the_plan_and_its_pods_are_admitted(config: Any) -> None:
     assert runs
     for job in runs:
         for case in (
-            AdmissionCase(id="job", policy=JOBS_POLICY, obj=dict(job), user=MEMBER, allowed=True),
+            AdmissionCase(id="job", policy=JOBS_POLICY, obj=dict(job), user=HANDLER, allowed=True),
             AdmissionCase(id="pod", policy=PODS_POLICY, obj=volcano_pod(dict(job)), user="x", allowed=True),
         ):
             decision = decide(manifests, case, labels[case.namespace])
@@ -162,27 +164,27 @@ def _team_namespace_workloads(plan: KubernetesLayerPlan) -> list[dict[str, Any]]
 
 @pytest.mark.parametrize("config", [DEFAULT_CONFIG, EXAMPLE_CONFIG], ids=["default", "example"])
 def test_every_platform_pod_of_a_team_namespace_is_left_to_the_platform(config: Any) -> None:
-    """Enumerated from the plan: each Deployment the platform runs in a team namespace (etcd) gets
+    """Enumerated from the plan: each StatefulSet the platform runs in a team namespace (etcd) gets
     pods the policy does not judge; anything else there would fail the plan."""
     plan = shared_review_plan(load_config(config))
     workloads = _team_namespace_workloads(plan)
-    assert {m["kind"] for m in workloads} == {"Deployment"}
+    assert {m["kind"] for m in workloads} == {"StatefulSet"}
     manifests = tenant_admission_manifests(plan)
     labels = plan_namespace_labels(plan)
-    for deployment in workloads:
-        template = deployment["spec"]["template"]
+    for statefulset in workloads:
+        template = statefulset["spec"]["template"]
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
                 **template["metadata"],
-                "name": f"{deployment['metadata']['name']}-abc",
-                "namespace": deployment["metadata"]["namespace"],
+                "name": f"{statefulset['metadata']['name']}-0",
+                "namespace": statefulset["metadata"]["namespace"],
                 "ownerReferences": [
                     {
                         "apiVersion": "apps/v1",
-                        "kind": "ReplicaSet",
-                        "name": "x",
+                        "kind": "StatefulSet",
+                        "name": statefulset["metadata"]["name"],
                         "uid": "u",
                         "controller": True,
                     }
@@ -194,7 +196,7 @@ def test_every_platform_pod_of_a_team_namespace_is_left_to_the_platform(config: 
             id="platform",
             policy=PODS_POLICY,
             obj=pod,
-            user="system:serviceaccount:kube-system:replicaset-controller",
+            user="system:serviceaccount:kube-system:statefulset-controller",
             allowed=True,
             judged=False,
         )
@@ -204,14 +206,14 @@ def test_every_platform_pod_of_a_team_namespace_is_left_to_the_platform(config: 
 def test_a_workload_the_policy_cannot_exempt_in_a_team_namespace_fails_the_plan() -> None:
     plan = shared_review_plan(load_config(DEFAULT_CONFIG))
     steps = list(plan.steps)
-    stateful = {
+    daemons = {
         "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
+        "kind": "DaemonSet",
         "metadata": {"name": "x", "namespace": "training"},
         "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": {}}},
     }
-    steps.append(ManifestSet(name="extra", manifests=(stateful,)))
-    with pytest.raises(ValueError, match="StatefulSet x in a team namespace"):
+    steps.append(ManifestSet(name="extra", manifests=(daemons,)))
+    with pytest.raises(ValueError, match="DaemonSet x in a team namespace"):
         _tenant_admission_values(steps, (_team_values(),))
 
 

@@ -248,14 +248,17 @@ def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() ->
     spec = pod(job())
     assert {"name": "data", "persistentVolumeClaim": {"claimName": "fsx-abc123"}} in spec["volumes"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
-    mounts = {mount["name"]: mount["mountPath"] for mount in container(job())["volumeMounts"]}
+    mounts = {mount["mountPath"]: mount["name"] for mount in container(job())["volumeMounts"]}
     assert mounts == {
-        "data": "/data",
+        "/data": "data",
         # Beside /data, never inside it: root squash keeps the runtime from making a mount point
         # inside the team's directory (tests/test_mount_layout.py walks every pod).
-        "datasets": "/datasets",
-        "dshm": "/dev/shm",
-        "python": "/opt/run/python",
+        "/datasets": "datasets",
+        "/dev/shm": "dshm",
+        "/opt/run/python": "python",
+        # The team uid's passwd and group entries (tests/k8s/test_pod_user.py).
+        "/etc/passwd": "pod-user",
+        "/etc/group": "pod-user",
     }
     # The staged data sets are read-only twice over: the mount and the claim.
     [datasets_mount] = [mount for mount in container(job())["volumeMounts"] if mount["name"] == "datasets"]

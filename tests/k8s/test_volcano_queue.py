@@ -81,13 +81,17 @@ def test_a_team_alone_on_its_groups_deserves_what_they_hold() -> None:
 
 
 def test_a_shared_group_is_deserved_by_weight_rounded_down() -> None:
-    # A third of 2 trn1.32xlarge: 256 vCPU, 1024 GiB, 32 chips, 16 EFA interfaces.
+    # A third of 2 trn1.32xlarge: 256 vCPU, 1024 GiB, 32 chips, 16 EFA interfaces. Chips and
+    # interfaces in whole units: Volcano's webhook refuses a fraction of an extended resource.
     assert deserved_share([(CATALOG["trn1.32xlarge"], 2, Fraction(1, 3))]) == {
         "cpu": "85333m",
         "memory": "349525Mi",
-        "aws.amazon.com/neuron": "10666m",
-        "vpc.amazonaws.com/efa": "5333m",
+        "aws.amazon.com/neuron": "10",
+        "vpc.amazonaws.com/efa": "5",
     }
+    # make bench-scale's refusal: five teams on 512 trn1 nodes (8,192 chips, 4,096 interfaces).
+    fifth = deserved_share([(CATALOG["trn1.32xlarge"], 512, Fraction(1, 5))])
+    assert (fifth["aws.amazon.com/neuron"], fifth["vpc.amazonaws.com/efa"]) == ("1638", "819")
     with pytest.raises(ValueError, match="share"):
         deserved_share([(CATALOG["trn1.32xlarge"], 2, Fraction(0))])
 

@@ -107,7 +107,7 @@ def raw_queue(spec: dict[str, Any]) -> Manifest:
     [
         {},
         {"weight": 5, "reclaimable": True, "capability": {"cpu": "768", "aws.amazon.com/neuron": "64"}},
-        {"capability": {"cpu": "768"}, "deserved": {"cpu": "256", "aws.amazon.com/neuron": "10666m"}},
+        {"capability": {"cpu": "768"}, "deserved": {"cpu": "256", "aws.amazon.com/neuron": "10"}},
     ],
 )
 def test_the_typed_queue_renders_the_raw_queue(props: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from k8s_charts.deployment_check_rbac import (
     fabric_check_job,
     job_fence_name,
 )
+from k8s_charts.fabric_check import SSHD_CAPABILITIES
 from k8s_charts.tensorboard import SERVICE_PROXY_NAME
 from stacks.canary_run import canary_manifests, canary_run
 from stacks.fabric_check_commands import pipeline_fabric_check_manifests
@@ -136,7 +137,8 @@ def test_the_fence_admits_the_rendered_fabric_check_job(taint: bool) -> None:
     assert facts.name == "fabric-check-trn1-32xl"
     assert facts.images == (job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"],)
     assert facts.service_accounts == (("fabric-check-trn1-32xl",) if taint else ())
-    assert facts.capabilities == ()
+    # What the worker's sshd needs (k8s_charts/fabric_check.py), the fence's whole allowance.
+    assert facts.capabilities == tuple(sorted(SSHD_CAPABILITIES["add"]))
 
 
 def test_a_rendered_job_with_empty_environment_values_is_admitted_as_volcano_writes_it_back() -> None:

@@ -303,7 +303,7 @@ def test_an_invalid_environment_file_reports_its_own_lines_under_its_own_name(tm
         f"{SOURCE}: waves[1].name: 'dev' is already the name of waves[0]",
         (
             f"{dev}: trainium.node_groups[0].instance_type: 'trn1.64xlarge' is not in the Trainium instance "
-            "catalog; allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge"
+            "catalog; allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, trn2u.48xlarge"
         ),
         (
             f"{dev}: fsxx: unknown key; did you mean 'fsx'? allowed here: name, account, region, vpc, cluster, "

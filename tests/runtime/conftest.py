@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cluster_facts.kubernetes_plan import KubernetesLayerPlan
+from cluster_facts.kubernetes_names import TRAINING_NAMESPACE
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from config import load_config
 from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG
+from tests.runtime.etcd_cluster import EtcdCluster
 from tests.runtime.harness import (
-    EtcdServer,
     LocalJob,
     RuntimeTools,
     find_runtime_tools,
     option_value,
-    rendered_container,
     training_job,
 )
 
@@ -43,23 +44,39 @@ def plan() -> KubernetesLayerPlan:
     return review_plan(load_config(DEFAULT_CONFIG))
 
 
+def etcd_statefulset(plan: KubernetesLayerPlan) -> Mapping[str, Any]:
+    """The default team's rendezvous etcd, as the plan renders it."""
+    step = plan.step("etcd")
+    assert isinstance(step, ManifestSet)
+    [statefulset] = [
+        m
+        for m in step.manifests
+        if m["kind"] == "StatefulSet" and m["metadata"]["namespace"] == TRAINING_NAMESPACE
+    ]
+    return statefulset
+
+
 @pytest.fixture
 def etcd(
     runtime_tools: RuntimeTools, plan: KubernetesLayerPlan, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[EtcdServer]:
+) -> Iterator[EtcdCluster]:
     """A new etcd for every test: what one test's runs leave in it, another never sees."""
-    container = rendered_container(plan, step="etcd", kind="Deployment", name="etcd-server")
-    server = EtcdServer(
-        binary=runtime_tools.etcd, rendered_args=container.args, work_dir=tmp_path_factory.mktemp("etcd")
+    cluster = EtcdCluster(
+        python=runtime_tools.python,
+        etcd=runtime_tools.etcd,
+        statefulset=etcd_statefulset(plan),
+        work_dir=tmp_path_factory.mktemp("etcd"),
     )
     try:
-        yield server
+        yield cluster
     finally:
-        server.stop()
+        cluster.stop()
 
 
 @pytest.fixture
-def job(runtime_tools: RuntimeTools, plan: KubernetesLayerPlan, etcd: EtcdServer, tmp_path: Path) -> LocalJob:
+def job(
+    runtime_tools: RuntimeTools, plan: KubernetesLayerPlan, etcd: EtcdCluster, tmp_path: Path
+) -> LocalJob:
     """The rendered training Job: one local agent per node (--nnodes), one worker each."""
     container = training_job(plan)
     nodes = int(option_value(container.args, "--nnodes"))

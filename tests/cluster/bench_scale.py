@@ -1,0 +1,527 @@
+"""`make bench-scale`: the platform at thousands of simulated Trainium nodes, measured (a benchmark,
+not a test; docs/performance.md holds the figures).
+
+``python -m tests.cluster.bench_scale`` with NODES, TEAMS, GANG (comma-separated sizes), JOBS,
+AUTOSCALED and OUT in the environment (tests/cluster/scale.py: the configuration and the table). It
+runs the tier's own harness (tests/cluster/control_plane.py, autoscaler.py): the real API server,
+controller manager, scheduler, Volcano 1.15.1 and gang watchdog, the cluster autoscaler with its kwok
+provider, kwok as every node's kubelet; the plan of the generated configuration applied as the
+kubectl handler applies it. Then, timed:
+
+1. the Trainium nodes registered (Node and CSINode, as a scale-up's nodes register); the first node
+   of the first group registers with the node check's startup taint and is passed by the node
+   check's own program (``pass_node_check``, timed), the others are created already checked: a
+   stand-in, as one pass per node would take the run's whole hour here;
+2. each gang of GANG submitted (a copy of its run's Job, as ``kubectl apply`` of the review file),
+   one after the other, each waited for until every pod is bound; then JOBS one-node runs at once;
+3. one pass of the gang watchdog and of the watchdog with its stuck-run guard, in this process
+   with the program's own code and its service account's token, every API request counted;
+4. one node check fence read (every Trainium node listed, as each node's check does per pass);
+5. the autoscaler started on a group of AUTOSCALED nodes at zero, a gang of that size submitted.
+
+Heartbeats: kwok writes each node's status every 120 s and renews its Lease every 40 s (a 160 s
+lease); the controller manager's node-monitor grace period is 200 s to match (EKS: 40 s leases, 50 s
+grace). The tier's 20 s and 10 s for thousands of nodes are about 300 writes a second, more than
+this 2-core machine serves beside the rest. Every process is stopped by PID at the end.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cluster_facts.kubernetes_names import NODE_GROUP_LABEL
+from cluster_facts.node_check import NODE_CHECK_TAINT_KEY
+from config import StackConfig, parse_config
+from tests.cluster.autoscaler import kwok_templates, node_template, start_autoscaler
+from tests.cluster.binaries import find_binaries
+from tests.cluster.control_plane import KWOK_STAGES, ControlPlane
+from tests.cluster.nodes import csi_node, group_nodes, system_nodes
+from tests.cluster.plans import plan_of
+from tests.cluster.runs import RunHandle, run_handle
+from tests.cluster.scale import (
+    AUTOSCALED_GROUP,
+    DEFAULT_RESULTS,
+    Measurement,
+    ScaleSettings,
+    format_report,
+    gang_run,
+    percentile,
+    process_usage,
+    scale_config,
+    settings_from,
+)
+
+HEARTBEAT_MILLISECONDS = 120_000
+LEASE_SECONDS = 160
+GRACE_SECONDS = 200
+BATCH = 100
+"""Nodes created per kubectl call (with their CSINodes), each call bounded by BATCH_TIMEOUT."""
+BATCH_TIMEOUT = 600.0
+GANG_TIMEOUT = 600.0
+
+
+def _slow_stages(directory: Path) -> Path:
+    text = KWOK_STAGES.read_text()
+    heartbeat = text.index("name: node-heartbeat")
+    before, after = text[:heartbeat], text[heartbeat:]
+    after = after.replace("durationMilliseconds: 20000", f"durationMilliseconds: {HEARTBEAT_MILLISECONDS}", 1)
+    path = directory / "kwok_stages.yaml"
+    path.write_text(before + after)
+    return path
+
+
+class Sampler:
+    """Every 5 s, each live process's CPU seconds and resident memory (/proc); peaks kept."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.usage: dict[str, dict[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="sampler")
+        self._ticks = os.sysconf("SC_CLK_TCK")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        self.sample()
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.usage
+
+    def _run(self) -> None:
+        while not self._stop.wait(5):
+            self.sample()
+
+    def sample(self) -> None:
+        for process in list(self.plane.processes.started):
+            try:
+                stat = Path(f"/proc/{process.pid}/stat").read_text()
+                status = Path(f"/proc/{process.pid}/status").read_text()
+            except OSError:
+                continue
+            cpu, rss = process_usage(stat, status, self._ticks)
+            seen = self.usage.setdefault(
+                process.name, {"cpu_seconds": 0.0, "peak_rss_mib": 0.0, "_base": 0.0}
+            )
+            # A restarted process (the watchdog after an apply) starts its count again.
+            if cpu + seen["_base"] < seen["cpu_seconds"]:
+                seen["_base"] = seen["cpu_seconds"]
+            seen["cpu_seconds"] = cpu + seen["_base"]
+            seen["peak_rss_mib"] = max(seen["peak_rss_mib"], rss)
+
+    def report(self) -> dict[str, dict[str, float]]:
+        return {
+            name: {k: v for k, v in usage.items() if not k.startswith("_")}
+            for name, usage in self.usage.items()
+        }
+
+
+@contextmanager
+def phase(result: Measurement, name: str) -> Iterator[None]:
+    started = time.monotonic()
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {name} ...", flush=True)
+    try:
+        yield
+    finally:
+        result.phases[name] = time.monotonic() - started
+        print(f"[{datetime.now(UTC):%H:%M:%S}] {name}: {result.phases[name]:.1f} s", flush=True)
+
+
+def _count_lines(plane: ControlPlane, *args: str) -> int:
+    output = plane.kubectl(*args, "--no-headers", check=False, timeout=300).stdout
+    return sum(1 for line in output.splitlines() if line.strip())
+
+
+def register_nodes(plane: ControlPlane, config: StackConfig, settings: ScaleSettings) -> tuple[str, int]:
+    """Every pre-made group's nodes, in batches; the first one with the startup taint (module doc)."""
+    made: list[dict[str, Any]] = []
+    for group in config.trainium.node_groups:
+        if group.name == AUTOSCALED_GROUP:
+            continue
+        made += group_nodes(config, group.name, (f"{group.name}-{i:04d}" for i in range(group.max_size)))
+    sample = made[0]
+    for node in made[1:]:
+        node["spec"]["taints"] = [t for t in node["spec"]["taints"] if t["key"] != NODE_CHECK_TAINT_KEY]
+    for start in range(0, len(made), BATCH):
+        batch = made[start : start + BATCH]
+        objects = [*batch, *(csi_node(n["metadata"]["name"]) for n in batch)]
+        plane.kubectl(
+            "create", "-f", "-", input="".join(json.dumps(o) for o in objects), timeout=BATCH_TIMEOUT
+        )
+    return str(sample["metadata"]["name"]), len(made)
+
+
+def wait_nodes_ready(plane: ControlPlane, count: int, timeout: float) -> None:
+    def ready() -> bool:
+        output = plane.kubectl("get", "nodes", "--no-headers", timeout=300).stdout
+        return sum(1 for line in output.splitlines() if " Ready" in line) >= count
+
+    plane.wait_for(ready, timeout=timeout, what=f"{count} nodes Ready", interval=5)
+
+
+def _time(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def gang_figures(job: dict[str, Any], pods: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Seconds from the Job's creation to its pods made and to each pod's binding (the API server's
+    timestamps, one-second resolution)."""
+    created = _time(job["metadata"]["creationTimestamp"])
+    bound = sorted(
+        _time(c["lastTransitionTime"]) - created
+        for pod in pods
+        for c in pod["status"].get("conditions", [])
+        if c["type"] == "PodScheduled" and c["status"] == "True"
+    )
+    made = max((_time(p["metadata"]["creationTimestamp"]) - created for p in pods), default=float("nan"))
+    return {
+        "pods_made": made,
+        "first_bound": bound[0] if bound else float("nan"),
+        "p50_bound": percentile(bound, 0.5),
+        "p99_bound": percentile(bound, 0.99),
+        "all_bound": bound[-1] if bound else float("nan"),
+    }
+
+
+def run_gang(plane: ControlPlane, run: RunHandle, name: str, result: Measurement) -> None:
+    copy = run.copy_as(name)
+    size = copy.replicas()
+    started = time.monotonic()
+    copy.apply()
+
+    def all_bound() -> list[dict[str, Any]] | None:
+        pods = copy.pods()
+        return pods if len(pods) == size and all(p["spec"].get("nodeName") for p in pods) else None
+
+    try:
+        pods = plane.wait_for(all_bound, timeout=GANG_TIMEOUT, what=f"gang {name} bound", interval=1)
+    except AssertionError as error:
+        result.failures.append(f"gang {name} ({size} nodes) not bound within {GANG_TIMEOUT:.0f} s")
+        print(str(error)[:2000], flush=True)
+        return
+    job = plane.kubectl.json("get", "job.batch.volcano.sh", name, "-n", copy.namespace)
+    figures = gang_figures(job, pods)
+    result.gangs.append({"size": size, **figures, "observed": time.monotonic() - started})
+    print(f"  gang {name}: {size} pods, all bound {figures['all_bound']:.0f} s after the Job", flush=True)
+
+
+def run_small_jobs(plane: ControlPlane, run: RunHandle, count: int, result: Measurement) -> None:
+    copies = [run.copy_as(f"bench-one-{index:04d}") for index in range(count)]
+    started = time.monotonic()
+    plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input="".join(json.dumps(m) for c in copies for m in c.step.manifests),
+        timeout=600,
+    )
+    namespace = copies[0].namespace
+
+    def bound() -> bool:
+        pods = plane.kubectl.json("get", "pods", "-n", namespace, "-l", "volcano.sh/job-name")["items"]
+        mine = [p for p in pods if p["metadata"]["labels"]["volcano.sh/job-name"].startswith("bench-one-")]
+        return len(mine) == count and all(p["spec"].get("nodeName") for p in mine)
+
+    try:
+        plane.wait_for(bound, timeout=GANG_TIMEOUT, what=f"{count} one-node runs bound", interval=2)
+        result.gangs.append(
+            {"size": f"{count} x 1", "pods_made": float("nan"), "first_bound": float("nan"),
+             "p50_bound": float("nan"), "p99_bound": float("nan"), "all_bound": time.monotonic() - started}
+        )  # fmt: skip
+    except AssertionError:
+        result.failures.append(f"{count} one-node runs not all bound within {GANG_TIMEOUT:.0f} s")
+
+
+def counted(api: Any) -> dict[str, float]:
+    """Counts every request ``api`` (kube_api.Api) makes, the items of its lists and the bytes read."""
+    counter = {"requests": 0.0, "objects": 0.0, "bytes": 0.0}
+    original = api._request
+
+    def request(method: str, path: str, body: Any, content_type: str, accept: str) -> bytes:
+        counter["requests"] += 1
+        answer: bytes = original(method, path, body, content_type, accept)
+        counter["bytes"] += len(answer)
+        if accept == "application/json" and b'"items"' in answer[:4096]:
+            counter["objects"] += len(json.loads(answer).get("items") or [])
+        return answer
+
+    api._request = request
+    return counter
+
+
+def _program_modules(directory: Path) -> tuple[Any, Any]:
+    """The programs of a ConfigMap's directory, imported as the pod runs them (its modules by name)."""
+    sys.path.insert(0, str(directory))
+    watchdog = importlib.import_module("gang_watchdog") if (directory / "gang_watchdog.py").exists() else None
+    return watchdog, importlib.import_module("kube_api")
+
+
+def watchdog_passes(plane: ControlPlane, result: Measurement) -> None:
+    """One pass of the watchdog without and with its stuck-run guard: its program's ``main --once``
+    with its Deployment's arguments, in this process, its API client counted."""
+    process = plane.processes.get("gang-watchdog")
+    script, args = Path(process.args[1]), process.args[2:]
+    os.environ.update(plane.kube_api_environment(plane.work_dir / "gang-watchdog.token"))
+    watchdog, kube_api = _program_modules(script.parent)
+    without_guard = [a for a in args if not a.startswith(("--stuck-minutes", "--stuck-annotation"))]
+    for name, arguments in (("gang watchdog", without_guard), ("watchdog + stuck-run guard", args)):
+        api = kube_api.in_cluster()
+        counter = counted(api)
+        watchdog.in_cluster = lambda api=api: api
+        started = time.monotonic()
+        code = watchdog.main([*arguments, "--once"])
+        seconds = time.monotonic() - started
+        if code != 0:
+            result.failures.append(f"{name}: its pass exited {code}")
+        result.controllers.append({"name": name, "seconds": seconds, **counter})
+
+
+def node_check_figures(plane: ControlPlane, sample: str, result: Measurement) -> None:
+    """The node check's pass on ``sample`` (its program's writes, ``pass_node_check``), and one fence
+    read of its watch: every Trainium node listed, as each node's check does every WATCH_SECONDS."""
+    plane.wait_for(
+        lambda: any(t["key"] == NODE_CHECK_TAINT_KEY for t in plane.kubectl.json("get", "node", sample)["spec"].get("taints", [])),
+        timeout=60, what=f"{sample} with the startup taint",
+    )  # fmt: skip
+    started = time.monotonic()
+    plane.pass_node_check([sample])
+    result.controllers.append(
+        {"name": "node check pass (one node, with its token)", "seconds": time.monotonic() - started,
+         "requests": float("nan"), "objects": float("nan"), "bytes": float("nan")}
+    )  # fmt: skip
+    directory, environment = plane.node_check_program()
+    _, kube_api = _program_modules(directory)
+    os.environ.update(plane.kube_api_environment(plane.node_check_token(sample)))
+    selector = environment["NEURON_DEVICES_LABEL"]
+    for name, read in (
+        ("node check fence: every node listed (first node; before: all)", lambda api: api.items("/api/v1/nodes", labelSelector=selector)),
+        ("node check fence: one page (every other node)", lambda api: api.call("GET", f"/api/v1/nodes?labelSelector={selector}&limit=50")),
+    ):  # fmt: skip
+        api = kube_api.in_cluster()
+        counter = counted(api)
+        started = time.monotonic()
+        read(api)
+        result.controllers.append({"name": name, "seconds": time.monotonic() - started, **counter})
+
+
+def _metrics(url: str, context: Any = None) -> str:
+    with urllib.request.urlopen(url, timeout=30, context=context) as response:
+        return str(response.read().decode())
+
+
+def metric_sums(text: str, names: Sequence[str]) -> dict[str, float]:
+    """The sum over labels of each metric in ``names`` (Prometheus text)."""
+    sums = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        name = re.split(r"[{ ]", line, maxsplit=1)[0]
+        if name in sums:
+            sums[name] += float(line.rsplit(" ", 1)[1])
+    return sums
+
+
+def _flag(args: Sequence[str], flag: str) -> str:
+    return next(a.split("=", 1)[1] for a in args if a.startswith(f"{flag}="))
+
+
+def volcano_figures(plane: ControlPlane) -> dict[str, float]:
+    scheduler = next(p for p in plane.processes.started if p.args[0] == str(plane.binaries.volcano_scheduler))
+    text = _metrics(f"http://{_flag(scheduler.args, '--listen-address')}/metrics")
+    name = "volcano_e2e_scheduling_latency_milliseconds"
+    sums = metric_sums(text, [f"{name}_sum", f"{name}_count"])
+    return {
+        "cycles": sums[f"{name}_count"],
+        "cycle ms, mean": sums[f"{name}_sum"] / max(1.0, sums[f"{name}_count"]),
+    }
+
+
+API_METRICS = (
+    "apiserver_request_total",
+    "apiserver_flowcontrol_rejected_requests_total",
+    "apiserver_request_terminations_total",
+)
+
+
+def api_metrics(plane: ControlPlane) -> dict[str, float]:
+    return metric_sums(plane.kubectl("get", "--raw", "/metrics", timeout=120).stdout, API_METRICS)
+
+
+def autoscaler_phase(plane: ControlPlane, config: StackConfig, run: RunHandle, result: Measurement) -> None:
+    """The autoscaler on the one group at zero; a gang of its size submitted: when the first and the
+    last node were made, in how many scale-up decisions, when the gang was bound; its loop time."""
+    (group,) = [g for g in config.trainium.node_groups if g.name == AUTOSCALED_GROUP]
+    alone = config.model_copy(
+        update={"trainium": config.trainium.model_copy(update={"node_groups": [group]})}
+    )
+    scaler = start_autoscaler(
+        plane, alone, templates=lambda c: {**kwok_templates(c), "items": [node_template(c, group.name)]}
+    )
+    try:
+        copy = run.copy_as("bench-autoscaled")
+        started = time.monotonic()
+        copy.apply()
+        size = copy.replicas()
+        counts: list[tuple[float, int]] = []
+
+        def nodes_made() -> bool:
+            made = _count_lines(plane, "get", "nodes", "-l", f"{NODE_GROUP_LABEL}={group.name}")
+            counts.append((time.monotonic() - started, made))
+            return made >= size
+
+        plane.wait_for(nodes_made, timeout=GANG_TIMEOUT, what=f"{size} nodes of {group.name}", interval=1)
+        first = next(t for t, made in counts if made)
+
+        def bound() -> bool:
+            pods = copy.pods()
+            return len(pods) == size and all(p["spec"].get("nodeName") for p in pods)
+
+        plane.wait_for(bound, timeout=GANG_TIMEOUT, what="the autoscaled gang bound", interval=2)
+        decisions = [line for line in scaler.log().splitlines() if "Final scale-up plan" in line]
+        text = _metrics(f"http://{_flag(scaler.args, '--address')}/metrics")
+        main = 'cluster_autoscaler_function_duration_seconds_{}{{function="main"}}'
+        loop_sum, loop_count = (
+            sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith(main.format(part))
+            )
+            for part in ("sum", "count")
+        )
+        result.autoscaler = {
+            "gang nodes": size,
+            "s to first node made": first,
+            "s to all nodes made": counts[-1][0],
+            "s to gang bound": time.monotonic() - started,
+            "scale-up decisions": len(decisions),
+            "loops": loop_count,
+            "loop s, mean": loop_sum / max(1.0, loop_count),
+        }
+        print("  scale-up decisions:\n    " + "\n    ".join(decisions), flush=True)
+    except AssertionError as error:
+        result.failures.append(f"autoscaler phase: {str(error).splitlines()[0]}")
+    finally:
+        scaler.stop()
+
+
+def bench(settings: ScaleSettings, work_dir: Path, result: Measurement) -> None:
+    data = scale_config(settings)
+    config = parse_config(data)
+    with phase(result, "plan rendered"):
+        plan = plan_of(data)
+    plane = ControlPlane(
+        binaries=find_binaries(),
+        work_dir=work_dir,
+        node_monitor_grace_seconds=GRACE_SECONDS,
+        node_lease_seconds=LEASE_SECONDS,
+        kwok_stages=_slow_stages(work_dir),
+    )
+    sampler = Sampler(plane)
+    try:
+        with phase(result, "control plane started"):
+            plane.start()
+            sampler.start()
+            plane.add_nodes(system_nodes(config))
+            wait_nodes_ready(plane, config.system_nodes.desired_size, 120)
+        with phase(result, "plan applied (Volcano, watchdog, teams)"):
+            plane.apply_plan(plan)
+        with phase(result, "Trainium nodes registered"):
+            sample, made = register_nodes(plane, config, settings)
+        with phase(result, "Trainium nodes Ready"):
+            wait_nodes_ready(plane, made + config.system_nodes.desired_size, 900)
+        with phase(result, "every daemon pod bound"):
+            plane.wait_for(
+                lambda: _count_lines(plane, "get", "pods", "-A", "--field-selector=status.phase=Pending") == 0,
+                timeout=900, what="no Pending pod", interval=5,
+            )  # fmt: skip
+        with phase(result, "node check"):
+            node_check_figures(plane, sample, result)
+        before = api_metrics(plane)
+        api_started = time.monotonic()
+        with phase(result, "gangs"):
+            for size in settings.gangs:
+                run_gang(plane, run_handle(plane, plan, gang_run(size)), f"bench-{size}", result)
+        if settings.small_jobs:
+            with phase(result, "one-node runs"):
+                run_small_jobs(plane, run_handle(plane, plan, gang_run(1)), settings.small_jobs, result)
+        after = api_metrics(plane)
+        seconds = time.monotonic() - api_started
+        result.api = {
+            "requests/s during the runs": (after[API_METRICS[0]] - before[API_METRICS[0]]) / seconds,
+            "requests rejected (APF)": after[API_METRICS[1]],
+            "requests terminated": after[API_METRICS[2]],
+        }
+        with phase(result, "controller passes"):
+            watchdog_passes(plane, result)
+        result.volcano = volcano_figures(plane)
+        if settings.autoscaled:
+            with phase(result, "autoscaler scale-up"):
+                autoscaler_phase(plane, config, run_handle(plane, plan, "autoscaled"), result)
+    except Exception as error:  # noqa: BLE001 - any failure is a figure of the run; the report is still written
+        result.failures.append(f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        print(str(error)[:4000], flush=True)
+    finally:
+        result.processes = sampler.report() if sampler.stop() is not None else {}
+        result.failures += _log_failures(plane)
+        plane.stop()
+
+
+_LOG_FAULTS = re.compile(
+    r"failed calling webhook|context deadline exceeded|leader election lost|Throttling request"
+)
+
+
+def _log_failures(plane: ControlPlane) -> list[str]:
+    found = []
+    for log in sorted((plane.work_dir / "logs").glob("*.log")):
+        hits = [line for line in log.read_text(errors="replace").splitlines() if _LOG_FAULTS.search(line)]
+        if hits:
+            found.append(f"{log.stem}: {len(hits)} log lines like {hits[-1][:200]!r}")
+    return found
+
+
+def machine() -> str:
+    memory = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    load = os.getloadavg()
+    return f"{os.cpu_count()} cores, {memory / 1024 / 1024:.0f} GiB, {platform.platform()}, load at the start {load[0]:.1f}"
+
+
+def main(environment: dict[str, str] | None = None) -> int:
+    settings = settings_from(environment if environment is not None else dict(os.environ))
+    problems = settings.problems()
+    if problems:
+        print("\n".join(f"bench-scale: {p}" for p in problems), file=sys.stderr)
+        return 2
+    out = Path((environment or os.environ).get("BENCH_OUT") or DEFAULT_RESULTS)
+    result = Measurement(settings=settings, machine=machine())
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as work:
+        bench(settings, Path(work), result)
+    report = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n" + format_report(result)
+    print(report)
+    out.write_text(report)
+    (out.with_suffix(".json")).write_text(json.dumps(result.__dict__, default=lambda o: o.__dict__, indent=1))
+    print(f"written to {out} and {out.with_suffix('.json')}")
+    return 1 if result.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""What `make bench-scale` (tests/cluster/bench_scale.py) deploys and how it reports: the configuration
+of a cluster of many teams and thousands of Trainium nodes, and the table of what was measured.
+Pure functions, no cluster: tests/test_bench_scale.py checks them.
+
+The configuration starts from config/default.yaml and changes only what scale needs: ``groups``
+Trainium node groups (trn1.32xlarge and trn2.48xlarge alternating, all in the default's zone)
+whose ``max_size`` add up to ``nodes``; ``teams`` teams, team ``i`` on group ``i mod groups``; one
+run per gang size (``apply: false``: the bench submits copies of its Job), each on the first team
+of a group large enough; and an autoscaled group of ``autoscaled`` nodes at most, no node at the
+start, for the autoscaler's scale-up of one gang. It goes through the real validation and plan
+(``parse_config``, tests/cluster/plans.py), so every quota, queue and policy is the product's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.cluster.plans import config_data
+from tests.conftest import DEFAULT_CONFIG
+
+__all__ = [
+    "AUTOSCALED_GROUP",
+    "INSTANCE_TYPES",
+    "Measurement",
+    "ScaleSettings",
+    "format_report",
+    "gang_run",
+    "group_sizes",
+    "percentile",
+    "process_usage",
+    "scale_config",
+]
+
+INSTANCE_TYPES = ("trn1.32xlarge", "trn2.48xlarge")
+"""The shapes of the pre-made groups, alternating (the catalog's names)."""
+AUTOSCALED_GROUP = "scale-up"
+"""The group the autoscaler raises from zero; its team is the last one."""
+MAX_GROUP_NODES = 512
+"""The largest pre-made group: a group is one Auto Scaling group in one placement group."""
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    nodes: int = 1024
+    """Sized for one run of about 15 minutes on a 2-core machine (docs/performance.md, "Scale")."""
+    teams: int = 20
+    gangs: tuple[int, ...] = (64, 128, 256)
+    autoscaled: int = 64
+    """Nodes of the gang the autoscaler scales up for (0: no autoscaler phase)."""
+    small_jobs: int = 100
+    """One-node runs queued after the gangs, spread over the teams (the watchdog's and guard's load)."""
+
+    def problems(self) -> list[str]:
+        """What is wrong with these settings, one line each, naming the variable."""
+        found = []
+        if self.nodes < 1:
+            found.append(f"NODES={self.nodes}: at least 1")
+        if not 1 <= self.teams <= 200:
+            found.append(f"TEAMS={self.teams}: 1 to 200")
+        groups = len(group_sizes(self.nodes)) if self.nodes >= 1 else 0
+        largest = max(group_sizes(self.nodes), default=0)
+        for gang in self.gangs:
+            if not 1 <= gang <= largest:
+                found.append(f"GANG={gang}: 1 to the largest group, {largest} nodes ({groups} groups)")
+        if self.teams < groups:
+            found.append(f"TEAMS={self.teams}: at least one per node group ({groups} for {self.nodes} nodes)")
+        if not found and sum(self.gangs) + self.small_jobs > self.nodes:
+            found.append(
+                f"GANG={','.join(map(str, self.gangs))} and JOBS={self.small_jobs}: together "
+                f"{sum(self.gangs) + self.small_jobs} nodes, more than NODES={self.nodes}"
+            )
+        if self.autoscaled < 0:
+            found.append(f"AUTOSCALED={self.autoscaled}: 0 or more")
+        return found
+
+
+def group_sizes(nodes: int) -> list[int]:
+    """``nodes`` split into the fewest groups of at most MAX_GROUP_NODES, as even as can be."""
+    count = max(1, math.ceil(nodes / MAX_GROUP_NODES))
+    base, extra = divmod(nodes, count)
+    return [base + (1 if index < extra else 0) for index in range(count)]
+
+
+def _group_name(index: int) -> str:
+    return f"g{index:02d}-{INSTANCE_TYPES[index % len(INSTANCE_TYPES)].split('.')[0]}"
+
+
+def _team_name(index: int) -> str:
+    return f"team{index:03d}"
+
+
+def gang_run(size: int) -> str:
+    return f"gang-{size}"
+
+
+def scale_config(settings: ScaleSettings) -> dict[str, Any]:
+    """The configuration's data (module docstring); raises ValueError with ``problems()``."""
+    problems = settings.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    data = config_data(DEFAULT_CONFIG)
+    sizes = group_sizes(settings.nodes)
+    groups = [
+        {
+            "name": _group_name(index),
+            "instance_type": INSTANCE_TYPES[index % len(INSTANCE_TYPES)],
+            "min_size": 0,
+            "max_size": size,
+            "capacity_type": "on_demand",
+            "capacity_reservation_id": None,
+            "placement_group": True,
+        }
+        for index, size in enumerate(sizes)
+    ]
+    if settings.autoscaled:
+        groups.append({**groups[0], "name": AUTOSCALED_GROUP, "max_size": settings.autoscaled})
+    data["trainium"]["node_groups"] = groups
+    # A team's quota holds its share of the gangs and small runs at once, and its etcd.
+    pods = max(64, max(settings.gangs, default=1) * 2 + settings.small_jobs + 8, settings.autoscaled + 8)
+    teams = [
+        {
+            "name": _team_name(index),
+            "node_groups": [groups[index % len(sizes)]["name"]],
+            "quota": {"pods": pods, "jobs": max(64, settings.small_jobs + len(settings.gangs) + 8)},
+        }
+        for index in range(settings.teams)
+    ]
+    if settings.autoscaled:
+        teams[-1]["node_groups"] = [*teams[-1]["node_groups"], AUTOSCALED_GROUP]
+    data["teams"] = teams
+    sizes_run = sorted({*settings.gangs, 1})
+    data["runs"] = [
+        _run(size, teams[_team_for(size, sizes, order)]["name"]) for order, size in enumerate(sizes_run)
+    ]
+    if settings.autoscaled:
+        scaled = _run(settings.autoscaled, teams[-1]["name"])
+        data["runs"].append({**scaled, "name": "autoscaled", "node_group": AUTOSCALED_GROUP})
+    return data
+
+
+def _team_for(size: int, sizes: Sequence[int], order: int) -> int:
+    """The team of group ``order`` (mod their number; team i is on group i), so the gangs spread
+    over the groups; the first group that holds ``size`` nodes when that one does not."""
+    wanted = order % len(sizes)
+    return wanted if sizes[wanted] >= size else next(i for i, group in enumerate(sizes) if group >= size)
+
+
+def _run(size: int, team: str) -> dict[str, Any]:
+    # The preset's model and image; one accumulation step (the tutorial's global batch is for 2 nodes).
+    return {
+        "name": gang_run(size),
+        "preset": "bert-large",
+        "nodes": size,
+        "team": team,
+        "parameters": {"grad_accum_usteps": 1},
+    }
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile (``fraction`` 0.5: the median); NaN of nothing."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def process_usage(stat: str, status: str, ticks_per_second: int) -> tuple[float, float]:
+    """(CPU seconds, user + system, and resident MiB) from a process's /proc/<pid>/stat and status."""
+    # The command name in parentheses may hold spaces: fields count from after its closing one.
+    fields = stat.rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / ticks_per_second
+    rss_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    return cpu, rss_kib / 1024
+
+
+@dataclass
+class Measurement:
+    """One bench run's figures (tests/cluster/bench_scale.py fills them in)."""
+
+    settings: ScaleSettings
+    machine: str = ""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of each phase, in order."""
+    gangs: list[dict[str, Any]] = field(default_factory=list)
+    """Per gang: size, seconds from submit to its pods made, to all bound (p50 and last pod)."""
+    controllers: list[dict[str, Any]] = field(default_factory=list)
+    """Per platform controller pass: name, seconds, API requests, objects read."""
+    autoscaler: dict[str, Any] = field(default_factory=dict)
+    processes: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per process: cpu seconds over the run, peak resident MiB seen."""
+    api: dict[str, float] = field(default_factory=dict)
+    volcano: dict[str, float] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+def _rows(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    # The first column (a name) to the left, the figures to the right.
+    return [
+        line,
+        *(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+            for row in cells
+        ),
+    ]
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.2f}"
+    return str(value)
+
+
+def format_report(result: Measurement) -> str:
+    """The table `make bench-scale` prints and writes."""
+    s = result.settings
+    out = [
+        (
+            f"bench-scale: {s.nodes} Trainium nodes, {s.teams} teams, gangs {','.join(map(str, s.gangs))}, "
+            f"{s.small_jobs} one-node runs, autoscaled gang {s.autoscaled}"
+        ),
+        f"machine: {result.machine}",
+        "",
+        "phases (wall seconds)",
+        *_rows(["phase", "seconds"], list(result.phases.items())),
+        "",
+        "gangs (seconds from the Job's creation; every node Ready before)",
+        *_rows(
+            ["nodes", "pods made", "first bound", "p50 bound", "p99 bound", "all bound"],
+            [
+                [g["size"], g["pods_made"], g["first_bound"], g["p50_bound"], g["p99_bound"], g["all_bound"]]
+                for g in result.gangs
+            ],
+        ),
+        "",
+        "platform controllers (one pass each, at the end)",
+        *_rows(
+            ["controller", "seconds", "API requests", "objects read", "MiB read"],
+            [
+                [c["name"], c["seconds"], c["requests"], c["objects"], c.get("bytes", math.nan) / 2**20]
+                for c in result.controllers
+            ],
+        ),
+    ]
+    if result.autoscaler:
+        out += ["", "cluster autoscaler", *_rows(["figure", "value"], list(result.autoscaler.items()))]
+    out += ["", "Volcano scheduler", *_rows(["figure", "value"], list(result.volcano.items()))]
+    out += ["", "API server", *_rows(["figure", "value"], list(result.api.items()))]
+    out += [
+        "",
+        "processes (CPU seconds over the run, peak resident MiB sampled)",
+        *_rows(
+            ["process", "CPU s", "peak RSS MiB"],
+            [[name, usage["cpu_seconds"], usage["peak_rss_mib"]] for name, usage in result.processes.items()],
+        ),
+        "",
+        "failures: " + ("; ".join(result.failures) if result.failures else "none"),
+    ]
+    return "\n".join(out) + "\n"
+
+
+def settings_from(environment: Mapping[str, str]) -> ScaleSettings:
+    """NODES, TEAMS, GANG (comma-separated sizes), AUTOSCALED, JOBS; defaults of ScaleSettings."""
+    default = ScaleSettings()
+    gangs = environment.get("GANG", "")
+    return ScaleSettings(
+        nodes=int(environment.get("NODES") or default.nodes),
+        teams=int(environment.get("TEAMS") or default.teams),
+        gangs=tuple(int(g) for g in gangs.split(",") if g.strip()) if gangs.strip() else default.gangs,
+        autoscaled=int(environment.get("AUTOSCALED") or default.autoscaled),
+        small_jobs=int(environment.get("JOBS") or default.small_jobs),
+    )
+
+
+__all__ += ["DEFAULT_RESULTS", "MAX_GROUP_NODES", "settings_from"]
+
+DEFAULT_RESULTS = Path("bench-scale.txt")

@@ -1,0 +1,164 @@
+"""`make bench-scale`'s configuration builder and report (tests/cluster/scale.py, bench_scale.py),
+without a cluster: the bench itself is measured, not a timed test (docs/performance.md)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from config import parse_config
+from tests.cluster.bench_scale import gang_figures, metric_sums
+from tests.cluster.scale import (
+    AUTOSCALED_GROUP,
+    MAX_GROUP_NODES,
+    Measurement,
+    ScaleSettings,
+    format_report,
+    gang_run,
+    group_sizes,
+    percentile,
+    process_usage,
+    scale_config,
+    settings_from,
+)
+
+
+@pytest.mark.parametrize(
+    "settings", [ScaleSettings(), ScaleSettings(nodes=2048), ScaleSettings(nodes=4096, teams=8)]
+)
+def test_the_configuration_passes_validation_with_its_nodes_teams_and_gangs(settings: ScaleSettings) -> None:
+    config = parse_config(scale_config(settings))
+    made = [g for g in config.trainium.node_groups if g.name != AUTOSCALED_GROUP]
+    assert sum(g.max_size for g in made) == settings.nodes
+    assert all(g.max_size <= MAX_GROUP_NODES for g in made)
+    assert {g.instance_type for g in made} == {"trn1.32xlarge", "trn2.48xlarge"}
+    assert len(config.teams) == settings.teams
+    groups = {g.name: g for g in config.trainium.node_groups}
+    runs = {run.name: run for run in config.runs}
+    for size in (*settings.gangs, 1):
+        run = runs[gang_run(size)]
+        team = next(t for t in config.teams if t.name == run.team)
+        assert run.nodes == size and not run.apply
+        assert groups[team.node_groups[0]].max_size >= size
+    # The gangs spread over the groups, so they all fit at once beside the one-node runs.
+    held: dict[str, int] = {}
+    for size in (*settings.gangs, *[1] * settings.small_jobs):
+        team = next(t for t in config.teams if t.name == runs[gang_run(size)].team)
+        held[team.node_groups[0]] = held.get(team.node_groups[0], 0) + size
+    assert len(held) > 1
+    assert all(nodes <= groups[group].max_size for group, nodes in held.items())
+    scaled = runs["autoscaled"]
+    assert scaled.node_group == AUTOSCALED_GROUP and scaled.nodes == groups[AUTOSCALED_GROUP].max_size
+    assert groups[AUTOSCALED_GROUP].min_size == 0
+
+
+def test_a_small_configuration_and_one_without_the_autoscaler() -> None:
+    config = parse_config(
+        scale_config(ScaleSettings(nodes=64, teams=2, gangs=(16, 32), small_jobs=8, autoscaled=0))
+    )
+    assert [(g.name, g.max_size) for g in config.trainium.node_groups] == [("g00-trn1", 64)]
+    assert {run.name for run in config.runs} == {"gang-1", "gang-16", "gang-32"}
+
+
+def test_groups_split_evenly_and_never_above_the_largest() -> None:
+    assert group_sizes(2048) == [512] * 4
+    assert group_sizes(1000) == [500, 500]
+    assert group_sizes(513) == [257, 256]
+    assert group_sizes(7) == [7]
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        (ScaleSettings(nodes=256, gangs=(512,), small_jobs=0), "GANG=512"),
+        (ScaleSettings(nodes=2048, teams=2), "TEAMS=2"),
+        (ScaleSettings(nodes=64, gangs=(64,), small_jobs=10), "GANG=64 and JOBS=10"),
+    ],
+)
+def test_bad_settings_are_one_line_naming_the_variable(settings: ScaleSettings, named: str) -> None:
+    (problem,) = settings.problems()
+    assert problem.startswith(named)
+    with pytest.raises(ValueError, match=named):
+        scale_config(settings)
+
+
+def test_settings_from_the_environment() -> None:
+    assert settings_from({}) == ScaleSettings()
+    read = settings_from({"NODES": "256", "TEAMS": "4", "GANG": "8, 32", "JOBS": "0", "AUTOSCALED": "0"})
+    assert read == ScaleSettings(nodes=256, teams=4, gangs=(8, 32), small_jobs=0, autoscaled=0)
+
+
+def test_percentiles_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == 50 and percentile(values, 0.99) == 99 and percentile(values, 1) == 100
+    assert math.isnan(percentile([], 0.5))
+
+
+def test_process_usage_reads_proc() -> None:
+    stat = "123 (kube apiserver) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100 2000000 500"
+    status = "Name:\tkube-apiserver\nVmRSS:\t  204800 kB\n"
+    assert process_usage(stat, status, 100) == (3.0, 200.0)
+
+
+def test_gang_figures_from_the_servers_timestamps() -> None:
+    job = {"metadata": {"creationTimestamp": "2026-11-28T10:00:00Z"}}
+
+    def pod(created: str, bound: str) -> dict[str, object]:
+        return {
+            "metadata": {"creationTimestamp": created},
+            "status": {
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}]
+            },
+        }
+
+    pods = [pod("2026-11-28T10:00:01Z", f"2026-11-28T10:00:{second:02d}Z") for second in (3, 4, 4, 9)]
+    figures = gang_figures(job, pods)
+    assert figures == {
+        "pods_made": 1.0,
+        "first_bound": 3.0,
+        "p50_bound": 4.0,
+        "p99_bound": 9.0,
+        "all_bound": 9.0,
+    }
+
+
+def test_metric_sums_over_labels() -> None:
+    text = (
+        "# HELP apiserver_request_total x\n"
+        'apiserver_request_total{verb="GET",code="200"} 10\n'
+        'apiserver_request_total{verb="LIST",code="200"} 2.5e+01\n'
+        'apiserver_request_total_other{verb="GET"} 99\n'
+    )
+    assert metric_sums(text, ["apiserver_request_total", "absent"]) == {
+        "apiserver_request_total": 35.0,
+        "absent": 0.0,
+    }
+
+
+def test_the_report_has_every_section() -> None:
+    result = Measurement(
+        settings=ScaleSettings(nodes=64, teams=2, gangs=(16,), small_jobs=0), machine="2 cores"
+    )
+    result.phases["gangs"] = 12.345
+    result.gangs.append(
+        {
+            "size": 16,
+            "pods_made": 1.0,
+            "first_bound": 2.0,
+            "p50_bound": 2.0,
+            "p99_bound": 3.0,
+            "all_bound": 3.0,
+        }
+    )
+    result.controllers.append({"name": "gang watchdog", "seconds": 0.5, "requests": 4.0, "objects": 100.0})
+    result.volcano = {"cycle ms, mean": 12.0}
+    result.api = {"requests/s during the runs": float("nan")}
+    result.processes = {"kube-apiserver": {"cpu_seconds": 10.0, "peak_rss_mib": 300.0}}
+    report = format_report(result)
+    for expected in ("gangs 16", "12.35", "gang watchdog", "kube-apiserver", "300.00", "failures: none"):
+        assert expected in report
+    (api_line,) = [line for line in report.splitlines() if line.startswith("requests/s during the runs")]
+    assert api_line.endswith(" -")
+    result.failures.append("gang bench-16 not bound")
+    assert "failures: gang bench-16 not bound" in format_report(result)
