@@ -16,7 +16,13 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-__all__ = ["CONTAINER_DEFAULTS", "CONTAINER_DEFAULTS_NAME", "ContainerDefaultsChart", "container_resources"]
+__all__ = [
+    "CONTAINER_DEFAULTS",
+    "CONTAINER_DEFAULTS_NAME",
+    "ContainerDefaultsChart",
+    "container_defaults",
+    "container_resources",
+]
 
 CONTAINER_DEFAULTS_NAME = "platform-defaults"
 CONTAINER_DEFAULTS: dict[str, dict[str, str]] = {
@@ -44,18 +50,39 @@ class ContainerDefaultsChart(cdk8s.Chart):
 
     def __init__(self, scope: Construct, id: str, *, namespace: str) -> None:
         super().__init__(scope, id)
-        q = k8s.Quantity.from_string
-        k8s.KubeLimitRange(
+        container_defaults(
             self,
             "Defaults",
-            metadata=k8s.ObjectMeta(name=CONTAINER_DEFAULTS_NAME, namespace=namespace),
-            spec=k8s.LimitRangeSpec(
-                limits=[
-                    k8s.LimitRangeItem(
-                        type="Container",
-                        default_request={k: q(v) for k, v in CONTAINER_DEFAULTS["defaultRequest"].items()},
-                        default={k: q(v) for k, v in CONTAINER_DEFAULTS["default"].items()},
-                    )
-                ]
-            ),
+            name=CONTAINER_DEFAULTS_NAME,
+            namespace=namespace,
+            requests=CONTAINER_DEFAULTS["defaultRequest"],
+            limits=CONTAINER_DEFAULTS["default"],
         )
+
+
+def container_defaults(
+    scope: Construct,
+    id: str,
+    *,
+    name: str,
+    namespace: str,
+    requests: Mapping[str, str],
+    limits: Mapping[str, str] | None = None,
+) -> k8s.KubeLimitRange:
+    """A LimitRange that gives a container declaring none these requests (and limits); no minimum or
+    maximum, so it refuses nothing."""
+    q = k8s.Quantity.from_string
+    return k8s.KubeLimitRange(
+        scope,
+        id,
+        metadata=k8s.ObjectMeta(name=name, namespace=namespace),
+        spec=k8s.LimitRangeSpec(
+            limits=[
+                k8s.LimitRangeItem(
+                    type="Container",
+                    default_request={k: q(v) for k, v in requests.items()},
+                    default=None if limits is None else {k: q(v) for k, v in limits.items()},
+                )
+            ]
+        ),
+    )

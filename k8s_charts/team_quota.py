@@ -52,6 +52,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from cluster_facts.kubernetes_names import NEURON_RESOURCE
+from k8s_charts.resources import CONTAINER_DEFAULTS, container_defaults
 
 __all__ = [
     "CRITICAL_PRIORITY_CLASSES",
@@ -102,8 +103,9 @@ def counted_kind(api_version: str, kind: str) -> str | None:
 
 LIMIT_RANGE_NAME = "team-defaults"
 CRITICAL_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
-DEFAULT_CONTAINER_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
-"""What a container that asks for nothing is given (TorchX's and the stack's pods always ask)."""
+DEFAULT_CONTAINER_REQUESTS = CONTAINER_DEFAULTS["defaultRequest"]
+"""What a container that asks for nothing is given (TorchX's and the stack's pods always ask): the
+platform namespaces' requests, without their limits."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,21 +169,13 @@ class TeamQuotaChart(cdk8s.Chart):
             metadata=k8s.ObjectMeta(name=QUOTA_NAME, namespace=namespace),
             spec=k8s.ResourceQuotaSpec(hard={key: q(value) for key, value in quota.hard.items()}),
         )
-        k8s.KubeResourceQuota(
+        _no_pods_where(
             self,
             "NoCritical",
-            metadata=k8s.ObjectMeta(name=NO_CRITICAL_QUOTA, namespace=namespace),
-            spec=k8s.ResourceQuotaSpec(
-                hard={"pods": q("0")},
-                scope_selector=k8s.ScopeSelector(
-                    match_expressions=[
-                        k8s.ScopedResourceSelectorRequirement(
-                            scope_name="PriorityClass",
-                            operator="In",
-                            values=list(CRITICAL_PRIORITY_CLASSES),
-                        )
-                    ]
-                ),
+            name=NO_CRITICAL_QUOTA,
+            namespace=namespace,
+            selecting=k8s.ScopedResourceSelectorRequirement(
+                scope_name="PriorityClass", operator="In", values=list(CRITICAL_PRIORITY_CLASSES)
             ),
         )
         k8s.KubeResourceQuota(
@@ -190,31 +184,30 @@ class TeamQuotaChart(cdk8s.Chart):
             metadata=k8s.ObjectMeta(name=OBJECTS_QUOTA, namespace=namespace),
             spec=k8s.ResourceQuotaSpec(hard={key: q(value) for key, value in quota.objects.items()}),
         )
-        k8s.KubeResourceQuota(
+        _no_pods_where(
             self,
             "NoCrossNamespaceAffinity",
-            metadata=k8s.ObjectMeta(name=NO_CROSS_NAMESPACE_QUOTA, namespace=namespace),
-            spec=k8s.ResourceQuotaSpec(
-                hard={"pods": q("0")},
-                scope_selector=k8s.ScopeSelector(
-                    match_expressions=[
-                        k8s.ScopedResourceSelectorRequirement(
-                            scope_name="CrossNamespacePodAffinity", operator="Exists"
-                        )
-                    ]
-                ),
+            name=NO_CROSS_NAMESPACE_QUOTA,
+            namespace=namespace,
+            selecting=k8s.ScopedResourceSelectorRequirement(
+                scope_name="CrossNamespacePodAffinity", operator="Exists"
             ),
         )
-        k8s.KubeLimitRange(
-            self,
-            "Defaults",
-            metadata=k8s.ObjectMeta(name=LIMIT_RANGE_NAME, namespace=namespace),
-            spec=k8s.LimitRangeSpec(
-                limits=[
-                    k8s.LimitRangeItem(
-                        type="Container",
-                        default_request={key: q(value) for key, value in DEFAULT_CONTAINER_REQUESTS.items()},
-                    )
-                ]
-            ),
+        container_defaults(
+            self, "Defaults", name=LIMIT_RANGE_NAME, namespace=namespace, requests=DEFAULT_CONTAINER_REQUESTS
         )
+
+
+def _no_pods_where(
+    scope: Construct, id: str, *, name: str, namespace: str, selecting: k8s.ScopedResourceSelectorRequirement
+) -> None:
+    """A ResourceQuota of zero pods in the quota scope ``selecting``: such a pod is refused at creation."""
+    k8s.KubeResourceQuota(
+        scope,
+        id,
+        metadata=k8s.ObjectMeta(name=name, namespace=namespace),
+        spec=k8s.ResourceQuotaSpec(
+            hard={"pods": k8s.Quantity.from_string("0")},
+            scope_selector=k8s.ScopeSelector(match_expressions=[selecting]),
+        ),
+    )

@@ -74,8 +74,8 @@ from kube_api import Api, ApiError, in_cluster
 from node_check_budget import (
     Budget,
     Decision,
-    GroupRecord,
     Replacement,
+    claim_suspension,
     record_pass,
     record_suspension,
     reserve,
@@ -485,13 +485,14 @@ def stop_launches(api: Api, node: Mapping[str, Any], reason: str, repair: Repair
     path = repair.record(node)
     instance = instance_id(node)
     assert path is not None and instance is not None  # a stop comes only from the group's record
-    record = GroupRecord.read(api.get(path))
-    if record.suspended:
-        return f"launches already suspended: {record.suspended}"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    after = f"after {node['metadata']['name']} failed {reason}"
+    taken = claim_suspension(api, path, text=f"{now} {after}")
+    if taken is not None:
+        return f"launches already suspended: {taken}"
     group, action = suspend_launches(instance, repair.timeout)
-    if group is not None:
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        record_suspension(api, path, text=f"{now} {group} after {node['metadata']['name']} failed {reason}")
+    # The group's name once AWS named it; a failed call gives the claim back, so a later node tries.
+    record_suspension(api, path, text=f"{now} {group} {after}" if group is not None else "")
     return action
 
 

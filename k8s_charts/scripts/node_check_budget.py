@@ -206,6 +206,21 @@ def record_pass(api: Api, path: str, *, node: str, now: datetime) -> bool:
     raise RuntimeError(f"{path} kept changing; gave up after {_ATTEMPTS} attempts")
 
 
+def claim_suspension(api: Api, path: str, *, text: str) -> str | None:
+    """Record, before the call to AWS, that this pod suspends the group's launches, unless another
+    pod's note is there already: that note, or None when the claim is this pod's. Two nodes failing
+    at once both read "not suspended"; the optimistic write lets one of them act (the tier saw both
+    suspend before this)."""
+    for _ in range(_ATTEMPTS):
+        configmap = api.get(path)
+        suspended = GroupRecord.read(configmap).suspended
+        if suspended:
+            return suspended
+        if _update(api, path, configmap, {SUSPENDED_KEY: text}):
+            return None
+    raise RuntimeError(f"{path} kept changing; gave up after {_ATTEMPTS} attempts")
+
+
 def record_suspension(api: Api, path: str, *, text: str) -> None:
     """Note that the group's launches were suspended (what and since when, for a person)."""
     for _ in range(_ATTEMPTS):

@@ -151,6 +151,13 @@ class ApplyReport:
             if line.endswith((" configured", " created"))
         ]
 
+    def changed_but_budgets(self) -> list[str]:
+        """``configured()`` without the PodDisruptionBudgets' lines: a budget always reads "configured"
+        (its spec.selector has the patch strategy "replace", so kubectl's computed patch is never
+        empty even for an unchanged object, as Azure/eno#246 found for the same field). Whether one
+        changed is for ``ControlPlane.stored_differences`` to say."""
+        return [line for line in self.configured() if " poddisruptionbudget.policy/" not in line]
+
 
 @dataclass
 class _Deployed:

@@ -282,10 +282,6 @@ def test_a_job_may_not_make_volcano_create_what_the_team_may_not(
         ("delete a team's default-deny", ("delete", "networkpolicy", "default-deny", "-n", A)),
         ("delete the team's etcd Service", ("delete", "service", "etcd-server", "-n", A)),
         ("delete a platform ConfigMap", ("delete", "configmap", "gang-watchdog", "-n", PLATFORM_NAMESPACE)),
-        (
-            "change a platform ConfigMap",
-            ("label", "configmap", "gang-watchdog", "x=y", "-n", PLATFORM_NAMESPACE),
-        ),
         ("create a Secret no Job owns", ("create", "secret", "generic", "x", "--from-literal=a=b", "-n", A)),
         ("write outside the Jobs' namespaces", ("create", "configmap", "x", "-n", "kube-system")),
         ("create a Service no Job owns", ("create", "service", "clusterip", "x", "--tcp=80:80", "-n", A)),

@@ -625,3 +625,32 @@ def test_the_defaults_are_one_replacement_per_group_in_thirty_minutes() -> None:
         DEFAULT_REPLACEMENT_WINDOW_MINUTES,
     )
     assert (DEFAULT_REPLACEMENTS_PER_WINDOW, DEFAULT_REPLACEMENT_WINDOW_MINUTES) == (1, 30)
+
+
+def test_two_pods_never_both_suspend_the_groups_launches(tmp_path: Path) -> None:
+    """Pod B reads the record (not suspended), pod A's claim lands first; B's claim carries the version
+    it read, is refused (409), and B reads A's note: only A calls AWS (the tier's failing group saw
+    two suspend-processes calls before the claim)."""
+    cluster = Cluster(nodes={}, token_node="ip-10-0-0-2")
+    served = cluster.answer
+    raced = threading.Event()
+    a_note = "2026-11-28T09:00:00Z after ip-10-0-0-1 failed NeuronDevicesMissing"
+
+    def answer(method: str, url_path: str, headers: Any, body: Any) -> tuple[int, Any]:
+        if method == "PUT" and not raced.is_set():
+            raced.set()  # pod A's claim lands between pod B's read and its write
+            stored = copy.deepcopy(cluster.configmaps[RECORD])
+            stored["data"] = {**(stored.get("data") or {}), budget_module().SUSPENDED_KEY: a_note}
+            cluster.configmaps[RECORD] = {
+                **stored,
+                "metadata": {**stored["metadata"], "resourceVersion": "8"},
+            }
+        return served(method, url_path, headers, body)
+
+    with json_api(answer) as url:
+        taken = budget_module().claim_suspension(api(url, tmp_path), path(), text="B's claim")
+    assert raced.is_set()
+    assert taken == a_note
+    assert cluster.configmaps[RECORD]["data"][budget_module().SUSPENDED_KEY] == a_note
+    with json_api(cluster.answer) as url:  # the record holds A's note: nobody claims again
+        assert budget_module().claim_suspension(api(url, tmp_path), path(), text="C's claim") == a_note
