@@ -184,7 +184,7 @@ test: setup lint $(TORCH_STAMP) cluster-binaries debian-tools ## lint, then ever
 	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
 	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
 	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
-	# the real control plane, three sessions at once, each with an API server of its own and a fixed
+	# the real control plane, four sessions at once, each with an API server of its own and a fixed
 	# list of modules (tests/cluster/conftest.py WORKERS, tests/cluster/README.md).
 	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime

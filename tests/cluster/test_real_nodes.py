@@ -9,7 +9,7 @@ manifests pull (the account's pull-through cache), so ``IfNotPresent`` finds the
 
 from __future__ import annotations
 
-import json
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +21,7 @@ from k8s_charts import gang_watchdog
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import system_nodes
 from tests.cluster.real_nodes import POD_NETWORK, RealNode
-from tests.cluster.standin_images import etcd_image, python_image
+from tests.cluster.standin_images import busybox_image, python_image
 
 REAL_NODE = "real-system-0"
 # Labels the kubelet sets itself (and may not be given with --node-labels).
@@ -37,6 +37,15 @@ def _rendered(plan: KubernetesLayerPlan, kind: str, name: str) -> dict[str, Any]
     raise AssertionError(f"the plan renders no {kind} {name}")
 
 
+def _rendered_in_step(plan: KubernetesLayerPlan, step_name: str, kind: str) -> dict[str, Any]:
+    """The one ``kind`` of the plan's step ``step_name`` (a Job's name carries a hash of its spec)."""
+    for step in plan.applied():
+        if isinstance(step, ManifestSet) and step.name == step_name:
+            (found,) = (m for m in step.manifests if m["kind"] == kind)
+            return copy.deepcopy(dict(found))
+    raise AssertionError(f"the plan has no step {step_name}")
+
+
 def _image(manifest: dict[str, Any]) -> str:
     return str(manifest["spec"]["template"]["spec"]["containers"][0]["image"])
 
@@ -49,9 +58,9 @@ def real_node(
     template = system_nodes(default_config)[0]["metadata"]["labels"]
     labels = {k: v for k, v in template.items() if k not in _KUBELET_OWN}
     watchdog = _rendered(default_plan, "Deployment", gang_watchdog.NAME)
-    etcd = _rendered(default_plan, "Deployment", "etcd-server")
+    layout = _rendered_in_step(default_plan, "fsx-layout", "Job")
     node = control_plane.real_nodes.add_node(
-        REAL_NODE, labels=labels, images=[python_image(_image(watchdog)), etcd_image(_image(etcd))]
+        REAL_NODE, labels=labels, images=[python_image(_image(watchdog)), busybox_image(_image(layout))]
     )
     kwok_system = [n["metadata"]["name"] for n in system_nodes(default_config)]
     for name in kwok_system:
@@ -139,15 +148,3 @@ def test_the_gang_watchdog_runs_as_its_container_with_its_security_context(
         return log if log and "error" not in log.lower() else None
 
     control_plane.wait_for(passed, timeout=90, what="the watchdog's first pass in its log")
-
-
-def test_a_teams_etcd_runs_as_its_container_and_serves_through_the_service_proxy(
-    control_plane: ControlPlane, real_node: RealNode, default_plan: KubernetesLayerPlan
-) -> None:
-    deployment = _rendered(default_plan, "Deployment", "etcd-server")
-    namespace = deployment["metadata"]["namespace"]
-    pod = _pod_on_real_node(control_plane, namespace, _selector(deployment))
-    health = control_plane.kubectl(
-        "get", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}:2379/proxy/health"
-    ).stdout
-    assert json.loads(health)["health"] == "true"
