@@ -10,7 +10,10 @@ manifests pull (the account's pull-through cache), so ``IfNotPresent`` finds the
 from __future__ import annotations
 
 import copy
+import json
+import stat
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,3 +151,99 @@ def test_the_gang_watchdog_runs_as_its_container_with_its_security_context(
         return log if log and "error" not in log.lower() else None
 
     control_plane.wait_for(passed, timeout=90, what="the watchdog's first pass in its log")
+
+
+def _host_path_claim(control_plane: ControlPlane, namespace: str, name: str, path: Path) -> str:
+    """A claim bound to a hostPath PersistentVolume at ``path``, in the shape of the stack's static
+    FSx volume (a pre-bound PV, no storage class). A pod's own hostPath volume is refused in the
+    platform's namespace (PodSecurity baseline, as the stack labels it), a PV is not."""
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{namespace}-{name}"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": str(path), "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": name},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": f"{namespace}-{name}",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    control_plane.kubectl(
+        "create", "-f", "-", input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [volume, claim]})
+    )
+    control_plane.wait_for(
+        lambda: (
+            control_plane.kubectl.json("get", "pvc", "-n", namespace, name)["status"].get("phase") == "Bound"
+        ),
+        timeout=60,
+        what=f"the claim {name} Bound",
+    )
+    return name
+
+
+def _run_job(control_plane: ControlPlane, job: dict[str, Any], timeout: float = 180) -> str:
+    """Create ``job``, wait for it to succeed (or fail: its log in the message); its pod's log."""
+    namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    control_plane.kubectl("create", "-f", "-", input=json.dumps(job))
+
+    def ended() -> dict[str, Any] | None:
+        status = control_plane.kubectl.json("get", "job", "-n", namespace, name).get("status", {})
+        return dict(status) if status.get("succeeded") or status.get("failed") else None
+
+    status = control_plane.wait_for(ended, timeout=timeout, what=f"the Job {name} ended")
+    log = control_plane.kubectl("logs", "-n", namespace, f"job/{name}", check=False)
+    assert status.get("succeeded") == 1, f"{name}: {status}\n{log.stdout}{log.stderr}"
+    pods = control_plane.kubectl.json("get", "pods", "-n", namespace, "-l", f"job-name={name}")["items"]
+    assert {p["spec"]["nodeName"] for p in pods} == {REAL_NODE}
+    return log.stdout
+
+
+def test_the_fsx_layout_job_hands_the_team_directories_over_as_its_container(
+    control_plane: ControlPlane, real_node: RealNode, default_plan: KubernetesLayerPlan
+) -> None:
+    """The rendered fsx-layout Job (its script, image name, CHOWN as its one capability, read-only
+    root, RuntimeDefault seccomp) run by runc on a root-owned directory standing for a new Lustre
+    file system's root (a hostPath in place of the FSx claim: the one change). The kernel decides
+    what its capabilities allow: the mode set while root owns a directory, then the chown; without
+    FOWNER a chmod after the chown would be refused. Run twice: the second run changes nothing."""
+    job = _rendered_in_step(default_plan, "fsx-layout", "Job")
+    root = real_node.directory / "fsx-root"
+    root.mkdir(mode=0o755)
+    namespace = job["metadata"]["namespace"]
+    claim = _host_path_claim(control_plane, namespace, "fsx-real", root)
+    job["metadata"]["name"] = "fsx-layout-real"
+    spec = job["spec"]["template"]["spec"]
+    (volume,) = (v for v in spec["volumes"] if v["name"] == "data")
+    volume["persistentVolumeClaim"]["claimName"] = claim
+    container = spec["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    teams = dict(entry.split(":") for entry in container["args"])
+    assert teams, "the rendered Job lays out no team"
+
+    log = _run_job(control_plane, job)
+    datasets = root / env["DATASETS_DIR"]
+    owner = int(env["DATASETS_OWNER"])
+    found = datasets.stat()
+    assert (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) == (owner, owner, 0o755), log
+    for team, uid in teams.items():
+        directory = Path(root / env["TEAMS_DIR"] / team)
+        found = directory.stat()
+        assert (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) == (int(uid), int(uid), 0o2750), log
+        assert f"handed from 0:0 to {uid}:{uid}" in log, log
+
+    job["metadata"]["name"] = "fsx-layout-real-again"
+    again = _run_job(control_plane, job)
+    assert "handed" not in again and again.count("ready, owned by") == 1 + len(teams), again
