@@ -408,6 +408,11 @@ class RealNodes:
         for pid_file in (node.directory / "state").rglob("shim.pid"):
             with contextlib.suppress(ValueError, OSError):
                 os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+        # A shim whose bundle containerd already removed has no shim.pid left (one outlived every
+        # run before this): found by the node's containerd address on its command line.
+        for pid in _shims_of(node.socket):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         for _ in range(20):
             left = _cgroup_pids(node.cgroup)
             if not left:
@@ -419,6 +424,21 @@ class RealNodes:
         _unmount_under(node.directory)
         _remove_cgroups(node.cgroup)
         node.namespace.delete()
+
+
+def _shims_of(socket: Path) -> list[int]:
+    """The PIDs of the containerd shims serving the containerd at ``socket`` (``-address <socket>``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and str(socket).encode() in argv:
+            found.append(int(entry.name))
+    return found
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
