@@ -47,6 +47,7 @@ __all__ = [
     "DRA_MINIMUM_KUBERNETES",
     "EFA_DEVICE_CLASS",
     "EFA_DRA_DRIVER",
+    "FAULTY_DEVICE_TAINT_KEY",
     "NEURON_DEVICE_CLASS",
     "NEURON_DRA_DRIVER",
     "DeviceTaintSupport",
@@ -74,6 +75,10 @@ NEURON_DRA_DRIVER = "neuron.aws.com"
 NEURON_DEVICE_CLASS = "neuron.aws.com"
 EFA_DRA_DRIVER = "dra.net"
 EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
+
+FAULTY_DEVICE_TAINT_KEY = "trainium/faulty-device"
+"""The device taint the node check puts, through a DeviceTaintRule, on a Neuron device of a DRA node
+that its check finds missing (k8s_charts/scripts/node_check_devices.py); the value names the reason."""
 
 DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 """The connected subsets the Neuron driver names; one attribute each."""

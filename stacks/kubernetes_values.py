@@ -309,6 +309,14 @@ def dra_values(config: StackConfig, *, device_taints: bool | None = None) -> Dra
     )
 
 
+def device_taint_rule_api(config: StackConfig, dra: DraValues | None) -> str | None:
+    """The DeviceTaintRule API version the node check writes, where device taints are served."""
+    if dra is None or not dra.device_taints:
+        return None
+    support = DEVICE_TAINTS.get(config.cluster.kubernetes_version)
+    return support.rule_api if support is not None else None
+
+
 def training_run(
     config: StackConfig, run: RunSettings, *, file_system: FileSystemValues, staged: dict[str, Dataset]
 ) -> TrainingRun:
@@ -388,6 +396,7 @@ def kubernetes_values(
     config: StackConfig, *, file_system: FileSystemValues, device_taints: bool | None = None
 ) -> KubernetesLayerValues:
     staged = datasets(config)
+    dra = dra_values(config, device_taints=device_taints)
     return KubernetesLayerValues(
         region=config.region,
         vpc_cidr=config.vpc.cidr,
@@ -440,9 +449,10 @@ def kubernetes_values(
             node_groups=tuple(group.name for group in config.trainium.node_groups),
             replacements_per_window=config.node_check.replacements_per_window,
             replacement_window_seconds=config.node_check.replacement_window_minutes * 60,
+            device_taint_rule_api=device_taint_rule_api(config, dra),
         ),
         images=image_source(config),
-        dra=dra_values(config, device_taints=device_taints),
+        dra=dra,
     )
 
 
