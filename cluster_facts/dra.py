@@ -50,10 +50,12 @@ __all__ = [
     "FAULTY_DEVICE_TAINT_KEY",
     "NEURON_DEVICE_CLASS",
     "NEURON_DRA_DRIVER",
+    "VOLCANO_DEVICE_TAINT_RULE_API",
     "DeviceTaintSupport",
     "NodeDevices",
     "device_group_attribute",
     "device_quota_resource",
+    "device_taints_usable",
     "node_claim_template",
     "node_devices",
     "queue_device_resource",
@@ -273,5 +275,23 @@ DEVICE_TAINTS: Mapping[str, DeviceTaintSupport] = {
         slice_taints="GA, on", taint_rules="GA, on", rule_api="resource.k8s.io/v1", on_eks=True
     ),
 }
-"""By Kubernetes minor version. The node check taints a faulty device with a DeviceTaintRule only
-where ``on_eks`` (docs/health.md, "One bad device"); elsewhere a faulty device still fails the node."""
+"""By Kubernetes minor version: what the API server serves."""
+
+VOLCANO_DEVICE_TAINT_RULE_API = "resource.k8s.io/v1alpha3"
+"""The only version at which Volcano 1.15.1's scheduler reads DeviceTaintRules, and only with its
+``DRADeviceTaints`` gate on (pkg/scheduler/cache/cache.go lines 836-845 at v1.15.1:
+``informerFactory.Resource().V1alpha3().DeviceTaintRules()``, from Kubernetes 1.35's libraries). With
+the gate off it honours no device taint at all, neither a rule's nor a slice's (predicates.go
+``EnableDRADeviceTaints``); with it on where v1alpha3 is not served, its informer never lists and
+its cache never syncs. EKS serves no alpha API, so on EKS Volcano cannot honour a fence: a run it
+placed on a fenced device would be evicted by the controller manager (NoExecute) and placed there
+again until its retries ran out. No Volcano issue for this was found (searched 2026-11-28)."""
+
+
+def device_taints_usable(kubernetes_version: str) -> bool:
+    """Whether a fenced device stays out of Volcano's allocations on an EKS cluster of that version:
+    EKS serves DeviceTaintRule, and at the version Volcano reads. The node check fences devices only
+    where this holds (docs/health.md, "One bad device on a DRA node"); elsewhere a faulty device
+    fails its node."""
+    support = DEVICE_TAINTS.get(kubernetes_version)
+    return support is not None and support.on_eks and support.rule_api == VOLCANO_DEVICE_TAINT_RULE_API

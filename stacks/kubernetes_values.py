@@ -6,7 +6,7 @@ import hashlib
 import json
 from fractions import Fraction
 
-from cluster_facts.dra import DEVICE_TAINTS, NodeDevices, node_devices
+from cluster_facts.dra import DEVICE_TAINTS, NodeDevices, device_taints_usable, node_devices
 from cluster_facts.image_sources import (
     ImageSource,
     cached_repository_arn,
@@ -297,15 +297,16 @@ def team_device_claims(config: StackConfig, team: TeamSettings) -> dict[str, Nod
 
 def dra_values(config: StackConfig, *, device_taints: bool | None = None) -> DraValues | None:
     """The DRA drivers of the ``devices: dra`` groups; None without one. ``device_taints``: whether
-    device taints are served; by default what EKS serves at the cluster's version
-    (cluster_facts/dra.py ``DEVICE_TAINTS``); tests/cluster turns it on with the feature gates."""
+    device taints are served and Volcano reads them; by default whether that holds on EKS at the
+    cluster's version (cluster_facts/dra.py ``device_taints_usable``: never, with Volcano 1.15.1);
+    tests/cluster turns it on with the feature gates and the API version Volcano reads."""
     groups = [group for group in config.trainium.node_groups if group.uses_dra]
     if not groups:
         return None
-    support = DEVICE_TAINTS.get(config.cluster.kubernetes_version)
+    usable = device_taints_usable(config.cluster.kubernetes_version)
     return DraValues(
         instance_types=tuple(dict.fromkeys(group.instance_type for group in groups)),
-        device_taints=(support is not None and support.on_eks) if device_taints is None else device_taints,
+        device_taints=usable if device_taints is None else device_taints,
     )
 
 

@@ -4,10 +4,11 @@ with a DeviceTaintRule, the node keeps serving claims that fit the rest, a run w
 fenced under it restarts on healthy devices, and the check can fence only its own node's devices.
 
 The DeviceTaintRule API is beta and off at 1.36 (``DRADeviceTaintRules``; cluster_facts/dra.py
-``DEVICE_TAINTS``), stable at 1.37: the module turns the gate on in the API server, controller
-manager and scheduler and serves ``resource.k8s.io/v1beta2``, which is what a 1.37 cluster serves
-by default (at ``resource.k8s.io/v1``), and renders the plan as it would be rendered there
-(``device_taints``: the node check's environment and RBAC, Volcano's gates). The devices are the
+``DEVICE_TAINTS``), stable at 1.37, and Volcano 1.15.1 reads rules only at ``v1alpha3``, which EKS
+never serves: the stack therefore renders no fencing for EKS today (``device_taints_usable``). The
+module turns the gate on in the API server, controller manager and scheduler, serves the rule at
+``v1beta2`` and ``v1alpha3``, and renders the plan with ``device_taints`` (the node check's
+environment and RBAC, Volcano's gate): the cluster this feature waits for. The devices are the
 drivers' stand-in's (tests/cluster/dra.py); the checks' tools are stand-ins printing a recorded
 ``neuron-ls`` with device 11 missing (tests/k8s/node_check_samples/).
 """
@@ -38,7 +39,14 @@ from tests.cluster.test_dra import CONFIG, DRA, RESEARCH, TRN1
 from tests.k8s.test_node_check import SAMPLES, write_tools
 
 GATES = {"DRADeviceTaintRules": True}
-API_VERSIONS = ("resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true")
+API_VERSIONS = (
+    "resource.k8s.io/v1beta1=true",
+    "resource.k8s.io/v1beta2=true",
+    "resource.k8s.io/v1alpha3=true",
+)
+"""v1beta2 for the node check (the version 1.36 serves the rule at), v1alpha3 for Volcano 1.15.1, which
+reads rules only there (cluster_facts/dra.py ``VOLCANO_DEVICE_TAINT_RULE_API``): a cluster serving
+both is what this module stands for, not EKS."""
 RULES = "devicetaintrules.v1beta2.resource.k8s.io"
 DAMAGED, HEALTHY, SPARE = (f"{TRN1}-fence-{index}" for index in range(3))
 MISSING = 11

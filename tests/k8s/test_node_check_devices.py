@@ -17,14 +17,24 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.dra import DEVICES_LABEL, FAULTY_DEVICE_TAINT_KEY, NEURON_DRA_DRIVER
+from cluster_facts.dra import (
+    DEVICE_TAINTS,
+    DEVICES_LABEL,
+    FAULTY_DEVICE_TAINT_KEY,
+    NEURON_DRA_DRIVER,
+    VOLCANO_DEVICE_TAINT_RULE_API,
+    device_taints_usable,
+)
 from cluster_facts.kubernetes_names import (
     EFA_INTERFACES_LABEL,
     NEURON_CORES_LABEL,
     NEURON_DEVICES_LABEL,
 )
 from cluster_facts.node_check import NODE_CHECK_CONDITION, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
+from config import parse_config
 from k8s_charts.node_check import NodeCheckChart, NodeCheckValues
+from stacks.kubernetes_values import device_taint_rule_api, dra_values
+from tests.cluster.test_dra import DRA
 from tests.k8s.manifests import only, synth
 from tests.k8s.test_node_check import (
     IMAGE,
@@ -202,3 +212,13 @@ def test_the_daemon_set_fences_devices_only_where_the_rules_are_served() -> None
         assert (environment.get("DEVICE_TAINT_RULE_API") == api) is True
         assert ("FAULTY_DEVICE_TAINT_KEY" in environment) is expected
     assert NODE_CHECK_NAMESPACE == "kube-system"
+
+
+def test_no_eks_version_gets_fencing_while_volcano_reads_rules_only_at_v1alpha3() -> None:
+    """EKS serves no alpha API and Volcano 1.15.1 reads DeviceTaintRules only at v1alpha3: a fence
+    Volcano cannot see would evict a run and let Volcano place it on the same device again."""
+    assert VOLCANO_DEVICE_TAINT_RULE_API == "resource.k8s.io/v1alpha3"
+    assert [version for version in DEVICE_TAINTS if device_taints_usable(version)] == []
+    config = parse_config(DRA)
+    assert device_taint_rule_api(config, dra_values(config)) is None
+    assert device_taint_rule_api(config, dra_values(config, device_taints=True)) == "resource.k8s.io/v1beta2"
