@@ -27,6 +27,11 @@ WRITE ?=
 GROUP ?=
 # Where `make synth` writes the cloud assembly and the review files (cdk.json's "output").
 OUT ?= cdk.out
+# Set TEAM=<team> FILE=<local file> [TO=<path in the team directory>] for `make put` (NODE_GROUP=<group> picks one).
+TEAM ?=
+FILE ?=
+TO ?=
+NODE_GROUP ?=
 # Set BASE=<git ref> for `make review` (CONFIG may name several files); REVIEW_OUT=<file> also writes it there.
 BASE ?=
 REVIEW_OUT ?=
@@ -53,7 +58,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight outdated runs timeline fabric-check canary lint check test snapshot bench bench-scale crds vendor-charts clean runtime-env lock cluster-binaries debian-tools
+.PHONY: help setup deploy-setup deploy-checks synth review diff deploy destroy preflight outdated runs timeline fabric-check canary put lint check test snapshot bench bench-scale crds vendor-charts clean runtime-env lock cluster-binaries debian-tools
 
 # Every target carries a `## what it does` comment: `make help` prints them, so none is left out
 # (tests/test_makefile.py checks that every .PHONY target has one).
@@ -163,6 +168,13 @@ timeline: $(PY_STAMP) ## model each run's time from kubectl apply on zero nodes 
 # Prints, does not run: the check takes every Neuron device of max_size nodes (docs/fabric-check.md).
 fabric-check: $(PY_STAMP) ## print the kubectl commands that run a group's fabric check [CONFIG=file GROUP=name]
 	$(BIN)/python -m stacks.fabric_check_commands --config $(CONFIG) --out $(OUT) $(if $(GROUP),--group $(GROUP))
+
+# A team member's command, with the member's kubeconfig and nothing of the stack's environments: the
+# file travels in a Volcano Job of the team that writes it as the team's uid (torchx_trn/put_file.py,
+# standard library only, so any python3 runs it; docs/torchx.md "Your files on the file system").
+put: ## put a local file into your team's directory on the file system [TEAM=team FILE=path TO=path in it, default code/<name>]
+	@test -n "$(TEAM)" && test -n "$(FILE)" || { echo "make put: set TEAM=<team> FILE=<local file> [TO=<path in the team directory>], for example TEAM=training FILE=train.py TO=code/train.py" >&2; exit 2; }
+	@$(PYTHON) -m torchx_trn.put_file --team '$(TEAM)' --file '$(FILE)' $(if $(TO),--to '$(TO)') $(if $(NODE_GROUP),--node-group '$(NODE_GROUP)')
 
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
 SCRIPTS := $(sort $(wildcard */scripts/*.sh))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from cluster_facts.job_text import JOB_TEXT_LIMIT
 from cluster_facts.kubernetes_names import (
     CDK_PRUNE_LABEL_PREFIX,
     NEURON_RESOURCE,
@@ -46,10 +47,6 @@ from k8s_charts.admission_policy import cel_list, cel_string, refuse
 
 __all__ = ["JOB_TEXT_LIMIT", "JobMessage", "applied_name_pattern", "job_rules", "job_variables"]
 
-JOB_TEXT_LIMIT = 64 * 1024
-"""Characters of free text a team's Volcano Job may carry: its own and its pod templates' annotations
-and labels, its containers' images, working directories, commands, arguments and environment. The
-stack's largest run carries a small part of it (tests/k8s/test_tenant_admission.py)."""
 _PLUGINS = ("env", "svc")
 # svc's only flags (Go's flag package: one or two dashes, an optional boolean value).
 _SVC_FLAGS = r"^--?(publish-not-ready-addresses|disable-network-policy)(=(true|false))?$"
@@ -176,7 +173,8 @@ def _container_text(c: str) -> str:
 
 
 def _text() -> str:
-    """CEL: the Job's free text, as one string (only its size is read)."""
+    """CEL: the Job's free text, as one string (only its size is read). A client counts the same with
+    cluster_facts/job_text.py ``job_text_size`` (``make put`` does, to fit a file under the limit)."""
     containers = (
         "((has(t.template.spec.containers) ? t.template.spec.containers : [])"
         " + (has(t.template.spec.initContainers) ? t.template.spec.initContainers : []))"

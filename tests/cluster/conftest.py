@@ -53,6 +53,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_tenant_admission.py",
         "test_tenants_apart.py",
         "test_torchx_teams.py",
+        "test_put_file.py",
         "test_torchx_native.py",
     ),
     "recovery-and-queues": (
