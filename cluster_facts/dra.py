@@ -58,9 +58,7 @@ __all__ = [
     "device_taints_usable",
     "node_claim_template",
     "node_devices",
-    "published_devices",
     "queue_device_resource",
-    "ultraserver_mode",
 ]
 
 DevicePath = Literal["device-plugin", "dra"]
@@ -207,32 +205,6 @@ class NodeDevices:
         """Devices by DeviceClass that one claim takes (what quotas and queues count)."""
         neurons = self.neuron_devices + (1 if self.ultraserver_mode is not None else 0)
         return {NEURON_DEVICE_CLASS: neurons, EFA_DEVICE_CLASS: self.efa_interfaces}
-
-
-def published_devices(instance: TrainiumInstanceType) -> dict[str, int]:
-    """The devices the drivers publish for one node of ``instance``, by DeviceClass: its Neuron devices
-    and, on an UltraServer, its ``neuron_node`` device (dra.rst, "Example 3"), which every claim of an
-    UltraServer job takes beside them; its EFA interfaces. What a queue's capability must hold."""
-    neurons = instance.chips + (1 if instance.ultraserver is not None else 0)
-    return {NEURON_DEVICE_CLASS: neurons, EFA_DEVICE_CLASS: instance.efa_interfaces}
-
-
-def ultraserver_mode(instance: TrainiumInstanceType, nodes: int) -> int | None:
-    """The ``UltraServerConfig`` mode of a job of ``nodes`` on ``instance`` (None off an UltraServer):
-    the nodes of one UltraServer it spans (``node_configs``: 1, 2 or 4 of a Trn2 UltraServer's 4), all
-    of them when it spans several whole UltraServers; a ValueError for a size that fits neither
-    (dra.rst, "Example 3": the driver places the job's nodes within UltraServers by this mode)."""
-    server = instance.ultraserver
-    if server is None:
-        return None
-    if nodes in server.node_configs:
-        return nodes
-    if nodes % server.nodes == 0:
-        return server.nodes
-    sizes = ", ".join(map(str, server.node_configs))
-    raise ValueError(
-        f"{nodes} nodes of {instance.name} fit no UltraServer placement: {sizes}, or a multiple of {server.nodes}"
-    )
 
 
 def _opaque(requests: list[str], kind: str, **parameters: int) -> dict[str, Any]:

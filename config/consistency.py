@@ -23,7 +23,7 @@ from cluster_facts.ami_releases import (
     release_minor,
 )
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
-from cluster_facts.dra import DRA_MINIMUM_KUBERNETES, ultraserver_mode
+from cluster_facts.dra import DRA_MINIMUM_KUBERNETES
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, ecr_repository_arn
 from cluster_facts.images import split_image
 from cluster_facts.instance_catalog import CATALOG
@@ -982,28 +982,6 @@ def _run_stack_problem(
         f"{problem}; AMI release {release} brings {driver}: use AMI release "
         f"{', '.join(newer) or '(none known: declare a newer release with ami_facts, docs/neuron.md)'}"
     )
-
-
-@_reads("runs", "teams", "trainium.node_groups")
-def _ultraserver_runs_fit_an_ultraserver(
-    runs: list[RunSettings | None],
-    all_teams: list[TeamSettings | None],
-    groups: list[TrainiumNodeGroupSettings],
-) -> Iterator[Problem]:
-    """A run on a ``devices: dra`` UltraServer group claims its place in UltraServers by a mode the
-    Neuron DRA driver takes (cluster_facts/dra.py ``ultraserver_mode``): its size must be one."""
-    teams = [team for team in all_teams if team is not None]
-    by_name = {group.name: group for group in groups}
-    for index, run in enumerate(runs):
-        if run is None:
-            continue
-        group = by_name.get(_run_group_name(run, _run_team(run, teams), list(by_name)) or "")
-        if group is None or not group.uses_dra or group.instance_type not in CATALOG:
-            continue
-        try:
-            ultraserver_mode(CATALOG[group.instance_type], run.nodes)
-        except ValueError as error:
-            yield (f"runs[{index}].nodes", f"{error} (node group {group.name})")
 
 
 @_reads("cluster.kubernetes_version", "trainium.node_groups")

@@ -38,7 +38,7 @@ from fractions import Fraction
 import cdk8s
 from constructs import Construct
 
-from cluster_facts.dra import published_devices, queue_device_resource
+from cluster_facts.dra import node_devices, queue_device_resource
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE
 from k8s_charts.imports.volcano_scheduling import Queue, QueueSpec, QueueSpecCapability, QueueSpecDeserved
@@ -61,7 +61,7 @@ def queue_capability(instance: TrainiumInstanceType, nodes: int, *, dra: bool = 
     devices = (
         {
             queue_device_resource(name): str(count * nodes)
-            for name, count in published_devices(instance).items()
+            for name, count in node_devices(instance).counts.items()
         }
         if dra
         else {

@@ -6,7 +6,7 @@ import hashlib
 import json
 from fractions import Fraction
 
-from cluster_facts.dra import DEVICE_TAINTS, NodeDevices, device_taints_usable, node_devices, ultraserver_mode
+from cluster_facts.dra import DEVICE_TAINTS, NodeDevices, device_taints_usable, node_devices
 from cluster_facts.image_sources import (
     ImageSource,
     cached_repository_arn,
@@ -386,13 +386,7 @@ def training_run(
         run_as=team.owner_id,
         stuck_minutes=run.stuck_minutes,
         devices=(
-            node_devices(
-                group.instance,
-                logical_core_size=run.logical_core_size,
-                ultraserver_mode=ultraserver_mode(group.instance, run.nodes),
-            )
-            if group.uses_dra
-            else None
+            node_devices(group.instance, logical_core_size=run.logical_core_size) if group.uses_dra else None
         ),
         program_files=program_files,
         logical_core_size=run.logical_core_size,

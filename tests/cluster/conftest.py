@@ -60,7 +60,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_recovery.py",
         "test_queues.py",
     ),
-    "dra": ("test_dra.py", "test_dra_device_taints.py", "test_dra_ultraserver.py"),
+    "dra": ("test_dra.py", "test_dra_device_taints.py"),
 }
 _ORDER = {
     module: (group, index) for group, modules in WORKERS.items() for index, module in enumerate(modules)
