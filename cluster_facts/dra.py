@@ -39,6 +39,7 @@ from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
     "AUTOSCALER_FROM_ZERO_ISSUE",
+    "CLAIM_DEVICE_LIMIT",
     "DEVICES_LABEL",
     "DEVICE_GROUP_SIZES",
     "DEVICE_PATHS",
@@ -59,6 +60,7 @@ __all__ = [
     "node_claim_template",
     "node_devices",
     "queue_device_resource",
+    "whole_node_claim_devices",
 ]
 
 DevicePath = Literal["device-plugin", "dra"]
@@ -205,6 +207,19 @@ class NodeDevices:
         """Devices by DeviceClass that one claim takes (what quotas and queues count)."""
         neurons = self.neuron_devices + (1 if self.ultraserver_mode is not None else 0)
         return {NEURON_DEVICE_CLASS: neurons, EFA_DEVICE_CLASS: self.efa_interfaces}
+
+
+CLAIM_DEVICE_LIMIT = 32
+"""The most devices one ResourceClaim may be allocated (k8s.io/api resource/v1 types.go
+``AllocationResultsMaxSize`` = 32 at v0.36.3); the allocator refuses a claim asking more: "claim ...:
+number of requested devices 33 exceeds the claim limit of 32" (dynamic-resource-allocation
+structured/internal/stable/allocator_stable.go, as Volcano 1.15.1 printed it in the tier)."""
+
+
+def whole_node_claim_devices(instance: TrainiumInstanceType) -> int:
+    """The devices this project's one claim per node asks for on ``instance``: its Neuron devices and
+    EFA interfaces, and on an UltraServer its ``neuron_node`` device (dra.rst, "Example 3")."""
+    return instance.chips + instance.efa_interfaces + (1 if instance.ultraserver is not None else 0)
 
 
 def _opaque(requests: list[str], kind: str, **parameters: int) -> dict[str, Any]:

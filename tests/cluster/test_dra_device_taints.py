@@ -26,16 +26,23 @@ from typing import Any
 
 import pytest
 
-from cluster_facts.dra import FAULTY_DEVICE_TAINT_KEY, NEURON_DRA_DRIVER
+from cluster_facts.dra import (
+    CLAIM_DEVICE_LIMIT,
+    FAULTY_DEVICE_TAINT_KEY,
+    NEURON_DRA_DRIVER,
+    node_devices,
+    whole_node_claim_devices,
+)
+from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import team_rbac_group
 from cluster_facts.node_check import NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
 from k8s_charts.dra_admission import NODE_CHECK_DEVICES_POLICY
 from tests.cluster.control_plane import ControlPlane, Kubectl
-from tests.cluster.dra import DriverStandIn, claims_of
+from tests.cluster.dra import DriverStandIn, UltraServerNode, claims_of
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import plan_of
 from tests.cluster.runs import RunHandle, end_runs, run_handle
-from tests.cluster.test_dra import CONFIG, DRA, RESEARCH, TRN1
+from tests.cluster.test_dra import CONFIG, DRA, RESEARCH, TRN1, TRN2
 from tests.k8s.test_node_check import SAMPLES, write_tools
 
 GATES = {"DRADeviceTaintRules": True}
@@ -49,6 +56,7 @@ reads rules only there (cluster_facts/dra.py ``VOLCANO_DEVICE_TAINT_RULE_API``):
 both is what this module stands for, not EKS."""
 RULES = "devicetaintrules.v1beta2.resource.k8s.io"
 DAMAGED, HEALTHY, SPARE = (f"{TRN1}-fence-{index}" for index in range(3))
+ULTRASERVER_NODE = f"{TRN2}-ultraserver-0"
 MISSING = 11
 """The device the recorded ``neuron-ls`` lacks (neuron_ls_trn1_device_missing.json)."""
 
@@ -62,7 +70,7 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
         finally:
             end_runs(control_plane, [team.name for team in CONFIG.teams])
             control_plane.kubectl("delete", RULES, "--all", "--ignore-not-found")
-            control_plane.remove_nodes([DAMAGED, HEALTHY, SPARE])
+            control_plane.remove_nodes([DAMAGED, HEALTHY, SPARE, ULTRASERVER_NODE])
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +236,58 @@ def test_the_check_fences_only_its_own_nodes_devices(cluster: ControlPlane, dama
     # A team member has no DeviceTaintRule at all (RBAC).
     member = cluster.impersonate("rita", [team_rbac_group(RESEARCH)])
     assert _create(member, _rule(damaged, 3, owner=_owner(cluster, damaged))).returncode != 0
+
+
+def test_a_whole_trn2u_node_is_more_devices_than_one_claim_may_hold(
+    cluster: ControlPlane, stand_in: DriverStandIn
+) -> None:
+    """Why synth refuses ``devices: dra`` on trn2u (config/consistency.py ``_dra_groups_fit_one_claim``):
+    a node publishing what a trn2u.48xlarge's drivers would (16 Neuron devices, its UltraServer's
+    ``neuron_node``, 16 EFA interfaces) and a pod claiming the whole of it in one claim, as this
+    project's claims do: the real scheduler refuses the claim for its size."""
+    instance = CATALOG["trn2u.48xlarge"]
+    assert whole_node_claim_devices(instance) == CLAIM_DEVICE_LIMIT + 1
+    cluster.add_nodes(group_nodes(CONFIG, TRN2, [ULTRASERVER_NODE]))
+    place = UltraServerNode(server_id="us-0", node_id=0, capacity_block="cr-0123456789abcdef0")
+    stand_in.publish(ULTRASERVER_NODE, instance_type=instance.name, family="trn2", ultraserver=place)
+    namespace = "claim-limit"
+    cluster.kubectl("create", "namespace", namespace)
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "whole-trn2u", "namespace": namespace},
+        "spec": node_devices(instance, ultraserver_mode=4).claim_spec(),
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "whole-trn2u", "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "node"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "node", "resourceClaimName": "whole-trn2u"}],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+    try:
+        cluster.create([claim, pod])
+
+        def refused() -> list[str] | None:
+            events = cluster.kubectl.json("get", "events", "-n", namespace)["items"]
+            found = [e["message"] for e in events if e["reason"] == "FailedScheduling"]
+            return found or None
+
+        messages = cluster.wait_for(
+            refused, timeout=60, what="the scheduler's verdict on the whole-trn2u claim"
+        )
+        assert any(
+            f"number of requested devices 33 exceeds the claim limit of {CLAIM_DEVICE_LIMIT}" in m
+            for m in messages
+        ), messages
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
