@@ -39,6 +39,7 @@ from cluster_facts.instance_catalog import TrainiumInstanceType
 
 __all__ = [
     "AUTOSCALER_FROM_ZERO_ISSUE",
+    "CLAIM_DEVICE_LIMIT",
     "DEVICES_LABEL",
     "DEVICE_GROUP_SIZES",
     "DEVICE_PATHS",
@@ -47,15 +48,19 @@ __all__ = [
     "DRA_MINIMUM_KUBERNETES",
     "EFA_DEVICE_CLASS",
     "EFA_DRA_DRIVER",
+    "FAULTY_DEVICE_TAINT_KEY",
     "NEURON_DEVICE_CLASS",
     "NEURON_DRA_DRIVER",
+    "VOLCANO_DEVICE_TAINT_RULE_API",
     "DeviceTaintSupport",
     "NodeDevices",
     "device_group_attribute",
     "device_quota_resource",
+    "device_taints_usable",
     "node_claim_template",
     "node_devices",
     "queue_device_resource",
+    "whole_node_claim_devices",
 ]
 
 DevicePath = Literal["device-plugin", "dra"]
@@ -74,6 +79,10 @@ NEURON_DRA_DRIVER = "neuron.aws.com"
 NEURON_DEVICE_CLASS = "neuron.aws.com"
 EFA_DRA_DRIVER = "dra.net"
 EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
+
+FAULTY_DEVICE_TAINT_KEY = "trainium/faulty-device"
+"""The device taint the node check puts, through a DeviceTaintRule, on a Neuron device of a DRA node
+that its check finds missing (k8s_charts/scripts/node_check_devices.py); the value names the reason."""
 
 DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 """The connected subsets the Neuron driver names; one attribute each."""
@@ -200,6 +209,19 @@ class NodeDevices:
         return {NEURON_DEVICE_CLASS: neurons, EFA_DEVICE_CLASS: self.efa_interfaces}
 
 
+CLAIM_DEVICE_LIMIT = 32
+"""The most devices one ResourceClaim may be allocated (k8s.io/api resource/v1 types.go
+``AllocationResultsMaxSize`` = 32 at v0.36.3); the allocator refuses a claim asking more: "claim ...:
+number of requested devices 33 exceeds the claim limit of 32" (dynamic-resource-allocation
+structured/internal/stable/allocator_stable.go, as Volcano 1.15.1 printed it in the tier)."""
+
+
+def whole_node_claim_devices(instance: TrainiumInstanceType) -> int:
+    """The devices this project's one claim per node asks for on ``instance``: its Neuron devices and
+    EFA interfaces, and on an UltraServer its ``neuron_node`` device (dra.rst, "Example 3")."""
+    return instance.chips + instance.efa_interfaces + (1 if instance.ultraserver is not None else 0)
+
+
 def _opaque(requests: list[str], kind: str, **parameters: int) -> dict[str, Any]:
     return {
         "requests": requests,
@@ -268,5 +290,23 @@ DEVICE_TAINTS: Mapping[str, DeviceTaintSupport] = {
         slice_taints="GA, on", taint_rules="GA, on", rule_api="resource.k8s.io/v1", on_eks=True
     ),
 }
-"""By Kubernetes minor version. The node check taints a faulty device with a DeviceTaintRule only
-where ``on_eks`` (docs/health.md, "One bad device"); elsewhere a faulty device still fails the node."""
+"""By Kubernetes minor version: what the API server serves."""
+
+VOLCANO_DEVICE_TAINT_RULE_API = "resource.k8s.io/v1alpha3"
+"""The only version at which Volcano 1.15.1's scheduler reads DeviceTaintRules, and only with its
+``DRADeviceTaints`` gate on (pkg/scheduler/cache/cache.go lines 836-845 at v1.15.1:
+``informerFactory.Resource().V1alpha3().DeviceTaintRules()``, from Kubernetes 1.35's libraries). With
+the gate off it honours no device taint at all, neither a rule's nor a slice's (predicates.go
+``EnableDRADeviceTaints``); with it on where v1alpha3 is not served, its informer never lists and
+its cache never syncs. EKS serves no alpha API, so on EKS Volcano cannot honour a fence: a run it
+placed on a fenced device would be evicted by the controller manager (NoExecute) and placed there
+again until its retries ran out. No Volcano issue for this was found (searched 2026-11-28)."""
+
+
+def device_taints_usable(kubernetes_version: str) -> bool:
+    """Whether a fenced device stays out of Volcano's allocations on an EKS cluster of that version:
+    EKS serves DeviceTaintRule, and at the version Volcano reads. The node check fences devices only
+    where this holds (docs/health.md, "One bad device on a DRA node"); elsewhere a faulty device
+    fails its node."""
+    support = DEVICE_TAINTS.get(kubernetes_version)
+    return support is not None and support.on_eks and support.rule_api == VOLCANO_DEVICE_TAINT_RULE_API

@@ -23,7 +23,7 @@ from cluster_facts.ami_releases import (
     release_minor,
 )
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
-from cluster_facts.dra import DRA_MINIMUM_KUBERNETES
+from cluster_facts.dra import CLAIM_DEVICE_LIMIT, DRA_MINIMUM_KUBERNETES, whole_node_claim_devices
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, ecr_repository_arn
 from cluster_facts.images import split_image
 from cluster_facts.instance_catalog import CATALOG
@@ -982,6 +982,28 @@ def _run_stack_problem(
         f"{problem}; AMI release {release} brings {driver}: use AMI release "
         f"{', '.join(newer) or '(none known: declare a newer release with ami_facts, docs/neuron.md)'}"
     )
+
+
+@_reads("trainium.node_groups")
+def _dra_groups_fit_one_claim(groups: list[TrainiumNodeGroupSettings]) -> Iterator[Problem]:
+    """A pod of a ``devices: dra`` group claims its whole node in one ResourceClaim, which Kubernetes
+    caps at ``CLAIM_DEVICE_LIMIT`` devices: a trn2u.48xlarge's 16 Neuron devices, 16 EFA interfaces
+    and its UltraServer ``neuron_node`` device are 33 (tests/cluster/test_dra_device_taints.py shows
+    the real allocator refusing it). UltraServer placement on DRA is the Neuron UltraServer
+    Operator's, which generates its own claims; not rendered here."""
+    for index, group in enumerate(groups):
+        instance = CATALOG.get(group.instance_type)
+        if not group.uses_dra or instance is None:
+            continue
+        wanted = whole_node_claim_devices(instance)
+        if wanted > CLAIM_DEVICE_LIMIT:
+            yield (
+                f"trainium.node_groups[{index}].devices",
+                (
+                    f"dra claims a whole {instance.name} in one ResourceClaim, {wanted} devices, over the "
+                    f"{CLAIM_DEVICE_LIMIT} Kubernetes allows one claim; allowed: device-plugin"
+                ),
+            )
 
 
 @_reads("cluster.kubernetes_version", "trainium.node_groups")

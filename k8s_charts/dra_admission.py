@@ -15,10 +15,14 @@ RBAC cannot name a node, a driver or a DeviceClass inside an object; these polic
   Volcano's scheduler's ClusterRole (chart v1.15.1 templates/scheduler.yaml) holds ``create`` on
   resourceslices and deviceclasses: its token could publish a device that does not exist, or a class
   that selects another team's devices. Exempt: the two drivers (judged above), the node check for
-  DeviceTaintRules (judged by its own policy, k8s_charts/node_check.py), and the controller manager's
+  DeviceTaintRules (judged by its own policy, below), and the controller manager's
   garbage collector and device-taint eviction controller (it deletes the slices of a deleted node;
   the latter writes a rule's status). People (the kubectl handler, admins) are not service
   accounts and are not judged here.
+- ``node-check-own-devices``: the node check's service account may only create a DeviceTaintRule
+  that fences one Neuron device (``neuron-device-<n>`` of the Neuron DRA driver) of the node its
+  token is bound to, with the faulty-device taint and ``NoExecute``, owned by that node (so the
+  garbage collector deletes it with the node); never change or delete one.
 - ``team-device-claims``: in a team namespace, a ResourceClaim or ResourceClaimTemplate may ask only
   for the DeviceClasses of the team's ``devices: dra`` node groups (none, for a team without one),
   and never for admin access (which would see devices in use by others; Kubernetes also refuses it
@@ -35,7 +39,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from cluster_facts.dra import EFA_DRA_DRIVER, NEURON_DRA_DRIVER
+from cluster_facts.dra import EFA_DRA_DRIVER, FAULTY_DEVICE_TAINT_KEY, NEURON_DRA_DRIVER
 from cluster_facts.kubernetes_names import TEAM_NAMESPACE_LABEL
 from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE
 from k8s_charts import efa_dra_driver, neuron_dra_driver
@@ -51,6 +55,7 @@ from k8s_charts.device_plugin_admission import NODE_NAME_EXTRA
 
 __all__ = [
     "DRIVER_POLICIES",
+    "NODE_CHECK_DEVICES_POLICY",
     "OBJECTS_POLICY",
     "TEAM_CLAIMS_POLICY",
     "DraAdmissionChart",
@@ -59,6 +64,7 @@ __all__ = [
 
 DRIVER_POLICIES = {NEURON_DRA_DRIVER: "neuron-dra-driver-own-node", EFA_DRA_DRIVER: "efa-dra-driver-own-node"}
 OBJECTS_POLICY = "dra-objects-service-accounts"
+NODE_CHECK_DEVICES_POLICY = "node-check-own-devices"
 TEAM_CLAIMS_POLICY = "team-device-claims"
 _LABELS = {"app.kubernetes.io/part-of": "trainium-dra"}
 _DRA = "resource.k8s.io"
@@ -242,6 +248,63 @@ def _objects_policy(exempt: Sequence[str], node_check: str) -> dict[str, Any]:
     }
 
 
+def _node_check_devices_policy(username: str) -> dict[str, Any]:
+    """The node check may only create a DeviceTaintRule that fences one Neuron device of its own node,
+    owned by that node, with the faulty-device taint (k8s_charts/scripts/node_check_devices.py); it
+    never changes or deletes one (the garbage collector deletes them with the node)."""
+    rule = "object.spec"
+    own_device = " && ".join(
+        [
+            f"has({rule}.deviceSelector) && has({rule}.deviceSelector.driver) && has({rule}.deviceSelector.pool)",
+            f"has({rule}.deviceSelector.device) && {rule}.deviceSelector.driver == {cel_string(NEURON_DRA_DRIVER)}",
+            f"{rule}.deviceSelector.pool == variables.nodeName",
+            f"{rule}.deviceSelector.device.matches('^neuron-device-[0-9]+$')",
+            f"has({rule}.taint) && {rule}.taint.key == {cel_string(FAULTY_DEVICE_TAINT_KEY)}",
+            f"{rule}.taint.effect == 'NoExecute'",
+        ]
+    )
+    owned = (
+        "has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) == 1"
+        " && object.metadata.ownerReferences.all(o, o.kind == 'Node' && o.apiVersion == 'v1'"
+        " && o.name == variables.nodeName)"
+    )
+    who = "the node check"
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": _rules(
+                {_DRA: ["devicetaintrules", "devicetaintrules/status"]}, ("CREATE", "UPDATE", "DELETE")
+            )
+        },
+        "matchConditions": [
+            {
+                "name": "this-service-account-only",
+                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
+            }
+        ],
+        "variables": _node_variables(),
+        "validations": [
+            refuse(
+                "variables.nodeName != ''",
+                f"{who} must call with a pod-bound service-account token (user extra {NODE_NAME_EXTRA})",
+            ),
+            refuse(
+                "request.operation == 'CREATE' && variables.subResource == ''",
+                f"{who} may only create DeviceTaintRules",
+            ),
+            refuse(
+                f"request.operation != 'CREATE' || ({own_device})",
+                f"{who} may only fence a Neuron device (neuron-device-<n>) of the {NEURON_DRA_DRIVER} driver "
+                f"on its own node, with the taint {FAULTY_DEVICE_TAINT_KEY}:NoExecute",
+            ),
+            refuse(
+                f"request.operation != 'CREATE' || ({owned})",
+                f"{who}'s DeviceTaintRule must be owned by its own node",
+            ),
+        ],
+    }
+
+
 class DraAdmissionChart(cdk8s.Chart):
     """The drivers' own-node policies and the service-account fence of DRA objects, with bindings."""
 
@@ -271,6 +334,13 @@ class DraAdmissionChart(cdk8s.Chart):
                 [*drivers.values(), *_CONTROLLERS],
                 service_account_username(NODE_CHECK_NAMESPACE, NODE_CHECK_NAME),
             ),
+            binding_spec={"validationActions": ["Deny"]},
+        )
+        admission_policy(
+            Construct(self, "NodeCheckDevices"),
+            name=NODE_CHECK_DEVICES_POLICY,
+            labels=_LABELS,
+            spec=_node_check_devices_policy(service_account_username(NODE_CHECK_NAMESPACE, NODE_CHECK_NAME)),
             binding_spec={"validationActions": ["Deny"]},
         )
 

@@ -40,6 +40,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.dra import DEVICES_LABEL, FAULTY_DEVICE_TAINT_KEY, NEURON_DRA_DRIVER
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import (
     EFA_INTERFACES_LABEL,
@@ -105,7 +106,11 @@ Amazon VPC": TCP 988 and 1018-1023)."""
 _PROGRAM_DIR = "/opt/node-check"
 # The program, its verdict parser, the fabric check's nccom-test parser it reuses, the API client.
 PROGRAM_FILES = program_files(
-    "node_check.py", "node_check_budget.py", "node_check_verdict.py", "fabric_verdict.py"
+    "node_check.py",
+    "node_check_budget.py",
+    "node_check_devices.py",
+    "node_check_verdict.py",
+    "fabric_verdict.py",
 )
 _LABELS = {"app.kubernetes.io/name": NODE_CHECK_NAME, "app.kubernetes.io/component": "health"}
 
@@ -150,6 +155,10 @@ class NodeCheckValues:
     replacements_per_window: int = 1
     replacement_window_seconds: int = 1800
     """The replacement budget of each group (k8s_charts/scripts/node_check_budget.py)."""
+    device_taint_rule_api: str | None = None
+    """The API version of DeviceTaintRule where the cluster serves it and has ``devices: dra`` groups
+    (cluster_facts/dra.py ``DEVICE_TAINTS``): the check then fences a DRA node's missing Neuron
+    devices instead of failing the node (k8s_charts/scripts/node_check_devices.py); None: it fails it."""
 
     def __post_init__(self) -> None:
         problem = pinned_image_problem(self.image)
@@ -359,6 +368,7 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
         "WATCH_SECONDS": str(WATCH_SECONDS),
         "AWS_REGION": values.region,
         "PYTHONDONTWRITEBYTECODE": "1",
+        **_device_fence_environment(values),
     }
     field = k8s.EnvVarSource
     return [
@@ -371,6 +381,31 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
         ),
         *(k8s.EnvVar(name=name, value=value) for name, value in plain.items()),
     ]
+
+
+def _device_fence_environment(values: NodeCheckValues) -> dict[str, str]:
+    if values.device_taint_rule_api is None:
+        return {}
+    return {
+        "DEVICE_TAINT_RULE_API": values.device_taint_rule_api,
+        "FAULTY_DEVICE_TAINT_KEY": FAULTY_DEVICE_TAINT_KEY,
+        "NEURON_DRA_DRIVER": NEURON_DRA_DRIVER,
+        "DEVICES_LABEL": DEVICES_LABEL,
+    }
+
+
+def _cluster_rules(values: NodeCheckValues) -> list[k8s.PolicyRule]:
+    rules = [
+        # list: the watch finds the Trainium nodes whose kubelet went silent (docs/health.md).
+        k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "patch"]),
+        k8s.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
+    ]
+    if values.device_taint_rule_api is not None:
+        # Only creates; which rule, the policy node-check-own-devices decides (k8s_charts/dra_admission.py).
+        rules.append(
+            k8s.PolicyRule(api_groups=["resource.k8s.io"], resources=["devicetaintrules"], verbs=["create"])
+        )
+    return rules
 
 
 class NodeCheckChart(cdk8s.Chart):
@@ -393,11 +428,7 @@ class NodeCheckChart(cdk8s.Chart):
             self,
             "ClusterRole",
             metadata=k8s.ObjectMeta(name=name, labels=_LABELS),
-            rules=[
-                # list: the watch finds the Trainium nodes whose kubelet went silent (docs/health.md).
-                k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "patch"]),
-                k8s.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
-            ],
+            rules=_cluster_rules(values),
         )
         k8s.KubeClusterRoleBinding(
             self,

@@ -6,7 +6,7 @@ import hashlib
 import json
 from fractions import Fraction
 
-from cluster_facts.dra import DEVICE_TAINTS, NodeDevices, node_devices
+from cluster_facts.dra import DEVICE_TAINTS, NodeDevices, device_taints_usable, node_devices
 from cluster_facts.image_sources import (
     ImageSource,
     cached_repository_arn,
@@ -297,16 +297,25 @@ def team_device_claims(config: StackConfig, team: TeamSettings) -> dict[str, Nod
 
 def dra_values(config: StackConfig, *, device_taints: bool | None = None) -> DraValues | None:
     """The DRA drivers of the ``devices: dra`` groups; None without one. ``device_taints``: whether
-    device taints are served; by default what EKS serves at the cluster's version
-    (cluster_facts/dra.py ``DEVICE_TAINTS``); tests/cluster turns it on with the feature gates."""
+    device taints are served and Volcano reads them; by default whether that holds on EKS at the
+    cluster's version (cluster_facts/dra.py ``device_taints_usable``: never, with Volcano 1.15.1);
+    tests/cluster turns it on with the feature gates and the API version Volcano reads."""
     groups = [group for group in config.trainium.node_groups if group.uses_dra]
     if not groups:
         return None
-    support = DEVICE_TAINTS.get(config.cluster.kubernetes_version)
+    usable = device_taints_usable(config.cluster.kubernetes_version)
     return DraValues(
         instance_types=tuple(dict.fromkeys(group.instance_type for group in groups)),
-        device_taints=(support is not None and support.on_eks) if device_taints is None else device_taints,
+        device_taints=usable if device_taints is None else device_taints,
     )
+
+
+def device_taint_rule_api(config: StackConfig, dra: DraValues | None) -> str | None:
+    """The DeviceTaintRule API version the node check writes, where device taints are served."""
+    if dra is None or not dra.device_taints:
+        return None
+    support = DEVICE_TAINTS.get(config.cluster.kubernetes_version)
+    return support.rule_api if support is not None else None
 
 
 def training_run(
@@ -388,6 +397,7 @@ def kubernetes_values(
     config: StackConfig, *, file_system: FileSystemValues, device_taints: bool | None = None
 ) -> KubernetesLayerValues:
     staged = datasets(config)
+    dra = dra_values(config, device_taints=device_taints)
     return KubernetesLayerValues(
         region=config.region,
         vpc_cidr=config.vpc.cidr,
@@ -440,9 +450,10 @@ def kubernetes_values(
             node_groups=tuple(group.name for group in config.trainium.node_groups),
             replacements_per_window=config.node_check.replacements_per_window,
             replacement_window_seconds=config.node_check.replacement_window_minutes * 60,
+            device_taint_rule_api=device_taint_rule_api(config, dra),
         ),
         images=image_source(config),
-        dra=dra_values(config, device_taints=device_taints),
+        dra=dra,
     )
 
 

@@ -66,7 +66,7 @@ import time
 import urllib.parse
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -81,6 +81,7 @@ from node_check_budget import (
     reserve,
 )
 from node_check_budget import configmap_path as record_path
+from node_check_devices import DeviceFence, fence_devices, fenceable, missing_devices
 from node_check_verdict import (
     PASSED,
     CounterKey,
@@ -114,7 +115,7 @@ __all__ = [
 COMPONENT = "node-check"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced", "withheld", "stopped")
-"""passed/failed: a new node's verdict; held: a pass that found the node still tainted by the check;
+"""passed/failed: a new node's verdict (a pass may name the Neuron devices it fenced: node_check_devices.py); held: a pass that found the node still tainted by the check;
 suspect: EFA errors on a node in use (tainted); cleared: a suspect node passed the loopback again;
 fenced: another node's unresponsive instance was marked Unhealthy; withheld: a replacement the
 group's budget did not allow (the node stays tainted); stopped: the group's launches suspended."""
@@ -521,8 +522,11 @@ def check_node(
     lustre_port: int,
     step_timeout: float,
     repair: Repair,
+    fence: DeviceFence | None = None,
 ) -> int:
-    """One pass on this node; 0 when the node passed (or had been checked), 1 when it failed."""
+    """One pass on this node; 0 when the node passed (or had been checked), 1 when it failed.
+    With ``fence`` (a DRA node where the cluster serves DeviceTaintRule), Neuron devices missing from
+    one connected half are fenced and the rest judged (node_check_devices.py)."""
     node = api.get(_node_path(node_name))
     if not has_taint(node, taint_key):
         print(f"node {node_name} carries no {taint_key} taint: checked before, nothing to do")
@@ -538,6 +542,11 @@ def check_node(
         )
         return 0
     started = time.monotonic()
+    fenced: list[str] = []
+    if fence is not None and listing_status == 0 and fence.applies_to(node):
+        expected, fenced = fence_missing(
+            api, node, neuron_devices(listing) or [], expected, fence=fence, namespace=repair.namespace
+        )
     verdict = judge(
         run_checks(expected, lustre_host=lustre_host, lustre_port=lustre_port, step_timeout=step_timeout),
         expected,
@@ -550,7 +559,8 @@ def check_node(
             node_name,
             "passed",
             verdict.reason,
-            f"seconds={seconds:.0f} {lift_taint(api, node_name, taint_key)}",
+            f"seconds={seconds:.0f} {'fenced=' + ','.join(fenced) + ' ' if fenced else ''}"
+            f"{lift_taint(api, node_name, taint_key)}",
         )
         _end_streak(api, node, repair)
         return 0
@@ -563,6 +573,40 @@ def check_node(
     )
     _failed(api, node, verdict.reason, repair, swap=taint_key, detail=f"seconds={seconds:.0f} ")
     return 1
+
+
+def fence_missing(
+    api: Api,
+    node: Mapping[str, Any],
+    devices: Sequence[Mapping[str, object]],
+    expected: Expected,
+    *,
+    fence: DeviceFence,
+    namespace: str,
+) -> tuple[Expected, list[str]]:
+    """Fence the devices ``neuron-ls`` misses when a connected half stays whole; what the rest of the
+    node must then show, and the rules' names. Otherwise ``expected`` unchanged (the node fails)."""
+    missing = missing_devices(devices, expected.devices)
+    if not fenceable(missing, expected.devices):
+        return expected, []
+    names = fence_devices(api, node, missing, "NeuronDeviceMissing", fence)
+    api.event(
+        namespace=namespace,
+        involved={**node, "kind": "Node", "apiVersion": "v1"},
+        reason="NeuronDevicesFenced",
+        message=f"Neuron devices {missing} are missing: fenced by DeviceTaintRules {names}; "
+        "the node serves claims that fit the rest",
+        component=COMPONENT,
+    )
+    cores_per_device = expected.cores // expected.devices
+    return (
+        replace(
+            expected,
+            devices=expected.devices - len(missing),
+            cores=expected.cores - cores_per_device * len(missing),
+        ),
+        names,
+    )
 
 
 def _end_streak(api: Api, node: Mapping[str, Any], repair: Repair) -> None:
@@ -915,6 +959,18 @@ def _repair(env: Mapping[str, str], step_timeout: float) -> Repair:
     )
 
 
+def _device_fence(env: Mapping[str, str]) -> DeviceFence | None:
+    """Set only where the cluster serves DeviceTaintRule and has DRA groups (k8s_charts/node_check.py)."""
+    if not env.get("DEVICE_TAINT_RULE_API"):
+        return None
+    return DeviceFence(
+        api_version=env["DEVICE_TAINT_RULE_API"],
+        taint_key=env["FAULTY_DEVICE_TAINT_KEY"],
+        driver=env["NEURON_DRA_DRIVER"],
+        devices_label=env["DEVICES_LABEL"],
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     env = os.environ
@@ -927,6 +983,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         step_timeout = float(env.get("STEP_TIMEOUT_SECONDS", "30"))
         repair = _repair(env, step_timeout)
+        fence = _device_fence(env)
         status = check_node(
             api,
             node_name=env["NODE_NAME"],
@@ -937,6 +994,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lustre_port=int(env.get("LUSTRE_PORT", "988")),
             step_timeout=step_timeout,
             repair=repair,
+            fence=fence,
         )
         key, value, effect = env["EFA_TAINT"].split(":")
         fence_after = env.get("FENCE_AFTER_SECONDS", "")

@@ -27,12 +27,14 @@ def deployed_plan(config: StackConfig) -> KubernetesLayerPlan:
     return plan_of(config.model_dump(mode="json", exclude_unset=True))
 
 
-def plan_of(data: dict[str, Any]) -> KubernetesLayerPlan:
-    return _plan(json.dumps(data, sort_keys=True))
+def plan_of(data: dict[str, Any], *, device_taints: bool | None = None) -> KubernetesLayerPlan:
+    """The plan of ``data``; ``device_taints``: render as if DeviceTaintRule were served (the tier turns
+    its gate on), else what EKS serves at the configuration's version."""
+    return _plan(json.dumps(data, sort_keys=True), device_taints)
 
 
 @functools.cache
-def _plan(data_json: str) -> KubernetesLayerPlan:
+def _plan(data_json: str, device_taints: bool | None) -> KubernetesLayerPlan:
     config = parse_config(json.loads(data_json))
     generation = file_system_generation(config)
     return kubernetes_plan(
@@ -43,4 +45,5 @@ def _plan(data_json: str) -> KubernetesLayerPlan:
             dns_name=f"fs-{generation}.fsx.{config.region}.amazonaws.com",
             mount_name=f"m{generation}",
         ),
+        device_taints=device_taints,
     )

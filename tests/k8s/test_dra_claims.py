@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from config import parse_config
+from config import ConfigError, parse_config
 from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG
 from tests.yaml_edits import with_change
@@ -46,3 +46,16 @@ def test_a_runs_claim_carries_its_logical_core_size(
     instance_type: str, logical_core_size: int | None, expected: int | None
 ) -> None:
     assert _lnc(_claim_configs(instance_type, logical_core_size)) == expected
+
+
+def test_dra_on_a_group_whose_node_is_more_than_one_claim_is_refused_in_one_line() -> None:
+    """trn2u: 16 Neuron devices, 16 EFA interfaces and its UltraServer's node device are 33, over the
+    32 devices Kubernetes allows one ResourceClaim (the tier shows the real scheduler refusing it)."""
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    [group] = data["trainium"]["node_groups"]
+    dra = {**group, "instance_type": "trn2u.48xlarge", "devices": "dra", "min_size": 1, "desired_size": 1}
+    with pytest.raises(
+        ConfigError,
+        match=r"trainium\.node_groups\[0\]\.devices: dra claims a whole trn2u\.48xlarge in one ResourceClaim, 33 devices, over the 32",
+    ):
+        parse_config(with_change(data, "trainium.node_groups", [dra]))

@@ -690,6 +690,7 @@ def test_the_pod_carries_every_program_it_imports() -> None:
     assert set(data) == {
         "node_check.py",
         "node_check_budget.py",
+        "node_check_devices.py",
         "node_check_verdict.py",
         "fabric_verdict.py",
         "kube_api.py",
