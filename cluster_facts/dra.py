@@ -49,6 +49,8 @@ __all__ = [
     "EFA_DRA_DRIVER",
     "NEURON_DEVICE_CLASS",
     "NEURON_DRA_DRIVER",
+    "PLUGIN_DEVICES",
+    "POD_DEVICE_CLAIM",
     "DeviceTaintSupport",
     "NodeDevices",
     "device_group_attribute",
@@ -61,6 +63,7 @@ __all__ = [
 DevicePath = Literal["device-plugin", "dra"]
 DEVICE_PATHS: tuple[DevicePath, ...] = ("device-plugin", "dra")
 DRA_DEVICES: DevicePath = "dra"
+PLUGIN_DEVICES: DevicePath = "device-plugin"
 
 DEVICES_LABEL = "trainium/devices"
 """On every node of a ``dra`` group (value ``dra``); the device plugins' affinity is ``NotIn [dra]``,
@@ -108,6 +111,11 @@ def queue_device_resource(device_class: str) -> str:
     """The Volcano queue resource that counts devices of ``device_class`` (v1.15.1
     pkg/scheduler/plugins/capacity/capacity.go ``DeviceClassCountPrefix``)."""
     return f"deviceclass/{device_class}"
+
+
+POD_DEVICE_CLAIM = "devices"
+"""The name of a training pod's claim (``spec.resourceClaims[].name``) and of its container's
+(``resources.claims[].name``) on a ``dra`` group: the stack's runs and TorchX jobs alike."""
 
 
 def node_claim_template(node_group: str) -> str:
