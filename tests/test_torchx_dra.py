@@ -19,10 +19,26 @@ import pytest
 import yaml
 
 from cluster_facts.dra import node_claim_template
-from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_RESOURCE, TEAM_SETTINGS_CONFIGMAP
+from cluster_facts.kubernetes_names import (
+    EFA_RESOURCE,
+    NEURON_RESOURCE,
+    TEAM_SETTINGS_CONFIGMAP,
+    team_rbac_group,
+)
 from config import parse_config
-from stacks.kubernetes_values import review_plan
+from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY
+from tests.admission import Decision
 from tests.cluster.test_dra import DRA, TRAINING, TRN1, TRN2
+from tests.plans import shared_review_plan
+from tests.tenant_cases import (
+    CONTROLLER,
+    MEMBER,
+    AdmissionCase,
+    decide,
+    plan_namespace_labels,
+    tenant_admission_manifests,
+    volcano_pod,
+)
 from tests.test_team_settings import _kubeconfig, _SettingsApi
 from tests.test_torchx_admitted_job import rendered
 from tests.torchx_dryrun import NATIVE_IMAGE, run_torchx, torchx_available
@@ -33,7 +49,7 @@ PLUGIN_GROUP = "trn1-32xl"
 
 
 def _team_objects(namespace: str) -> list[dict[str, Any]]:
-    step = review_plan(parse_config(DRA)).step("training-namespace")
+    step = shared_review_plan(parse_config(DRA)).step("training-namespace")
     return [dict(m) for m in step.manifests if m["metadata"].get("namespace") == namespace]  # type: ignore[union-attr]
 
 
@@ -165,8 +181,9 @@ DDP = (
 
 @pytest.mark.process
 def test_the_cli_with_team_renders_the_claim_and_refuses_another_lnc(tmp_path: Path) -> None:
-    """The real torchx CLI against a stand-in API server holding the rendered settings (the real API
-    server's answer is tests/cluster/test_dra.py's)."""
+    """The real torchx CLI against a stand-in API server holding the rendered settings; the Job and
+    each pod Volcano makes of it admitted by the team policies (the CEL model, tests/admission.py;
+    the real API server's answer, and the scheduler's, are tests/cluster/test_dra.py's)."""
     assert torchx_available() is None, torchx_available()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SettingsApi)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
@@ -198,6 +215,22 @@ def test_the_cli_with_team_renders_the_claim_and_refuses_another_lnc(tmp_path: P
         assert EFA_RESOURCE not in container["resources"].get("limits", {})
         command = container["command"]
         assert command[command.index("--nproc_per_node") + 1] == "64"
+    job["metadata"]["namespace"] = TRAINING
+    plan = shared_review_plan(parse_config(DRA))
+    policies, labels = tenant_admission_manifests(plan), plan_namespace_labels(plan)[TRAINING]
+    member = AdmissionCase(
+        id="torchx-dra",
+        policy=JOBS_POLICY,
+        obj=job,
+        user=MEMBER,
+        groups=(team_rbac_group(TRAINING),),
+        allowed=True,
+    )
+    assert decide(policies, member, labels) == Decision(matched=True, allowed=True)
+    for task in range(2):
+        pod = volcano_pod(job, task=task)
+        created = AdmissionCase(id=f"pod-{task}", policy=PODS_POLICY, obj=pod, user=CONTROLLER, allowed=True)
+        assert decide(policies, created, labels) == Decision(matched=True, allowed=True)
     assert native.returncode != 0
     assert "--lnc 1: node group 'trn2-dra' gives a pod its devices through the ResourceClaimTemplate" in (
         native.stderr
