@@ -51,6 +51,8 @@ __all__ = [
     "FAULTY_DEVICE_TAINT_KEY",
     "NEURON_DEVICE_CLASS",
     "NEURON_DRA_DRIVER",
+    "PLUGIN_DEVICES",
+    "POD_DEVICE_CLAIM",
     "VOLCANO_DEVICE_TAINT_RULE_API",
     "DeviceTaintSupport",
     "NodeDevices",
@@ -66,6 +68,7 @@ __all__ = [
 DevicePath = Literal["device-plugin", "dra"]
 DEVICE_PATHS: tuple[DevicePath, ...] = ("device-plugin", "dra")
 DRA_DEVICES: DevicePath = "dra"
+PLUGIN_DEVICES: DevicePath = "device-plugin"
 
 DEVICES_LABEL = "trainium/devices"
 """On every node of a ``dra`` group (value ``dra``); the device plugins' affinity is ``NotIn [dra]``,
@@ -117,6 +120,11 @@ def queue_device_resource(device_class: str) -> str:
     """The Volcano queue resource that counts devices of ``device_class`` (v1.15.1
     pkg/scheduler/plugins/capacity/capacity.go ``DeviceClassCountPrefix``)."""
     return f"deviceclass/{device_class}"
+
+
+POD_DEVICE_CLAIM = "devices"
+"""The name of a training pod's claim (``spec.resourceClaims[].name``) and of its container's
+(``resources.claims[].name``) on a ``dra`` group: the stack's runs and TorchX jobs alike."""
 
 
 def node_claim_template(node_group: str) -> str:

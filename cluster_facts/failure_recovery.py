@@ -15,6 +15,7 @@ __all__ = [
     "GOAL_SECONDS",
     "LUSTRE_DEAD_CLIENT_EVICTION_SECONDS",
     "LUSTRE_OBD_TIMEOUT_SECONDS",
+    "NODE_LOST_TAINT_KEYS",
     "NODE_LOST_TOLERATION_SECONDS",
     "REPLACE_UNRESPONSIVE_SECONDS",
     "Step",
@@ -35,6 +36,10 @@ NODE_LOST_TOLERATION_SECONDS = 60
 """The training pods' ``tolerationSeconds`` for ``node.kubernetes.io/not-ready`` and ``unreachable``
 (NoExecute), instead of the 300 s DefaultTolerationSeconds adds. A kubelet that misses its Lease for
 a minute is rare enough; a pod on a lost node is evicted a minute after the node is marked."""
+
+NODE_LOST_TAINT_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""The NoExecute taints the node lifecycle controller puts on a lost node, tolerated for
+``NODE_LOST_TOLERATION_SECONDS``."""
 
 POD_GC_SECONDS = 40 + 20
 """kube-controller-manager's pod garbage collector force-deletes pods bound to a Node that no longer

@@ -489,6 +489,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                                 node_groups={
                                     group: team.instance_types.get(group, "") for group in team.node_groups
                                 },
+                                device_claims=team.device_claims,
                             ),
                         )
                     ),

@@ -1,7 +1,10 @@
 """The team's settings, readable in its namespace: what a run of the team needs to name.
 
 One ConfigMap (``TEAM_SETTINGS_CONFIGMAP``) per team namespace: its queue, its claims on the file
-system, its uid and its node groups with their instance types, in the order a run picks the first.
+system, its uid and its node groups with their instance types and device paths, in the order a run
+picks the first. A ``devices: dra`` group's entry also holds the Logical NeuronCore size its
+``trainium-node-<group>`` ResourceClaimTemplate configures (k8s_charts/device_claims.py renders the
+template from the same ``NodeDevices``), so a TorchX job claims the node as the template gives it.
 The TorchX component reads it (``--team``) instead of four flags typed by hand, and refuses a run
 whose instance type is not its node group's (docs/torchx.md); the team's members may read it and
 nothing else of the ConfigMaps (k8s_charts/namespaces.py).
@@ -16,6 +19,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.dra import DRA_DEVICES, PLUGIN_DEVICES, NodeDevices
 from cluster_facts.kubernetes_names import TEAM_SETTINGS_CONFIGMAP
 
 __all__ = ["TeamSettingsChart", "team_settings_data"]
@@ -29,8 +33,10 @@ def team_settings_data(
     datasets_claim: str,
     uid: int,
     node_groups: Mapping[str, str],
+    device_claims: Mapping[str, NodeDevices],
 ) -> dict[str, str]:
-    """The ConfigMap's data; ``node_groups``: the team's groups (first is the default) -> instance type."""
+    """The ConfigMap's data; ``node_groups``: the team's groups (first is the default) -> instance type;
+    ``device_claims``: its ``devices: dra`` groups -> what a pod claims there."""
     return {
         "team": team,
         "queue": queue,
@@ -38,8 +44,20 @@ def team_settings_data(
         "datasets_claim": datasets_claim,
         "uid": str(uid),
         "node_groups": json.dumps(
-            [{"name": name, "instance_type": kind} for name, kind in node_groups.items()]
+            [_group(name, kind, device_claims.get(name)) for name, kind in node_groups.items()]
         ),
+    }
+
+
+def _group(name: str, instance_type: str, claim: NodeDevices | None) -> dict[str, object]:
+    """One group's entry: its device path; on ``dra`` the template's LNC (null: it configures none)."""
+    if claim is None:
+        return {"name": name, "instance_type": instance_type, "devices": PLUGIN_DEVICES}
+    return {
+        "name": name,
+        "instance_type": instance_type,
+        "devices": DRA_DEVICES,
+        "logical_core_size": claim.logical_core_size,
     }
 
 

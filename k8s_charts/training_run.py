@@ -35,8 +35,12 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from cluster_facts.dra import NodeDevices
-from cluster_facts.failure_recovery import LUSTRE_DEAD_CLIENT_EVICTION_SECONDS, NODE_LOST_TOLERATION_SECONDS
+from cluster_facts.dra import POD_DEVICE_CLAIM, NodeDevices
+from cluster_facts.failure_recovery import (
+    LUSTRE_DEAD_CLIENT_EVICTION_SECONDS,
+    NODE_LOST_TAINT_KEYS,
+    NODE_LOST_TOLERATION_SECONDS,
+)
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
@@ -494,10 +498,7 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                         effect="NoExecute",
                                         toleration_seconds=NODE_LOST_TOLERATION_SECONDS,
                                     )
-                                    for key in (
-                                        "node.kubernetes.io/not-ready",
-                                        "node.kubernetes.io/unreachable",
-                                    )
+                                    for key in NODE_LOST_TAINT_KEYS
                                 ),
                             ],
                             init_containers=[_pod_user_container(run.image)],
@@ -569,7 +570,7 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
     )
 
 
-DEVICE_CLAIM = "devices"
+DEVICE_CLAIM = POD_DEVICE_CLAIM
 """The pod's claim (and the container's) on a DRA node group."""
 
 

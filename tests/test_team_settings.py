@@ -47,7 +47,7 @@ def test_every_team_namespace_holds_its_settings() -> None:
     assert research["claim"] == team_claim(EXAMPLE_CONFIG, "research")
     assert (research["queue"], research["uid"]) == ("research", str(config.team("research").owner_id))
     assert json.loads(research["node_groups"]) == [
-        {"name": "trn1-32xl-block", "instance_type": "trn1.32xlarge"}
+        {"name": "trn1-32xl-block", "instance_type": "trn1.32xlarge", "devices": "device-plugin"}
     ]
 
 

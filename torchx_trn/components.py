@@ -83,6 +83,47 @@ def _team_values(team: str, **given: Any) -> Any:
         raise ComponentValidationException(str(error)) from None
 
 
+@dataclass(frozen=True)
+class _Where:
+    claim: str
+    node_group: str
+    uid: int
+    instance_type: Optional[str]  # noqa: UP045
+    node_claim: Optional[_trainium.NodeClaim]  # noqa: UP045
+
+
+def _where(
+    team: Optional[str],  # noqa: UP045
+    *,
+    claim: Optional[str],  # noqa: UP045
+    node_group: Optional[str],  # noqa: UP045
+    uid: Any,
+    instance_type: Optional[str],  # noqa: UP045
+) -> _Where:
+    """Claim, node group, uid, instance type and (on a ``dra`` group) the node claim: from the team's
+    settings with --team, else from the flags (the device plugins' path: only the settings know a
+    group's devices)."""
+    # TorchX's parser hands an Optional[int] over as the text given.
+    uid = int(uid) if uid is not None else None
+    node_claim = None
+    if team is not None:
+        resolved = _team_values(
+            team, node_group=node_group, instance_type=instance_type, claim=claim, uid=uid
+        )
+        claim, node_group, uid = resolved.claim, resolved.node_group, resolved.uid
+        instance_type, node_claim = resolved.instance_type, resolved.node_claim
+    missing = [
+        flag
+        for flag, value in (("--claim", claim), ("--node_group", node_group), ("--uid", uid))
+        if value is None
+    ]
+    if missing or claim is None or node_group is None or uid is None:
+        raise ComponentValidationException(
+            f"give --team <team> (its settings name the rest), or {', '.join(missing)} (docs/torchx.md)"
+        )
+    return _Where(claim, node_group, uid, instance_type, node_claim)
+
+
 def trainium_ddp(
     *script_args: str,
     script: str,
@@ -105,7 +146,7 @@ def trainium_ddp(
     Args:
         script_args: arguments to the script (after --); $(OUTPUT_DIR) and $(RUN_ID) are expanded in the pod
         script: the training script: a path in the image or under /data
-        team: the team (its namespace): claim, node group, uid and instance type come from its settings
+        team: the team (its namespace): claim, node group, uid, instance type and devices come from its settings
         claim: without --team: the file system's claim in the namespace, fsx-<generation>
         node_group: the team's node group to run on (default with --team: its first)
         uid: without --team: the team's uid, owner of its directory
@@ -117,36 +158,21 @@ def trainium_ddp(
         max_retries: times Volcano restarts the whole job after a pod fails or is evicted
         env: environment variables for the script, NAME=value,NAME=value
     """
-    # TorchX's parser hands an Optional[int] over as the text given.
-    uid = int(uid) if uid is not None else None
-    if team is not None:
-        resolved = _team_values(
-            team, node_group=node_group, instance_type=instance_type, claim=claim, uid=uid
-        )
-        claim, node_group, uid = resolved.claim, resolved.node_group, resolved.uid
-        instance_type = resolved.instance_type
-    missing = [
-        flag
-        for flag, value in (("--claim", claim), ("--node_group", node_group), ("--uid", uid))
-        if value is None
-    ]
-    if missing or claim is None or node_group is None or uid is None:
-        raise ComponentValidationException(
-            f"give --team <team> (its settings name the rest), or {', '.join(missing)} (docs/torchx.md)"
-        )
+    where = _where(team, claim=claim, node_group=node_group, uid=uid, instance_type=instance_type)
     try:
         job = _trainium.trainium_job(
             script=script,
             script_args=script_args,
-            claim=claim,
-            node_group=node_group,
-            uid=uid,
+            claim=where.claim,
+            node_group=where.node_group,
+            uid=where.uid,
             nnodes=nnodes,
-            instance_type=instance_type or _trainium.DEFAULT_INSTANCE_TYPE,
+            instance_type=where.instance_type or _trainium.DEFAULT_INSTANCE_TYPE,
             image=image,
             cacheset=cacheset,
             max_retries=max_retries,
             environment=env or {},
+            node_claim=where.node_claim,
         )
     except ValueError as error:
         raise ComponentValidationException(str(error)) from None
@@ -156,12 +182,13 @@ def trainium_ddp(
 def trainium_native(
     *script_args: str,
     script: str,
-    claim: str,
-    node_group: str,
-    uid: int,
     image: str,
+    team: Optional[str] = None,  # noqa: UP045 - TorchX's parser reads typing.Optional
+    claim: Optional[str] = None,  # noqa: UP045
+    node_group: Optional[str] = None,  # noqa: UP045
+    uid: Optional[int] = None,  # noqa: UP045
     nnodes: int = 1,
-    instance_type: str = _trainium.DEFAULT_NATIVE_INSTANCE_TYPE,
+    instance_type: Optional[str] = None,  # noqa: UP045
     lnc: Optional[int] = None,  # noqa: UP045 - TorchX's parser reads typing.Optional
     name: str = "trainium-native",
     cacheset: Optional[str] = None,  # noqa: UP045
@@ -175,33 +202,36 @@ def trainium_native(
     Args:
         script_args: arguments to the script (after --); $(OUTPUT_DIR) and $(RUN_ID) are expanded in the pod
         script: the training script: a path in the image or under /data
-        claim: the file system's claim in the namespace, fsx-<generation> (kubectl get pvc)
-        node_group: the team's node group of the native stack to run on (trainium.node_groups[].neuron_stack)
-        uid: the team's uid, owner of its directory (teams[].uid, or derived from the team's name)
         image: a Neuron SDK 2.33 TorchNeuron image, pinned by tag or digest (sdk2.33.x in its tag)
+        team: the team (its namespace): claim, node group, uid, instance type and devices come from its settings
+        claim: without --team: the file system's claim in the namespace, fsx-<generation> (kubectl get pvc)
+        node_group: the team's node group of the native stack to run on (default with --team: its first)
+        uid: without --team: the team's uid, owner of its directory (teams[].uid, or derived from the team's name)
         nnodes: number of nodes (pods), each taking a whole node
-        instance_type: the Trainium instance type of the nodes
-        lnc: physical NeuronCores per logical one (1 or 2); default: the instance type's (2 on trn2)
+        instance_type: the nodes' instance type (with --team: checked against the group's; default trn2.48xlarge)
+        lnc: physical NeuronCores per logical one (1 or 2); default: the instance type's (2 on trn2), on a DRA group its claim's
         name: the job's name; TorchX appends a unique suffix
         cacheset: a Neuron compile cache to reuse across runs (never by two at once); default: the job's own
         max_retries: times Volcano restarts the whole job after a pod fails or is evicted
         env: environment variables for the script, NAME=value,NAME=value
     """
+    where = _where(team, claim=claim, node_group=node_group, uid=uid, instance_type=instance_type)
     try:
         job = _trainium.trainium_job(
             script=script,
             script_args=script_args,
-            claim=claim,
-            node_group=node_group,
-            uid=uid,
+            claim=where.claim,
+            node_group=where.node_group,
+            uid=where.uid,
             nnodes=nnodes,
-            instance_type=instance_type,
+            instance_type=where.instance_type or _trainium.DEFAULT_NATIVE_INSTANCE_TYPE,
             image=image,
             cacheset=cacheset,
             max_retries=max_retries,
             environment=env or {},
             stack="native",
-            logical_core_size=lnc,
+            logical_core_size=int(lnc) if lnc is not None else None,
+            node_claim=where.node_claim,
         )
     except ValueError as error:
         raise ComponentValidationException(str(error)) from None

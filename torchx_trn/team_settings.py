@@ -1,5 +1,6 @@
 """A team's settings as its namespace's ConfigMap holds them (k8s_charts/team_settings.py), and what a
-TorchX run of the team takes from them: the claim, the node group, the uid and the instance type.
+TorchX run of the team takes from them: the claim, the node group, the uid, the instance type and,
+on a ``devices: dra`` group, the claim its pods take their node's devices through.
 
 Pure: the component (torchx_trn/components.py) reads the ConfigMap with the Kubernetes client and
 passes its data here. A value given on the command line must agree with the settings: a node group
@@ -13,7 +14,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cluster_facts.dra import DEVICE_PATHS, DRA_DEVICES, PLUGIN_DEVICES, node_claim_template
 from cluster_facts.kubernetes_names import TEAM_SETTINGS_CONFIGMAP
+from torchx_trn.trainium import NodeClaim
 
 __all__ = ["ResolvedTeam", "resolve_team"]
 
@@ -25,6 +28,8 @@ class ResolvedTeam:
     uid: int
     instance_type: str
     queue: str
+    node_claim: NodeClaim | None = None
+    """The node group's whole-node claim on a ``devices: dra`` group; None on the device plugins'."""
 
 
 def resolve_team(
@@ -39,7 +44,15 @@ def resolve_team(
     """The run's values from ``data`` (the ConfigMap's), checked against what the command gave."""
     where = f"ConfigMap {team}/{TEAM_SETTINGS_CONFIGMAP}"
     try:
-        groups = {str(g["name"]): str(g["instance_type"]) for g in json.loads(data["node_groups"])}
+        entries = {str(g["name"]): g for g in json.loads(data["node_groups"])}
+        groups = {name: str(entry["instance_type"]) for name, entry in entries.items()}
+        # A ConfigMap written before the stack knew DRA names no device path: the device plugins'.
+        paths = {name: entry.get("devices", PLUGIN_DEVICES) for name, entry in entries.items()}
+        if any(path not in DEVICE_PATHS for path in paths.values()):
+            raise ValueError(f"devices not one of {', '.join(DEVICE_PATHS)}")
+        sizes = {name: entry.get("logical_core_size") for name, entry in entries.items()}
+        if any(size is not None and not isinstance(size, int) for size in sizes.values()):
+            raise ValueError("logical_core_size not a whole number")
         settings = ResolvedTeam(
             claim=data["claim"], node_group="", uid=int(data["uid"]), instance_type="", queue=data["queue"]
         )
@@ -62,6 +75,19 @@ def resolve_team(
         raise ValueError(f"team {team}'s claim is {settings.claim}, not {claim}; leave --claim out")
     if uid is not None and uid != settings.uid:
         raise ValueError(f"team {team}'s uid is {settings.uid}, not {uid}; leave --uid out")
+    node_claim = (
+        NodeClaim(
+            template=node_claim_template(chosen),
+            logical_core_size=sizes[chosen],
+        )
+        if paths[chosen] == DRA_DEVICES
+        else None
+    )
     return ResolvedTeam(
-        claim=settings.claim, node_group=chosen, uid=settings.uid, instance_type=shape, queue=settings.queue
+        claim=settings.claim,
+        node_group=chosen,
+        uid=settings.uid,
+        instance_type=shape,
+        queue=settings.queue,
+        node_claim=node_claim,
     )

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cluster_facts.dra import POD_DEVICE_CLAIM
+from cluster_facts.failure_recovery import NODE_LOST_TAINT_KEYS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
@@ -49,6 +51,7 @@ __all__ = [
     "RENDEZVOUS_ENDPOINT",
     "RENDEZVOUS_PROGRAM",
     "Mount",
+    "NodeClaim",
     "TrainiumJob",
     "trainium_job",
 ]
@@ -67,7 +70,8 @@ RENDEZVOUS_PROGRAM = script_body("torchx_trn", "rendezvous_attempt.py")
 
 # Nodes carry the taint aws.amazon.com/neuron:NoSchedule. TorchX renders no tolerations; EKS's
 # ExtendedResourceToleration admission adds one to every pod that requests the resource of the
-# same name, which every pod of this job does.
+# same name, which every pod of this job on a device-plugin group does. On a ``dra`` group the pod
+# requests no extended resource, so admitted_job writes the toleration (as the stack's runs do).
 assert NEURON_TAINT_KEY == NEURON_RESOURCE, "the Trainium taint is tolerated only through the resource's name"
 
 # The EFA and Neuron runtime settings of the cluster's own runs.
@@ -98,6 +102,16 @@ class Mount:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeClaim:
+    """A ``devices: dra`` node group's whole-node claim, as the team's settings describe it: the team
+    namespace's ResourceClaimTemplate (cluster_facts/dra.py ``node_claim_template``) and the Logical
+    NeuronCore size it configures (None: it configures none, as on Trainium1)."""
+
+    template: str
+    logical_core_size: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class TrainiumJob:
     """One job: ``nnodes`` pods, one per node, each with every device of its node."""
 
@@ -119,12 +133,17 @@ class TrainiumJob:
     stack: str = "xla"
     """The Neuron stack the job trains on (cluster_facts/neuron_stack.py): ``xla`` or ``native``."""
     logical_core_size: int | None = None
-    """Physical NeuronCores per logical one (NEURON_LOGICAL_NC_CONFIG); None: the instance type's."""
+    """Physical NeuronCores per logical one (NEURON_LOGICAL_NC_CONFIG); None: the node claim's, else
+    the instance type's."""
+    node_claim: NodeClaim | None = None
+    """On a ``devices: dra`` group: the claim each pod takes its node's devices through; None: the
+    device plugins' extended resources."""
 
     @property
     def processes_per_node(self) -> int:
         """One worker per logical NeuronCore."""
-        return self.instance.logical_cores(self.logical_core_size)
+        claimed = self.node_claim.logical_core_size if self.node_claim is not None else None
+        return self.instance.logical_cores(self.logical_core_size or claimed)
 
     @property
     def volcano_max_retries(self) -> int:
@@ -141,7 +160,10 @@ class TrainiumJob:
 
     @property
     def devices(self) -> dict[str, int]:
-        """Every Trainium chip and EFA interface of the node: one pod per node."""
+        """Every Trainium chip and EFA interface of the node: one pod per node. None on a ``dra`` group:
+        no node there advertises them; the pod's claim holds them (``admitted_job``)."""
+        if self.node_claim is not None:
+            return {}
         return {NEURON_RESOURCE: self.instance.chips, EFA_RESOURCE: self.instance.efa_interfaces}
 
     @property
@@ -211,8 +233,11 @@ class TrainiumJob:
         class; in every pod, the team's node group beside the instance type, the team's uid and gid
         from the start (non-root, no privilege escalation, no capability, the runtime's seccomp
         profile), the data sets' claim read-only on the volume as well as on the mount, and no
-        service-account token (training never calls the Kubernetes API). ``priority_class`` is
-        what ``-cfg priority_class`` asked for, if anything: only the team's class is allowed.
+        service-account token (training never calls the Kubernetes API). On a ``dra`` group, what the
+        stack's runs carry there (k8s_charts/training_run.py): the pod's claim from the team's
+        ``trainium-node-<group>`` template, named by the container, and the tolerations of the
+        Trainium taint and of a lost node. ``priority_class`` is what ``-cfg priority_class`` asked
+        for, if anything: only the team's class is allowed.
         """
         if priority_class not in (None, TRAINING_PRIORITY_CLASS):
             raise ValueError(
@@ -241,6 +266,8 @@ class TrainiumJob:
                     # The kubelet mounts a claim read-only only when the pod's volume says so
                     # (kubernetes#69843); the mount's readOnly alone is TorchX's.
                     claim["readOnly"] = True
+            if self.node_claim is not None:
+                _claim_the_node(pod, self.node_claim)
             for container in pod["containers"]:
                 container["securityContext"] = {
                     **container.get("securityContext", {}),
@@ -253,6 +280,31 @@ class TrainiumJob:
             pod["initContainers"] = [pod_user_init_container(self.image), *pod.get("initContainers", [])]
             pod["volumes"] = [*pod.get("volumes", []), pod_user_volume()]
         return admitted
+
+
+def _claim_the_node(pod: dict[str, Any], claim: NodeClaim) -> None:
+    """The pod's devices through ``claim`` (before the init container is added: it claims nothing)."""
+    pod["resourceClaims"] = [
+        *pod.get("resourceClaims", []),
+        {"name": POD_DEVICE_CLAIM, "resourceClaimTemplateName": claim.template},
+    ]
+    for container in pod["containers"]:
+        resources = container.setdefault("resources", {})
+        resources["claims"] = [*resources.get("claims", []), {"name": POD_DEVICE_CLAIM}]
+    pod["tolerations"] = [
+        *pod.get("tolerations", []),
+        {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+        # A pod on a lost node goes a minute after the node is marked (cluster_facts/failure_recovery.py).
+        *(
+            {
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": NODE_LOST_TOLERATION_SECONDS,
+            }
+            for key in NODE_LOST_TAINT_KEYS
+        ),
+    ]
 
 
 def trainium_job(
@@ -270,6 +322,7 @@ def trainium_job(
     environment: Mapping[str, str],
     stack: str = "xla",
     logical_core_size: int | None = None,
+    node_claim: NodeClaim | None = None,
 ) -> TrainiumJob:
     """The job, or a ValueError of one line naming the argument that is wrong and what is allowed."""
     instance = CATALOG.get(instance_type)
@@ -306,6 +359,16 @@ def trainium_job(
         )
     if cacheset is not None and not _CACHESET.fullmatch(cacheset):
         raise ValueError(f"--cacheset {cacheset!r} may hold only letters, digits, '-' and '_'")
+    if node_claim is not None and logical_core_size is not None:
+        # The driver configures the claimed devices' LNC (the template's, else the type's default);
+        # a runtime told otherwise by NEURON_LOGICAL_NC_CONFIG would disagree with its devices.
+        claimed = node_claim.logical_core_size or instance.default_logical_core_size
+        if logical_core_size != claimed:
+            raise ValueError(
+                f"--lnc {logical_core_size}: node group {node_group!r} gives a pod its devices through "
+                f"the ResourceClaimTemplate {node_claim.template}, which configures LNC {claimed}; "
+                f"leave --lnc out or give {claimed}"
+            )
     return TrainiumJob(
         instance=instance,
         nnodes=nnodes,
@@ -320,6 +383,7 @@ def trainium_job(
         environment=dict(environment),
         stack=stack,
         logical_core_size=logical_core_size,
+        node_claim=node_claim,
     )
 
 

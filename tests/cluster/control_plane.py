@@ -519,6 +519,12 @@ class ControlPlane:
         """kubectl as ``user`` in ``groups`` (and ``system:authenticated``), through impersonation."""
         return Kubectl(self.binaries.kubectl, self.kubeconfig, (user, (*groups, "system:authenticated")))
 
+    def user_kubeconfig(self, user: str, groups: Iterable[str] = ()) -> Path:
+        """A kubeconfig of ``user`` in ``groups`` with a client certificate of the cluster's CA (as an
+        authenticator names a person), for a program with its own API client (the TorchX CLI)."""
+        pair = self.ca.issue(f"user-{user}", common_name=user, organizations=list(groups))
+        return self._write_kubeconfig(f"user-{user}", client=pair)
+
     def kube_api_environment(self, token_file: Path) -> dict[str, str]:
         """What points an in-cluster program's API client (k8s_charts/scripts/kube_api.py) at this
         API server with ``token_file``'s token, in place of the pod's service and mounted token."""

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+import yaml
 
 from cluster_facts.dra import (
     DEVICES_LABEL,
@@ -35,7 +36,12 @@ from cluster_facts.dra import (
     device_quota_resource,
     queue_device_resource,
 )
-from cluster_facts.kubernetes_names import INSTANCE_FAMILY_LABEL, INSTANCE_TYPE_LABEL, team_rbac_group
+from cluster_facts.kubernetes_names import (
+    INSTANCE_FAMILY_LABEL,
+    INSTANCE_TYPE_LABEL,
+    NEURON_RESOURCE,
+    team_rbac_group,
+)
 from config import StackConfig, parse_config
 from k8s_charts import efa_device_plugin, efa_dra_driver, neuron_device_plugin, neuron_dra_driver
 from k8s_charts.dra_admission import DRIVER_POLICIES, OBJECTS_POLICY, TEAM_CLAIMS_POLICY
@@ -54,6 +60,7 @@ from tests.cluster.plans import config_data, plan_of
 from tests.cluster.runs import RunHandle, end_runs, run_handle
 from tests.cluster.scheduler_log import SchedulerLog
 from tests.conftest import DEFAULT_CONFIG
+from tests.torchx_dryrun import NATIVE_IMAGE, run_torchx, torchx_available
 from tests.yaml_edits import with_change
 
 TRAINING, RESEARCH, VISION = "training", "research", "vision"
@@ -590,3 +597,60 @@ def test_a_team_uses_neither_another_teams_claims_nor_device_classes_it_has_no_g
     ]
     assert owners == [pods[0]["metadata"]["uid"]]
     end_runs(cluster, [TRAINING, VISION])
+
+
+TORCHX_DRA = (
+    'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+    f"torchx_trn/components.py:trainium_ddp --team {TRAINING} --node_group {TRN1} --script my_train.py --nnodes 2"
+)
+TORCHX_OTHER_LNC = (
+    'torchx run --dryrun --workspace "" -s kubernetes -cfg queue=test,namespace=training '
+    f"torchx_trn/components.py:trainium_native --team {TRAINING} --node_group {TRN2} --image {NATIVE_IMAGE} "
+    "--script /data/code/train.py --lnc 1"
+)
+
+
+def test_a_torchx_job_claims_whole_dra_nodes_through_the_teams_template(
+    cluster: ControlPlane, nodes: dict[str, list[str]]
+) -> None:
+    """The real component (the torchx CLI, ``--team``) reads the team's settings from this API server
+    with a team member's credentials and renders a gang for trn1-dra: pods that claim their node
+    through the namespace's ``trainium-node-trn1-dra`` template and request no extended resource. A
+    member creates it; the team policies admit it, Volcano's controller makes the pods and claims,
+    the scheduler allocates each a whole node's connected devices, and the Job completes. An LNC the
+    trn2-dra template does not configure is refused in one line before anything is built."""
+    assert torchx_available() is None, torchx_available()
+    groups = [team_rbac_group(TRAINING)]
+    env = {"KUBECONFIG": str(cluster.user_kubeconfig("tess", groups))}
+    refused = run_torchx(TORCHX_OTHER_LNC, env=env)
+    assert refused.returncode != 0
+    assert (
+        f"--lnc 1: node group '{TRN2}' gives a pod its devices through the ResourceClaimTemplate "
+        f"trainium-node-{TRN2}, which configures LNC 2; leave --lnc out or give 2"
+    ) in refused.stderr, refused.stderr
+    rendered = run_torchx(TORCHX_DRA, env=env)
+    assert rendered.returncode == 0, rendered.stderr[-3000:]
+    job: dict[str, Any] = yaml.safe_load(rendered.stdout.split("=== SCHEDULER REQUEST ===", 1)[1])
+    job["metadata"]["namespace"] = TRAINING
+    for task in job["spec"]["tasks"]:
+        assert task["template"]["spec"]["resourceClaims"] == [
+            {"name": "devices", "resourceClaimTemplateName": f"trainium-node-{TRN1}"}
+        ]
+        [container] = task["template"]["spec"]["containers"]
+        assert container["resources"]["claims"] == [{"name": "devices"}]
+        assert NEURON_RESOURCE not in json.dumps(container["resources"]), "a resource no DRA node has"
+    run = RunHandle.of_job(cluster, job)
+    cluster.impersonate("tess", groups)("create", "-f", "-", input=json.dumps(job))
+    try:
+        pods = cluster.wait_for(run.running, timeout=90, what="the TorchX gang running on the trn1 DRA nodes")
+        assert {p["spec"]["nodeName"] for p in pods} == set(nodes[TRN1])
+        assert kubelet_refusals(cluster, pods) == []
+        for pod in pods:
+            [claim] = claims_of(cluster, pod)
+            results = _results(claim)
+            assert len(results["neurons"]) == 16 and len(results["efa"]) == 8
+            assert len(_connected(cluster, claim, 16)) == 1
+        run.finish()
+        cluster.wait_for(lambda: _phase(run) == "Completed", timeout=60, what="the TorchX job Completed")
+    finally:
+        end_runs(cluster, [TRAINING])
