@@ -57,6 +57,7 @@ SETTINGS = team_settings_data(
     datasets_claim="fsx-0a1b2c-datasets",
     uid=485811,
     node_groups={"trn1-32xl-block": "trn1.32xlarge"},
+    device_claims={},
 )
 
 

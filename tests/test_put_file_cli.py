@@ -28,6 +28,7 @@ SETTINGS = team_settings_data(
     datasets_claim="fsx-0a1b2c-datasets",
     uid=485811,
     node_groups={"trn1-32xl-block": "trn1.32xlarge"},
+    device_claims={},
 )
 # Answers by the first two arguments; the calls are appended to $FAKE_KUBECTL_LOG as JSON lines.
 FAKE_KUBECTL = """#!{python}
