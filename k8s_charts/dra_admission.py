@@ -201,6 +201,20 @@ def _driver_policy(driver: str, username: str) -> dict[str, Any]:
     else:
         resources[_DRA].append("resourceclaims/status")
         extra = _efa_claim_validations()
+    return _own_node_policy(
+        username, resources, who=f"the {driver} DRA driver", validations=[_slice_validation(driver), *extra]
+    )
+
+
+def _own_node_policy(
+    username: str,
+    resources: Mapping[str, Sequence[str]],
+    *,
+    who: str,
+    validations: Sequence[Mapping[str, str]],
+) -> dict[str, Any]:
+    """A policy judging only ``username``'s writes of ``resources``, which must come with a token
+    bound to a pod (its node in ``variables.nodeName``), then ``validations``."""
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": _rules(resources, ("CREATE", "UPDATE", "DELETE"))},
@@ -214,10 +228,9 @@ def _driver_policy(driver: str, username: str) -> dict[str, Any]:
         "validations": [
             refuse(
                 "variables.nodeName != ''",
-                f"the {driver} DRA driver must call with a pod-bound service-account token (user extra {NODE_NAME_EXTRA})",
+                f"{who} must call with a pod-bound service-account token (user extra {NODE_NAME_EXTRA})",
             ),
-            _slice_validation(driver),
-            *extra,
+            *validations,
         ],
     }
 
@@ -269,25 +282,11 @@ def _node_check_devices_policy(username: str) -> dict[str, Any]:
         " && o.name == variables.nodeName)"
     )
     who = "the node check"
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": _rules(
-                {_DRA: ["devicetaintrules", "devicetaintrules/status"]}, ("CREATE", "UPDATE", "DELETE")
-            )
-        },
-        "matchConditions": [
-            {
-                "name": "this-service-account-only",
-                "expression": f"has(request.userInfo.username) && request.userInfo.username == {cel_string(username)}",
-            }
-        ],
-        "variables": _node_variables(),
-        "validations": [
-            refuse(
-                "variables.nodeName != ''",
-                f"{who} must call with a pod-bound service-account token (user extra {NODE_NAME_EXTRA})",
-            ),
+    return _own_node_policy(
+        username,
+        {_DRA: ["devicetaintrules", "devicetaintrules/status"]},
+        who=who,
+        validations=[
             refuse(
                 "request.operation == 'CREATE' && variables.subResource == ''",
                 f"{who} may only create DeviceTaintRules",
@@ -302,7 +301,7 @@ def _node_check_devices_policy(username: str) -> dict[str, Any]:
                 f"{who}'s DeviceTaintRule must be owned by its own node",
             ),
         ],
-    }
+    )
 
 
 class DraAdmissionChart(cdk8s.Chart):
