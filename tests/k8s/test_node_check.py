@@ -516,7 +516,8 @@ def file_system() -> Iterator[int]:
         yield listener.getsockname()[1]
 
 
-def run_check(cluster: Cluster, token: Path, lustre_port: int) -> int:
+def run_check(cluster: Cluster, token: Path, lustre_port: int, *, fence: Any = None) -> int:
+    """``check_node`` on the cluster's token node; ``fence``: a DeviceFence (node_check_devices.py)."""
     module = checker()
     with json_api(cluster.answer) as url:
         api = module.Api(server=url, token_file=str(token), ca_file=None)
@@ -535,6 +536,7 @@ def run_check(cluster: Cluster, token: Path, lustre_port: int) -> int:
                 lustre_port=lustre_port,
                 step_timeout=10,
                 repair=repair(),
+                fence=fence,
             )
         )
 

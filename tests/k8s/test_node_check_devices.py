@@ -25,11 +25,6 @@ from cluster_facts.dra import (
     VOLCANO_DEVICE_TAINT_RULE_API,
     device_taints_usable,
 )
-from cluster_facts.kubernetes_names import (
-    EFA_INTERFACES_LABEL,
-    NEURON_CORES_LABEL,
-    NEURON_DEVICES_LABEL,
-)
 from cluster_facts.node_check import NODE_CHECK_CONDITION, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
 from config import parse_config
 from k8s_charts.node_check import NodeCheckChart, NodeCheckValues
@@ -39,15 +34,13 @@ from tests.k8s.manifests import only, synth
 from tests.k8s.test_node_check import (
     IMAGE,
     Cluster,
-    checker,
     file_system,
     node_tools,
-    repair,
     token,
     trainium_node,
 )
+from tests.k8s.test_node_check import run_check as node_check_run
 from tests.pod_programs import program
-from tests.stand_in_api import json_api
 
 __all__ = ["file_system", "node_tools", "token"]  # fixtures, used by name
 
@@ -87,27 +80,7 @@ class DraCluster(Cluster):
 
 
 def run_check(cluster: Cluster, token: Path, lustre_port: int, *, with_fence: bool = True) -> int:
-    module = checker()
-    with json_api(cluster.answer) as url:
-        api = module.Api(server=url, token_file=str(token), ca_file=None)
-        return int(
-            module.check_node(
-                api,
-                node_name=cluster.token_node,
-                taint_key=NODE_CHECK_TAINT_KEY,
-                condition_type=NODE_CHECK_CONDITION,
-                labels={
-                    "devices": NEURON_DEVICES_LABEL,
-                    "cores": NEURON_CORES_LABEL,
-                    "efa_interfaces": EFA_INTERFACES_LABEL,
-                },
-                lustre_host="127.0.0.1",
-                lustre_port=lustre_port,
-                step_timeout=10,
-                repair=repair(),
-                fence=fence() if with_fence else None,
-            )
-        )
+    return node_check_run(cluster, token, lustre_port, fence=fence() if with_fence else None)
 
 
 def test_a_device_is_fenced_only_while_a_connected_half_stays_whole() -> None:
