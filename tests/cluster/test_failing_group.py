@@ -144,6 +144,15 @@ class Checks:
         ]
 
 
+def _after_this_second() -> None:
+    """Wait into the next wall-clock second. The check records a replacement (to the second, as the
+    Node's creationTimestamp is) before it marks the instance, and counts a later failure as a repeat
+    only from a node created in a later second (node_check_budget.decide). EC2 takes minutes to launch a
+    replacement; played here at once, it could register within the recorded second and count as one of
+    the failed node's own launch (the CI failure of 2026-11-28: withheld, launches never suspended)."""
+    time.sleep(1.05 - time.time() % 1)
+
+
 @dataclass
 class PlayedGroup:
     """EC2 Auto Scaling for the group, as the check's calls reach it: an instance marked Unhealthy is
@@ -169,6 +178,7 @@ class PlayedGroup:
             node = nodes[instance]
             self.plane.kubectl("delete", "node", node["metadata"]["name"], "--wait=false")
             if not suspended and len(self.replacements) < self.limit:
+                _after_this_second()
                 self.replacements.append(self._launch(node))
 
     def _launch(self, replaced: dict[str, Any]) -> str:

@@ -211,11 +211,21 @@ def test_a_partial_gang_stalls_the_autoscaler_until_the_watchdog_cordons_the_idl
         )
         added_during_stall: set[str] = set()
 
-        def cordoned() -> str | None:
-            added_during_stall.update(_names(autoscaler.nodes(group)))
+        def cordon_owner() -> str | None:
             node = control_plane.kubectl.json("get", "node", idle)
             annotation = node["metadata"].get("annotations", {}).get(GANG_WATCHDOG_ANNOTATION)
             return str(annotation) if node["spec"].get("unschedulable") and annotation else None
+
+        def cordoned() -> str | None:
+            # The group's nodes count as added during the stall only when the idle node is uncordoned
+            # both before and after they were read: once the cordon lands, the autoscaler may rightly
+            # add the gang's nodes before this poll comes round (it did under a loaded CI machine).
+            if (owner := cordon_owner()) is not None:
+                return owner
+            nodes = _names(autoscaler.nodes(group))
+            if (owner := cordon_owner()) is None:
+                added_during_stall.update(nodes)
+            return owner
 
         owner = control_plane.wait_for(
             cordoned,
