@@ -196,22 +196,25 @@ test: setup lint $(TORCH_STAMP) cluster-binaries debian-tools ## lint, then ever
 	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
 	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
 	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
-	# the real control plane, three sessions at once, each with an API server of its own and a fixed
+	# the real control plane, four sessions at once, each with an API server of its own and a fixed
 	# list of modules (tests/cluster/conftest.py WORKERS, tests/cluster/README.md).
 	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime
-	$(BIN)/python -m pytest -n 3 --dist loadfile tests/cluster
+	$(BIN)/python -m pytest -n 4 --dist loadfile tests/cluster
 
 # The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,
-# helm, kwok, Volcano and the cluster autoscaler, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod
+# helm, kwok, Volcano and the cluster autoscaler, and its real nodes' kubelet, containerd, runc and
+# CNI plugins, built from the Go module proxy by the versions in tools/cluster-binaries/*/go.mod
 # (go.sum verifies them) into ~/.cache/trainium-cluster/ (XDG_CACHE_HOME), keyed by what decides
-# their bytes: a second run, another worktree or clone on the machine builds nothing. Needs Go 1.26.
-cluster-binaries: $(PY_STAMP) ## build the control plane binaries for tests/cluster (Go 1.26; once per machine)
+# their bytes: a second run, another worktree or clone on the machine builds nothing. Needs Go 1.26,
+# gcc and pkg-config; runc links the libseccomp that debian-tools unpacks.
+cluster-binaries: $(PY_STAMP) debian-tools ## build the control plane binaries for tests/cluster (Go 1.26; once per machine)
 	$(BIN)/python -m tools.cluster_binaries
 
-# Debian packages a test runs and a machine may lack (the OpenSSH server of tests/k8s/test_fabric_ssh.py),
-# pinned by version and checksum, unpacked into .tools/ (tools/debian_tools.py); nothing is installed
-# on the system. Without a Debian mirror it says so and those tests skip.
+# Debian packages a test runs and a machine may lack (the OpenSSH server of tests/k8s/test_fabric_ssh.py,
+# libseccomp for runc, busybox for the real nodes' stand-in images), pinned by version and checksum,
+# unpacked into .tools/ (tools/debian_tools.py); nothing is installed on the system. Without a Debian
+# mirror it says so: the SSH tests skip, and cluster-binaries stops at runc with that reason.
 debian-tools: $(PY_STAMP) ## unpack the pinned Debian packages some tests run into .tools/ (apt-get download)
 	$(BIN)/python -m tools.debian_tools
 

@@ -23,7 +23,8 @@ from cluster_facts.versions import (
 )
 from config import load_config
 from tests.conftest import DEFAULT_CONFIG
-from tools.cluster_binaries import COMPONENTS, NOT_BUILT, tools
+from tools import debian_tools
+from tools.cluster_binaries import COMPONENTS, NOT_BUILT, component_dir, tools
 
 MINOR = load_config(DEFAULT_CONFIG).cluster.kubernetes_version
 
@@ -106,11 +107,43 @@ def test_the_autoscaler_is_the_release_the_product_deploys_or_says_why_not() -> 
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_each_component_builds_what_go_sum_verifies(component: str) -> None:
-    go_sum = (COMPONENTS[component].module / "go.sum").read_text()
+    module = COMPONENTS[component].module
+    go_sum = (module / "go.sum").read_text()
+    own = re.search(r"^module (\S+)", (module / "go.mod").read_text(), re.MULTILINE)
     for package in tools(COMPONENTS[component]):
+        if own and package == own.group(1):
+            # A program of this repository (fake-device-plugin): its source is here, hashed into
+            # the cache key (tools/cluster_binaries.py _key), not a download go.sum verifies.
+            continue
         modules = [
             m
             for m in re.findall(r"^(\S+) v\S+ h1:", go_sum, re.MULTILINE)
             if package == m or package.startswith(m + "/")
         ]
         assert modules, f"{component}/go.sum has no hash of the module providing {package}"
+
+
+def test_runc_links_the_pinned_libseccomp_and_its_pins_key_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """runc's seccomp is compiled against the libseccomp `make debian-tools` unpacks (pkg-config sees
+    that set's .pc only, never the machine's), linked statically; a new pin is a new cache entry, and
+    a missing set stops the build with the target to run."""
+    runc = COMPONENTS["runc"]
+    assert runc.cgo and runc.static and runc.debian == "libseccomp"
+    assert "seccomp" in runc.tags and "-extldflags -static" in runc.ldflags()
+    monkeypatch.setattr(debian_tools, "TOOLS_DIR", tmp_path)
+    with pytest.raises(SystemExit, match="make debian-tools"):
+        runc.cgo_environment()
+    pkgconfig = tmp_path / "libseccomp" / "usr/lib/x86_64-linux-gnu/pkgconfig"
+    pkgconfig.mkdir(parents=True)
+    debian_tools.stamp("libseccomp").write_text(debian_tools.pins("libseccomp"))
+    env = runc.cgo_environment()
+    assert env["CGO_ENABLED"] == "1"
+    assert env["PKG_CONFIG_LIBDIR"] == str(pkgconfig) and env["PKG_CONFIG_PATH"] == ""
+    assert env["PKG_CONFIG_SYSROOT_DIR"] == str(tmp_path / "libseccomp")
+    before = component_dir(runc)
+    (dev, *rest) = debian_tools.SETS["libseccomp"]
+    moved = debian_tools.DebianPackage(dev.name, dev.version + "+1", dev.sha256)
+    monkeypatch.setitem(debian_tools.SETS, "libseccomp", (moved, *rest))
+    assert component_dir(runc) != before

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import debian_tools
+
 __all__ = [
     "COMPONENTS",
     "NOT_BUILT",
@@ -42,6 +44,7 @@ __all__ = [
     "build",
     "cache_root",
     "component_dir",
+    "go_environment",
     "tools",
 ]
 
@@ -89,23 +92,54 @@ class Component:
     version_variables: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     """Go build tags (``-tags``)."""
+    cgo: bool | None = None
+    """``CGO_ENABLED`` for the build: True for runc (its nsenter and seccomp are C), False for the
+    nodes' other binaries (static, as their upstream release builds are); None leaves Go's default."""
     release: str | None = None
     """The upstream release the go.mod's pseudo-version is the commit of, for a module with no
     semver tags (the running binary reports it; tests/cluster checks)."""
     instead_of: str | None = None
     """Why the release differs from the one the product deploys, and what that changes for the tests."""
+    debian: str | None = None
+    """The set of tools/debian_tools.py whose C libraries cgo compiles and links against (its
+    pkg-config files are the only ones the build sees; its pins are part of the cache key)."""
+    static: bool = False
+    """Linked with ``-extldflags -static`` (a cgo binary that needs no shared library at run time)."""
 
     @property
     def module(self) -> Path:
         return MODULES / self.name
 
     def ldflags(self) -> str:
-        if self.version_of is None:
-            return LDFLAGS
-        version = required_version(self, self.version_of)
-        major, minor = version.removeprefix("v").split(".")[:2]
-        settings = [v.format(version=version, major=major, minor=minor) for v in self.version_variables]
-        return " ".join([LDFLAGS, *(f"-X {setting}" for setting in settings)])
+        flags = [LDFLAGS]
+        if self.version_of is not None:
+            version = required_version(self, self.version_of)
+            major, minor = version.removeprefix("v").split(".")[:2]
+            settings = [v.format(version=version, major=major, minor=minor) for v in self.version_variables]
+            flags += [f"-X {setting}" for setting in settings]
+        if self.static:
+            flags.append("-extldflags -static")
+        return " ".join(flags)
+
+    def cgo_environment(self) -> dict[str, str]:
+        """CGO_ENABLED and, with a Debian set, pkg-config pointed at that set only."""
+        env: dict[str, str] = {}
+        if self.cgo is not None:
+            env["CGO_ENABLED"] = "1" if self.cgo else "0"
+        if self.debian is not None:
+            if not debian_tools.installed(self.debian):
+                raise SystemExit(
+                    f"cluster-binaries: {self.name} needs the Debian set {self.debian!r} in"
+                    f" {debian_tools.root(self.debian)}; run `make debian-tools`"
+                )
+            root = debian_tools.root(self.debian)
+            env.update(
+                # The set's .pc files only (not the machine's), their -I and -L under the set.
+                PKG_CONFIG_LIBDIR=":".join(str(p) for p in sorted(root.glob("usr/lib/*/pkgconfig"))),
+                PKG_CONFIG_PATH="",
+                PKG_CONFIG_SYSROOT_DIR=str(root),
+            )
+        return env
 
 
 def required_version(component: Component, module: str) -> str:
@@ -169,6 +203,42 @@ COMPONENTS = {
             version_of="helm.sh/helm/v4",
             version_variables=("helm.sh/helm/v4/internal/version.version={version}",),
         ),
+        # The real nodes of tests/cluster (tests/cluster/real_nodes.py): the kubelet and kube-proxy at
+        # the control plane's release, containerd at the AMI's minor, runc, the CNI plugins.
+        Component(
+            "kubelet", version_of="k8s.io/kubernetes", version_variables=_KUBERNETES_VERSION, cgo=False
+        ),
+        Component(
+            "containerd",
+            version_of="github.com/containerd/containerd/v2",
+            version_variables=("github.com/containerd/containerd/v2/version.Version={version}",),
+            # btrfs needs cgo and its headers, devmapper and ZFS need their tools: the nodes here use
+            # the overlayfs or native snapshotter (tests/cluster/real_nodes.py).
+            tags=("no_btrfs", "no_devmapper", "no_zfs"),
+            cgo=False,
+        ),
+        Component(
+            "runc",
+            version_of="github.com/opencontainers/runc",
+            version_variables=("main.version={version}",),
+            # libseccomp (Debian's, unpacked by `make debian-tools`): the RuntimeDefault profile the
+            # platform's pods ask for is applied, not refused. Static, with netgo and osusergo (as
+            # runc's own `make static` release builds): no libseccomp.so or NSS module at run time.
+            tags=("seccomp", "netgo", "osusergo"),
+            cgo=True,
+            debian="libseccomp",
+            static=True,
+        ),
+        Component(
+            "cni-plugins",
+            version_of="github.com/containernetworking/plugins",
+            version_variables=(
+                "github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion={version}",
+            ),
+            cgo=False,
+        ),
+        # The device plugin stand-in of the real nodes (a program of this repository, main.go).
+        Component("fake-device-plugin", cgo=False),
         # Not a control plane binary: the workflow linter tests/test_review_workflow.py runs, built and
         # cached the same way (its version comes from the module's build info).
         Component("actionlint"),
@@ -205,9 +275,16 @@ def _key(component: Component) -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((component.module / name).read_bytes())
+    # A module with a program of its own (fake-device-plugin): its source decides the bytes too.
+    for source in sorted(component.module.glob("*.go")):
+        digest.update(source.name.encode() + source.read_bytes())
     flags = [component.ldflags(), "-trimpath", component.api_addition]
     if component.tags:
         flags.append(component.tags)
+    if component.cgo is not None:
+        flags.append(f"cgo={component.cgo}")
+    if component.debian is not None:
+        flags.append(debian_tools.pins(component.debian))
     digest.update(json.dumps(flags).encode())
     return digest.hexdigest()[:16]
 
@@ -221,7 +298,7 @@ def binary_path(component: str, binary: str) -> Path:
     return component_dir(COMPONENTS[component]) / "bin" / binary
 
 
-def _go_environment() -> dict[str, str]:
+def go_environment() -> dict[str, str]:
     env = dict(os.environ)
     configured = subprocess.run(
         ["go", "env", "GOPROXY"], check=True, capture_output=True, text=True, env=env
@@ -284,7 +361,7 @@ def build(component: Component, *, quiet: bool = False) -> tuple[Path, bool]:
     if (target / "bin").is_dir():
         return target, False
     target.parent.mkdir(parents=True, exist_ok=True)
-    env = _go_environment()
+    env = go_environment()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f".{component.name}-", dir=target.parent) as temporary:
         work = Path(temporary)
@@ -304,7 +381,12 @@ def build(component: Component, *, quiet: bool = False) -> tuple[Path, bool]:
         ]
         if not quiet:
             print(f"cluster-binaries: building {component.name}: {' '.join(tools(component))}", flush=True)
-        subprocess.run(command, cwd=component.module, env=env, check=True)
+        subprocess.run(
+            command,
+            cwd=component.module,
+            env={**env, **component.cgo_environment()},
+            check=True,
+        )
         try:
             (work / "out").rename(target)
         except OSError:

@@ -1,6 +1,8 @@
-"""Debian packages a test needs and a machine may lack, unpacked into ``.tools/<set>/`` (never
-installed on the system): the OpenSSH server that tests/k8s/test_fabric_ssh.py runs the fabric
-check's worker command with.
+"""Debian packages a test or a build needs and a machine may lack, unpacked into ``.tools/<set>/``
+(never installed on the system): the OpenSSH server that tests/k8s/test_fabric_ssh.py runs the
+fabric check's worker command with; libseccomp, which runc's seccomp support is compiled and linked
+against (tools/cluster_binaries.py); busybox-static, the shell and applets of the stand-in images of
+tests/cluster/standin_images.py.
 
 Each package is pinned by version and SHA-256 of its .deb, read on 2026-11-28 from
 deb.debian.org's bookworm/main through ``apt-get download``. Known wrong: a Debian security update
@@ -47,7 +49,45 @@ SETS: dict[str, tuple[DebianPackage, ...]] = {
             "libwrap0", "7.6.q-32", "cbce2669a3ba4d74cfdc52b14f38014893e23d85a33d109a3422c342eefc55f8"
         ),
     ),
+    # runc's seccomp (github.com/seccomp/libseccomp-golang, cgo, `#cgo pkg-config: libseccomp`): the
+    # headers, pkg-config file and static library of -dev, and the shared library its .so names.
+    # runc is linked statically (as its own release builds are), so it needs neither at run time.
+    "libseccomp": (
+        DebianPackage(
+            "libseccomp-dev",
+            "2.5.4-1+deb12u1",
+            "5fb305f3aeb293e2b78a4cfcb58c0f42179703c371a408d002c8454661e6b7b2",
+        ),
+        DebianPackage(
+            "libseccomp2",
+            "2.5.4-1+deb12u1",
+            "108fe67957ca7cf9ba51d801118a1b37d404bea7b6e365025cd00779e9eca38d",
+        ),
+    ),
+    # One static binary with every applet (sh, wget, tar, id ...): the stand-in images' userland.
+    "busybox": (
+        DebianPackage(
+            "busybox-static",
+            "1:1.35.0-4+deb12u1+b1",
+            "3d3fdbe91d4660c873e14b092c213fe81c1da6362daa236eb25d0171eb108744",
+        ),
+    ),
 }
+
+
+def root(name: str) -> Path:
+    """Where the set is unpacked (its packages' paths below it: ``usr/lib/...``, ``bin/...``)."""
+    return TOOLS_DIR / name
+
+
+def installed(name: str) -> bool:
+    """The set is unpacked, as pinned now."""
+    return stamp(name).is_file() and stamp(name).read_text() == _stamp_text(SETS[name])
+
+
+def pins(name: str) -> str:
+    """The set's packages, versions and checksums (what a build keyed on the set hashes)."""
+    return _stamp_text(SETS[name])
 
 
 def stamp(name: str) -> Path:
@@ -84,11 +124,11 @@ def _download(package: DebianPackage, directory: Path) -> Path:
 def install(name: str) -> None:
     """Download, verify and unpack one set into .tools/<name>/, unless it is there as pinned."""
     packages = SETS[name]
-    if stamp(name).is_file() and stamp(name).read_text() == _stamp_text(packages):
+    if installed(name):
         return
-    root = TOOLS_DIR / name
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)  # dpkg-deb -x creates only the last directory of its target
+    target = root(name)
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)  # dpkg-deb -x creates only the last directory of its target
     with tempfile.TemporaryDirectory() as scratch:
         for package in packages:
             deb = _download(package, Path(scratch))
@@ -97,7 +137,7 @@ def install(name: str) -> None:
                 raise ValueError(
                     f"{deb.name}: sha256 {digest}, pinned {package.sha256} (tools/debian_tools.py)"
                 )
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, timeout=120)
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True, timeout=120)
     stamp(name).write_text(_stamp_text(packages))
 
 

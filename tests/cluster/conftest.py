@@ -61,6 +61,10 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_queues.py",
     ),
     "dra": ("test_dra.py", "test_dra_device_taints.py"),
+    # Real pods (tests/cluster/real_nodes.py): a kubelet, containerd and runc beside kwok's nodes.
+    # A list of its own: its module cordons kwok's system nodes, and its containers' start-up is
+    # CPU the other lists do not wait on.
+    "real-nodes": ("test_real_nodes.py",),
 }
 _ORDER = {
     module: (group, index) for group, modules in WORKERS.items() for index, module in enumerate(modules)

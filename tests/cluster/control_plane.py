@@ -55,6 +55,7 @@ from tests.cluster.egress import EgressProxy
 from tests.cluster.nodes import KWOK_NODE_ANNOTATION, csi_node
 from tests.cluster.pki import CertificateAuthority, KeyPair, service_account_keys
 from tests.cluster.processes import CLIENT_ENVIRONMENT, Process, Processes, free_port, wait_until
+from tests.cluster.real_nodes import NODE_GATEWAY, RealNodes, find_node_binaries
 
 __all__ = ["SERVICE_CIDR", "ApplyReport", "ControlPlane", "Kubectl", "StepResult"]
 
@@ -199,6 +200,7 @@ class ControlPlane:
     _volcano_values: str | None = None
     _watchdog_properties: str | None = None
     _control_args: dict[str, list[str]] = field(default_factory=dict)
+    _real_nodes: RealNodes | None = None
 
     def __post_init__(self) -> None:
         self.processes = Processes(self.work_dir / "logs")
@@ -223,9 +225,16 @@ class ControlPlane:
             "apiserver",
             common_name="kube-apiserver",
             dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
-            ips=["127.0.0.1", "10.100.0.1"],
+            # NODE_GATEWAY: where the real nodes and their pods reach it (tests/cluster/real_nodes.py).
+            ips=["127.0.0.1", "10.100.0.1", NODE_GATEWAY],
         )
         admin = self.ca.issue("admin", common_name="cluster-test-admin", organizations=["system:masters"])
+        # The API server's client certificate for kubelets (logs, exec, the pod proxy of real nodes).
+        kubelet_client = self.ca.issue(
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organizations=["system:masters"],
+        )
         kcm = self.ca.issue("kcm", common_name="system:kube-controller-manager")
         scheduler = self.ca.issue("scheduler", common_name="system:kube-scheduler")
         sa_keys = service_account_keys(pki)
@@ -270,12 +279,18 @@ class ControlPlane:
                 str(self.binaries.kube_apiserver),
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                 "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                # The `kubernetes` Service's endpoint: the address the real nodes' pods reach the API
+                # server at, inside the session's node network (tests/cluster/real_nodes.py). Nothing
+                # in this machine's own network namespace uses that Service.
+                f"--advertise-address={NODE_GATEWAY}",
                 f"--secure-port={self.api_port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.ca.cert}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                f"--kubelet-certificate-authority={self.ca.cert}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 # On top of the default chain (PodSecurity, ValidatingAdmissionPolicy, webhooks, ...):
@@ -472,7 +487,25 @@ class ControlPlane:
                     processes=self.processes,
                 )
 
+    @property
+    def real_nodes(self) -> RealNodes:
+        """The real nodes (kubelet, containerd, runc) of this control plane, started on first use."""
+        if self._real_nodes is None:
+            self._real_nodes = RealNodes(self, find_node_binaries())
+        return self._real_nodes
+
+    def node_kubeconfig(self, name: str, client: KeyPair, host: str) -> Path:
+        """A kubeconfig that reaches the API server at ``host`` (a real node's way to it)."""
+        path = self._write_kubeconfig(name, client=client)
+        config = json.loads(path.read_text())
+        config["clusters"][0]["cluster"]["server"] = f"https://{host}:{self.api_port}"
+        path.write_text(json.dumps(config))
+        return path
+
     def stop(self) -> None:
+        if self._real_nodes is not None:
+            with contextlib.suppress(Exception):
+                self._real_nodes.stop()
         self.processes.stop_all()
         with contextlib.suppress(Exception):
             self.egress.stop()

