@@ -38,6 +38,8 @@ REVIEW_OUT ?=
 
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
+# Real pods (tests/cluster/real_nodes.py): a pass of its own in `make test`, see there.
+REAL_NODES_TESTS := tests/cluster/test_real_nodes.py
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 CHECKOV_VENV := .venv-checkov
@@ -196,11 +198,13 @@ test: setup lint $(TORCH_STAMP) cluster-binaries debian-tools ## lint, then ever
 	# Everything but the runtime and cluster tests on both cores (a module's tests on one worker, so a
 	# stack it synthesizes is synthesized once there); then the runtime tests alone, which time real
 	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
-	# the real control plane, four sessions at once, each with an API server of its own and a fixed
-	# list of modules (tests/cluster/conftest.py WORKERS, tests/cluster/README.md).
+	# the real control plane, three sessions at once, each with an API server of its own and a fixed
+	# list of modules (tests/cluster/conftest.py WORKERS, tests/cluster/README.md); last the real
+	# node's module alone, on a control plane no other plan has used.
 	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime
-	$(BIN)/python -m pytest -n 4 --dist loadfile tests/cluster
+	$(BIN)/python -m pytest -n 3 --dist loadfile tests/cluster --ignore=$(REAL_NODES_TESTS)
+	$(BIN)/python -m pytest $(REAL_NODES_TESTS)
 
 # The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,
 # helm, kwok, Volcano and the cluster autoscaler, and its real nodes' kubelet, containerd, runc and

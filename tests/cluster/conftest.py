@@ -62,8 +62,10 @@ WORKERS: dict[str, tuple[str, ...]] = {
     ),
     "dra": ("test_dra.py", "test_dra_device_taints.py"),
     # Real pods (tests/cluster/real_nodes.py): a kubelet, containerd and runc beside kwok's nodes.
-    # A list of its own: its module cordons kwok's system nodes, and its containers' start-up is
-    # CPU the other lists do not wait on.
+    # `make test` runs this list in a pass of its own, after the others (REAL_NODES_TESTS): its
+    # module cordons kwok's system nodes, applies the default plan on a control plane no other plan
+    # has changed (the static FSx PersistentVolumes' specs differ between plans and are immutable),
+    # and its containers' start-up is CPU the other lists do not wait on.
     "real-nodes": ("test_real_nodes.py",),
 }
 _ORDER = {
