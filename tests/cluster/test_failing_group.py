@@ -176,9 +176,13 @@ class PlayedGroup:
                 continue
             self.done.add(instance)
             node = nodes[instance]
-            self.plane.kubectl("delete", "node", node["metadata"]["name"], "--wait=false")
-            if not suspended and len(self.replacements) < self.limit:
+            replace = not suspended and len(self.replacements) < self.limit
+            if replace:
                 _after_this_second()
+            # The terminated node and its replacement in one step: an Auto Scaling group keeps its
+            # size through a replacement, so the autoscaler sees no gap to fill.
+            self.plane.kubectl("delete", "node", node["metadata"]["name"], "--wait=false")
+            if replace:
                 self.replacements.append(self._launch(node))
 
     def _launch(self, replaced: dict[str, Any]) -> str:
