@@ -26,6 +26,10 @@ Sources (read 2026-11-28):
   hex digits of SHA-256 over the sorted, distinct EFA PCI addresses of devices ``g*(d//g)`` to
   ``g*(d//g)+g-1`` (``lookup/neuron/<family>.json``); ``devicegroup1_id`` is the device's EFA address.
   tests/cluster/dra.py computes them the same way and checks two captured slices.
+- A pod's node in two claims where one cannot hold it (trn2u): aws-neuron-sdk
+  ``deploy/eks/ultraserver-operator.rst`` (commit 3afa0fdf: a Neuron claim and an EFA claim
+  "alongside" it, in one pod) and the Kubernetes API reference, ``DeviceConstraint.requests`` ("the
+  one or more requests in this claim": no constraint spans two claims).
 - Kubernetes feature stages: ``pkg/features/kube_features.go`` of v1.34.12, v1.35.3 and v1.36.3.
 """
 
