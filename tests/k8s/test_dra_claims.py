@@ -145,3 +145,29 @@ def test_a_claim_over_the_limit_is_refused_in_one_line(monkeypatch: pytest.Monke
         match=r"trainium\.node_groups\[0\]\.devices: dra claims a whole trn1\.32xlarge with claim 'efa' of 40 devices, over the 32",
     ):
         parse_config(with_change(data, "trainium.node_groups", [dra]))
+
+
+def test_a_trn2u_dra_node_counts_17_devices_against_the_teams_quota() -> None:
+    """The ResourceQuota counts the Neuron DeviceClass's devices, and a trn2u pod's claims take 17 of
+    them (its 16 Neuron devices and the ``neuron_node``): a quota of 32 holds one node, not a
+    2-node run, and synth says so before anything is built."""
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    [group] = data["trainium"]["node_groups"]
+    dra = {
+        **group,
+        "instance_type": "trn2u.48xlarge",
+        "devices": "dra",
+        "min_size": 1,
+        "desired_size": 1,
+        "ami_release": "1.36.5-20261103",
+        "ami_facts": {"neuron_driver": "2.31.7.0", "containerd": "2.2.5"},
+    }
+    data = with_change(data, "trainium.node_groups", [dra])
+    data = with_change(data, "teams", [{"name": "training", "quota": {"neuron_devices": 32}}])
+    image = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:torchneuron-sdk2.33.0-1"
+    run = {"name": "us", "preset": "native-fsdp2", "nodes": 2, "image": image}
+    with pytest.raises(
+        ConfigError, match=r"quota\.neuron_devices: 32 chips do not hold .*allowed: 34 or more"
+    ):
+        parse_config(with_change(data, "runs", [run]))
+    parse_config(with_change(data, "runs", [{**run, "nodes": 1}]))
