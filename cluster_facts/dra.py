@@ -26,6 +26,10 @@ Sources (read 2026-11-28):
   hex digits of SHA-256 over the sorted, distinct EFA PCI addresses of devices ``g*(d//g)`` to
   ``g*(d//g)+g-1`` (``lookup/neuron/<family>.json``); ``devicegroup1_id`` is the device's EFA address.
   tests/cluster/dra.py computes them the same way and checks two captured slices.
+- A pod's node in two claims where one cannot hold it (trn2u): aws-neuron-sdk
+  ``deploy/eks/ultraserver-operator.rst`` (commit 3afa0fdf: a Neuron claim and an EFA claim
+  "alongside" it, in one pod) and the Kubernetes API reference, ``DeviceConstraint.requests`` ("the
+  one or more requests in this claim": no constraint spans two claims).
 - Kubernetes feature stages: ``pkg/features/kube_features.go`` of v1.34.12, v1.35.3 and v1.36.3.
 """
 
@@ -53,6 +57,8 @@ __all__ = [
     "NEURON_DRA_DRIVER",
     "PLUGIN_DEVICES",
     "POD_DEVICE_CLAIM",
+    "POD_EFA_CLAIM",
+    "ULTRASERVER_MODE",
     "VOLCANO_DEVICE_TAINT_RULE_API",
     "DeviceTaintSupport",
     "NodeDevices",
@@ -124,13 +130,34 @@ def queue_device_resource(device_class: str) -> str:
 
 POD_DEVICE_CLAIM = "devices"
 """The name of a training pod's claim (``spec.resourceClaims[].name``) and of its container's
-(``resources.claims[].name``) on a ``dra`` group: the stack's runs and TorchX jobs alike."""
+(``resources.claims[].name``) on a ``dra`` group: the stack's runs and TorchX jobs alike. It holds
+the node's Neuron devices (and, on an UltraServer, its ``neuron_node`` device)."""
+
+POD_EFA_CLAIM = "efa"
+"""The pod's second claim, where its node's devices are more than one claim may hold (a trn2u's 33):
+the node's EFA interfaces (``NodeDevices.claims``)."""
+
+CLAIM_DEVICE_LIMIT = 32
+"""The most devices one ResourceClaim may be allocated (k8s.io/api resource/v1 types.go
+``AllocationResultsMaxSize`` = 32 at v0.36.3); the allocator refuses a claim asking more: "claim ...:
+number of requested devices 33 exceeds the claim limit of 32" (dynamic-resource-allocation
+structured/internal/stable/allocator_stable.go, as Volcano 1.15.1 printed it in the tier)."""
+
+ULTRASERVER_MODE = 1
+"""The ``UltraServerConfig`` ``ultraserverMode`` a trn2u pod's claim gives the Neuron driver: how many
+nodes of its UltraServer the job spans over NeuronLink (1, 2 or 4; dra.rst "Example 3", which "is
+passed by the Neuron DRA driver to the Neuron runtime and collectives inside the container"). 1: the
+stack places no gang on one UltraServer's nodes (that takes pod affinity on the UltraServer labels or
+the Neuron UltraServer Operator, beta and Trn3-only: deploy/eks/ultraserver-operator.rst), so a pod's
+node is all it may assume; its peers are reached over EFA, as on trn2.48xlarge."""
 
 
-def node_claim_template(node_group: str) -> str:
-    """The ResourceClaimTemplate, in each team namespace that may use ``node_group``, that asks for one
-    whole node of it (the TorchX component names it; k8s_charts/device_claims.py renders it)."""
-    return f"trainium-node-{node_group}"
+def node_claim_template(node_group: str, claim: str = POD_DEVICE_CLAIM) -> str:
+    """The ResourceClaimTemplate, in each team namespace that may use ``node_group``, of the pod's
+    ``claim`` on one whole node of it (the TorchX component names it from the team's settings;
+    k8s_charts/device_claims.py renders it): ``trainium-node-<group>``, ``trainium-node-<group>-efa``."""
+    base = f"trainium-node-{node_group}"
+    return base if claim == POD_DEVICE_CLAIM else f"{base}-{claim}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,89 +172,96 @@ class NodeDevices:
     ultraserver_mode: int | None = None
     """How many nodes of the UltraServer the job spans (1, 2 or 4); None off an UltraServer."""
 
-    def claim_spec(self) -> dict[str, Any]:
-        """The ResourceClaimSpec (resource.k8s.io/v1): ``neurons`` (the devices of the instance type,
-        connected), ``efa`` (its EFA interfaces, in the same device group), and the driver's
-        configuration of the Neuron devices."""
-        connected = device_group_attribute(self.neuron_devices)
-        requests: list[dict[str, Any]] = [
-            {
-                "name": "neurons",
-                "exactly": {
-                    "deviceClassName": NEURON_DEVICE_CLASS,
-                    "allocationMode": "ExactCount",
-                    "count": self.neuron_devices,
-                    "selectors": [
-                        {
-                            "cel": {
-                                "expression": f"device.attributes['{NEURON_DRA_DRIVER}'].instanceType == "
-                                f"'{self.instance_type}' && device.attributes['{NEURON_DRA_DRIVER}']"
-                                ".resourceType == 'neuron_device'"
-                            }
-                        }
-                    ],
-                },
-            },
-            {
-                "name": "efa",
-                "exactly": {
-                    "deviceClassName": EFA_DEVICE_CLASS,
-                    "allocationMode": "ExactCount",
-                    "count": self.efa_interfaces,
-                },
-            },
-        ]
+    def _requests(self) -> dict[str, dict[str, Any]]:
+        """By request name: ``neurons`` (the devices of the instance type), ``efa`` (its EFA
+        interfaces) and on an UltraServer ``ultraserver`` (its ``neuron_node`` device)."""
+        neuron_device = (
+            f"device.attributes['{NEURON_DRA_DRIVER}'].instanceType == '{self.instance_type}' && "
+            f"device.attributes['{NEURON_DRA_DRIVER}'].resourceType == 'neuron_device'"
+        )
+        requests = {
+            "neurons": _exactly(NEURON_DEVICE_CLASS, self.neuron_devices, neuron_device),
+            "efa": _exactly(EFA_DEVICE_CLASS, self.efa_interfaces),
+        }
+        if self.ultraserver_mode is not None:
+            node = f"device.attributes['{NEURON_DRA_DRIVER}'].resourceType == 'neuron_node'"
+            requests["ultraserver"] = _exactly(NEURON_DEVICE_CLASS, 1, node)
+        return requests
+
+    def _config(self) -> list[dict[str, Any]]:
+        """The Neuron driver's configuration: the LNC of ``neurons``, the mode of ``ultraserver``."""
         config: list[dict[str, Any]] = []
         if self.logical_core_size is not None:
             config.append(_opaque(["neurons"], "NeuronConfig", logicalNeuronCore=self.logical_core_size))
         if self.ultraserver_mode is not None:
-            requests.append(
-                {
-                    "name": "ultraserver",
-                    "exactly": {
-                        "deviceClassName": NEURON_DEVICE_CLASS,
-                        "allocationMode": "ExactCount",
-                        "count": 1,
-                        "selectors": [
-                            {
-                                "cel": {
-                                    "expression": f"device.attributes['{NEURON_DRA_DRIVER}'].resourceType"
-                                    " == 'neuron_node'"
-                                }
-                            }
-                        ],
-                    },
-                }
-            )
             config.append(
                 _opaque(["ultraserver"], "UltraServerConfig", ultraserverMode=self.ultraserver_mode)
             )
-        devices: dict[str, Any] = {
-            "requests": requests,
-            "constraints": [{"requests": ["neurons", "efa"], "matchAttribute": connected}],
-        }
+        return config
+
+    def _spec(self, names: list[str], connected: list[str]) -> dict[str, Any]:
+        requests = self._requests()
+        devices: dict[str, Any] = {"requests": [{"name": name, **requests[name]} for name in names]}
+        if connected:
+            attribute = device_group_attribute(self.neuron_devices)
+            devices["constraints"] = [{"requests": connected, "matchAttribute": attribute}]
+        config = [c for c in self._config() if set(c["requests"]) <= set(names)]
         if config:
             devices["config"] = config
         return {"devices": devices}
 
+    def one_claim_spec(self) -> dict[str, Any]:
+        """The whole node in one ResourceClaimSpec (resource.k8s.io/v1): the Neuron devices and the EFA
+        interfaces in the same device group (``matchAttribute``; the ``neuron_node`` device has no
+        device group), the driver's configuration."""
+        names = ["neurons", "efa", *(["ultraserver"] if self.ultraserver_mode is not None else [])]
+        return self._spec(names, ["neurons", "efa"])
+
+    def claims(self) -> dict[str, dict[str, Any]]:
+        """The pod's claims, by name (``POD_DEVICE_CLAIM`` first): the whole node in one claim where
+        its devices fit one (``CLAIM_DEVICE_LIMIT``), else two: the Neuron devices with their
+        configuration (and the ``neuron_node``), and the EFA interfaces.
+
+        Split, the EFA interfaces lose the ``matchAttribute`` beside the Neuron devices: a constraint
+        names "requests in this claim" only (k8s.io/api resource/v1 ``DeviceConstraint.Requests``),
+        and none is needed: both claims are the pod's, so both are allocated on the pod's node, and
+        each takes every device of its kind there, all of one ``devicegroup16_id``. Neuron's own
+        UltraServer pattern is the same: a Neuron claim and a second claim of every EFA interface
+        of the node (deploy/eks/ultraserver-operator.rst, "attach the EFA claim alongside")."""
+        if sum(self.counts.values()) <= CLAIM_DEVICE_LIMIT:
+            return {POD_DEVICE_CLAIM: self.one_claim_spec()}
+        neuron = ["neurons", *(["ultraserver"] if self.ultraserver_mode is not None else [])]
+        return {POD_DEVICE_CLAIM: self._spec(neuron, ["neurons"]), POD_EFA_CLAIM: self._spec(["efa"], [])}
+
     @property
     def counts(self) -> dict[str, int]:
-        """Devices by DeviceClass that one claim takes (what quotas and queues count)."""
+        """Devices by DeviceClass that one pod's claims take (what quotas and queues count)."""
         neurons = self.neuron_devices + (1 if self.ultraserver_mode is not None else 0)
         return {NEURON_DEVICE_CLASS: neurons, EFA_DEVICE_CLASS: self.efa_interfaces}
 
-
-CLAIM_DEVICE_LIMIT = 32
-"""The most devices one ResourceClaim may be allocated (k8s.io/api resource/v1 types.go
-``AllocationResultsMaxSize`` = 32 at v0.36.3); the allocator refuses a claim asking more: "claim ...:
-number of requested devices 33 exceeds the claim limit of 32" (dynamic-resource-allocation
-structured/internal/stable/allocator_stable.go, as Volcano 1.15.1 printed it in the tier)."""
+    def claim_devices(self) -> dict[str, int]:
+        """Devices each of the pod's claims asks for, by claim name."""
+        return {
+            name: sum(int(r["exactly"]["count"]) for r in spec["devices"]["requests"])
+            for name, spec in self.claims().items()
+        }
 
 
 def whole_node_claim_devices(instance: TrainiumInstanceType) -> int:
-    """The devices this project's one claim per node asks for on ``instance``: its Neuron devices and
-    EFA interfaces, and on an UltraServer its ``neuron_node`` device (dra.rst, "Example 3")."""
+    """The devices a pod takes of a whole node of ``instance``: its Neuron devices and EFA interfaces,
+    and on an UltraServer its ``neuron_node`` device (dra.rst, "Example 3")."""
     return instance.chips + instance.efa_interfaces + (1 if instance.ultraserver is not None else 0)
+
+
+def _exactly(device_class: str, count: int, selector: str | None = None) -> dict[str, Any]:
+    exactly: dict[str, Any] = {
+        "deviceClassName": device_class,
+        "allocationMode": "ExactCount",
+        "count": count,
+    }
+    if selector is not None:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {"exactly": exactly}
 
 
 def _opaque(requests: list[str], kind: str, **parameters: int) -> dict[str, Any]:
@@ -249,14 +283,16 @@ def node_devices(
     """One whole node of ``instance``, as a training pod takes it. The Logical NeuronCore size the claim
     asks the driver for: ``logical_core_size`` (a run's), else the catalog's default for the type; none
     on a type that takes one size only (Trainium1: its NeuronCore-v2 are not grouped, and the driver
-    refuses ``logicalNeuronCore`` there)."""
+    refuses ``logicalNeuronCore`` there). On an UltraServer type its ``neuron_node`` device too, with
+    ``ultraserver_mode`` (default ``ULTRASERVER_MODE``)."""
     lnc = instance.default_logical_core_size if logical_core_size is None else logical_core_size
+    mode = None if instance.ultraserver is None else (ultraserver_mode or ULTRASERVER_MODE)
     return NodeDevices(
         instance_type=instance.name,
         neuron_devices=instance.chips,
         efa_interfaces=instance.efa_interfaces,
         logical_core_size=lnc if len(instance.logical_core_sizes) > 1 else None,
-        ultraserver_mode=ultraserver_mode,
+        ultraserver_mode=mode,
     )
 
 

@@ -23,7 +23,7 @@ from cluster_facts.ami_releases import (
     release_minor,
 )
 from cluster_facts.cloudwatch_metrics import EFA_METRICS_MINIMUM_ADDON, NEURON_METRICS_MINIMUM_ADDON
-from cluster_facts.dra import CLAIM_DEVICE_LIMIT, DRA_MINIMUM_KUBERNETES, whole_node_claim_devices
+from cluster_facts.dra import CLAIM_DEVICE_LIMIT, DRA_MINIMUM_KUBERNETES, NEURON_DEVICE_CLASS, node_devices
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES, ecr_repository_arn
 from cluster_facts.images import split_image
 from cluster_facts.instance_catalog import CATALOG
@@ -275,16 +275,26 @@ def _team_quotas_hold_a_training_pod(
         mine = [by_name[name] for name in _team_group_names(team, list(by_name))]
         if not mine:
             continue  # its groups are undefined: the check above says so
-        smallest = min(mine, key=lambda group: group.instance.chips)
-        if team.quota.neuron_devices < smallest.instance.chips:
+        smallest = min(mine, key=_pod_neuron_devices)
+        needed = _pod_neuron_devices(smallest)
+        if team.quota.neuron_devices < needed:
             yield (
                 f"teams[{index}].quota.neuron_devices",
                 (
                     f"{team.quota.neuron_devices} chips hold no training pod: one takes every chip of its "
-                    f"node ({smallest.instance.chips} on node group {smallest.name!r}); allowed: "
-                    f"{smallest.instance.chips} or more"
+                    f"node ({needed} on node group {smallest.name!r}); allowed: {needed} or more"
                 ),
             )
+
+
+def _pod_neuron_devices(group: TrainiumNodeGroupSettings) -> int:
+    """What a training pod on ``group`` counts against its team's ``quota.neuron_devices``: every chip
+    of its node; on a ``dra`` group every device of the Neuron DeviceClass its claims take, which on
+    an UltraServer (trn2u) is the 16 chips and the node's ``neuron_node`` device, 17
+    (k8s_charts/team_quota.py: the quota counts the class's devices)."""
+    if group.uses_dra:
+        return node_devices(group.instance).counts[NEURON_DEVICE_CLASS]
+    return group.instance.chips
 
 
 @_reads("runs", "teams", "trainium.node_groups")
@@ -330,7 +340,7 @@ def _applied_runs_fit_their_teams_quota(
         placed = [(run, by_name.get(_run_group_name(run, team, list(by_name)) or "")) for run in applied]
         if any(group is None for _, group in placed):
             continue  # the run's own check names its group
-        chips = sum(run.nodes * group.instance.chips for run, group in placed if group is not None)
+        chips = sum(run.nodes * _pod_neuron_devices(group) for run, group in placed if group is not None)
         if chips > team.quota.neuron_devices:
             yield (
                 f"teams[{index}].quota.neuron_devices",
@@ -375,7 +385,7 @@ def _each_run_fits_its_teams_quota(
         group = by_name.get(_run_group_name(run, team, list(by_name)) or "")
         if group is None or team.quota.neuron_devices is None:
             continue
-        chips = run.nodes * group.instance.chips
+        chips = run.nodes * _pod_neuron_devices(group)
         if chips > team.quota.neuron_devices:
             yield (
                 f"{where}.neuron_devices",
@@ -985,25 +995,25 @@ def _run_stack_problem(
 
 
 @_reads("trainium.node_groups")
-def _dra_groups_fit_one_claim(groups: list[TrainiumNodeGroupSettings]) -> Iterator[Problem]:
-    """A pod of a ``devices: dra`` group claims its whole node in one ResourceClaim, which Kubernetes
-    caps at ``CLAIM_DEVICE_LIMIT`` devices: a trn2u.48xlarge's 16 Neuron devices, 16 EFA interfaces
-    and its UltraServer ``neuron_node`` device are 33 (tests/cluster/test_dra_device_taints.py shows
-    the real allocator refusing it). UltraServer placement on DRA is the Neuron UltraServer
-    Operator's, which generates its own claims; not rendered here."""
+def _dra_claims_fit_kubernetes(groups: list[TrainiumNodeGroupSettings]) -> Iterator[Problem]:
+    """A pod of a ``devices: dra`` group claims its whole node, in one ResourceClaim where the node's
+    devices fit one, else the EFA interfaces in a second (cluster_facts/dra.py ``NodeDevices.claims``:
+    a trn2u's 33 devices are 17 and 16). Kubernetes caps each claim at ``CLAIM_DEVICE_LIMIT`` devices
+    (tests/cluster/test_dra_device_taints.py shows the real allocator refusing 33): a node type
+    whose claim would still exceed it is refused here. None in the catalog does today."""
     for index, group in enumerate(groups):
         instance = CATALOG.get(group.instance_type)
         if not group.uses_dra or instance is None:
             continue
-        wanted = whole_node_claim_devices(instance)
-        if wanted > CLAIM_DEVICE_LIMIT:
-            yield (
-                f"trainium.node_groups[{index}].devices",
-                (
-                    f"dra claims a whole {instance.name} in one ResourceClaim, {wanted} devices, over the "
-                    f"{CLAIM_DEVICE_LIMIT} Kubernetes allows one claim; allowed: device-plugin"
-                ),
-            )
+        for claim, wanted in node_devices(instance).claim_devices().items():
+            if wanted > CLAIM_DEVICE_LIMIT:
+                yield (
+                    f"trainium.node_groups[{index}].devices",
+                    (
+                        f"dra claims a whole {instance.name} with claim {claim!r} of {wanted} devices, over the "
+                        f"{CLAIM_DEVICE_LIMIT} Kubernetes allows one claim; allowed: device-plugin"
+                    ),
+                )
 
 
 @_reads("cluster.kubernetes_version", "trainium.node_groups")

@@ -3,8 +3,9 @@
 One ConfigMap (``TEAM_SETTINGS_CONFIGMAP``) per team namespace: its queue, its claims on the file
 system, its uid and its node groups with their instance types and device paths, in the order a run
 picks the first. A ``devices: dra`` group's entry also holds the Logical NeuronCore size its
-``trainium-node-<group>`` ResourceClaimTemplate configures (k8s_charts/device_claims.py renders the
-template from the same ``NodeDevices``), so a TorchX job claims the node as the template gives it.
+``trainium-node-<group>`` ResourceClaimTemplate configures and the pod's claims with their templates
+(``trainium-node-<group>-efa`` too on trn2u; k8s_charts/device_claims.py renders the templates from
+the same ``NodeDevices``), so a TorchX job claims the node as the templates give it.
 The TorchX component reads it (``--team``) instead of four flags typed by hand, and refuses a run
 whose instance type is not its node group's (docs/torchx.md); the team's members may read it and
 nothing else of the ConfigMaps (k8s_charts/namespaces.py).
@@ -19,7 +20,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from cluster_facts.dra import DRA_DEVICES, PLUGIN_DEVICES, NodeDevices
+from cluster_facts.dra import DRA_DEVICES, PLUGIN_DEVICES, NodeDevices, node_claim_template
 from cluster_facts.kubernetes_names import TEAM_SETTINGS_CONFIGMAP
 
 __all__ = ["TeamSettingsChart", "team_settings_data"]
@@ -50,7 +51,9 @@ def team_settings_data(
 
 
 def _group(name: str, instance_type: str, claim: NodeDevices | None) -> dict[str, object]:
-    """One group's entry: its device path; on ``dra`` the template's LNC (null: it configures none)."""
+    """One group's entry: its device path; on ``dra`` the templates' LNC (null: they configure none)
+    and the pod's claims, each with the template it is made from (``claims``: one, or two where one
+    claim cannot hold the node, as on trn2u)."""
     if claim is None:
         return {"name": name, "instance_type": instance_type, "devices": PLUGIN_DEVICES}
     return {
@@ -58,6 +61,7 @@ def _group(name: str, instance_type: str, claim: NodeDevices | None) -> dict[str
         "instance_type": instance_type,
         "devices": DRA_DEVICES,
         "logical_core_size": claim.logical_core_size,
+        "claims": {pod_claim: node_claim_template(name, pod_claim) for pod_claim in claim.claims()},
     }
 
 

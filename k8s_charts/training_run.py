@@ -159,8 +159,9 @@ class TrainingRun:
     core; None: the instance type's default, and the variable is not set."""
     devices: NodeDevices | None = None
     """On a ``devices: dra`` node group: what each pod claims of its node (one connected set of
-    Neuron devices, their EFA interfaces, the LNC), through the run's ResourceClaimTemplate; None:
-    the device plugins' extended resources."""
+    Neuron devices, their EFA interfaces, the LNC), through the run's ResourceClaimTemplates (one, or
+    two where one claim cannot hold the node: ``NodeDevices.claims``); None: the device plugins'
+    extended resources."""
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or len(self.name) > RUN_ID_MAX_LENGTH - 9:
@@ -338,7 +339,10 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
                 else {NEURON_RESOURCE: limit(str(node.chips)), EFA_RESOURCE: limit(str(node.efa_interfaces))}
             ),
             claims=(
-                [vc.JobSpecTasksTemplateSpecContainersResourcesClaims(name=DEVICE_CLAIM)]
+                [
+                    vc.JobSpecTasksTemplateSpecContainersResourcesClaims(name=name)
+                    for name in run.devices.claims()
+                ]
                 if run.devices is not None
                 else None
             ),
@@ -506,9 +510,9 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                             resource_claims=(
                                 [
                                     vc.JobSpecTasksTemplateSpecResourceClaims(
-                                        name=DEVICE_CLAIM,
-                                        resource_claim_template_name=claim_template_name(run),
+                                        name=name, resource_claim_template_name=claim_template_name(run, name)
                                     )
+                                    for name in run.devices.claims()
                                 ]
                                 if run.devices is not None
                                 else None
@@ -571,29 +575,32 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
 
 
 DEVICE_CLAIM = POD_DEVICE_CLAIM
-"""The pod's claim (and the container's) on a DRA node group."""
+"""The pod's claim (and the container's) of its Neuron devices on a DRA node group; a node whose
+devices one claim cannot hold (trn2u) adds ``POD_EFA_CLAIM`` (cluster_facts/dra.py ``NodeDevices.claims``)."""
 
 
-def claim_template_name(run: TrainingRun) -> str:
-    """``<run>-devices-<hash>``: the run's ResourceClaimTemplate, named after its spec (a template's
-    spec cannot change in place; a changed claim is a new template, and with it a new Job)."""
+def claim_template_name(run: TrainingRun, claim: str = DEVICE_CLAIM) -> str:
+    """``<run>-<claim>-<hash>`` (``<run>-devices-<hash>``, ``<run>-efa-<hash>``): the run's
+    ResourceClaimTemplate of the pod's ``claim``, named after its spec (a template's spec cannot
+    change in place; a changed claim is a new template, and with it a new Job)."""
     assert run.devices is not None
-    spec = json.dumps(run.devices.claim_spec(), sort_keys=True)
-    return f"{run.name}-devices-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
+    spec = json.dumps(run.devices.claims()[claim], sort_keys=True)
+    return f"{run.name}-{claim}-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
 
 
-def _claim_template(scope: Construct, run: TrainingRun, labels: Mapping[str, str]) -> None:
-    """The run's ResourceClaimTemplate: each pod of the Job gets a claim made from it, and loses it
-    with the pod (a retry or a rerun gets new claims, allocated again)."""
+def _claim_templates(scope: Construct, run: TrainingRun, labels: Mapping[str, str]) -> None:
+    """The run's ResourceClaimTemplates, one per claim of its pods: each pod of the Job gets a claim
+    made from each, and loses them with the pod (a retry or a rerun gets new claims, allocated again)."""
     assert run.devices is not None
-    claim_template(
-        scope,
-        "Devices",
-        name=claim_template_name(run),
-        namespace=run.namespace,
-        labels=labels,
-        spec=run.devices.claim_spec(),
-    )
+    for name, spec in run.devices.claims().items():
+        claim_template(
+            scope,
+            "Devices" if name == DEVICE_CLAIM else f"Devices-{name}",
+            name=claim_template_name(run, name),
+            namespace=run.namespace,
+            labels=labels,
+            spec=spec,
+        )
 
 
 def run_id(run: TrainingRun) -> str:
@@ -647,7 +654,7 @@ class TrainingRunChart(cdk8s.Chart):
                 data=dict(run.program_files),
             )
         if run.devices is not None:
-            _claim_template(
+            _claim_templates(
                 self, run, {"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": self.run_id}
             )
         _job(self, run, self.run_id)

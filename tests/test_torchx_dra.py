@@ -28,7 +28,7 @@ from cluster_facts.kubernetes_names import (
 from config import parse_config
 from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY
 from tests.admission import Decision
-from tests.cluster.test_dra import DRA, TRAINING, TRN1, TRN2
+from tests.cluster.test_dra import DRA, TRAINING, TRN1, TRN2, TRN2U, ULTRA
 from tests.plans import shared_review_plan
 from tests.tenant_cases import (
     CONTROLLER,
@@ -65,8 +65,20 @@ def _settings(namespace: str = TRAINING) -> dict[str, str]:
 def test_the_settings_name_each_groups_devices_and_the_lnc_its_template_configures() -> None:
     groups = json.loads(_settings()["node_groups"])
     assert groups == [
-        {"name": TRN1, "instance_type": "trn1.32xlarge", "devices": "dra", "logical_core_size": None},
-        {"name": TRN2, "instance_type": "trn2.48xlarge", "devices": "dra", "logical_core_size": 2},
+        {
+            "name": TRN1,
+            "instance_type": "trn1.32xlarge",
+            "devices": "dra",
+            "logical_core_size": None,
+            "claims": {"devices": node_claim_template(TRN1)},
+        },
+        {
+            "name": TRN2,
+            "instance_type": "trn2.48xlarge",
+            "devices": "dra",
+            "logical_core_size": 2,
+            "claims": {"devices": node_claim_template(TRN2)},
+        },
     ]
     templates = {
         o["metadata"]["name"]: o["spec"]["spec"]["devices"].get("config", [])
@@ -98,6 +110,42 @@ def test_the_settings_resolve_a_dra_group_to_its_claim_and_older_settings_to_the
     }
     with pytest.raises(ValueError, match=r"is not the stack's team settings .*devices not one of .*redeploy"):
         resolve_team(TRAINING, wrong)
+
+
+def test_a_trn2u_group_is_two_templates_and_its_pods_name_both() -> None:
+    """trn2u's 33 devices are two claims (cluster_facts/dra.py ``NodeDevices.claims``): the team's
+    namespace holds ``trainium-node-trn2u-dra`` (16 Neuron devices, LNC 2, the ``neuron_node`` with its
+    UltraServer mode) and ``trainium-node-trn2u-dra-efa`` (16 EFA interfaces); the settings name
+    both, the component's pods claim both, and a ConfigMap written before names none (one template)."""
+    settings = _settings(ULTRA)
+    [group] = json.loads(settings["node_groups"])
+    assert group["claims"] == {"devices": "trainium-node-trn2u-dra", "efa": "trainium-node-trn2u-dra-efa"}
+    templates = {
+        o["metadata"]["name"]: [r["exactly"]["count"] for r in o["spec"]["spec"]["devices"]["requests"]]
+        for o in _team_objects(ULTRA)
+        if o["kind"] == "ResourceClaimTemplate"
+    }
+    assert templates == {"trainium-node-trn2u-dra": [16, 1], "trainium-node-trn2u-dra-efa": [16]}
+    claim = resolve_team(ULTRA, settings).node_claim
+    assert claim == NodeClaim(
+        template="trainium-node-trn2u-dra", logical_core_size=2, efa_template="trainium-node-trn2u-dra-efa"
+    )
+    job = _job(claim, node_group=TRN2U, instance_type="trn2u.48xlarge", image=NATIVE_IMAGE, stack="native")
+    pod = job.admitted_job(rendered(job), priority_class=None)["spec"]["tasks"][0]["template"]["spec"]
+    assert pod["resourceClaims"] == [
+        {"name": "devices", "resourceClaimTemplateName": "trainium-node-trn2u-dra"},
+        {"name": "efa", "resourceClaimTemplateName": "trainium-node-trn2u-dra-efa"},
+    ]
+    assert [c["resources"]["claims"] for c in pod["containers"]] == [[{"name": "devices"}, {"name": "efa"}]]
+    older = dict(group)
+    del older["claims"]
+    resolved = resolve_team(ULTRA, {**settings, "node_groups": json.dumps([older])}).node_claim
+    assert resolved == NodeClaim(template="trainium-node-trn2u-dra", logical_core_size=2)
+    wrong = {**group, "claims": {"gpu": "x"}}
+    with pytest.raises(
+        ValueError, match=r"is not the stack's team settings .*claims other than devices, efa"
+    ):
+        resolve_team(ULTRA, {**settings, "node_groups": json.dumps([wrong])})
 
 
 def _job(node_claim: NodeClaim | None, **changes: Any) -> TrainiumJob:

@@ -14,7 +14,14 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cluster_facts.dra import DEVICE_PATHS, DRA_DEVICES, PLUGIN_DEVICES, node_claim_template
+from cluster_facts.dra import (
+    DEVICE_PATHS,
+    DRA_DEVICES,
+    PLUGIN_DEVICES,
+    POD_DEVICE_CLAIM,
+    POD_EFA_CLAIM,
+    node_claim_template,
+)
 from cluster_facts.kubernetes_names import TEAM_SETTINGS_CONFIGMAP
 from torchx_trn.trainium import NodeClaim
 
@@ -53,6 +60,10 @@ def resolve_team(
         sizes = {name: entry.get("logical_core_size") for name, entry in entries.items()}
         if any(size is not None and not isinstance(size, int) for size in sizes.values()):
             raise ValueError("logical_core_size not a whole number")
+        # A ConfigMap written before a node could take two claims names none: one, the group's template.
+        claims = {name: dict(entry.get("claims", {})) for name, entry in entries.items()}
+        if any(set(found) - {POD_DEVICE_CLAIM, POD_EFA_CLAIM} for found in claims.values()):
+            raise ValueError(f"claims other than {POD_DEVICE_CLAIM}, {POD_EFA_CLAIM}")
         settings = ResolvedTeam(
             claim=data["claim"], node_group="", uid=int(data["uid"]), instance_type="", queue=data["queue"]
         )
@@ -77,8 +88,9 @@ def resolve_team(
         raise ValueError(f"team {team}'s uid is {settings.uid}, not {uid}; leave --uid out")
     node_claim = (
         NodeClaim(
-            template=node_claim_template(chosen),
+            template=str(claims[chosen].get(POD_DEVICE_CLAIM, node_claim_template(chosen))),
             logical_core_size=sizes[chosen],
+            efa_template=None if POD_EFA_CLAIM not in claims[chosen] else str(claims[chosen][POD_EFA_CLAIM]),
         )
         if paths[chosen] == DRA_DEVICES
         else None

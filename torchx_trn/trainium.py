@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_facts.dra import POD_DEVICE_CLAIM
+from cluster_facts.dra import POD_DEVICE_CLAIM, POD_EFA_CLAIM
 from cluster_facts.failure_recovery import NODE_LOST_TAINT_KEYS, NODE_LOST_TOLERATION_SECONDS
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
@@ -109,6 +109,15 @@ class NodeClaim:
 
     template: str
     logical_core_size: int | None
+    efa_template: str | None = None
+    """The template of the pod's second claim, its node's EFA interfaces, where one claim cannot hold
+    the whole node (trn2u: cluster_facts/dra.py ``NodeDevices.claims``); None: ``template`` holds all."""
+
+    @property
+    def claims(self) -> dict[str, str]:
+        """The pod's claims: name -> the template each is made from."""
+        efa = {} if self.efa_template is None else {POD_EFA_CLAIM: self.efa_template}
+        return {POD_DEVICE_CLAIM: self.template, **efa}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,11 +295,11 @@ def _claim_the_node(pod: dict[str, Any], claim: NodeClaim) -> None:
     """The pod's devices through ``claim`` (before the init container is added: it claims nothing)."""
     pod["resourceClaims"] = [
         *pod.get("resourceClaims", []),
-        {"name": POD_DEVICE_CLAIM, "resourceClaimTemplateName": claim.template},
+        *({"name": name, "resourceClaimTemplateName": template} for name, template in claim.claims.items()),
     ]
     for container in pod["containers"]:
         resources = container.setdefault("resources", {})
-        resources["claims"] = [*resources.get("claims", []), {"name": POD_DEVICE_CLAIM}]
+        resources["claims"] = [*resources.get("claims", []), *({"name": name} for name in claim.claims)]
     pod["tolerations"] = [
         *pod.get("tolerations", []),
         {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},

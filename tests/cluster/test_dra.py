@@ -8,7 +8,9 @@ dra`` groups, ``trn1-dra`` (trn1.32xlarge) and ``trn2-dra`` (trn2.48xlarge, LNC 
 warm node (``min_size`` 1: cluster_facts/dra.py ``AUTOSCALER_FROM_ZERO_ISSUE``). Teams: ``training``
 (queue ``test``) on both DRA groups with a quota of 32 Neuron devices; ``research`` on ``trn1-dra``
 alone (no quota: its queue's capability, 2 nodes' worth of devices, decides); ``vision`` on the
-device-plugin group only. Not here yet (issue 32): a trn2u UltraServer scenario and a tainted device.
+device-plugin group only; ``ultra`` on ``trn2u-dra`` (trn2u.48xlarge, the UltraServer node: its
+nodes are added by the test that uses them), whose pods take their node in two claims. A tainted
+device is tests/cluster/test_dra_device_taints.py's.
 
 The API server serves ``resource.k8s.io/v1beta1`` for the module (``API_VERSIONS``): the tier's
 autoscaler, release 1.33.0, reads DRA objects only at v1beta1 (simulator/dynamicresources at that
@@ -29,9 +31,13 @@ import pytest
 import yaml
 
 from cluster_facts.dra import (
+    CLAIM_DEVICE_LIMIT,
     DEVICES_LABEL,
     EFA_DEVICE_CLASS,
     NEURON_DEVICE_CLASS,
+    POD_DEVICE_CLAIM,
+    POD_EFA_CLAIM,
+    ULTRASERVER_MODE,
     device_group_attribute,
     device_quota_resource,
     queue_device_resource,
@@ -49,6 +55,7 @@ from tests.cluster.autoscaler import MIN_COUNT_ANNOTATION, TEST_TIMINGS, kwok_te
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
 from tests.cluster.dra import (
     DriverStandIn,
+    UltraServerNode,
     claims_of,
     device_group_id,
     efa_slice,
@@ -63,8 +70,15 @@ from tests.conftest import DEFAULT_CONFIG
 from tests.torchx_dryrun import NATIVE_IMAGE, run_torchx, torchx_available
 from tests.yaml_edits import with_change
 
-TRAINING, RESEARCH, VISION = "training", "research", "vision"
-TRN1, TRN2, PLUGIN_GROUP = "trn1-dra", "trn2-dra", "trn1-32xl"
+TRAINING, RESEARCH, VISION, ULTRA = "training", "research", "vision", "ultra"
+TRN1, TRN2, TRN2U, PLUGIN_GROUP = "trn1-dra", "trn2-dra", "trn2u-dra", "trn1-32xl"
+NATIVE_AMI = {
+    "ami_release": "1.36.5-20261103",
+    "ami_facts": {"neuron_driver": "2.31.7.0", "containerd": "2.2.5"},
+}
+"""trn2u runs only the native stack, whose driver no AMI release of the offline table brings: declared
+as config/native.example.yaml declares it."""
+NATIVE_RUN_IMAGE = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:torchneuron-sdk2.33.0-1"
 
 
 def _group(name: str, instance_type: str, max_size: int) -> dict[str, Any]:
@@ -90,6 +104,7 @@ DRA = with_change(
                 config_data(DEFAULT_CONFIG)["trainium"]["node_groups"][0],
                 _group(TRN1, "trn1.32xlarge", 2),
                 _group(TRN2, "trn2.48xlarge", 3),
+                {**_group(TRN2U, "trn2u.48xlarge", 2), **NATIVE_AMI},
             ],
         ),
         "teams",
@@ -97,6 +112,7 @@ DRA = with_change(
             {"name": TRAINING, "queue": "test", "node_groups": [TRN1, TRN2], "quota": {"neuron_devices": 32}},
             {"name": RESEARCH, "node_groups": [TRN1]},
             {"name": VISION, "node_groups": [PLUGIN_GROUP]},
+            {"name": ULTRA, "node_groups": [TRN2U]},
         ],
     ),
     "runs",
@@ -106,6 +122,14 @@ DRA = with_change(
         {"name": "trn2-gang", "preset": "bert-large", "team": TRAINING, "node_group": TRN2, "nodes": 2},
         {"name": "research-1", "preset": "bert-large", "team": RESEARCH, "node_group": TRN1, "nodes": 2},
         {"name": "research-2", "preset": "bert-large", "team": RESEARCH, "node_group": TRN1, "nodes": 1},
+        {
+            "name": "trn2u-gang",
+            "preset": "native-fsdp2",
+            "team": ULTRA,
+            "node_group": TRN2U,
+            "nodes": 2,
+            "image": NATIVE_RUN_IMAGE,
+        },
     ],
 )
 CONFIG = parse_config(DRA)
@@ -113,6 +137,7 @@ API_VERSIONS = ("resource.k8s.io/v1beta1=true",)
 TRN1_NODES = [f"{TRN1}-{index}" for index in range(3)]
 """The group at max_size, and one beyond (a manual scale-up)."""
 TRN2_NODES = [f"{TRN2}-{index}" for index in range(2)]
+TRN2U_NODES = [f"{TRN2U}-{index}" for index in range(2)]
 PLUGIN_NODE = f"{PLUGIN_GROUP}-dra-0"
 
 
@@ -125,7 +150,7 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
             yield control_plane
         finally:
             end_runs(control_plane, [team.name for team in CONFIG.teams])
-            control_plane.remove_nodes([*TRN1_NODES, *TRN2_NODES, PLUGIN_NODE])
+            control_plane.remove_nodes([*TRN1_NODES, *TRN2_NODES, *TRN2U_NODES, PLUGIN_NODE])
 
 
 @pytest.fixture(scope="module")
@@ -654,3 +679,94 @@ def test_a_torchx_job_claims_whole_dra_nodes_through_the_teams_template(
         cluster.wait_for(lambda: _phase(run) == "Completed", timeout=60, what="the TorchX job Completed")
     finally:
         end_runs(cluster, [TRAINING])
+
+
+def _claims_by_name(plane: ControlPlane, pod: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The pod's claims by its name for each (``status.resourceClaimStatuses``)."""
+    namespace = pod["metadata"]["namespace"]
+    return {
+        status["name"]: plane.kubectl.json(
+            "get", "resourceclaim", status["resourceClaimName"], "-n", namespace
+        )
+        for status in pod["status"].get("resourceClaimStatuses", [])
+        if "resourceClaimName" in status
+    }
+
+
+def _node_devices(plane: ControlPlane, node: str) -> set[tuple[str, str]]:
+    """Every (driver, device) the node's slices publish."""
+    slices = plane.kubectl.json("get", "resourceslices")["items"]
+    return {
+        (published["spec"]["driver"], device["name"])
+        for published in slices
+        if published["spec"].get("nodeName") == node
+        for device in published["spec"]["devices"]
+    }
+
+
+def test_a_trn2u_gang_takes_each_node_whole_in_two_claims(
+    cluster: ControlPlane, stand_in: DriverStandIn
+) -> None:
+    """A trn2u.48xlarge's drivers publish 33 devices (16 Neuron devices, its UltraServer's
+    ``neuron_node``, 16 EFA interfaces), one more than a claim may hold: synth refused ``devices:
+    dra`` there until each pod took its node in two claims (cluster_facts/dra.py ``NodeDevices.claims``;
+    the one-claim refusal by the real scheduler is test_dra_device_taints.py's). Two trn2u nodes of
+    one UltraServer, slices published by the drivers' stand-in; the run trn2u-gang (2 nodes, team
+    ultra, whose queue counts 17 Neuron-class devices a node): Volcano 1.15.1 binds the gang, and
+    each pod's ``devices`` claim holds its node's 16 Neuron devices (connected, LNC 2) and the
+    ``neuron_node`` (``UltraServerConfig``), its ``efa`` claim the node's 16 EFA interfaces: all 33
+    of the node, each claim within the limit, both reserved for the pod."""
+    queue = cluster.kubectl.json("get", "queues.scheduling.volcano.sh", ULTRA)["spec"]["capability"]
+    assert queue[queue_device_resource(NEURON_DEVICE_CLASS)] == "34"
+    assert queue[queue_device_resource(EFA_DEVICE_CLASS)] == "32"
+    cluster.add_nodes(group_nodes(CONFIG, TRN2U, TRN2U_NODES))
+    for index, name in enumerate(TRN2U_NODES):
+        place = UltraServerNode(server_id="us-0", node_id=index, capacity_block="cr-0123456789abcdef0")
+        stand_in.publish(name, instance_type="trn2u.48xlarge", family="trn2u", ultraserver=place)
+    run = _runs(cluster)["trn2u-gang"]
+    try:
+        run.apply()
+        pods = cluster.wait_for(run.running, timeout=90, what="trn2u-gang running on the trn2u DRA nodes")
+        assert {p["spec"]["nodeName"] for p in pods} == set(TRN2U_NODES)
+        assert kubelet_refusals(cluster, pods) == []
+        for pod in pods:
+            node = pod["spec"]["nodeName"]
+            claims = _claims_by_name(cluster, pod)
+            assert set(claims) == {POD_DEVICE_CLAIM, POD_EFA_CLAIM}
+            devices, efa = _results(claims[POD_DEVICE_CLAIM]), _results(claims[POD_EFA_CLAIM])
+            assert len(devices["neurons"]) == 16 and devices["ultraserver"] == ["neuron-node"]
+            assert len(efa["efa"]) == 16 and set(efa) == {"efa"}
+            assert len(_connected(cluster, claims[POD_DEVICE_CLAIM], 16)) == 1
+            allocated = [
+                (result["driver"], result["device"], result["pool"])
+                for claim in claims.values()
+                for result in claim["status"]["allocation"]["devices"]["results"]
+            ]
+            assert all(
+                len(claim["status"]["allocation"]["devices"]["results"]) <= CLAIM_DEVICE_LIMIT
+                for claim in claims.values()
+            )
+            assert {pool for _, _, pool in allocated} == {node}
+            assert len(allocated) == 33
+            assert {(driver, device) for driver, device, _ in allocated} == _node_devices(cluster, node)
+            parameters = [
+                c["opaque"]["parameters"]
+                for c in claims[POD_DEVICE_CLAIM]["status"]["allocation"]["devices"]["config"]
+            ]
+            assert {p["kind"]: p for p in parameters} == {
+                "NeuronConfig": {
+                    "apiVersion": "neuron.aws.com/v1",
+                    "kind": "NeuronConfig",
+                    "logicalNeuronCore": 2,
+                },
+                "UltraServerConfig": {
+                    "apiVersion": "neuron.aws.com/v1",
+                    "kind": "UltraServerConfig",
+                    "ultraserverMode": ULTRASERVER_MODE,
+                },
+            }
+        run.finish()
+        cluster.wait_for(lambda: _phase(run) == "Completed", timeout=60, what="trn2u-gang Completed")
+    finally:
+        end_runs(cluster, [ULTRA])
+        cluster.remove_nodes(TRN2U_NODES)

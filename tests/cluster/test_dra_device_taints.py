@@ -241,10 +241,12 @@ def test_the_check_fences_only_its_own_nodes_devices(cluster: ControlPlane, dama
 def test_a_whole_trn2u_node_is_more_devices_than_one_claim_may_hold(
     cluster: ControlPlane, stand_in: DriverStandIn
 ) -> None:
-    """Why synth refuses ``devices: dra`` on trn2u (config/consistency.py ``_dra_groups_fit_one_claim``):
-    a node publishing what a trn2u.48xlarge's drivers would (16 Neuron devices, its UltraServer's
-    ``neuron_node``, 16 EFA interfaces) and a pod claiming the whole of it in one claim, as this
-    project's claims do: the real scheduler refuses the claim for its size."""
+    """Why a trn2u pod's node is two claims (cluster_facts/dra.py ``NodeDevices.claims``): a node
+    publishing what a trn2u.48xlarge's drivers would (16 Neuron devices, its UltraServer's
+    ``neuron_node``, 16 EFA interfaces) and a pod claiming the whole of it in one claim
+    (``one_claim_spec``, as trn1 and trn2 pods do): the real scheduler refuses the claim for its
+    size. The two claims a trn2u pod takes instead are placed in tests/cluster/test_dra.py
+    (``test_a_trn2u_gang_takes_each_node_whole_in_two_claims``)."""
     instance = CATALOG["trn2u.48xlarge"]
     assert whole_node_claim_devices(instance) == CLAIM_DEVICE_LIMIT + 1
     cluster.add_nodes(group_nodes(CONFIG, TRN2, [ULTRASERVER_NODE]))
@@ -256,7 +258,7 @@ def test_a_whole_trn2u_node_is_more_devices_than_one_claim_may_hold(
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": "whole-trn2u", "namespace": namespace},
-        "spec": node_devices(instance, ultraserver_mode=4).claim_spec(),
+        "spec": node_devices(instance, ultraserver_mode=4).one_claim_spec(),
     }
     pod = {
         "apiVersion": "v1",
