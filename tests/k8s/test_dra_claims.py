@@ -57,8 +57,8 @@ def test_a_runs_claim_carries_its_logical_core_size(
     assert _lnc(_claim_configs(instance_type, logical_core_size)) == expected
 
 
-def _trn2u_plan_claims() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """A run on a ``devices: dra`` trn2u group: its pod spec and its templates, by claim name."""
+def _trn2u_dra_config() -> dict[str, Any]:
+    """The default configuration with its node group a ``devices: dra`` trn2u.48xlarge group."""
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
     [group] = data["trainium"]["node_groups"]
     dra = {
@@ -70,10 +70,22 @@ def _trn2u_plan_claims() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         "ami_release": "1.36.5-20261103",
         "ami_facts": {"neuron_driver": "2.31.7.0", "containerd": "2.2.5"},
     }
-    data = with_change(data, "trainium.node_groups", [dra])
-    image = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:torchneuron-sdk2.33.0-1"
-    run = {"name": "us", "preset": "native-fsdp2", "nodes": 2, "image": image}
-    plan = review_plan(parse_config(with_change(data, "runs", [run])))
+    return with_change(data, "trainium.node_groups", [dra])
+
+
+# A two-node run on that group.
+_TRN2U_RUN = {
+    "name": "us",
+    "preset": "native-fsdp2",
+    "nodes": 2,
+    "image": "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:torchneuron-sdk2.33.0-1",
+}
+
+
+def _trn2u_plan_claims() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """A run on a ``devices: dra`` trn2u group: its pod spec and its templates, by claim name."""
+    data = _trn2u_dra_config()
+    plan = review_plan(parse_config(with_change(data, "runs", [_TRN2U_RUN])))
     [step] = [step for step in plan.manifest_sets() if step.name == "run-us"]
     [job] = [m for m in step.manifests if m["kind"] == "Job"]
     pod = job["spec"]["tasks"][0]["template"]["spec"]
@@ -151,23 +163,10 @@ def test_a_trn2u_dra_node_counts_17_devices_against_the_teams_quota() -> None:
     """The ResourceQuota counts the Neuron DeviceClass's devices, and a trn2u pod's claims take 17 of
     them (its 16 Neuron devices and the ``neuron_node``): a quota of 32 holds one node, not a
     2-node run, and synth says so before anything is built."""
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    [group] = data["trainium"]["node_groups"]
-    dra = {
-        **group,
-        "instance_type": "trn2u.48xlarge",
-        "devices": "dra",
-        "min_size": 1,
-        "desired_size": 1,
-        "ami_release": "1.36.5-20261103",
-        "ami_facts": {"neuron_driver": "2.31.7.0", "containerd": "2.2.5"},
-    }
-    data = with_change(data, "trainium.node_groups", [dra])
+    data = _trn2u_dra_config()
     data = with_change(data, "teams", [{"name": "training", "quota": {"neuron_devices": 32}}])
-    image = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainium/training:torchneuron-sdk2.33.0-1"
-    run = {"name": "us", "preset": "native-fsdp2", "nodes": 2, "image": image}
     with pytest.raises(
         ConfigError, match=r"quota\.neuron_devices: 32 chips do not hold .*allowed: 34 or more"
     ):
-        parse_config(with_change(data, "runs", [run]))
-    parse_config(with_change(data, "runs", [{**run, "nodes": 1}]))
+        parse_config(with_change(data, "runs", [_TRN2U_RUN]))
+    parse_config(with_change(data, "runs", [{**_TRN2U_RUN, "nodes": 1}]))
