@@ -84,6 +84,7 @@ from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
 from k8s_charts.volcano_controller_admission import VolcanoControllerAdmissionChart
 from k8s_charts.volcano_queue import VolcanoQueueChart
 from k8s_charts.volcano_scheduler import volcano_images, volcano_values
+from k8s_charts.worker_script import WorkerScriptChart
 
 __all__ = [
     "CLUSTER_AUTOSCALER",
@@ -493,6 +494,8 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                             ),
                         )
                     ),
+                    # The script every run's pod mounts, once per namespace instead of in each pod.
+                    *render(partial(WorkerScriptChart, namespace=team.name)),
                     # The team's quotas are added once every step exists: they count its objects.
                 )
             ),

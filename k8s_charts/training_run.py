@@ -68,19 +68,24 @@ from cluster_facts.pod_user import (
     pod_user_command,
     pod_user_init_container,
 )
-from cluster_facts.script_files import script_body
 from cluster_facts.volcano_retries import volcano_max_retry
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, STAGING_DEADLINE_SECONDS, Dataset
 from k8s_charts.device_claims import claim_template
 from k8s_charts.identity import spec_hash
 from k8s_charts.imports import volcano_batch as vc
 from k8s_charts.policy_exceptions import policy_exceptions
+from k8s_charts.worker_script import (
+    WORKER_SCRIPT_CONFIGMAP,
+    WORKER_SCRIPT_DIR,
+    WORKER_SCRIPT_MODE,
+    WORKER_SCRIPT_VOLUME,
+    worker_command,
+)
 
 __all__ = [
     "DEVICE_CLAIM",
     "PROGRAM_DIR",
     "RUN_ID_MAX_LENGTH",
-    "WORKER_SCRIPT",
     "TrainingRun",
     "TrainingRunChart",
     "claim_template_name",
@@ -90,8 +95,6 @@ __all__ = [
     "run_id",
 ]
 
-# bash; what it needs arrives as environment variables, the launcher as its arguments.
-WORKER_SCRIPT = script_body("k8s_charts", "run_worker.sh")
 _TASK = "worker"
 # The Job's name is also its headless Service's (Volcano's svc plugin): a DNS label, and the pods'
 # hostnames <job>-worker-<index> must stay within 63 characters.
@@ -325,8 +328,10 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
     return vc.JobSpecTasksTemplateSpecContainers(
         name="trainer",
         image=run.image,
-        # k8s_charts/scripts/run_worker.sh, with the launcher as its arguments ("$@").
-        command=["/bin/bash", "-c", WORKER_SCRIPT, "run-worker"],
+        # k8s_charts/scripts/run_worker.sh from the team namespace's ConfigMap (k8s_charts/worker_script.py),
+        # not written into the pod: what it needs arrives as environment variables, the launcher as its
+        # arguments ("$@").
+        command=worker_command(),
         args=launcher_arguments(run),
         env=_environment(run, f"{RUNS_ROOT}/{run_id_value}", run_id_value),
         resources=vc.JobSpecTasksTemplateSpecContainersResources(
@@ -359,6 +364,9 @@ def _container(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSp
                 name="datasets", mount_path=DATASETS_ROOT, read_only=True
             ),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="dshm", mount_path="/dev/shm"),
+            vc.JobSpecTasksTemplateSpecContainersVolumeMounts(
+                name=WORKER_SCRIPT_VOLUME, mount_path=WORKER_SCRIPT_DIR, read_only=True
+            ),
             vc.JobSpecTasksTemplateSpecContainersVolumeMounts(name="python", mount_path=_PYTHON_TARGET),
             *(
                 [
@@ -537,6 +545,13 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                                         size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string(
                                             "1Mi"
                                         )
+                                    ),
+                                ),
+                                # The worker script, once per team namespace (k8s_charts/worker_script.py).
+                                volume(
+                                    name=WORKER_SCRIPT_VOLUME,
+                                    config_map=vc.JobSpecTasksTemplateSpecVolumesConfigMap(
+                                        name=WORKER_SCRIPT_CONFIGMAP, default_mode=WORKER_SCRIPT_MODE
                                     ),
                                 ),
                                 # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.

@@ -17,7 +17,9 @@ member of A sends it and must be refused (or contained); its benign neighbour is
 - overrides: a stuck-minutes annotation above the configured ceiling, a maxRetry above the most a run
   may have, are refused;
 - names: a member may not create a Job under an applied run's name, and a redeploy meeting a Job the
-  stack did not create fails with a line naming it.
+  stack did not create fails with a line naming it;
+- the worker script: each team namespace holds run_worker.sh's ConfigMap, which the runs' pods name,
+  the API server keeps immutable and no member may write.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ from k8s_charts.api_fairness import TEAMS_FLOW_SCHEMA, VOLCANO_FLOW_SCHEMA
 from k8s_charts.team_quota import OBJECTS_QUOTA
 from k8s_charts.tenant_admission import JOBS_POLICY, Message
 from k8s_charts.volcano_controller_admission import POLICY_NAME as CONTROLLER_POLICY
+from k8s_charts.worker_script import (
+    WORKER_SCRIPT,
+    WORKER_SCRIPT_CONFIGMAP,
+    WORKER_SCRIPT_FILE,
+    WORKER_SCRIPT_PATH,
+    WORKER_SCRIPT_VOLUME,
+)
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan
@@ -384,3 +393,38 @@ def test_a_redeploy_meeting_a_job_the_stack_did_not_create_fails_with_a_line_nam
         example.kubectl("delete", "jobs.batch.volcano.sh", applied.name, "-n", A, "--wait=true")
         example.deployed[resource] = kept
         end_runs(example, [A])
+
+
+# ----- the worker script -------------------------------------------------------------------------
+
+
+def test_each_team_runs_the_platforms_worker_script_which_no_member_may_change(
+    example: ControlPlane, example_config: StackConfig
+) -> None:
+    """run_worker.sh lives once per team namespace (k8s_charts/worker_script.py), not in each pod: the
+    run's pods name its ConfigMap, the API server holds it immutable, and a member may not write it."""
+    for team in (A, B):
+        config_map = example.kubectl.json("get", "configmap", WORKER_SCRIPT_CONFIGMAP, "-n", team)
+        assert config_map["immutable"] is True and config_map["data"] == {WORKER_SCRIPT_FILE: WORKER_SCRIPT}
+        job = one_pod_job(example, example_config, team, f"{team}-script")
+        pod = job["spec"]["tasks"][0]["template"]["spec"]
+        assert {
+            "name": WORKER_SCRIPT_VOLUME,
+            "configMap": {"name": WORKER_SCRIPT_CONFIGMAP, "defaultMode": 0o444},
+        } in pod["volumes"]
+        assert WORKER_SCRIPT_PATH in pod["containers"][0]["command"]
+        assert "set -euo pipefail" not in json.dumps(job)
+        who = member(example, team)
+        for verb in ("create", "update", "patch", "delete"):
+            assert not who.can_i(verb, f"configmaps/{WORKER_SCRIPT_CONFIGMAP}", namespace=team), (team, verb)
+        patched = who(
+            "patch", "configmap", WORKER_SCRIPT_CONFIGMAP, "-n", team, "--type=merge",
+            "-p", json.dumps({"data": {WORKER_SCRIPT_FILE: "id\n"}}), check=False,
+        )  # fmt: skip
+        assert patched.returncode != 0 and "forbidden" in patched.stderr.lower(), patched.stderr
+        # Not even the platform rewrites a version under a running Job: a changed script is a new name.
+        rewritten = example.kubectl(
+            "patch", "configmap", WORKER_SCRIPT_CONFIGMAP, "-n", team, "--type=merge",
+            "-p", json.dumps({"data": {WORKER_SCRIPT_FILE: "id\n"}}), check=False,
+        )  # fmt: skip
+        assert rewritten.returncode != 0 and "immutable" in rewritten.stderr, rewritten.stderr

@@ -199,6 +199,8 @@ EXPECTED_NAMES = {
         ("ValidatingAdmissionPolicyBinding", None, "trainium-team-volcano-jobs"),
     ],
     "training-namespace": [
+        # run_worker.sh, named by its content (k8s_charts/worker_script.py).
+        ("ConfigMap", "training", r"trainium-run-worker-[0-9a-f]{10}"),
         ("ConfigMap", "training", "trainium-team"),
         ("LimitRange", "training", "team-defaults"),
         ("Namespace", None, "training"),

@@ -39,7 +39,14 @@ from cluster_facts.kubernetes_names import (
 )
 from k8s_charts.dataset_staging import STAGING_ATTEMPTS, Dataset, RemoteFile
 from k8s_charts.training_run import TrainingRun, TrainingRunChart, compile_key, launcher_arguments, run_id
-from tests.k8s.expansion import container_environment, expand, expanded_command
+from k8s_charts.worker_script import (
+    WORKER_SCRIPT,
+    WORKER_SCRIPT_CONFIGMAP,
+    WORKER_SCRIPT_DIR,
+    WORKER_SCRIPT_FILE,
+    WorkerScriptChart,
+)
+from tests.k8s.expansion import container_environment, expanded_command
 from tests.k8s.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
 from tests.volcano_retries_model import admitted_max_retry, restarts_before_failure
@@ -256,6 +263,8 @@ def test_pods_mount_the_claim_shared_memory_and_a_private_package_directory() ->
         "/datasets": "datasets",
         "/dev/shm": "dshm",
         "/opt/run/python": "python",
+        # run_worker.sh, from the team namespace's ConfigMap (k8s_charts/worker_script.py).
+        "/opt/trainium/run-worker": "run-worker",
         # The team uid's passwd and group entries (tests/k8s/test_pod_user.py).
         "/etc/passwd": "pod-user",
         "/etc/group": "pod-user",
@@ -359,10 +368,33 @@ def test_the_efa_and_neuron_runtime_environment_is_set() -> None:
     assert env["MY_SETTING"] == "on"
 
 
-def test_the_kubelet_leaves_the_script_itself_alone() -> None:
+def test_the_pod_carries_no_script_text_only_the_team_namespaces_config_map() -> None:
+    """run_worker.sh is read from the team namespace's ConfigMap, not written into every pod: each
+    list or watch of pods would read it again (docs/performance.md, "Scale")."""
     manifest = job()
-    script = container(manifest)["command"][2]
-    assert expand(script, environment(manifest)) == script
+    spec = pod(manifest)
+    assert container(manifest)["command"] == ["/bin/bash", f"{WORKER_SCRIPT_DIR}/{WORKER_SCRIPT_FILE}"]
+    body = WORKER_SCRIPT.split("set -", 1)[1][:200]
+    assert body not in json.dumps(manifest)
+    assert all(len(part) < 1024 for c in spec["containers"] for part in [*c["command"], *c["args"]])
+    [volume] = [v for v in spec["volumes"] if v["name"] == "run-worker"]
+    assert volume == {
+        "name": "run-worker",
+        "configMap": {"name": WORKER_SCRIPT_CONFIGMAP, "defaultMode": 0o444},
+    }
+    [mount] = [m for m in container(manifest)["volumeMounts"] if m["name"] == "run-worker"]
+    assert mount == {"name": "run-worker", "mountPath": WORKER_SCRIPT_DIR, "readOnly": True}
+
+
+def test_the_worker_script_config_map_is_named_by_its_content_and_immutable() -> None:
+    """A changed script is a new ConfigMap (and a new Job naming it): a Job keeps naming its version."""
+    [config_map] = synth(lambda app: WorkerScriptChart(app, "w", namespace="training"))
+    assert config_map["kind"] == "ConfigMap" and config_map["immutable"] is True
+    assert config_map["metadata"]["namespace"] == "training"
+    assert config_map["data"] == {WORKER_SCRIPT_FILE: WORKER_SCRIPT}
+    assert WORKER_SCRIPT.startswith("#!/bin/bash\n")
+    digest = hashlib.sha256(WORKER_SCRIPT.encode()).hexdigest()[:10]
+    assert config_map["metadata"]["name"] == WORKER_SCRIPT_CONFIGMAP == f"trainium-run-worker-{digest}"
 
 
 # --- The worker script, as the pod runs it --------------------------------------------------------
@@ -403,6 +435,12 @@ class Pod:
             (self.bin / name).chmod(0o755)
         self.manifest = manifest or job()
         self.attempts = 0
+        # The team namespace's ConfigMap, as the kubelet mounts it (k8s_charts/worker_script.py).
+        self.scripts = tmp / "run-worker"
+        self.scripts.mkdir(exist_ok=True)
+        [config_map] = synth(lambda app: WorkerScriptChart(app, "w", namespace="training"))
+        for name, text in config_map["data"].items():
+            (self.scripts / name).write_text(text)
 
     def path(self, path: str) -> Path:
         return Path(path.replace("/data", str(self.data), 1))
@@ -427,6 +465,7 @@ class Pod:
         env = container_environment(moved, downward=ANNOTATIONS)
         argv = expanded_command(moved, env)
         argv[0] = shutil.which("bash") or argv[0]
+        argv[1] = argv[1].replace(WORKER_SCRIPT_DIR, str(self.scripts), 1)
         env |= {
             "VC_TASK_INDEX": index,
             "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",

@@ -118,18 +118,32 @@ class RenderedContainer:
     command: tuple[str, ...]
     args: tuple[str, ...]
     env: tuple[Mapping[str, Any], ...]
+    config_map_mounts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Mount path -> file name -> text: the plan's ConfigMaps the container mounts (the team
+    namespace's run_worker.sh, k8s_charts/worker_script.py)."""
 
 
-def _first_container(manifest: Mapping[str, Any]) -> RenderedContainer:
+def _first_container(
+    manifest: Mapping[str, Any], config_maps: Mapping[tuple[str, str], Mapping[str, str]] | None = None
+) -> RenderedContainer:
     spec = manifest["spec"]
     task = spec["tasks"][0] if manifest["kind"] == "Job" else {"name": "", "template": spec["template"]}
-    container = task["template"]["spec"]["containers"][0]
+    pod = task["template"]["spec"]
+    container = pod["containers"][0]
+    namespace = manifest["metadata"].get("namespace", "")
+    sources = {v["name"]: v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
+    mounts = {
+        mount["mountPath"]: (config_maps or {})[(namespace, sources[mount["name"]])]
+        for mount in container.get("volumeMounts", [])
+        if mount["name"] in sources and (namespace, sources[mount["name"]]) in (config_maps or {})
+    }
     return RenderedContainer(
         owner=manifest["metadata"]["name"],
         task=task["name"],
         command=tuple(container.get("command", ())),
         args=tuple(container.get("args", ())),
         env=tuple(container.get("env", ())),
+        config_map_mounts=mounts,
     )
 
 
@@ -144,11 +158,15 @@ def rendered_container(plan: KubernetesLayerPlan, *, step: str, kind: str, name:
 
 def training_job(plan: KubernetesLayerPlan) -> RenderedContainer:
     """The container of the one Volcano Job in the plan whose pods run torchrun (the training run)."""
+    manifests = [manifest for step in plan if isinstance(step, ManifestSet) for manifest in step.manifests]
+    config_maps = {
+        (m["metadata"].get("namespace", ""), m["metadata"]["name"]): m.get("data", {})
+        for m in manifests
+        if m["kind"] == "ConfigMap"
+    }
     found = [
-        _first_container(manifest)
-        for step in plan
-        if isinstance(step, ManifestSet)
-        for manifest in step.manifests
+        _first_container(manifest, config_maps)
+        for manifest in manifests
         if manifest["kind"] == "Job" and manifest["apiVersion"].startswith("batch.volcano.sh/")
     ]
     runs = [container for container in found if "torch.distributed.run" in container.args]
@@ -381,7 +399,7 @@ class LocalJob:
                 if rdzv_id is not None:
                     argv = with_option(argv, "--rdzv_id", rdzv_id)
                 if self.worker_script:
-                    argv = [*self.container.command, *argv]
+                    argv = [*self._local_command(), *argv]
                 process_env = {
                     "PATH": os.pathsep.join(
                         [str(self._stand_ins()), str(self.tools.bin_dir), "/usr/bin", "/bin"]
@@ -404,6 +422,17 @@ class LocalJob:
         finally:
             for agent in agents:
                 agent.delete()
+
+    def _local_command(self) -> list[str]:
+        """The container's command with its ConfigMap mounts (run_worker.sh) as files under the work dir."""
+        command = list(self.container.command)
+        for index, (mount_path, files) in enumerate(sorted(self.container.config_map_mounts.items())):
+            local = self.work_dir / f"config-map-{index}"
+            local.mkdir(exist_ok=True)
+            for name, text in files.items():
+                (local / name).write_text(text)
+            command = [part.replace(f"{mount_path}/", f"{local}/", 1) for part in command]
+        return command
 
     def _pod_local(self, environment: Mapping[str, str], pod_dir: Path) -> dict[str, str]:
         """What run_worker.sh reads, moved onto this machine: /data and /datasets under the work dir
