@@ -430,7 +430,13 @@ class LocalJob:
             local = self.work_dir / f"config-map-{index}"
             local.mkdir(exist_ok=True)
             for name, text in files.items():
-                (local / name).write_text(text)
+                # Once per job: an agent's bash reads its script while the next agent is set up, so
+                # the file is never rewritten under it (written whole, then renamed into place).
+                path = local / name
+                if not path.exists():
+                    partial = local / f".{name}.partial"
+                    partial.write_text(text)
+                    partial.replace(path)
             command = [part.replace(f"{mount_path}/", f"{local}/", 1) for part in command]
         return command
 
