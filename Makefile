@@ -157,19 +157,19 @@ preflight: synth ## synthesize, then check zones, offerings, quotas, Lambda conc
 	$(BIN)/python -m preflight --config $(CONFIG) --template $(OUT)/$(STACK).template.json $(if $(WRITE),--write)
 
 runs: $(PY_STAMP) ## list each configured run: its Job (identity), namespace, queue, nodes, output on FSx, manifest [CONFIG=file OUT=dir]
-	@$(BIN)/python -m stacks.run_listing --config $(CONFIG) --out $(OUT)
+	@$(BIN)/python -m operator_tools.run_listing --config $(CONFIG) --out $(OUT)
 
 # Offline: the tables in cluster_facts/ (docs/upgrades.md); `make preflight` asks AWS what is newer.
 outdated: $(PY_STAMP) ## list every pin with its support dates, known faults and the newer versions the tables know [CONFIG=file]
-	@$(BIN)/python -m stacks.outdated --config $(CONFIG)
+	@$(BIN)/python -m operator_tools.outdated --config $(CONFIG)
 
 # A model, not a measurement: the canary (make canary) measures the same stages on a real account.
 timeline: $(PY_STAMP) ## model each run's time from kubectl apply on zero nodes to its first step, stage by stage [CONFIG=file]
-	@$(BIN)/python -m stacks.timeline --config $(CONFIG)
+	@$(BIN)/python -m operator_tools.timeline --config $(CONFIG)
 
 # Prints, does not run: the check takes every Neuron device of max_size nodes (docs/fabric-check.md).
 fabric-check: $(PY_STAMP) ## print the kubectl commands that run a group's fabric check [CONFIG=file GROUP=name]
-	$(BIN)/python -m stacks.fabric_check_commands --config $(CONFIG) --out $(OUT) $(if $(GROUP),--group $(GROUP))
+	$(BIN)/python -m cluster_plan.fabric_check_commands --config $(CONFIG) --out $(OUT) $(if $(GROUP),--group $(GROUP))
 
 # A team member's command, with the member's kubeconfig and nothing of the stack's environments: the
 # file travels in a Volcano Job of the team that writes it as the team's uid (torchx_trn/put_file.py,
@@ -179,9 +179,9 @@ put: ## put a local file into your team's directory on the file system [TEAM=tea
 	@$(PYTHON) -m torchx_trn.put_file --team '$(TEAM)' --file '$(FILE)' $(if $(TO),--to '$(TO)') $(if $(NODE_GROUP),--node-group '$(NODE_GROUP)')
 
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
-SCRIPTS := $(sort $(wildcard */scripts/*.sh))
+SCRIPTS := $(sort $(wildcard */scripts/*.sh cluster_programs/*.sh))
 
-lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scripts/*.sh
+lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scripts/*.sh and cluster_programs/*.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -215,7 +215,7 @@ test: setup lint $(TORCH_STAMP) cluster-binaries debian-tools ## lint, then ever
 cluster-binaries: $(PY_STAMP) debian-tools ## build the control plane binaries for tests/cluster (Go 1.26; once per machine)
 	$(BIN)/python -m tools.cluster_binaries
 
-# Debian packages a test runs and a machine may lack (the OpenSSH server of tests/k8s/test_fabric_ssh.py,
+# Debian packages a test runs and a machine may lack (the OpenSSH server of tests/k8s_charts/checks/test_fabric_ssh.py,
 # libseccomp for runc, busybox for the real nodes' stand-in images), pinned by version and checksum,
 # unpacked into .tools/ (tools/debian_tools.py); nothing is installed on the system. Without a Debian
 # mirror it says so: the SSH tests skip, and cluster-binaries stops at runc with that reason.
@@ -255,7 +255,7 @@ UV_COMPILE := $(BIN)/uv pip compile --no-config --quiet --generate-hashes --pyth
 	--python-platform x86_64-unknown-linux-gnu --custom-compile-command "make lock"
 
 canary: $(PY_STAMP) ## run the canary on the deployed cluster of CONFIG: every stage of a run, pass or fail (docs/health.md)
-	$(BIN)/python -m stacks.canary --config $(or $(CONFIG),config/default.yaml) $(CANARY_ARGS)
+	$(BIN)/python -m operator_tools.canary --config $(or $(CONFIG),config/default.yaml) $(CANARY_ARGS)
 
 lock: $(PY_STAMP) ## recompile the hashed locks (*.lock) after a change to requirements*.txt or constraints.txt
 	$(UV_COMPILE) requirements.txt -c constraints.txt -o requirements.lock

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
+from cluster_plan.review_files import write_fabric_check_jobs, write_review_files
 from config import DEFAULT_CONFIG, ConfigError, load_config
 from config.pipeline import load_pipeline, repository_path
 from constructs_trn.nag import add_aws_solutions_checks
-from stacks.review_files import write_fabric_check_jobs, write_review_files
 from stacks.trainium_stack import add_trainium_stack
 
 

@@ -171,7 +171,7 @@ AMI_RELEASES: Mapping[str, AmiRelease] = {release.release_version: release for r
 DEFAULT_AMI_RELEASES: Mapping[str, str] = {
     # The newest release without a known fault whose driver serves the cluster's training image
     # (the xla stack's SDK 2.29.1 needs 2.27.4.0; a newer driver serves an older runtime, docs/neuron.md).
-    # tests/test_ami_releases.py fails when a newer such release enters the table and this stays behind.
+    # tests/cluster_facts/test_ami_releases.py fails when a newer such release enters the table and this stays behind.
     "1.33": "1.33.13-20260714",
     "1.34": "1.34.9-20260714",
     "1.35": "1.35.6-20260714",

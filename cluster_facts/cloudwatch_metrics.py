@@ -3,7 +3,7 @@
 One entry per metric: namespace, name, the dimension sets it is published with (a dashboard query
 must name one of them exactly, or CloudWatch returns nothing) and where that was read. The dashboard
 (constructs_trn/training_dashboard.py) builds its queries from these entries, and
-tests/test_training_dashboard.py checks every metric in the rendered dashboard body against them.
+tests/constructs_trn/test_training_dashboard.py checks every metric in the rendered dashboard body against them.
 
 Sources:
 

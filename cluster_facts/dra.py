@@ -91,7 +91,7 @@ EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
 
 FAULTY_DEVICE_TAINT_KEY = "trainium/faulty-device"
 """The device taint the node check puts, through a DeviceTaintRule, on a Neuron device of a DRA node
-that its check finds missing (k8s_charts/scripts/node_check_devices.py); the value names the reason."""
+that its check finds missing (cluster_programs/node_check_devices.py); the value names the reason."""
 
 DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 """The connected subsets the Neuron driver names; one attribute each."""
@@ -155,7 +155,7 @@ node is all it may assume; its peers are reached over EFA, as on trn2.48xlarge."
 def node_claim_template(node_group: str, claim: str = POD_DEVICE_CLAIM) -> str:
     """The ResourceClaimTemplate, in each team namespace that may use ``node_group``, of the pod's
     ``claim`` on one whole node of it (the TorchX component names it from the team's settings;
-    k8s_charts/device_claims.py renders it): ``trainium-node-<group>``, ``trainium-node-<group>-efa``."""
+    k8s_charts/devices/device_claims.py renders it): ``trainium-node-<group>``, ``trainium-node-<group>-efa``."""
     base = f"trainium-node-{node_group}"
     return base if claim == POD_DEVICE_CLAIM else f"{base}-{claim}"
 

@@ -2,7 +2,7 @@
 
 Numbers of components this project does not run here come with their source; the settings of
 this project are named where they are set. docs/health.md ("A node lost mid-run") writes the path
-out; tests/test_failure_recovery.py checks the sum against the goal.
+out; tests/cluster_facts/test_failure_recovery.py checks the sum against the goal.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ Node, and so the lost pod, stay."""
 REPLACE_UNRESPONSIVE_SECONDS = 5 * 60
 """``node_check.replace_unresponsive_after_minutes`` (default 5): how long a Trainium node's kubelet
 stays silent before the node check of another Trainium node marks its instance Unhealthy in its
-Auto Scaling group (k8s_charts/scripts/node_check.py ``Watch``), counted from the ``Ready``
+Auto Scaling group (cluster_programs/node_check.py ``Watch``), counted from the ``Ready``
 condition's change to Unknown (the detection step's end); the check looks once a minute."""
 
 UNHEALTHY_INSTANCE_TERMINATION_SECONDS = 4 * 60
@@ -167,7 +167,7 @@ def recovery_path(*, warm_spare: bool, instance_gone: bool = True, fenced: bool 
                 seconds=3 * 60,
                 basis="setting",
                 why="neuron-ls, a local all-reduce, EFA loopback, the file system: about two minutes "
-                "healthy, each tool time-limited (k8s_charts/node_check.py)",
+                "healthy, each tool time-limited (k8s_charts/checks/node_check.py)",
             ),
         ]
     steps += [

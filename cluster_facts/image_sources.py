@@ -311,11 +311,11 @@ The EFA plugin's entry stands for its image in every region (the repository path
 
 DIRECT_PULLS: Mapping[str, str] = {
     "eks/dranet": (
-        "EKS's own regional ECR registry (k8s_charts/efa_dra_driver.py), as for the EFA device plugin: caching "
+        "EKS's own regional ECR registry (k8s_charts/devices/efa_dra_driver.py), as for the EFA device plugin: caching "
         "it would take an ECR-to-ECR rule with a role that EKS's registry would have to trust"
     ),
     "eks/aws-efa-k8s-device-plugin": (
-        "EKS's own regional ECR registry (k8s_charts/efa_device_plugin.py), as for EKS's add-ons: caching it "
+        "EKS's own regional ECR registry (k8s_charts/devices/efa_device_plugin.py), as for EKS's add-ons: caching it "
         "would take an ECR-to-ECR rule with a role that EKS's registry would have to trust"
     ),
     "docker.io/volcanosh/": (

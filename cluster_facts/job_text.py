@@ -1,7 +1,7 @@
 """How much free text a team's Volcano Job may carry, and how much a Job carries.
 
 ``JOB_TEXT_LIMIT`` is the bound of the team admission policy ``trainium-team-volcano-jobs``
-(k8s_charts/tenant_job_rules.py, which renders it as CEL over the Job as the API server sees it):
+(k8s_charts/teams/tenant_job_rules.py, which renders it as CEL over the Job as the API server sees it):
 thirty Jobs of 1 MiB each grew etcd by 36 MiB (issue 34). ``job_text_size`` counts what that rule
 counts, for a client that must fit a Job under it before sending it (``make put``,
 torchx_trn/put_file.py); the real API server decides (tests/cluster/test_put_file.py sends a Job at
@@ -18,7 +18,7 @@ __all__ = ["JOB_TEXT_LIMIT", "job_text_size"]
 JOB_TEXT_LIMIT = 64 * 1024
 """Characters of free text a team's Volcano Job may carry: its own and its pod templates' annotations
 and labels, its containers' images, working directories, commands, arguments and environment. The
-stack's largest run carries a small part of it (tests/k8s/test_tenant_admission.py)."""
+stack's largest run carries a small part of it (tests/k8s_charts/teams/test_tenant_admission.py)."""
 
 
 def _metadata(meta: Mapping[str, Any]) -> int:

@@ -79,7 +79,7 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 NEURON_TAINT_KEY = NEURON_RESOURCE
 NEURON_TAINT_VALUE = "present"
 
-# What a failed fabric check puts on the nodes it ran on (k8s_charts/fabric_check.py): no training
+# What a failed fabric check puts on the nodes it ran on (k8s_charts/checks/fabric_check.py): no training
 # pod tolerates it, so the next run lands elsewhere; `kubectl taint nodes <node> <key>-` lifts it.
 FABRIC_CHECK_TAINT_KEY = "trainium/fabric-check"
 FABRIC_CHECK_TAINT: dict[str, str] = {
@@ -88,14 +88,14 @@ FABRIC_CHECK_TAINT: dict[str, str] = {
     "effect": "NoSchedule",
 }
 
-# What the gang watchdog (k8s_charts/gang_watchdog.py) writes on a Trainium node it cordons: the
+# What the gang watchdog (k8s_charts/checks/gang_watchdog.py) writes on a Trainium node it cordons: the
 # gang (``<namespace>/<podgroup>``) it cordoned the node for. A cordoned node without it was cordoned
 # by someone else, and the watchdog never touches it; `kubectl uncordon` leaves it, and the
 # watchdog then removes it.
 GANG_WATCHDOG_ANNOTATION = "trainium/gang-watchdog-cordoned-for"
 
 # A run's own limit, in minutes, on its Volcano Job: how long its pods may hold Trainium nodes
-# without progressing before the gang watchdog ends it (k8s_charts/scripts/stuck_runs.py).
+# without progressing before the gang watchdog ends it (cluster_programs/stuck_runs.py).
 STUCK_MINUTES_ANNOTATION = "trainium/stuck-minutes"
 
 # aws-eks-v2's KubernetesManifest (the kubectl handler's apply of every manifest step) labels each
@@ -149,7 +149,7 @@ TRAINING_NAMESPACE = "training"
 TEAM_SETTINGS_CONFIGMAP = "trainium-team"
 """The ConfigMap in each team's namespace that says what a run of the team needs (its queue, claims,
 uid and node groups with their instance types): the TorchX component reads it (``--team``), and
-the team's members may read it (k8s_charts/team_settings.py)."""
+the team's members may read it (k8s_charts/teams/team_settings.py)."""
 
 
 def file_system_claim(generation: str) -> str:
@@ -173,7 +173,7 @@ def datasets_claim(generation: str) -> str:
 # No volume is mounted inside another that lives on the file system: the container runtime creates
 # each mount point as the node's root, which Lustre squashes to nobody on the Trainium nodes, and a
 # team's directory (mode 2750, the team's uid) lets nobody neither search nor create in it. A data
-# sets mount at /data/datasets left every run in CreateContainerError (tests/test_mount_layout.py).
+# sets mount at /data/datasets left every run in CreateContainerError (tests/k8s_charts/runs/test_mount_layout.py).
 # Sources: runc libcontainer/rootfs_linux.go (setupRootfs -> mountToRootfs per mount, in order,
 # creating a missing destination under the rootfs before the bind mount, as the runtime's root);
 # the same failure on NFS with root squash: containers/podman#17129.
@@ -232,7 +232,7 @@ ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 ETCD_REPLICAS = 3
 """Each team's rendezvous etcd: three members in the team's namespace (a quorum survives the loss of
-any one: k8s_charts/etcd.py), counted by its quota's ``pods``."""
+any one: k8s_charts/teams/etcd.py), counted by its quota's ``pods``."""
 ETCD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous"}
 """The labels of a team's etcd pods: what its Services select and the NetworkPolicies admit or reach."""
 TRAINING_POD_LABELS: dict[str, str] = {"trainium/role": "training"}
@@ -242,7 +242,7 @@ TORCHX_POD_LABELS: dict[str, str] = {"app.kubernetes.io/managed-by": "torchx.pyt
 # Volcano's job controller labels every pod it creates for a Job with the Job's name and namespace
 # (volcano v1.15.1 pkg/controllers/job/job_controller_util.go, createJobPod; the keys are JobNameKey
 # and JobNamespaceKey of volcano.sh/apis batch/v1alpha1 labels.go), overwriting the template's values.
-# In a team namespace an admission policy lets no one else set them (k8s_charts/job_pod_admission.py):
+# In a team namespace an admission policy lets no one else set them (k8s_charts/teams/job_pod_admission.py):
 # they are what etcd's and the workers' NetworkPolicies trust.
 VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
 VOLCANO_JOB_NAMESPACE_LABEL = "volcano.sh/job-namespace"
@@ -252,8 +252,8 @@ VOLCANO_JOB_NAMESPACE_LABEL = "volcano.sh/job-namespace"
 VOLCANO_SCHEDULER = "volcano"
 VOLCANO_DEFAULT_QUEUE = "default"
 VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
-# The PriorityClasses of the cluster (k8s_charts/priority_classes.py): the platform's own pods, and
-# every team's training pods (an admission policy holds team pods to it: k8s_charts/tenant_admission.py).
+# The PriorityClasses of the cluster (k8s_charts/addons/priority_classes.py): the platform's own pods, and
+# every team's training pods (an admission policy holds team pods to it: k8s_charts/teams/tenant_admission.py).
 PLATFORM_PRIORITY_CLASS = "trainium-platform"
 TRAINING_PRIORITY_CLASS = "trainium-training"
 # Every team's namespace carries this label (value: the team); cluster-wide policies select on it.

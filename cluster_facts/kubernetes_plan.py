@@ -3,7 +3,7 @@
 ``k8s_charts.plan`` renders every chart into a ``KubernetesLayerPlan``: an ordered list of steps,
 each a Helm release, a set of manifests or a readiness gate, with the steps it must follow at
 deploy time and whether this configuration applies it. ``constructs_trn.kubernetes_layer`` turns each applied step into one
-custom resource; ``stacks.review_files`` writes every step, applied or not, as YAML for review. The
+custom resource; ``cluster_plan.review_files`` writes every step, applied or not, as YAML for review. The
 plan is plain data (rendered objects may hold CDK token strings), so neither side imports the other.
 """
 

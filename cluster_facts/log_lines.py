@@ -12,15 +12,15 @@ collected by the add-on, and Container Insights' metrics know pods and nodes, no
 So two programs print one line per fact, and the dashboard's Logs Insights queries
 (constructs_trn/training_dashboard.py) parse them with these patterns:
 
-- k8s_charts/scripts/run_worker.sh, as each replica's launcher starts:
+- cluster_programs/run_worker.sh, as each replica's launcher starts:
   ``TRAINIUM_ATTEMPT run=<run id> attempt=<Volcano job version> replica=<index> node_changed=<0|1>
   resume_step=<step|none> lost_seconds=<seconds>``;
-- k8s_charts/scripts/node_check.py, for each verdict and action and each pass over a held node:
+- cluster_programs/node_check.py, for each verdict and action and each pass over a held node:
   ``TRAINIUM_NODE_CHECK node=<node> state=<state> reason=<Reason> <detail>``.
 
 The patterns use only literals, character classes and named groups, which Logs Insights (Java-style
-``(?<name>...)``) and Python (tests/test_training_dashboard.py translates the group syntax) read
-alike. tests/test_training_dashboard.py runs each against lines the programs themselves print.
+``(?<name>...)``) and Python (tests/constructs_trn/test_training_dashboard.py translates the group syntax) read
+alike. tests/constructs_trn/test_training_dashboard.py runs each against lines the programs themselves print.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ NODE_CHECK_PATTERN = (
     r"TRAINIUM_NODE_CHECK node=(?<node>[^ ]+) state=(?<state>[a-z]+) reason=(?<reason>[A-Za-z0-9]+)"
 )
 NODE_CHECK_STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced", "withheld", "stopped")
-"""The node check's states (k8s_charts/scripts/node_check.py ``STATES``): passed/failed a new node's
+"""The node check's states (cluster_programs/node_check.py ``STATES``): passed/failed a new node's
 verdict (a failed node is replaced), held a pass over a node still tainted by the check, suspect EFA
 errors on a node in use, cleared a suspect node that passed its loopback again, fenced an
 unresponsive node's instance marked Unhealthy by another node's check, withheld a replacement the

@@ -12,8 +12,8 @@ legitimately reach over plain HTTP is exempt through ``no_proxy``:
 - in-cluster names (``.svc``, ``.cluster.local``), loopback and the private address ranges.
 
 Nothing else is reachable over plain HTTP anyway: a team's pods may send only to DNS, its etcd, its
-job's pods and 443 outside (k8s_charts/tenant_network.py); HTTPS is never proxied (``https_proxy``
-is not set). The instance-metadata address stays outside every exemption (tests/test_metadata_proxy.py
+job's pods and 443 outside (k8s_charts/network/tenant_network.py); HTTPS is never proxied (``https_proxy``
+is not set). The instance-metadata address stays outside every exemption (tests/torchx_trn/test_metadata_proxy.py
 asks requests' ``should_bypass_proxies`` and urllib's ``proxy_bypass_environment``).
 """
 

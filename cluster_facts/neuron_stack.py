@@ -182,7 +182,7 @@ the newest release that supports PyTorch/XLA training. docker/Dockerfile builds 
 # update-image-tags.sh from the registry's own tag list (public.ecr.aws/v2/neuron/neuron-device-plugin
 # /tags/list), so the tag existed in ECR Public when the chart named it. Chart 1.9.0 (released
 # 2026-07-10, Neuron SDK 2.31.0) moved on to 2.31.0.0. The RBAC (``nodes/proxy`` get, list) and host
-# paths (``/opt/aws`` read-only) of k8s_charts/neuron_device_plugin.py are those of that chart
+# paths (``/opt/aws`` read-only) of k8s_charts/devices/neuron_device_plugin.py are those of that chart
 # generation's templates/device-plugin/ and values.yaml. Known wrong: 2.29.149.0 is a later build
 # than SDK 2.29's own package (2.29.147.0) and no Neuron release note ties it to an SDK release; it is
 # pinned by tag (no source publishes a digest); the chart's date of 1.7.0 could not be read (between

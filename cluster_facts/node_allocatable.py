@@ -27,7 +27,7 @@ On the EKS AL2023 Neuron AMI (release v20260505, nodeadm ``internal/kubelet/conf
   estimate, so what it tells the autoscaler errs low: it never promises memory a node lacks.
 
 Written here, not run: the autoscaler and the kubelet cannot run against a Trainium node offline;
-tests/test_node_allocatable.py applies the formulas above to every catalog entry.
+tests/cluster_facts/test_node_allocatable.py applies the formulas above to every catalog entry.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every Trainium node group registers its nodes with ``NODE_CHECK_TAINT`` (constructs_trn/trainium_node_group.py).
 No training pod tolerates it, so Volcano and the scheduler keep gangs off a node until the check
-(k8s_charts/node_check.py, k8s_charts/scripts/node_check.py) has passed on it and lifted the taint.
+(k8s_charts/checks/node_check.py, cluster_programs/node_check.py) has passed on it and lifted the taint.
 
 The key's prefix makes it a startup taint for the Cluster Autoscaler, read in its source at the
 versions cluster_facts/versions.py pins for Kubernetes 1.34 and 1.36 (tags cluster-autoscaler-1.34.5
@@ -123,7 +123,7 @@ REPLACEMENT_RECORD_PREFIX = "node-check-replacements-"
 
 def replacement_record(node_group: str) -> str:
     """The ConfigMap in ``NODE_CHECK_NAMESPACE`` that counts a group's replacements
-    (k8s_charts/scripts/node_check_budget.py): every node-check pod of the group reads and writes it."""
+    (cluster_programs/node_check_budget.py): every node-check pod of the group reads and writes it."""
     return f"{REPLACEMENT_RECORD_PREFIX}{node_group}"
 
 
@@ -133,7 +133,7 @@ DEFAULT_REPLACEMENT_WINDOW_MINUTES = 30
 ``node_check.replacement_window_minutes``). A replacement is launched, pulled and checked within
 about 14 minutes (docs/capacity.md), inside the window of the one it replaces: with one per window,
 a replacement that fails in any way is not replaced in turn, and one that fails the same way also
-stops the group's launches (k8s_charts/scripts/node_check_budget.py)."""
+stops the group's launches (cluster_programs/node_check_budget.py)."""
 
 
 STEP_TIMEOUT_SECONDS = 30
@@ -147,7 +147,7 @@ _PINGPONG_START_SECONDS = 0.5
 
 
 def check_time_limit_seconds(efa_interfaces: int) -> float:
-    """The longest a node's check can take, every tool at its time limit (k8s_charts/scripts/node_check.py
+    """The longest a node's check can take, every tool at its time limit (cluster_programs/node_check.py
     ``check_node``): ``neuron-ls`` twice (is a device in use; the check), ``nccom-test``, ``fi_info``, a
     loopback per EFA device, the file system. A failing node's verdict comes no later."""
     step = STEP_TIMEOUT_SECONDS

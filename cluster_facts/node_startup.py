@@ -1,5 +1,5 @@
 """How a new Trainium node is set up to start runs quickly: facts the launch template applies
-(constructs_trn/efa_launch_template.py) and the time-to-first-step model reads (stacks/timeline.py)."""
+(constructs_trn/efa_launch_template.py) and the time-to-first-step model reads (operator_tools/timeline.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = [
 ]
 
 # The training image is many gigabytes and every new Trainium node pulls it before a run's first
-# step (stacks/first_step_model.py). nodeadm's FastImagePull feature gate turns on the SOCI
+# step (operator_tools/first_step_model.py). nodeadm's FastImagePull feature gate turns on the SOCI
 # snapshotter's parallel pull and unpack on the EKS AL2023 AMIs (awslabs/amazon-eks-ami:
 # nodeadm/internal/api features.go, "FastImagePull enables a parallel image pull", default off,
 # ignored below 4 vCPUs and 7 GiB; nodeadm/internal/containerd/config.go; the AMIs' rootfs ships

@@ -14,8 +14,8 @@ to run: "No user exists for uid"). So each training pod gets its own files:
   mounts of that emptyDir), so the image's own users stay as they were.
 
 Nothing runs as root and nothing of the image is written; it works with any image that has sh,
-id, cut and grep. tests/k8s/test_pod_user.py runs the script as a team uid and looks the user up
-through the files as mounted. The stack's runs (k8s_charts/training_run.py) and TorchX's
+id, cut and grep. tests/cluster_facts/test_pod_user.py runs the script as a team uid and looks the user up
+through the files as mounted. The stack's runs (k8s_charts/runs/training_run.py) and TorchX's
 (torchx_trn/trainium.py) both add it.
 """
 

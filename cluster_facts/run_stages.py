@@ -1,7 +1,7 @@
 """The stages of a run started on zero Trainium nodes, from ``kubectl apply`` to its first step.
 
 One list, in order, for everything that speaks of them: the modelled timeline (``make timeline``,
-stacks/timeline.py) prints its expected time per stage in this order, and the canary
+operator_tools/timeline.py) prints its expected time per stage in this order, and the canary
 (``make canary``) measures the same stages on a real account, so the two read side by side.
 Only the ids and titles live here; what each stage costs, and why, belongs to the model.
 """

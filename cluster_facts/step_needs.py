@@ -5,7 +5,7 @@ network, no CSI driver) wait in the cluster and start when they can, so a step t
 objects waits for nothing but the steps it follows. A step that waits at deploy time for pods to
 run (a Helm release with ``wait``, a readiness gate on what pods write) needs nodes, the pod
 network, Services and DNS in place, or the deployment fails. constructs_trn/kubernetes_layer.py
-turns these needs into CloudFormation dependencies; tests/test_deploy_path.py reads the template
+turns these needs into CloudFormation dependencies; tests/operator_tools/test_deploy_path.py reads the template
 back against them, so no step waits for an add-on it does not use.
 """
 

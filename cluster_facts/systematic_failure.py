@@ -16,7 +16,7 @@ node check the same way. What bounds it (docs/capacity.md, "A failure that hits 
    each billed as a replacement is (``extra``).
 
 Numbers of components this project does not run here are estimates shared with
-cluster_facts/failure_recovery.py (launch, pull); the rest are settings. tests/test_systematic_failure.py
+cluster_facts/failure_recovery.py (launch, pull); the rest are settings. tests/cluster_facts/test_systematic_failure.py
 keeps docs/capacity.md equal to this.
 """
 

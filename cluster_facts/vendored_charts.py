@@ -4,7 +4,7 @@ The cluster installs Volcano and the Cluster Autoscaler from copies of their cha
 ``charts/`` (``charts/<name>-<version>/``), taken byte for byte from the upstream repository at the
 release tag by ``make vendor-charts`` (tools/vendor_chart.py). Beside each copy,
 ``charts/<name>-<version>.provenance.json`` records the source (repository, tag, commit, path), the
-sha256 of every file and what was left out and why; tests/test_vendored_charts.py recomputes it,
+sha256 of every file and what was left out and why; tests/cluster_facts/test_vendored_charts.py recomputes it,
 so an edited or added file fails. The stack ships each directory as an S3 asset of its own and the
 kubectl handler installs the release from it (constructs_trn/kubernetes_layer.py): nothing is
 downloaded from a Helm repository at deploy time.
@@ -50,7 +50,7 @@ class VendoredChart:
     """Paths in the chart directory that are not copied, each with the reason."""
     hook_waits: int = 0
     """The chart's hook Jobs and Pods that Helm waits for (up to ``--timeout`` each) on an install or
-    upgrade, on top of ``--wait`` (cluster_facts.deploy_timeouts); tests/test_deploy_timeouts.py
+    upgrade, on top of ``--wait`` (cluster_facts.deploy_timeouts); tests/cluster_facts/test_deploy_timeouts.py
     counts them in the templates."""
 
     @property

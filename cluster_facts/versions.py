@@ -76,7 +76,7 @@ VPC_CNI_EFA_ONLY_MINIMUM = "1.18.5"
 # cluster-autoscaler-1.33.6, -1.34.5, -1.35.2, -1.36.1: the newest of each minor in the repository's
 # tags as read on 2026-11-28 (its snapshot of 2026-08-22); 1.36.1 released 2026-07-23, commit 35e8a28,
 # "registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.1" on its GitHub release page). A new entry in
-# KUBECTL_LAYERS needs one here (tests/test_capacity.py).
+# KUBECTL_LAYERS needs one here (tests/stacks/test_capacity.py).
 CLUSTER_AUTOSCALER_CHART_VERSION = "9.59.0"
 CLUSTER_AUTOSCALER_IMAGE_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
 CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {

@@ -267,7 +267,7 @@ def _team_quotas_hold_a_training_pod(
     all_teams: list[TeamSettings | None], groups: list[TrainiumNodeGroupSettings]
 ) -> Iterator[Problem]:
     """A quota of fewer Trainium chips than one node takes would refuse every run of the team: a
-    training pod takes every chip of its node (k8s_charts/training_run.py)."""
+    training pod takes every chip of its node (k8s_charts/runs/training_run.py)."""
     for index, team in enumerate(all_teams):
         if team is None or team.quota.neuron_devices is None:
             continue
@@ -291,7 +291,7 @@ def _pod_neuron_devices(group: TrainiumNodeGroupSettings) -> int:
     """What a training pod on ``group`` counts against its team's ``quota.neuron_devices``: every chip
     of its node; on a ``dra`` group every device of the Neuron DeviceClass its claims take, which on
     an UltraServer (trn2u) is the 16 chips and the node's ``neuron_node`` device, 17
-    (k8s_charts/team_quota.py: the quota counts the class's devices)."""
+    (k8s_charts/teams/team_quota.py: the quota counts the class's devices)."""
     if group.uses_dra:
         return node_devices(group.instance).counts[NEURON_DEVICE_CLASS]
     return group.instance.chips
@@ -306,7 +306,7 @@ def _applied_runs_fit_their_teams_quota(
     """The runs a deployment applies create their pods at once (no ``enqueue``: a queued gang's pods
     exist and wait). A quota the team's applied runs overfill refuses some of their pods, and
     Volcano's job controller ends such a run after about 3 minutes of refused syncs
-    (k8s_charts/team_quota.py): refused here, before anything is built."""
+    (k8s_charts/teams/team_quota.py): refused here, before anything is built."""
     teams = [team for team in all_teams if team is not None]
     if not teams or len(teams) != len(all_teams):
         return

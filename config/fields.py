@@ -110,5 +110,5 @@ def _null_is_empty(value: Any) -> Any:
     return {} if value is None else value
 
 
-# An optional section: omitted, null or {} give its model's defaults (tests/test_config.py checks each).
+# An optional section: omitted, null or {} give its model's defaults (tests/config/test_config.py checks each).
 OptionalSection = BeforeValidator(_null_is_empty)

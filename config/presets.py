@@ -11,7 +11,7 @@ Each preset runs on one Neuron stack (cluster_facts/neuron_stack.py):
 - ``native-fsdp2`` (native): a small Llama-style decoder trained byte-level on a text file with FSDP2
   (``fully_shard``) through torchrun on TorchNeuron's ``neuron`` device, checkpointed with
   torch.distributed.checkpoint and resumed after a retry: the project's own program,
-  k8s_charts/scripts/native_fsdp2_train.py, shipped with the run and checked by its SHA-256. The
+  cluster_programs/native_fsdp2_train.py, shipped with the run and checked by its SHA-256. The
   text is Tiny Shakespeare (public-domain plays, 1,115,394 bytes), pinned by commit and SHA-256.
   TorchTitan Neuron's Llama 3 recipe was the alternative: it installs from a git clone of
   aws-neuron/torchtitan-neuron (``pip install -e .``, no release a pod could install with
@@ -63,7 +63,7 @@ class RunPreset:
     script: str | None
     """What torchrun runs, a file of its data set; None: its ``program``."""
     program: str | None = None
-    """A program of the project (k8s_charts/scripts/<name>), shipped in the run's ConfigMap."""
+    """A program of the project (cluster_programs/<name>), shipped in the run's ConfigMap."""
     dataset: DatasetPreset
     python_requirements: tuple[str, ...]
     precompile_steps_arg: str | None

@@ -110,7 +110,7 @@ def _not_reserved(value: str) -> str:
 
 
 class TeamQuotaSettings(_Section):
-    """The most the team's namespace holds at once (a ResourceQuota on requests, k8s_charts/team_quota.py).
+    """The most the team's namespace holds at once (a ResourceQuota on requests, k8s_charts/teams/team_quota.py).
 
     An amount left out is not limited by the quota: the team's Volcano queue holds its share of
     Trainium (its capability: what its node groups hold at max_size) and keeps a queued run's pods
@@ -123,7 +123,7 @@ class TeamQuotaSettings(_Section):
     jobs: int = Field(default=64, ge=1, le=10000)
     """Volcano Jobs at once (running, queued, and ended but not deleted; the stack's applied runs
     included), and as many PodGroups, Services, ConfigMaps and NetworkPolicies for them (what
-    Volcano makes for each Job): the team's share of the cluster's API objects (k8s_charts/team_quota.py)."""
+    Volcano makes for each Job): the team's share of the cluster's API objects (k8s_charts/teams/team_quota.py)."""
     neuron_devices: int | None = Field(default=None, ge=1)
     """Trainium chips (aws.amazon.com/neuron) its pods request in total."""
     cpu: int | None = Field(default=None, ge=1)
@@ -297,9 +297,9 @@ def _preset_parameters(model: type[BaseModel], value: Any) -> BaseModel:
         raise ValidationError.from_exception_data(error.title, details) from None
 
 
-# How long a run may hold Trainium nodes without progressing (k8s_charts/scripts/stuck_runs.py). At
+# How long a run may hold Trainium nodes without progressing (cluster_programs/stuck_runs.py). At
 # least 10 minutes: longer than an image pull of the Neuron training image and than the run's own
-# quietest wait (the compile-cache lock, 5 minutes; tests/k8s/test_stuck_runs.py holds the two
+# quietest wait (the compile-cache lock, 5 minutes; tests/cluster_programs/test_stuck_runs.py holds the two
 # together); at most a day.
 STUCK_MINUTES_RANGE = (10, 1440)
 DEFAULT_STUCK_RUN_MINUTES = 10

@@ -2,7 +2,7 @@
 
 One role per data set with s3:// sources (``s3:GetObject`` on those objects and no other, no list,
 no write), handed by EKS Pod Identity to the staging Job's ServiceAccount
-(``trainium-system/stage-<data set>``, k8s_charts/dataset_staging.py) and to nothing else. The Job's
+(``trainium-system/stage-<data set>``, k8s_charts/runs/dataset_staging.py) and to nothing else. The Job's
 fetch containers copy the objects with ``aws s3 cp``; the staging script checks each by SHA-256
 before anything reaches the shared file system (docs/runs.md). An object encrypted with a KMS key
 of its own (SSE-KMS) needs kms:Decrypt on that key, which this role does not have.

@@ -10,7 +10,7 @@ principal, the pipeline's check role in the tooling account, and may only:
   permissions,
 - get and list Kubernetes nodes and read the cluster autoscaler's Deployment and status, through an
   access entry in the Kubernetes group
-  ``DEPLOYMENT_CHECK_GROUP``, which ``rbac_manifests`` (k8s_charts/deployment_check_rbac.py, rendered
+  ``DEPLOYMENT_CHECK_GROUP``, which ``rbac_manifests`` (k8s_charts/checks/deployment_check_rbac.py, rendered
   by the stack) bind to a ClusterRole with just that; with the pipeline's fabric check, also
   create the rendered fabric-check Volcano Jobs (an admission policy in the same manifests refuses
   any other Job from that group) and read and delete them.

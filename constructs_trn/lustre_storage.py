@@ -251,7 +251,7 @@ class LustreStorage(Construct):
         On creation the association imports the metadata already under ``destination``: a new file
         system (a replaced one) finds the team's earlier checkpoints, loaded from S3 when read. FSx
         creates ``directory`` if it is missing, as it does for ``/s3``; the layout Job then hands it
-        to its team (k8s_charts/scripts/fsx_layout.sh).
+        to its team (cluster_programs/fsx_layout.sh).
         """
         # The construct id is the team's directory: a team keeps its association across deploys.
         association = fsx.CfnDataRepositoryAssociation(

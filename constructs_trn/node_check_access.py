@@ -1,7 +1,7 @@
 """The node check's AWS identity: it may mark an instance of this cluster's Trainium groups Unhealthy,
 and stop a group's launches.
 
-The node check (k8s_charts/node_check.py) replaces a Trainium node that failed it by marking the
+The node check (k8s_charts/checks/node_check.py) replaces a Trainium node that failed it by marking the
 node's instance ``Unhealthy`` in its Auto Scaling group (``autoscaling:SetInstanceHealth``); EC2 Auto
 Scaling then terminates the instance and launches a replacement ("Health checks for instances in an
 Auto Scaling group": an instance marked unhealthy is replaced). The Neuron node problem detector's

@@ -1,7 +1,7 @@
 """EKS access entries for team members: each IAM role maps to its teams' Kubernetes groups, nothing more.
 
 An access entry with Kubernetes groups and no access policy grants exactly what RBAC in the cluster
-grants those groups: the Role each team namespace binds to its group (k8s_charts/namespaces.py).
+grants those groups: the Role each team namespace binds to its group (k8s_charts/teams/namespaces.py).
 No EKS access policy is attached, so a member holds no cluster-wide right and nothing outside the
 team's namespace. The entries are STANDARD entries of roles in the stack's account (the
 configuration checks both that and that no member is also an administrator: EKS keeps one entry

@@ -131,7 +131,7 @@ class TrainiumNodeGroup(Construct):
                 eks.TaintSpec(
                     key=NEURON_TAINT_KEY, value=NEURON_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE
                 ),
-                # Every node starts unproven: only a passing node check lifts this (k8s_charts/node_check.py).
+                # Every node starts unproven: only a passing node check lifts this (k8s_charts/checks/node_check.py).
                 # A startup taint to the cluster autoscaler, which scales up as if it were not there.
                 eks.TaintSpec(
                     key=NODE_CHECK_TAINT["key"],

@@ -2,7 +2,7 @@
 
 The stack builds the plan with CDK tokens for the file system's deploy-time values and applies each
 step as one custom resource (constructs_trn.kubernetes_layer); ``make synth`` builds it again with
-readable placeholders and writes it as YAML under ``cdk.out/k8s/`` (stacks.review_files).
+readable placeholders and writes it as YAML under ``cdk.out/k8s/`` (cluster_plan.review_files).
 
 Deploy-time order (``after``):
 - Volcano's admission webhook rejects Queues and Jobs until it serves, and its Deployment has no
@@ -44,47 +44,51 @@ from cluster_facts.kubernetes_plan import (
 )
 from cluster_facts.vendored_charts import CLUSTER_AUTOSCALER_CHART, VOLCANO_CHART
 from cluster_facts.versions import VOLCANO_IMAGE_REGISTRY
-from k8s_charts.api_fairness import ApiFairnessChart
-from k8s_charts.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
-from k8s_charts.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingChart, staging_job_name
-from k8s_charts.device_claims import NodeClaimTemplatesChart
-from k8s_charts.device_plugin_admission import DevicePluginAdmissionChart
-from k8s_charts.dra_admission import DraAdmissionChart, TeamClaimsAdmissionChart
-from k8s_charts.efa_device_plugin import EfaDevicePluginChart
-from k8s_charts.efa_dra_driver import EfaDraDriverChart
-from k8s_charts.etcd import DEFAULT_IMAGE as ETCD_IMAGE
-from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
-from k8s_charts.etcd import EtcdChart
-from k8s_charts.fabric_check import FabricCheckValues, fabric_check_steps
-from k8s_charts.fsx_layout import FsxLayoutChart, layout_job_name
-from k8s_charts.fsx_storage import FsxStorageChart
-from k8s_charts.gang_watchdog import GangWatchdogValues, gang_watchdog_steps
-from k8s_charts.job_pod_admission import JobPodAdmissionChart, volcano_controller, volcano_controller_account
-from k8s_charts.namespaces import NamespaceChart
-from k8s_charts.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
-from k8s_charts.neuron_device_plugin import NeuronDevicePluginChart
-from k8s_charts.neuron_dra_driver import DEFAULT_IMAGE as NEURON_DRA_DRIVER_IMAGE
-from k8s_charts.neuron_dra_driver import NeuronDraDriverChart
-from k8s_charts.node_check import ADMISSION_STEP as NODE_CHECK_ADMISSION
-from k8s_charts.node_check import STEP as NODE_CHECK
-from k8s_charts.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
-from k8s_charts.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
-from k8s_charts.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
-from k8s_charts.priority_classes import PriorityClassChart
-from k8s_charts.resources import ContainerDefaultsChart
+from k8s_charts.addons.api_fairness import ApiFairnessChart
+from k8s_charts.addons.cluster_autoscaler import AutoscalerValues, cluster_autoscaler_values
+from k8s_charts.addons.fsx_storage import FsxStorageChart
+from k8s_charts.addons.pod_security import PLATFORM_POD_SECURITY, TEAM_POD_SECURITY, VOLCANO_POD_SECURITY
+from k8s_charts.addons.priority_classes import PriorityClassChart
+from k8s_charts.addons.volcano_controller_admission import VolcanoControllerAdmissionChart
+from k8s_charts.addons.volcano_scheduler import volcano_images, volcano_values
+from k8s_charts.checks.fabric_check import FabricCheckValues, fabric_check_steps
+from k8s_charts.checks.gang_watchdog import GangWatchdogValues, gang_watchdog_steps
+from k8s_charts.checks.node_check import ADMISSION_STEP as NODE_CHECK_ADMISSION
+from k8s_charts.checks.node_check import STEP as NODE_CHECK
+from k8s_charts.checks.node_check import NodeCheckAdmissionChart, NodeCheckChart, NodeCheckValues
+from k8s_charts.devices.device_claims import NodeClaimTemplatesChart
+from k8s_charts.devices.device_plugin_admission import DevicePluginAdmissionChart
+from k8s_charts.devices.dra_admission import DraAdmissionChart, TeamClaimsAdmissionChart
+from k8s_charts.devices.efa_device_plugin import EfaDevicePluginChart
+from k8s_charts.devices.efa_dra_driver import EfaDraDriverChart
+from k8s_charts.devices.neuron_device_plugin import DEFAULT_IMAGE as NEURON_DEVICE_PLUGIN_IMAGE
+from k8s_charts.devices.neuron_device_plugin import NeuronDevicePluginChart
+from k8s_charts.devices.neuron_dra_driver import DEFAULT_IMAGE as NEURON_DRA_DRIVER_IMAGE
+from k8s_charts.devices.neuron_dra_driver import NeuronDraDriverChart
+from k8s_charts.network.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
+from k8s_charts.network.tenant_network import NamespaceIsolationChart, TeamNetworkChart
+from k8s_charts.runs.dataset_staging import S3_FETCH_IMAGE, Dataset, DatasetStagingChart, staging_job_name
+from k8s_charts.runs.fsx_layout import FsxLayoutChart, layout_job_name
+from k8s_charts.runs.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
+from k8s_charts.runs.tensorboard import TensorBoardChart, TensorBoardValues
+from k8s_charts.runs.training_run import TrainingRun, TrainingRunChart, run_id
+from k8s_charts.runs.worker_script import WorkerScriptChart
+from k8s_charts.shared.platform_jobs import DEFAULT_IMAGE as PLATFORM_JOB_IMAGE
+from k8s_charts.shared.resources import ContainerDefaultsChart
 from k8s_charts.stored_form import as_stored
-from k8s_charts.system_network import AutoscalerNetworkChart, VolcanoNetworkChart
-from k8s_charts.team_quota import OBJECTS_QUOTA, TeamQuota, TeamQuotaChart, counted_kind
-from k8s_charts.team_settings import TeamSettingsChart, team_settings_data
-from k8s_charts.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
-from k8s_charts.tenant_network import NamespaceIsolationChart, TeamNetworkChart
-from k8s_charts.tensorboard import DEFAULT_IMAGE as TENSORBOARD_IMAGE
-from k8s_charts.tensorboard import TensorBoardChart, TensorBoardValues
-from k8s_charts.training_run import TrainingRun, TrainingRunChart, run_id
-from k8s_charts.volcano_controller_admission import VolcanoControllerAdmissionChart
-from k8s_charts.volcano_queue import VolcanoQueueChart
-from k8s_charts.volcano_scheduler import volcano_images, volcano_values
-from k8s_charts.worker_script import WorkerScriptChart
+from k8s_charts.teams.etcd import DEFAULT_IMAGE as ETCD_IMAGE
+from k8s_charts.teams.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
+from k8s_charts.teams.etcd import EtcdChart
+from k8s_charts.teams.job_pod_admission import (
+    JobPodAdmissionChart,
+    volcano_controller,
+    volcano_controller_account,
+)
+from k8s_charts.teams.namespaces import NamespaceChart
+from k8s_charts.teams.team_quota import OBJECTS_QUOTA, TeamQuota, TeamQuotaChart, counted_kind
+from k8s_charts.teams.team_settings import TeamSettingsChart, team_settings_data
+from k8s_charts.teams.tenant_admission import PlatformPod, TeamPlacement, TenantAdmissionChart
+from k8s_charts.teams.volcano_queue import VolcanoQueueChart
 
 __all__ = [
     "CLUSTER_AUTOSCALER",
@@ -119,7 +123,7 @@ TENANT_ADMISSION = "team-admission"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 """The step that installs the cluster autoscaler (the Helm release)."""
 DRA_ADMISSION = "dra-admission"
-"""The fences of the DRA drivers and objects (k8s_charts/dra_admission.py), before the drivers run."""
+"""The fences of the DRA drivers and objects (k8s_charts/devices/dra_admission.py), before the drivers run."""
 DRA_DEVICE_CLASSES = (NEURON_DEVICE_CLASS, EFA_DEVICE_CLASS)
 # The webhook configuration the webhook manager patches with its CA just before it serves
 # (volcano v1.15.1 cmd/webhook-manager/app/server.go: addCaCertForWebhook, then ListenAndServeTLS).
@@ -156,7 +160,7 @@ class QueueValues:
     capability: Mapping[str, str]
     weight: int = 1
     deserved: Mapping[str, str] | None = None
-    """The team's share of its node groups (k8s_charts/volcano_queue.py, ``deserved_share``)."""
+    """The team's share of its node groups (k8s_charts/teams/volcano_queue.py, ``deserved_share``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,7 +176,7 @@ class TeamValues:
     """The Trainium node groups its pods may run on (an admission policy holds them there)."""
     quota: TeamQuota
     instance_types: Mapping[str, str] = field(default_factory=dict)
-    """Each of ``node_groups``' instance type, for the team's settings (k8s_charts/team_settings.py)."""
+    """Each of ``node_groups``' instance type, for the team's settings (k8s_charts/teams/team_settings.py)."""
     device_claims: Mapping[str, NodeDevices] = field(default_factory=dict)
     """Its ``devices: dra`` node groups -> what a pod claims of one node there (its namespace gets a
     ``trainium-node-<group>`` ResourceClaimTemplate of each, and may claim their DeviceClasses)."""
@@ -208,11 +212,11 @@ class KubernetesLayerValues:
     autoscaler: AutoscalerValues | None = None
     """The cluster autoscaler of the Trainium node groups; None: the plan installs none."""
     gang_watchdog: GangWatchdogValues | None = None
-    """The watchdog that ends Volcano's partial-gang stall (k8s_charts/gang_watchdog.py); None: none."""
+    """The watchdog that ends Volcano's partial-gang stall (k8s_charts/checks/gang_watchdog.py); None: none."""
     fabric_checks: tuple[FabricCheckValues, ...] = ()
-    """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/fabric_check.py)."""
+    """One per Trainium node group: its fabric check, rendered and not applied (k8s_charts/checks/fabric_check.py)."""
     node_check: NodeCheckValues | None = None
-    """The check every new Trainium node passes before its startup taint goes (k8s_charts/node_check.py)."""
+    """The check every new Trainium node passes before its startup taint goes (k8s_charts/checks/node_check.py)."""
     images: ImageSource = field(default_factory=ImageSource)
     """Where every upstream image is pulled from (the account's pull-through cache, or upstream).
     A run's image comes resolved already (``TrainingRun.image``)."""
@@ -252,7 +256,7 @@ def _volcano(images: ImageSource, *, device_taints: bool = False) -> HelmRelease
         # Into the namespace the plan creates with its Pod Security labels (Helm's own would have none),
         # under the namespace's NetworkPolicies, its controller fenced from its first request.
         after=(VOLCANO_NAMESPACE_STEP, VOLCANO_NETWORK_STEP, VOLCANO_CONTROLLER_ADMISSION),
-        # The scheduler configuration without enqueue (k8s_charts/volcano_scheduler.py): queued gangs
+        # The scheduler configuration without enqueue (k8s_charts/addons/volcano_scheduler.py): queued gangs
         # get their pods, which the cluster autoscaler sees.
         values=values,
         wait=True,
@@ -325,7 +329,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     beside_dra = values.dra is not None
     steps: list[KubernetesStep] = [
         # The API server confines the plugin's service account to its own node before the plugin
-        # runs (k8s_charts/device_plugin_admission.py).
+        # runs (k8s_charts/devices/device_plugin_admission.py).
         chart(DEVICE_PLUGIN_ADMISSION, DevicePluginAdmissionChart),
         chart(
             "neuron-device-plugin",
@@ -343,7 +347,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             lambda app, name: EfaDevicePluginChart(app, name, region=values.region, beside_dra=beside_dra),
         ),
         *_dra_steps(values, chart),
-        # The node check's fence first, then the check (k8s_charts/node_check.py).
+        # The node check's fence first, then the check (k8s_charts/checks/node_check.py).
         *(
             [
                 chart(NODE_CHECK_ADMISSION, NodeCheckAdmissionChart),
@@ -359,7 +363,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             if values.node_check is not None
             else []
         ),
-        # The autoscaler's NetworkPolicy before the release that creates its pod (k8s_charts/system_network.py).
+        # The autoscaler's NetworkPolicy before the release that creates its pod (k8s_charts/network/system_network.py).
         *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
         chart(PRIORITY_STEP, PriorityClassChart),
@@ -379,7 +383,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             after=(VOLCANO_NAMESPACE_STEP,),
         ),
         # Volcano's controller writes only its Jobs' objects, where Volcano Jobs run, from its first
-        # request (k8s_charts/volcano_controller_admission.py).
+        # request (k8s_charts/addons/volcano_controller_admission.py).
         chart(
             VOLCANO_CONTROLLER_ADMISSION,
             partial(
@@ -388,7 +392,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 namespaces=(*team_names, PLATFORM_NAMESPACE),
             ),
         ),
-        # A team's requests, and Volcano's controller's for each namespace, queue apart (k8s_charts/api_fairness.py).
+        # A team's requests, and Volcano's controller's for each namespace, queue apart (k8s_charts/addons/api_fairness.py).
         chart(
             API_FAIRNESS,
             partial(
@@ -805,7 +809,7 @@ def _tenant_admission_values(
         elif "template" in manifest.get("spec", {}) or manifest["kind"] == "Pod":
             raise ValueError(
                 f"{manifest['kind']} {manifest['metadata']['name']} in a team namespace: the team admission "
-                "policy (k8s_charts/tenant_admission.py) knows how to admit only the pods of "
+                "policy (k8s_charts/teams/tenant_admission.py) knows how to admit only the pods of "
                 f"{' and '.join(sorted(_PLATFORM_POD_OWNERS))} there"
             )
     claims = [manifest for manifest in objects if manifest["kind"] == "PersistentVolumeClaim"]

@@ -16,7 +16,7 @@ kind; ``as_stored`` removes or completes them once, for every chart (k8s_charts.
 - a PriorityClass's ``globalDefault: false`` (a plain bool, omitted when false).
 
 The admission policies' resource rules carry the server's default ``scope: "*"``, written where every
-policy is made (k8s_charts/admission_policy.py ``admission_policy``).
+policy is made (k8s_charts/shared/admission_policy.py ``admission_policy``).
 """
 
 from __future__ import annotations

@@ -181,7 +181,7 @@ def _source(image: str, *, account: str, region: str, mirror: str) -> tuple[Sour
 
 def pulled_images(config: StackConfig) -> tuple[PulledImage, ...]:
     """Each distinct image the nodes pull, once, with every origin; in the order first named."""
-    # As stacks/kubernetes_values.py's image_source (test_image_inventory.py keeps the two equal).
+    # As cluster_plan/kubernetes_values.py's image_source (test_image_inventory.py keeps the two equal).
     mirror = mirror_prefix(config.name)
     images = ImageSource(
         account=config.account,

@@ -32,6 +32,14 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import pipelines
 from constructs import Construct, IConstruct
 
+from cluster_plan.deployment_check import (
+    CANARY_SOURCE,
+    CHECK_OUTPUTS,
+    deployment_check_env,
+    deployment_check_script,
+    deployment_check_timeout_minutes,
+)
+from cluster_plan.fabric_check_commands import pipeline_fabric_checks
 from config.model import StackConfig
 from config.pipeline import (
     PIPELINE_STACK_ID,
@@ -44,14 +52,6 @@ from config.pipeline import (
 from constructs_trn.deployment_check_role import DeploymentCheckTrust, deployment_check_role_name
 from constructs_trn.log_encryption import LogEncryption
 from constructs_trn.nag import acknowledge, aws_managed_policy
-from stacks.deployment_check import (
-    CANARY_SOURCE,
-    CHECK_OUTPUTS,
-    deployment_check_env,
-    deployment_check_script,
-    deployment_check_timeout_minutes,
-)
-from stacks.fabric_check_commands import pipeline_fabric_checks
 from stacks.trainium_stack import TrainiumStack, add_trainium_stack
 
 __all__ = [

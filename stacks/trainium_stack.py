@@ -18,6 +18,21 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_versions import synth_date
 from cluster_facts.stack_outputs import StackOutput
+from cluster_plan.canary_run import canary_manifests, canary_run
+from cluster_plan.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
+from cluster_plan.kubernetes_values import (
+    applied_plan,
+    cached_repository_arns,
+    mirrored_images,
+    review_plan,
+    root_zones,
+    run_image_repository_arns,
+    team_exports,
+    team_member_groups,
+)
+from cluster_plan.kubernetes_values import (
+    datasets as staged_datasets,
+)
 from config.model import StackConfig
 from config.notices import configuration_notices
 from constructs_trn.cluster import TrainingCluster
@@ -42,30 +57,15 @@ from constructs_trn.pull_through_cache import PullThroughCache
 from constructs_trn.team_access import TeamAccess
 from constructs_trn.training_dashboard import TrainingDashboard, dashboard_url
 from constructs_trn.trainium_node_group import TrainiumNodeGroup
-from k8s_charts.dataset_staging import s3_sources, staging_service_account
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
-from k8s_charts.efa_device_plugin import EKS_IMAGE_ACCOUNTS
-from k8s_charts.fabric_check import ACCESS_STEP
-from k8s_charts.node_check import STEP as NODE_CHECK_STEP
+from k8s_charts.checks.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
+from k8s_charts.checks.fabric_check import ACCESS_STEP
+from k8s_charts.checks.node_check import STEP as NODE_CHECK_STEP
+from k8s_charts.devices.efa_device_plugin import EKS_IMAGE_ACCOUNTS
 from k8s_charts.plan import CLUSTER_AUTOSCALER as AUTOSCALER_STEP
 from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP, render
 from k8s_charts.plan import VOLCANO as VOLCANO_STEP
-from k8s_charts.tensorboard import SERVICE_PROXY_NAME
-from stacks.canary_run import canary_manifests, canary_run
-from stacks.fabric_check_commands import pipeline_fabric_check_jobs, pipeline_fabric_check_manifests
-from stacks.kubernetes_values import (
-    applied_plan,
-    cached_repository_arns,
-    mirrored_images,
-    review_plan,
-    root_zones,
-    run_image_repository_arns,
-    team_exports,
-    team_member_groups,
-)
-from stacks.kubernetes_values import (
-    datasets as staged_datasets,
-)
+from k8s_charts.runs.dataset_staging import s3_sources, staging_service_account
+from k8s_charts.runs.tensorboard import SERVICE_PROXY_NAME
 
 __all__ = ["TrainiumStack", "add_trainium_stack", "availability_zones_context"]
 
@@ -247,7 +247,7 @@ class TrainiumStack(Stack):
         # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
         pull_repositories = self._image_repository_arns()
         # Rendered once, above: the node roles import into the cache only the images it names. The
-        # review files (stacks/review_files.py) are written from it, and the applied plan is the
+        # review files (cluster_plan/review_files.py) are written from it, and the applied plan is the
         # same with the file system's deploy-time values filled in (below).
         imports = cached_repository_arns(config, self.review_plan)
         # With the cache in use (rules of this stack or of another in the account), the nodes pull

@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 os.environ["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 # The support checks of the Kubernetes version read the date (cluster_facts/kubernetes_versions.py):
 # the suite runs on a fixed one, for processes it starts too, so a test of 1.33 does not turn red
-# on a calendar day. tests/test_kubernetes_versions.py asks the real clock about the default.
+# on a calendar day. tests/cluster_facts/test_kubernetes_versions.py asks the real clock about the default.
 SYNTH_DATE = "2026-11-28"
 os.environ["TRAINIUM_SYNTH_DATE"] = SYNTH_DATE
 
@@ -41,7 +41,7 @@ _SLOW_PATHS = (
     "tests/guardrails/",
     "tests/pipeline/test_pipeline_stack.py",
     "tests/test_cli.py",
-    "tests/test_torchx_component.py",
+    "tests/torchx_trn/test_torchx_component.py",
     "tests/test_makefile.py",
 )
 _SLOW_FIXTURES = {"default_stack", "example_stack"}

@@ -2,7 +2,7 @@
 
 Rendering a plan takes most of a second (every chart through cdk8s); many tests read the plan of
 the same configuration. Each test gets its own copy. A test of rendering itself
-(that two renderings agree) calls ``stacks.kubernetes_values.review_plan`` instead.
+(that two renderings agree) calls ``cluster_plan.kubernetes_values.review_plan`` instead.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
+from cluster_plan.kubernetes_values import review_plan
 from config import StackConfig
-from stacks.kubernetes_values import review_plan
 
 __all__ = ["shared_review_plan"]
 

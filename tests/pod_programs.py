@@ -1,4 +1,4 @@
-"""The platform's pod programs (k8s_charts/scripts/*.py) as modules, for tests that call their functions.
+"""The platform's pod programs (cluster_programs/*.py) as modules, for tests that call their functions.
 
 They are files shipped into pods, not package modules: each imports its neighbours by plain name
 (``kube_api``), as it does in the pod, where they sit in one directory.
@@ -14,12 +14,12 @@ from types import ModuleType
 
 __all__ = ["SCRIPTS", "program"]
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "k8s_charts" / "scripts"
+SCRIPTS = Path(__file__).resolve().parent.parent / "cluster_programs"
 
 
 @functools.cache
 def program(name: str) -> ModuleType:
-    """``k8s_charts/scripts/<name>.py``, imported as the pod imports it."""
+    """``cluster_programs/<name>.py``, imported as the pod imports it."""
     if str(SCRIPTS) not in sys.path:
         sys.path.insert(0, str(SCRIPTS))
     return importlib.import_module(name)

@@ -3,7 +3,7 @@
 The cases are judged today by the CEL model of the API server's admission (tests/admission.py,
 ``decide``) and are written so that a real kube-apiserver can judge them too: each is one request
 (operation, resource, namespace, object, user), and its expectation is the verdict and the exact
-messages of the rendered policies (k8s_charts/tenant_admission.py). The objects are what the
+messages of the rendered policies (k8s_charts/teams/tenant_admission.py). The objects are what the
 policies see on a real server: a Volcano Job after Volcano's job webhook (queue and scheduler
 filled in), a pod as Volcano's job controller creates it (``volcano_pod``) after the API server's
 own mutating admission (DefaultTolerationSeconds, ExtendedResourceToleration).
@@ -34,8 +34,8 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from cluster_facts.volcano_retries import MAX_RETRY
-from k8s_charts.job_pod_admission import volcano_controller
-from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY, Message
+from k8s_charts.teams.job_pod_admission import volcano_controller
+from k8s_charts.teams.tenant_admission import JOBS_POLICY, PODS_POLICY, Message
 from tests.admission import Decision, admission_request, admit
 
 __all__ = [

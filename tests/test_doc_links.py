@@ -178,7 +178,7 @@ def test_every_test_a_page_names_exists() -> None:
     assert named["docs/security.md"] and named["docs/security-policies.md"]
 
 
-# A module or script of the project named in a page's code span: `k8s_charts/training_run.py`.
+# A module or script of the project named in a page's code span: `k8s_charts/runs/training_run.py`.
 _CODE_PATH = re.compile(
     r"`((?:cluster_facts|config|constructs_trn|k8s_charts|preflight|stacks|tools|torchx_trn|docker)"
     r"/[A-Za-z0-9_./-]+\.(?:py|sh|yaml|yml|txt))`"
@@ -199,7 +199,7 @@ def _named_code_paths() -> list[tuple[str, str]]:
 
 
 def test_every_module_a_page_names_exists() -> None:
-    """docker/README.md named k8s_charts/bert_jobs.py long after it became k8s_charts/training_run.py
+    """docker/README.md named k8s_charts/bert_jobs.py long after it became k8s_charts/runs/training_run.py
     (issue 33): a page's `path/to/module.py` of the project must exist."""
     missing = [f"{page}: {path}" for page, path in _named_code_paths() if not (REPO_ROOT / path).exists()]
     assert missing == []

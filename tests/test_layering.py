@@ -1,11 +1,15 @@
 """Imports run one way: each package may import only the packages below it.
 
     app.py
-    stacks/          (wires everything together)
-    torchx_trn/      (the TorchX component: runs on a laptop with torchx, beside the app, not in it)
-    preflight/       config/  constructs_trn/  k8s_charts/
-    config/          (preflight reads it)
-    cluster_facts/   (the facts every layer shares; imports no project package, aws-cdk-lib or cdk8s)
+    stacks/            (composes the stacks, nothing else)
+    operator_tools/    (the operator's command-line tools; never the stacks)
+    cluster_plan/      (what a configuration renders besides the stacks, shared by both above)
+    torchx_trn/        (the TorchX component: runs on a laptop with torchx, beside the app, not in it)
+    preflight/         config/  constructs_trn/  k8s_charts/
+    config/            (preflight reads it)
+    cluster_facts/     (the facts every layer shares; imports no project package, aws-cdk-lib or cdk8s)
+    cluster_programs/  (the in-cluster programs: read as files and shipped in ConfigMaps; they import
+                        only each other, by plain name, as they do in a pod)
 
 Charts never import constructs, constructs never import charts, and the configuration imports
 neither: a plan (cluster_facts.kubernetes_plan) carries rendered charts to the construct that
@@ -21,16 +25,31 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-PROJECT = ("cluster_facts", "config", "constructs_trn", "k8s_charts", "preflight", "stacks", "torchx_trn")
+PROJECT = (
+    "cluster_facts",
+    "cluster_plan",
+    "cluster_programs",
+    "config",
+    "constructs_trn",
+    "k8s_charts",
+    "operator_tools",
+    "preflight",
+    "stacks",
+    "torchx_trn",
+)
 ALLOWED: dict[str, set[str]] = {
     "cluster_facts": {"cluster_facts"},
     "config": {"cluster_facts", "config"},
     "constructs_trn": {"cluster_facts", "constructs_trn"},
     "k8s_charts": {"cluster_facts", "k8s_charts"},
     "preflight": {"cluster_facts", "config", "preflight"},
-    "stacks": {"cluster_facts", "config", "constructs_trn", "k8s_charts", "stacks"},
+    "cluster_plan": {"cluster_facts", "config", "k8s_charts", "cluster_plan"},
+    "operator_tools": {"cluster_facts", "config", "k8s_charts", "cluster_plan", "operator_tools"},
+    "stacks": {"cluster_facts", "config", "constructs_trn", "k8s_charts", "cluster_plan", "stacks"},
+    # The programs run in a pod with only each other: no project package at all.
+    "cluster_programs": set(),
     # Only the facts: the component must load where torchx is installed and aws-cdk, cdk8s and
-    # pydantic are not (tests/test_torchx_component.py runs it from .venv-torchx, which has none).
+    # pydantic are not (tests/torchx_trn/test_torchx_component.py runs it from .venv-torchx, which has none).
     "torchx_trn": {"cluster_facts", "torchx_trn"},
 }
 # Third-party packages a layer must not need: the facts and the configuration are read before any

@@ -185,4 +185,4 @@ def test_preflight_synthesizes_then_checks_with_the_template() -> None:
 def test_runs_names_the_manifests_where_synth_wrote_them() -> None:
     """make runs OUT=... lists the manifests under OUT, as make synth OUT=... wrote them (issue 33)."""
     result = make("-n", *KEEP_INSTALLS, "runs", "OUT=build/review")
-    assert "stacks.run_listing --config config/default.yaml --out build/review" in result.stdout
+    assert "operator_tools.run_listing --config config/default.yaml --out build/review" in result.stdout

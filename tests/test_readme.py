@@ -3,8 +3,8 @@ synth wrote 24)."""
 
 from __future__ import annotations
 
+from cluster_plan.kubernetes_values import review_plan
 from config import load_config
-from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
 
 

@@ -31,15 +31,15 @@ from cluster_facts.image_sources import (
 from cluster_facts.images import split_image
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet
 from cluster_facts.versions import VOLCANO_IMAGE_NAMES
+from cluster_plan.kubernetes_values import cached_repository_arns, review_plan
 from config import ConfigError, load_config, parse_config
 from config.model import StackConfig
 from constructs_trn.pull_through_cache import PullThroughCache
-from k8s_charts.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
-from k8s_charts.policy_exceptions import DIGEST_CHECK
-from k8s_charts.volcano_scheduler import volcano_images
-from stacks.kubernetes_values import cached_repository_arns, review_plan
+from k8s_charts.addons.volcano_scheduler import volcano_images
+from k8s_charts.shared.policy_exceptions import DIGEST_CHECK
+from k8s_charts.teams.etcd import MEMBER_IMAGE as ETCD_MEMBER_IMAGE
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT, Synthesized
-from tests.k8s.manifests import containers
+from tests.k8s_charts.manifests import containers
 from tests.plans import shared_review_plan
 from tests.yaml_edits import with_change
 

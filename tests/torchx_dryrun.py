@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from cluster_plan.kubernetes_values import review_plan
 from config import load_config
-from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 
 NATIVE_CONFIG = REPO_ROOT / "config" / "native.example.yaml"
@@ -199,7 +199,7 @@ def run_torchx(
 def dryrun_job(case: Case) -> dict[str, Any]:
     """The Volcano Job the case's command would submit, in the namespace it names: TorchX's
     scheduler passes the namespace in the API call, not in the object (the submission test in
-    tests/test_torchx_component.py checks the call's)."""
+    tests/torchx_trn/test_torchx_component.py checks the call's)."""
     result = run_torchx(case.command, env=submission_environment(case))
     assert result.returncode == 0, result.stderr[-3000:]
     assert _REQUEST_MARKER in result.stdout, result.stdout[-3000:]

@@ -38,7 +38,7 @@ new resource has just upgraded, and a new name or namespace installs a second re
 old one, which stays (``helm_release_problems``).
 
 A model written here. It stays because it checks every configuration change of
-tests/test_update_safety.py, in both directions, in the fast tier. The real API server and
+tests/stacks/test_update_safety.py, in both directions, in the fast tier. The real API server and
 Volcano's webhook take nine of those changes, one over the other, in tests/cluster/test_redeploy.py;
 where the two disagree, the real ones are right.
 """

@@ -239,7 +239,7 @@ COMPONENTS = {
         ),
         # The device plugin stand-in of the real nodes (a program of this repository, main.go).
         Component("fake-device-plugin", cgo=False),
-        # Not a control plane binary: the workflow linter tests/test_review_workflow.py runs, built and
+        # Not a control plane binary: the workflow linter tests/operator_tools/test_review_workflow.py runs, built and
         # cached the same way (its version comes from the module's build info).
         Component("actionlint"),
     )

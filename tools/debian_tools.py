@@ -1,5 +1,5 @@
 """Debian packages a test or a build needs and a machine may lack, unpacked into ``.tools/<set>/``
-(never installed on the system): the OpenSSH server that tests/k8s/test_fabric_ssh.py runs the
+(never installed on the system): the OpenSSH server that tests/k8s_charts/checks/test_fabric_ssh.py runs the
 fabric check's worker command with; libseccomp, which runc's seccomp support is compiled and linked
 against (tools/cluster_binaries.py); busybox-static, the shell and applets of the stand-in images of
 tests/cluster/standin_images.py.

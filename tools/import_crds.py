@@ -12,7 +12,7 @@ once per API group, so each package carries only its own jsii assembly:
 cdk8s names Python packages after the reversed group (``sh.volcano.batch``); they are moved to
 flat names (the generated code finds its assembly relative to its own ``__name__``). Then
 ``generated_from.json`` records the CLI version and a digest of every schema file, which
-tests/k8s/test_volcano_types.py compares with the kept schemas: new schemas without a new import fail.
+tests/k8s_charts/test_volcano_types.py compares with the kept schemas: new schemas without a new import fail.
 Needs node on PATH (the Makefile puts the venv's Node.js 24 first); output is deterministic.
 """
 

@@ -6,7 +6,7 @@ The base is checked out with ``git worktree add --detach`` into a temporary dire
 afterwards, whatever happens), the head is the working tree (or ``--head``'s ref, checked out the
 same way). Both synthesize with the clone's environments (.venv/, node_modules/: nothing is
 installed) through the pinned CDK CLI into temporary output directories, so ``cdk.out/`` is left
-alone. The comment (stacks/review_comment.py), one section per configuration, goes to standard
+alone. The comment (operator_tools/review_comment.py), one section per configuration, goes to standard
 output and, with ``--output``, to a file; .github/workflows/review.yml posts it on the pull request.
 
 Both sides run on the head's environments: a pull request that changes a pin synthesizes its base
@@ -29,7 +29,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from stacks.review_comment import Synth, review_comment, review_section  # noqa: E402
+from operator_tools.review_comment import Synth, review_comment, review_section  # noqa: E402
 
 __all__ = ["main", "synthesize"]
 

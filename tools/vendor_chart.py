@@ -15,7 +15,7 @@ tag does not have, and a Chart.yaml whose name or version is not the expected on
 
 To upgrade a chart: change its version in cluster_facts/versions.py, run ``make vendor-charts``,
 read the diff of the chart (``git diff --stat``; values.yaml and templates/ in full), then run the
-tests (tests/test_vendored_charts.py and the chart's own tests; docs/supply-chain.md).
+tests (tests/cluster_facts/test_vendored_charts.py and the chart's own tests; docs/supply-chain.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 kubectl access: ``make put TEAM=<team> FILE=<local path> [TO=<path in the team directory>]``, or
 ``python -m torchx_trn.put_file --team <team> --file <path> [--to <path>]``.
 
-What a team member may do decides how (k8s_charts/namespaces.py, k8s_charts/tenant_admission.py):
+What a team member may do decides how (k8s_charts/teams/namespaces.py, k8s_charts/teams/tenant_admission.py):
 create Volcano Jobs in the team's namespace, read its pods and its settings ConfigMap; no ConfigMap,
 no batch/v1 Job, no exec. So the file travels inside a Volcano Job: gzip-compressed and base64-
 encoded in its pod's environment, with its SHA-256. The pod runs torchx_trn/scripts/put_file.sh as

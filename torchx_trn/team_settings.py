@@ -1,4 +1,4 @@
-"""A team's settings as its namespace's ConfigMap holds them (k8s_charts/team_settings.py), and what a
+"""A team's settings as its namespace's ConfigMap holds them (k8s_charts/teams/team_settings.py), and what a
 TorchX run of the team takes from them: the claim, the node group, the uid, the instance type and,
 on a ``devices: dra`` group, the claim its pods take their node's devices through.
 

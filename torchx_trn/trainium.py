@@ -2,7 +2,7 @@
 facts: the devices and EFA interfaces of the instance type and ``--nproc_per_node`` from the
 catalog, the instance-type label, the team's etcd Service, the file system's claims and where they
 mount, the EFA and Neuron runtime environment; and what the team admission policies
-(k8s_charts/tenant_admission.py) require of a team's Job and pods that TorchX does not render.
+(k8s_charts/teams/tenant_admission.py) require of a team's Job and pods that TorchX does not render.
 
 Plain values only (no torchx import): torchx_trn/components.py turns them into a TorchX AppDef, and
 the tests read them directly. Every refusal is a ValueError of one line that names the argument.
@@ -133,7 +133,7 @@ class TrainiumJob:
     node_group: str
     """The team's node group its pods run on (the admission policy allows only the team's)."""
     uid: int
-    """The team's uid and gid: they own the team's directory (k8s_charts/fsx_layout.py)."""
+    """The team's uid and gid: they own the team's directory (k8s_charts/runs/fsx_layout.py)."""
     cacheset: str | None
     """None: the job's own (its app id); a name reuses that cache set's compiled graphs."""
     max_retries: int
@@ -243,7 +243,7 @@ class TrainiumJob:
         from the start (non-root, no privilege escalation, no capability, the runtime's seccomp
         profile), the data sets' claim read-only on the volume as well as on the mount, and no
         service-account token (training never calls the Kubernetes API). On a ``dra`` group, what the
-        stack's runs carry there (k8s_charts/training_run.py): the pod's claim from the team's
+        stack's runs carry there (k8s_charts/runs/training_run.py): the pod's claim from the team's
         ``trainium-node-<group>`` template, named by the container, and the tolerations of the
         Trainium taint and of a lost node. ``priority_class`` is what ``-cfg priority_class`` asked
         for, if anything: only the team's class is allowed.
@@ -280,7 +280,7 @@ class TrainiumJob:
             for container in pod["containers"]:
                 container["securityContext"] = {
                     **container.get("securityContext", {}),
-                    # Neuron devices and EFA need no capability (k8s_charts/training_run.py says why).
+                    # Neuron devices and EFA need no capability (k8s_charts/runs/training_run.py says why).
                     "allowPrivilegeEscalation": False,
                     "capabilities": {"drop": ["ALL"]},
                 }

@@ -49,7 +49,7 @@ from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, Mani
 from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
 from cluster_facts.vendored_charts import repository_path
 from cluster_facts.versions import VOLCANO_IMAGE_NAMES
-from k8s_charts import gang_watchdog
+from k8s_charts.checks import gang_watchdog
 from tests.cluster.binaries import Binaries
 from tests.cluster.egress import EgressProxy
 from tests.cluster.nodes import KWOK_NODE_ANNOTATION, csi_node
@@ -526,7 +526,7 @@ class ControlPlane:
         return self._write_kubeconfig(f"user-{user}", client=pair)
 
     def kube_api_environment(self, token_file: Path) -> dict[str, str]:
-        """What points an in-cluster program's API client (k8s_charts/scripts/kube_api.py) at this
+        """What points an in-cluster program's API client (cluster_programs/kube_api.py) at this
         API server with ``token_file``'s token, in place of the pod's service and mounted token."""
         return {
             "KUBE_API_URL": f"https://127.0.0.1:{self.api_port}",

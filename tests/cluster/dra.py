@@ -6,7 +6,7 @@ ResourceSlice (a pool named after the node, owned by the Node), and prepares a c
 the container. Neither can run here. ``DriverStandIn.publish`` writes, for a node, the slice each
 driver would write, **as that driver**: with a token of the driver's own service account bound to
 its DaemonSet's pod on that node (the pod is real: the DaemonSet controller makes it, kwok runs it),
-so the API server's fences (k8s_charts/dra_admission.py) judge every write as they would the
+so the API server's fences (k8s_charts/devices/dra_admission.py) judge every write as they would the
 driver's. Preparing devices for a container is not stood in for: nothing runs in a pod here.
 
 **What the slices hold**, per instance family, and from where:
@@ -53,7 +53,7 @@ from cluster_facts.dra import (
     NEURON_DRA_DRIVER,
     device_group_attribute,
 )
-from k8s_charts import efa_dra_driver, neuron_dra_driver
+from k8s_charts.devices import efa_dra_driver, neuron_dra_driver
 from tests.cluster.control_plane import ControlPlane, Kubectl
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The plan a configuration deploys, with the file system's deploy-time values filled in as the stack
 fills them; the file system's id changes exactly when CloudFormation would replace it (its
-generation), as in tests/test_update_safety.py. Rendered once per configuration and session."""
+generation), as in tests/stacks/test_update_safety.py. Rendered once per configuration and session."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
+from cluster_plan.kubernetes_values import file_system_generation, file_system_values, kubernetes_plan
 from config import StackConfig, parse_config
-from stacks.kubernetes_values import file_system_generation, file_system_values, kubernetes_plan
 
 __all__ = ["config_data", "deployed_plan", "plan_of"]
 

@@ -54,7 +54,7 @@ def test_a_fabric_check_job_applied_again_is_unchanged(
     without a delete in between: Volcano's job webhook completes each task at create (minAvailable,
     maxRetry), a second apply replaces the task list (a merge patch) and Volcano's update
     validation refuses any change to the tasks but their sizes, unless the rendering names what the
-    webhook writes (k8s_charts/fabric_check.py)."""
+    webhook writes (k8s_charts/checks/fabric_check.py)."""
     step = deployed_plan(default_config).step(f"fabric-check-{default_config.trainium.node_groups[0].name}")
     assert isinstance(step, ManifestSet) and not step.applied
     manifests = "".join(json.dumps(m) for m in step.manifests)

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, PLATFORM_NAMESPACE
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
+from cluster_plan.canary_run import canary_manifests, canary_run
+from cluster_plan.fabric_check_commands import pipeline_fabric_check_manifests
+from k8s_charts.checks.deployment_check_rbac import DeploymentCheckRbacChart, canary_access, fabric_check_job
 from k8s_charts.plan import render
-from k8s_charts.tensorboard import SERVICE_PROXY_NAME
-from stacks.canary_run import canary_manifests, canary_run
-from stacks.fabric_check_commands import pipeline_fabric_check_manifests
+from k8s_charts.runs.tensorboard import SERVICE_PROXY_NAME
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.plans import config_data, plan_of
 from tests.conftest import DEFAULT_CONFIG

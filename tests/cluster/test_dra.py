@@ -49,8 +49,8 @@ from cluster_facts.kubernetes_names import (
     team_rbac_group,
 )
 from config import StackConfig, parse_config
-from k8s_charts import efa_device_plugin, efa_dra_driver, neuron_device_plugin, neuron_dra_driver
-from k8s_charts.dra_admission import DRIVER_POLICIES, OBJECTS_POLICY, TEAM_CLAIMS_POLICY
+from k8s_charts.devices import efa_device_plugin, efa_dra_driver, neuron_device_plugin, neuron_dra_driver
+from k8s_charts.devices.dra_admission import DRIVER_POLICIES, OBJECTS_POLICY, TEAM_CLAIMS_POLICY
 from tests.cluster.autoscaler import MIN_COUNT_ANNOTATION, TEST_TIMINGS, kwok_templates, start_autoscaler
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
 from tests.cluster.dra import (
@@ -429,7 +429,7 @@ def test_a_claim_over_the_teams_device_quota_waits_and_the_job_lives_then_runs_w
 ) -> None:
     """training's quota of 32 Neuron devices: bert-large's two claims take it all; trn2-run's claim is
     refused by the API server's quota, its pod waits without a claim, and its Job is not ended (a
-    refused *pod* ends a Volcano Job: k8s_charts/team_quota.py); once bert-large ends the
+    refused *pod* ends a Volcano Job: k8s_charts/teams/team_quota.py); once bert-large ends the
     resourceclaim controller's retry makes the claim, and the trn2 run gets its node with LNC 2."""
     runs = _runs(cluster)
     first, waiting = runs["bert-large"], runs["trn2-run"]

@@ -10,7 +10,7 @@ module turns the gate on in the API server, controller manager and scheduler, se
 ``v1beta2`` and ``v1alpha3``, and renders the plan with ``device_taints`` (the node check's
 environment and RBAC, Volcano's gate): the cluster this feature waits for. The devices are the
 drivers' stand-in's (tests/cluster/dra.py); the checks' tools are stand-ins printing a recorded
-``neuron-ls`` with device 11 missing (tests/k8s/node_check_samples/).
+``neuron-ls`` with device 11 missing (tests/k8s_charts/checks/node_check_samples/).
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from cluster_facts.dra import (
 from cluster_facts.instance_catalog import CATALOG
 from cluster_facts.kubernetes_names import team_rbac_group
 from cluster_facts.node_check import NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
-from k8s_charts.dra_admission import NODE_CHECK_DEVICES_POLICY
+from k8s_charts.devices.dra_admission import NODE_CHECK_DEVICES_POLICY
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.dra import DriverStandIn, UltraServerNode, claims_of
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import plan_of
 from tests.cluster.runs import RunHandle, end_runs, run_handle
 from tests.cluster.test_dra import CONFIG, DRA, RESEARCH, TRN1, TRN2
-from tests.k8s.test_node_check import SAMPLES, write_tools
+from tests.k8s_charts.checks.test_node_check import SAMPLES, write_tools
 
 GATES = {"DRADeviceTaintRules": True}
 API_VERSIONS = (

@@ -20,7 +20,7 @@ node). So the product's bound, two rounds of launch + pull + check + scale-down-
 
 What it cannot show: ``Launch`` suspended on a real Auto Scaling group (the kwok provider creates
 nodes itself; the call is recorded), and the 15 minutes a never-ready node counts as NotStarted
-(``MaxNodeStartupTime``, a constant): tests/test_unready_limits.py holds that arithmetic.
+(``MaxNodeStartupTime``, a constant): tests/stacks/test_unready_limits.py holds that arithmetic.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from tests.cluster.plans import plan_of
 from tests.cluster.processes import StartupError
 from tests.cluster.runs import RunHandle, run_handle
 from tests.cluster.test_node_check import HEALTHY
-from tests.k8s.test_node_check import SAMPLES, write_tools
+from tests.k8s_charts.checks.test_node_check import SAMPLES, write_tools
 
 RUN = "bert-large"
 SPARE = 2

@@ -6,7 +6,7 @@ The node check's program runs whole (``node_check.py --once``), from its ConfigM
 DaemonSet container's environment and a token bound to its DaemonSet pod on the node (kwok runs the
 pod), against the real API server and its ``node-check`` admission policy. What cannot run here is
 what it checks: stand-ins on PATH for the node's tools print recorded outputs of a healthy or a broken
-trn1.32xlarge (tests/k8s/node_check_samples/, the same stand-ins as tests/k8s/test_node_check.py),
+trn1.32xlarge (tests/k8s_charts/checks/node_check_samples/, the same stand-ins as tests/k8s_charts/checks/test_node_check.py),
 a local TCP listener answers for the file system, and ``aws`` records its call.
 """
 
@@ -40,7 +40,7 @@ from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import trainium_node
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, run_handle
-from tests.k8s.test_node_check import SAMPLES, write_tools
+from tests.k8s_charts.checks.test_node_check import SAMPLES, write_tools
 
 GROUP = "trn1-32xl"
 HEALTHY = {

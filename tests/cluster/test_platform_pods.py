@@ -13,7 +13,7 @@ disruption budget, and the platform namespaces' defaults for a container that de
   ``platform-defaults`` LimitRange's (the API server's LimitRanger).
 
 What the members do when one is lost (their data, the runs' rendezvous) needs etcd and torchrun
-running: tests/runtime/test_etcd_members.py. Who may reach them: tests/test_netpol.py (no CNI here).
+running: tests/runtime/test_etcd_members.py. Who may reach them: tests/k8s_charts/network/test_netpol.py (no CNI here).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from cluster_facts.kubernetes_names import (
 )
 from config import StackConfig
 from k8s_charts.plan import VOLCANO_NAMESPACE
-from k8s_charts.resources import CONTAINER_DEFAULTS
+from k8s_charts.shared.resources import CONTAINER_DEFAULTS
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan

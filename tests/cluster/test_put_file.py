@@ -13,7 +13,7 @@ example configuration (two teams) deployed.
   one aimed at the other team's node group, and one that mounts the data sets' claim writable are
   refused; the command with the other team's name stops at its settings (RBAC).
 
-What the pod's script does on the file system is tested by running it (tests/k8s/test_put_file_script.py):
+What the pod's script does on the file system is tested by running it (tests/torchx_trn/test_put_file_script.py):
 kwok runs no container.
 """
 
@@ -29,7 +29,7 @@ import pytest
 
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL, team_rbac_group
 from config import StackConfig
-from k8s_charts.tenant_admission import JOBS_POLICY, Message
+from k8s_charts.teams.tenant_admission import JOBS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan

@@ -10,7 +10,7 @@ ran here.
 The configuration (``SHARED``): the default's one Trainium group, ``trn1-32xl``, at ``max_size`` 4 and
 listed by two teams of equal weight, ``training`` (queue ``test``) and ``research``. Each queue's
 capability is the group at max_size (4 nodes' worth), its deserved share half of it (2 nodes'
-worth); the teams' ResourceQuotas set no amount (k8s_charts/team_quota.py), so every gang's pods
+worth); the teams' ResourceQuotas set no amount (k8s_charts/teams/team_quota.py), so every gang's pods
 exist and the queues alone decide. Every run is a 2-node gang that the plan renders and the test
 applies with kubectl, as docs/runs.md says: ``bert-large`` of training, ``research-1`` to ``-3`` of
 research. The unequal-weight scenario deploys ``WEIGHTED`` over it for one test (the example's

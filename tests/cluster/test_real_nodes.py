@@ -20,7 +20,7 @@ import pytest
 
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from config import StackConfig
-from k8s_charts import gang_watchdog
+from k8s_charts.checks import gang_watchdog
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import system_nodes
 from tests.cluster.real_nodes import POD_NETWORK, RealNode

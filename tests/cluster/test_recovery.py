@@ -47,7 +47,7 @@ from tests.cluster.control_plane import NODE_MONITOR_GRACE_SECONDS, ControlPlane
 from tests.cluster.nodes import KWOK_NODE_ANNOTATION, trainium_node
 from tests.cluster.plans import deployed_plan, plan_of
 from tests.cluster.runs import RunHandle, run_handle
-from tests.k8s.test_node_check import SAMPLES, write_tools
+from tests.k8s_charts.checks.test_node_check import SAMPLES, write_tools
 
 T = TypeVar("T")
 GROUP = "trn1-32xl"

@@ -23,7 +23,7 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_names import TRAINING_NAMESPACE as TRAINING
 from config import StackConfig
-from k8s_charts.tenant_admission import JOBS_POLICY, Message
+from k8s_charts.teams.tenant_admission import JOBS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import SIMULATED_GROUP_ANNOTATION, group_nodes
 from tests.cluster.plans import deployed_plan
@@ -110,7 +110,7 @@ def test_a_teams_second_gang_waits_with_free_nodes_in_its_group(
     """The training team's share is what its group holds at max_size; its run takes all of it.
     A second gang of the team, with as many free nodes of the group as it needs, stays unplaced
     while the first runs, and is placed once the first has finished. The team's ResourceQuota sets
-    no amount (k8s_charts/team_quota.py), so the second gang's pods exist: the team's queue's
+    no amount (k8s_charts/teams/team_quota.py), so the second gang's pods exist: the team's queue's
     capability keeps them off the free nodes: the scheduler's log says the queue is overused for each
     of its pods, and two sessions later none is placed."""
     plan = deployed_plan(example_config)

@@ -1,5 +1,5 @@
 """The team admission cases (tests/tenant_cases.py), judged by the real API server with the example
-configuration's plan applied, as the CEL model judges them in tests/k8s/test_tenant_admission.py
+configuration's plan applied, as the CEL model judges them in tests/k8s_charts/teams/test_tenant_admission.py
 (tests/cluster/verdicts.py: how each is sent, and what the real server adds to the model); then
 the team quota and LimitRange as the real server applies them. The Jobs of the documented TorchX
 commands: test_torchx.py.
@@ -14,8 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 from config import StackConfig
-from k8s_charts.team_quota import CRITICAL_PRIORITY_CLASSES, DEFAULT_CONTAINER_REQUESTS, NO_CRITICAL_QUOTA
-from k8s_charts.tenant_admission import JOBS_POLICY
+from k8s_charts.teams.team_quota import (
+    CRITICAL_PRIORITY_CLASSES,
+    DEFAULT_CONTAINER_REQUESTS,
+    NO_CRITICAL_QUOTA,
+)
+from k8s_charts.teams.tenant_admission import JOBS_POLICY
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import end_runs

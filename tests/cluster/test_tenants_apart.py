@@ -41,17 +41,17 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig
-from k8s_charts.api_fairness import TEAMS_FLOW_SCHEMA, VOLCANO_FLOW_SCHEMA
-from k8s_charts.team_quota import OBJECTS_QUOTA
-from k8s_charts.tenant_admission import JOBS_POLICY, Message
-from k8s_charts.volcano_controller_admission import POLICY_NAME as CONTROLLER_POLICY
-from k8s_charts.worker_script import (
+from k8s_charts.addons.api_fairness import TEAMS_FLOW_SCHEMA, VOLCANO_FLOW_SCHEMA
+from k8s_charts.addons.volcano_controller_admission import POLICY_NAME as CONTROLLER_POLICY
+from k8s_charts.runs.worker_script import (
     WORKER_SCRIPT,
     WORKER_SCRIPT_CONFIGMAP,
     WORKER_SCRIPT_FILE,
     WORKER_SCRIPT_PATH,
     WORKER_SCRIPT_VOLUME,
 )
+from k8s_charts.teams.team_quota import OBJECTS_QUOTA
+from k8s_charts.teams.tenant_admission import JOBS_POLICY, Message
 from tests.cluster.control_plane import ControlPlane, Kubectl
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan
@@ -401,7 +401,7 @@ def test_a_redeploy_meeting_a_job_the_stack_did_not_create_fails_with_a_line_nam
 def test_each_team_runs_the_platforms_worker_script_which_no_member_may_change(
     example: ControlPlane, example_config: StackConfig
 ) -> None:
-    """run_worker.sh lives once per team namespace (k8s_charts/worker_script.py), not in each pod: the
+    """run_worker.sh lives once per team namespace (k8s_charts/runs/worker_script.py), not in each pod: the
     run's pods name its ConfigMap, the API server holds it immutable, and a member may not write it."""
     for team in (A, B):
         config_map = example.kubectl.json("get", "configmap", WORKER_SCRIPT_CONFIGMAP, "-n", team)

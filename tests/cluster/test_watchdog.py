@@ -36,7 +36,7 @@ SHORT_STUCK_MINUTES = 0.2
 """The guard's threshold in the stuck-run scenario."""
 ANNOTATED_STUCK_MINUTES = 1
 """A probe's own limit: the least a run's ``trainium/stuck-minutes`` may say (the team policy takes
-whole minutes from 1 to the configured ceiling, k8s_charts/tenant_admission.py)."""
+whole minutes from 1 to the configured ceiling, k8s_charts/teams/tenant_admission.py)."""
 WAITING_ANNOTATION = "cluster-test/waiting-reason"
 """kwok keeps a pod so annotated Pending, its containers waiting for that reason (kwok_stages.yaml)."""
 """The stuck-run guard's threshold, set here rather than inherited: kwok's pods never write a log

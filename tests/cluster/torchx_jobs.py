@@ -4,7 +4,7 @@ real torchx CLI), against the real control plane with each command's configurati
 team):
 
 - judged by the real API server and Volcano's webhooks as the CEL model judges them in
-  tests/test_torchx_admission.py (tests/cluster/verdicts.py): the Job as a team member submits it
+  tests/torchx_trn/test_torchx_admission.py (tests/cluster/verdicts.py): the Job as a team member submits it
   and each pod Volcano's controller creates for it admitted; the Job broken one rule at a time, and
   named after a platform object, refused with that rule's message;
 - run: created by a team member, its pods made by Volcano's controller (through the pod policy and
@@ -29,7 +29,7 @@ import pytest
 
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL, team_rbac_group
 from config import StackConfig, load_config
-from k8s_charts.tenant_admission import JOBS_POLICY, PODS_POLICY
+from k8s_charts.teams.tenant_admission import JOBS_POLICY, PODS_POLICY
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan

@@ -1,6 +1,6 @@
 """checkov's Kubernetes checks over every chart, as `make synth` writes them to cdk.out/k8s/.
 
-Exceptions are annotations on the one object that needs them (k8s_charts/policy_exceptions.py)
+Exceptions are annotations on the one object that needs them (k8s_charts/shared/policy_exceptions.py)
 plus the project-wide skips in .checkov.yaml; everything else must pass.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from cluster_plan.kubernetes_values import review_plan
+from cluster_plan.review_files import write_kubernetes_yaml
 from config import load_config
-from stacks.kubernetes_values import review_plan
-from stacks.review_files import write_kubernetes_yaml
 from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 
 CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"

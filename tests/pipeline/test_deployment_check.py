@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 import yaml
 
-from config import StackConfig, load_config, parse_config
-from k8s_charts.deployment_check_rbac import DeploymentCheckRbacChart, FabricCheckJob
-from stacks.deployment_check import (
+from cluster_plan.deployment_check import (
     deployment_check_env,
     deployment_check_script,
     deployment_check_timeout_minutes,
 )
-from stacks.review_files import write_fabric_check_jobs
+from cluster_plan.review_files import write_fabric_check_jobs
+from config import StackConfig, load_config, parse_config
+from k8s_charts.checks.deployment_check_rbac import DeploymentCheckRbacChart, FabricCheckJob
 from tests.conftest import REPO_ROOT
-from tests.k8s.manifests import synth
+from tests.k8s_charts.manifests import synth
 from tests.k8s_validation import assert_valid
 
 pytestmark = pytest.mark.skipif(
@@ -133,7 +133,7 @@ FAKE_MAKE = r"""#!/usr/bin/env bash
 echo "${AWS_ACCESS_KEY_ID:-own-credentials} KUBECONFIG=${KUBECONFIG} make $*" >> "${FAKE_LOG}"
 config=""; for arg in "$@"; do case "${arg}" in CONFIG=*) config=${arg#CONFIG=} ;; esac; done
 if [ -n "${FAKE_CANARY_REAL:-}" ]; then
-  cd "${FAKE_REPO}" && exec "${FAKE_PYTHON}" -m stacks.canary --config "${config}" --poll-seconds 0.05 \
+  cd "${FAKE_REPO}" && exec "${FAKE_PYTHON}" -m operator_tools.canary --config "${config}" --poll-seconds 0.05 \
     --timeout-minutes 1 --scale-down-minutes 0.05
 fi
 printf '%b' "${FAKE_CANARY_OUTPUT:-}"
@@ -615,11 +615,11 @@ def test_the_check_runs_the_real_canary_through_the_kubeconfig_it_writes(
     run_check: Callable[..., Run],
 ) -> None:
     """The script, then the real canary program reading the kubeconfig the script had written, against
-    the loopback stand-in of the API server that plays a good scale-from-zero run (tests/test_canary.py)."""
+    the loopback stand-in of the API server that plays a good scale-from-zero run (tests/operator_tools/test_canary.py)."""
     import sys  # noqa: PLC0415
 
+    from tests.operator_tools.test_canary import Cluster  # noqa: PLC0415
     from tests.stand_in_api import json_api  # noqa: PLC0415
-    from tests.test_canary import Cluster  # noqa: PLC0415
 
     state = Cluster()
     with json_api(lambda method, path, headers, body: state.answer(method, path, body)) as url:

@@ -3,7 +3,7 @@ the pipeline's canary, the canary's rendered Job and ConfigMap.
 
 RBAC gives the check ``create`` on every Volcano Job in the platform namespace (and, for the canary,
 on every Volcano Job and ConfigMap of its team's namespace); the admission policies of
-k8s_charts/deployment_check_rbac.py are what narrow it. Their CEL runs here (tests/admission.py) on
+k8s_charts/checks/deployment_check_rbac.py are what narrow it. Their CEL runs here (tests/admission.py) on
 the objects the synth renders, as Volcano's webhook writes them back, and on them changed one field
 at a time.
 """
@@ -20,8 +20,10 @@ import pytest
 import yaml
 
 from cluster_facts.kubernetes_names import DEPLOYMENT_CHECK_GROUP, PLATFORM_NAMESPACE
+from cluster_plan.canary_run import canary_manifests, canary_run
+from cluster_plan.fabric_check_commands import pipeline_fabric_check_manifests
 from config import StackConfig, parse_config
-from k8s_charts.deployment_check_rbac import (
+from k8s_charts.checks.deployment_check_rbac import (
     DeploymentCheckRbacChart,
     canary_access,
     cel_literal,
@@ -29,13 +31,11 @@ from k8s_charts.deployment_check_rbac import (
     fabric_check_job,
     job_fence_name,
 )
-from k8s_charts.fabric_check import SSHD_CAPABILITIES
-from k8s_charts.tensorboard import SERVICE_PROXY_NAME
-from stacks.canary_run import canary_manifests, canary_run
-from stacks.fabric_check_commands import pipeline_fabric_check_manifests
+from k8s_charts.checks.fabric_check import SSHD_CAPABILITIES
+from k8s_charts.runs.tensorboard import SERVICE_PROXY_NAME
 from tests.admission import Decision, admission_request, admit, evaluate
 from tests.conftest import REPO_ROOT
-from tests.k8s.manifests import synth
+from tests.k8s_charts.manifests import synth
 from tests.k8s_validation import assert_valid
 from tests.plans import shared_review_plan
 
@@ -137,7 +137,7 @@ def test_the_fence_admits_the_rendered_fabric_check_job(taint: bool) -> None:
     assert facts.name == "fabric-check-trn1-32xl"
     assert facts.images == (job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"],)
     assert facts.service_accounts == (("fabric-check-trn1-32xl",) if taint else ())
-    # What the worker's sshd needs (k8s_charts/fabric_check.py), the fence's whole allowance.
+    # What the worker's sshd needs (k8s_charts/checks/fabric_check.py), the fence's whole allowance.
     assert facts.capabilities == tuple(sorted(SSHD_CAPABILITIES["add"]))
 
 

@@ -27,10 +27,10 @@ from cluster_facts.kubernetes_names import (
     NODE_GROUP_LABEL,
     trainium_node_labels,
 )
+from cluster_plan.deployment_check import CHECK_OUTPUTS, deployment_check_script
 from config.pipeline import Pipeline, construct_id_of, load_pipeline
 from constructs_trn.deployment_check_role import deployment_check_role_name
 from constructs_trn.nag import add_aws_solutions_checks
-from stacks.deployment_check import CHECK_OUTPUTS, deployment_check_script
 from stacks.pipeline_stack import (
     STANDARD_8_RUNTIMES,
     SYNTH_CHECKS,
@@ -665,7 +665,7 @@ def test_a_stage_with_the_fabric_check_gives_its_check_the_jobs_the_rights_and_t
 
     import yaml  # noqa: PLC0415
 
-    from stacks.review_files import write_fabric_check_jobs  # noqa: PLC0415
+    from cluster_plan.review_files import write_fabric_check_jobs  # noqa: PLC0415
 
     shutil.copytree(REPO_ROOT / "config" / "environments", tmp_path / "environments")
     shutil.copy(REPO_ROOT / PIPELINE_FILE, tmp_path / "pipeline.yaml")
@@ -781,9 +781,9 @@ def test_a_stage_with_the_canary_runs_it_from_the_checkout_with_the_rights_and_t
 
     import yaml  # noqa: PLC0415
 
+    from cluster_plan.canary_run import canary_manifests, canary_run  # noqa: PLC0415
+    from cluster_plan.deployment_check import deployment_check_timeout_minutes  # noqa: PLC0415
     from k8s_charts.plan import PLATFORM_STEP, TEAMS_STEP  # noqa: PLC0415
-    from stacks.canary_run import canary_manifests, canary_run  # noqa: PLC0415
-    from stacks.deployment_check import deployment_check_timeout_minutes  # noqa: PLC0415
 
     shutil.copytree(REPO_ROOT / "config" / "environments", tmp_path / "environments")
     data = yaml.safe_load((REPO_ROOT / PIPELINE_FILE).read_text())

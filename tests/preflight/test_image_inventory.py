@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from cluster_facts.image_sources import ecr_registry
+from cluster_plan.kubernetes_values import image_source, review_plan
 from config import StackConfig
 from config.workloads import DEFAULT_TRAINING_IMAGE
 from preflight.image_inventory import Origin, Source, pulled_images
-from stacks.kubernetes_values import image_source, review_plan
 from tests.preflight.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, config_from
 
 OWN_IMAGE = f"{ecr_registry(account='444455556666', region='us-east-1')}/trainium-prod/training:v7"
@@ -50,7 +50,7 @@ def variant(name: str) -> StackConfig:
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_the_inventory_is_every_image_the_rendered_stack_pulls(name: str) -> None:
-    """The plan's images (applied or not) and the TorchX default, as stacks/kubernetes_values.py's
+    """The plan's images (applied or not) and the TorchX default, as cluster_plan/kubernetes_values.py's
     cached_repository_arns counts them: a new image in a chart without an inventory entry fails here."""
     config = variant(name)
     rendered = {*review_plan(config).images(), image_source(config).resolve(DEFAULT_TRAINING_IMAGE)}

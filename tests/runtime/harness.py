@@ -4,7 +4,7 @@ What runs is what the cluster would run, with only the differences one machine f
 
 - etcd: the team's members as the rendered StatefulSet starts them, each its init container's
   program and then etcd 3.5.1 from .venv-torch, on 127.0.0.1 (tests/runtime/etcd_cluster.py).
-- agents: the rendered training Job's container, command and args: k8s_charts/scripts/run_worker.sh
+- agents: the rendered training Job's container, command and args: cluster_programs/run_worker.sh
   (which precompiles under ``<id>-precompile`` once per run, then execs the launcher) with the
   launcher argv as its arguments. In the argv, the rendezvous endpoint points at that etcd,
   ``--nproc_per_node`` is lowered, the training script and its arguments become
@@ -15,7 +15,7 @@ What runs is what the cluster would run, with only the differences one machine f
   verifies no files and installs no packages (``LocalJob._pod_local``; /datasets moves there too).
   ``LocalJob(worker_script=False)`` runs the launcher argv alone; ``LocalJob(program=...)`` runs a
   real program of the repository in place of the stand-in, with the rendered script's arguments.
-- the environment of each agent is the container's as the kubelet builds it (tests/k8s/expansion.py):
+- the environment of each agent is the container's as the kubelet builds it (tests/k8s_charts/expansion.py):
   its ``env`` list in order, ``$(VAR)`` references expanded, downward-API ``fieldRef`` values from a
   simulated Volcano pod (``volcano_pod_fields``: job uid and version per attempt), plus what
   Volcano's env plugin appends (``VC_TASK_INDEX``). The args get the same expansion, so the
@@ -44,7 +44,7 @@ from typing import Any
 
 from cluster_facts.kubernetes_names import DATA_MOUNT, DATASETS_ROOT
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
-from tests.k8s.expansion import container_environment, expand
+from tests.k8s_charts.expansion import container_environment, expand
 from tests.runtime.etcd_cluster import EtcdCluster
 from tests.runtime.processes import kill_tree
 
@@ -120,7 +120,7 @@ class RenderedContainer:
     env: tuple[Mapping[str, Any], ...]
     config_map_mounts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Mount path -> file name -> text: the plan's ConfigMaps the container mounts (the team
-    namespace's run_worker.sh, k8s_charts/worker_script.py)."""
+    namespace's run_worker.sh, k8s_charts/runs/worker_script.py)."""
 
 
 def _first_container(

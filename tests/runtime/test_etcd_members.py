@@ -2,7 +2,7 @@
 and real etcd members started as the rendered StatefulSet starts them (tests/runtime/etcd_cluster.py).
 
 While a run trains, every agent asks etcd every 0.1 s how many nodes wait to join, and a connection
-failure there is not caught (torch 2.9, ``EtcdRendezvousHandler.num_nodes_waiting``; k8s_charts/etcd.py):
+failure there is not caught (torch 2.9, ``EtcdRendezvousHandler.num_nodes_waiting``; k8s_charts/teams/etcd.py):
 
 - one member (the chart as it was, rendered with one replica): killed mid-run and started again on
   its data two seconds later, as a container restarts, it ends the run: an agent whose read fails in that
@@ -26,9 +26,9 @@ import urllib.request
 
 import pytest
 
-import k8s_charts.etcd
-from k8s_charts.etcd import EtcdChart, member_name
-from tests.k8s.manifests import only, synth
+import k8s_charts.teams.etcd
+from k8s_charts.teams.etcd import EtcdChart, member_name
+from tests.k8s_charts.manifests import only, synth
 from tests.runtime.etcd_cluster import EtcdCluster
 from tests.runtime.harness import Agent, LocalJob, RuntimeTools
 from tests.runtime.test_rendezvous_ids import assert_trained, describe, run_ids
@@ -62,7 +62,7 @@ def test_one_member_restarted_mid_run_ends_the_run(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(k8s_charts.etcd, "ETCD_REPLICAS", 1)
+    monkeypatch.setattr(k8s_charts.teams.etcd, "ETCD_REPLICAS", 1)
     statefulset = only(synth(lambda app: EtcdChart(app, "etcd", namespace="training")), "StatefulSet")
     single = EtcdCluster(
         python=runtime_tools.python,

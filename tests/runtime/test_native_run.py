@@ -1,8 +1,8 @@
 """The native-fsdp2 run's pods with real torchrun agents, real etcd and the real program, on CPU.
 
 Rendered from config/native.example.yaml (its recipe made small), each pod runs what the cluster
-would: k8s_charts/scripts/run_worker.sh with the rendered launcher, which runs
-k8s_charts/scripts/native_fsdp2_train.py with the rendered arguments. Two differences, both the
+would: cluster_programs/run_worker.sh with the rendered launcher, which runs
+cluster_programs/native_fsdp2_train.py with the rendered arguments. Two differences, both the
 harness's: one worker per node instead of 64, and ``--device cpu --backend gloo`` after the rendered
 ``--device neuron --backend neuron``, as Neuron's distributed tutorial runs its examples on CPU first.
 
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
+from cluster_plan.kubernetes_values import review_plan
 from config import parse_config
-from stacks.kubernetes_values import review_plan
 from tests.conftest import REPO_ROOT
 from tests.runtime.etcd_cluster import EtcdCluster
 from tests.runtime.harness import Agent, LocalJob, RuntimeTools, option_value, training_job
@@ -33,7 +33,7 @@ from tests.yaml_edits import with_change
 
 pytestmark = pytest.mark.slow
 
-PROGRAM = REPO_ROOT / "k8s_charts" / "scripts" / "native_fsdp2_train.py"
+PROGRAM = REPO_ROOT / "cluster_programs" / "native_fsdp2_train.py"
 STEPS = 120
 RECIPE = {
     "steps": STEPS,

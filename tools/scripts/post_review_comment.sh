@@ -4,7 +4,7 @@
 # Usage: post_review_comment.sh <pull request number> <comment file>
 # Environment: GITHUB_REPOSITORY (owner/name), GH_TOKEN (pull-requests: write); runs the GitHub CLI
 # (gh, on GitHub's runners). The earlier comment is the first one by github-actions[bot] whose body
-# starts with the review's marker line (stacks/review_comment.py MARKER).
+# starts with the review's marker line (operator_tools/review_comment.py MARKER).
 set -euo pipefail
 
 pull_request="$1"

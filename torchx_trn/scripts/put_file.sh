@@ -5,7 +5,7 @@
 # system) at PUT_ROOT: under Lustre's root squash only that uid may write there.
 #
 # The file travels in the Job itself, gzip-compressed and base64-encoded (PUT_DATA): a team member
-# may create Volcano Jobs but no ConfigMap (k8s_charts/namespaces.py). It is written to a temporary
+# may create Volcano Jobs but no ConfigMap (k8s_charts/teams/namespaces.py). It is written to a temporary
 # file beside the target, checked against PUT_SHA256, and renamed over the target only then: a pod
 # that reads the target sees the old file or the new one, never part of either. A target that
 # already holds these bytes is left alone ("unchanged").
