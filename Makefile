@@ -169,7 +169,7 @@ timeline: $(PY_STAMP) ## model each run's time from kubectl apply on zero nodes 
 
 # Prints, does not run: the check takes every Neuron device of max_size nodes (docs/fabric-check.md).
 fabric-check: $(PY_STAMP) ## print the kubectl commands that run a group's fabric check [CONFIG=file GROUP=name]
-	$(BIN)/python -m cluster_plan.fabric_check_commands --config $(CONFIG) --out $(OUT) $(if $(GROUP),--group $(GROUP))
+	$(BIN)/python -m operator_tools.fabric_check --config $(CONFIG) --out $(OUT) $(if $(GROUP),--group $(GROUP))
 
 # A team member's command, with the member's kubeconfig and nothing of the stack's environments: the
 # file travels in a Volcano Job of the team that writes it as the team's uid (torchx_trn/put_file.py,
@@ -181,11 +181,12 @@ put: ## put a local file into your team's directory on the file system [TEAM=tea
 # Shell scripts kept as files beside the Python that renders them (pods, the pipeline's check).
 SCRIPTS := $(sort $(wildcard */scripts/*.sh cluster_programs/*.sh))
 
-lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scripts/*.sh and cluster_programs/*.sh
+lint: $(PY_STAMP) ## ruff (lint and format), mypy --strict, shellcheck on */scripts/*.sh and cluster_programs/*.sh, the architecture's rules
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/shellcheck --severity=style $(SCRIPTS)
+	$(BIN)/python -m tools.architecture --check
 
 check: $(PY_STAMP) ## the quick loop: ruff, mypy and the fast tests (no whole stack, no process, no external tool)
 	$(BIN)/ruff check .

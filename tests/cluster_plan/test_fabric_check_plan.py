@@ -12,9 +12,9 @@ import yaml
 
 from cluster_facts.kubernetes_names import NEURON_TAINT_KEY, NODE_GROUP_LABEL, PLATFORM_NAMESPACE
 from cluster_facts.kubernetes_plan import ManifestSet
-from cluster_plan.fabric_check_commands import main as fabric_check_main
 from cluster_plan.review_files import write_kubernetes_yaml
 from config import parse_config
+from operator_tools.fabric_check import main as fabric_check_main
 from tests.config.test_config import default_data, with_change
 from tests.conftest import REPO_ROOT
 from tests.k8s_validation import assert_valid
