@@ -1,6 +1,6 @@
 """What `make bench-scale` (tests/cluster/bench_scale.py) deploys and how it reports: the configuration
 of a cluster of many teams and thousands of Trainium nodes, and the table of what was measured.
-Pure functions, no cluster: tests/test_bench_scale.py checks them.
+Pure functions, no cluster: tests/tools/test_bench_scale.py checks them.
 
 The configuration starts from config/default.yaml and changes only what scale needs: ``groups``
 Trainium node groups (trn1.32xlarge and trn2.48xlarge alternating, all in the default's zone)

@@ -171,7 +171,7 @@ def test_the_report_has_every_section() -> None:
     assert "failures: gang bench-16 not bound" in format_report(result)
 
 
-AUDIT_SAMPLE = Path(__file__).parent / "cluster" / "audit_sample.jsonl"
+AUDIT_SAMPLE = Path(__file__).parent.parent / "cluster" / "audit_sample.jsonl"
 """Lines of the API server's audit log of a `make bench-scale` run (2026-11-28, kube-apiserver
 1.36.3, tests/cluster/audit.py's policy): one or a few requests of each kind of client."""
 
