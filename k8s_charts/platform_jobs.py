@@ -136,6 +136,25 @@ def _volumes(claim_name: str, scratch_path: str | None) -> list[k8s.Volume]:
     ]
 
 
+def _check_inputs(image: str, root_zones: Sequence[str]) -> None:
+    """Refuse an unpinned image, or no zone whose nodes keep root on the file system."""
+    problem = pinned_image_problem(image)
+    if problem is not None:
+        raise ValueError(problem)
+    if not root_zones:
+        raise ValueError("a platform Job needs the zones whose nodes keep root on the file system")
+
+
+def _pod_security(run_as: int | None) -> k8s.PodSecurityContext:
+    """The runtime's default seccomp profile; the uid and gid ``run_as`` (root when None)."""
+    return k8s.PodSecurityContext(
+        seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+        run_as_non_root=True if run_as is not None else None,
+        run_as_user=run_as,
+        run_as_group=run_as,
+    )
+
+
 def platform_job(
     scope: Construct,
     *,
@@ -168,11 +187,7 @@ def platform_job(
     the main container then reads; ``service_account``: the pod's, for an AWS identity through Pod
     Identity (no Kubernetes API token is mounted either way)."""
     added = dict(add_capabilities or {})
-    problem = pinned_image_problem(image)
-    if problem is not None:
-        raise ValueError(problem)
-    if not root_zones:
-        raise ValueError("a platform Job needs the zones whose nodes keep root on the file system")
+    _check_inputs(image, root_zones)
     container = _main_container(
         image,
         command=["/bin/sh", "-c", script, script_name],
@@ -201,12 +216,7 @@ def platform_job(
                     service_account_name=service_account,
                     automount_service_account_token=False,
                     enable_service_links=False,
-                    security_context=k8s.PodSecurityContext(
-                        seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
-                        run_as_non_root=True if run_as is not None else None,
-                        run_as_user=run_as,
-                        run_as_group=run_as,
-                    ),
+                    security_context=_pod_security(run_as),
                     priority_class_name=PLATFORM_PRIORITY_CLASS,
                     # Squashed elsewhere, root would be nobody and could create nothing.
                     affinity=_in_zones(root_zones),
