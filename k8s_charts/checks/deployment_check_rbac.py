@@ -373,12 +373,11 @@ def _pins_hold(pod: str, pins: str) -> str:
     )
 
 
-def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]:
-    """The policy's spec: members of ``group`` may create and update only the Volcano Jobs ``jobs``."""
-    names = [job.name for job in jobs]
-    capabilities = sorted({capability for job in jobs for capability in job.capabilities})
-    security = "c.securityContext"
-    task_key = "variables.name + '/' + (has(t.name) ? t.name : '')"
+_TASK_KEY = "variables.name + '/' + (has(t.name) ? t.name : '')"
+
+
+def _fence_variables(jobs: Sequence[FabricCheckJob]) -> list[dict[str, str]]:
+    """The policy's variables: the named Job's rendered pins, images, accounts and scheduling."""
     pins = {f"{job.name}/{task}": pinned for job in jobs for task, pinned in job.pins.items()}
     variables = [
         {"name": "name", "expression": "has(object.metadata.name) ? object.metadata.name : ''"},
@@ -411,14 +410,36 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
             " has(t.template) && has(t.template.spec) ? t.template.spec : {}) : []",
         },
     ]
+    variables += [
+        {"name": "queue", "expression": _lookup({j.name: j.queue for j in jobs}, "variables.name", "''")},
+        {"name": "priority", "expression": _lookup({j.name: j.priority_class for j in jobs}, "variables.name", "''")},
+        {"name": "labels", "expression": _lookup({j.name: j.labels for j in jobs}, "variables.name", "{}")},
+        {"name": "minAvailable", "expression": _lookup({j.name: j.min_available for j in jobs}, "variables.name", "0")},
+        {"name": "taskCount", "expression": _lookup({j.name: len(j.tasks) for j in jobs}, "variables.name", "0")},
+    ]  # fmt: skip
+    return variables
 
-    def refuse(expression: str, message: str) -> dict[str, str]:
-        return {
-            "expression": expression,
-            "message": f"{group} may only create the rendered fabric checks and canary: {message}",
-            "reason": "Forbidden",
-        }
 
+def _refuse(group: str, expression: str, message: str) -> dict[str, str]:
+    """One validation: a request where ``expression`` is false is refused with ``message``."""
+    return {
+        "expression": expression,
+        "message": f"{group} may only create the rendered fabric checks and canary: {message}",
+        "reason": "Forbidden",
+    }
+
+
+def _optional(obj: str, name: str, empty: str) -> str:
+    """CEL: ``obj.name``, or ``empty`` when it is unset."""
+    return f"(has({obj}.{name}) ? {obj}.{name} : {empty})"
+
+
+def _pod_rules(group: str, jobs: Sequence[FabricCheckJob]) -> list[dict[str, str]]:
+    """The validations on the Job's identity and its pods: name, namespace, images, volumes, pins,
+    host namespaces, privilege, Secrets and service accounts."""
+    names = [job.name for job in jobs]
+    capabilities = sorted({capability for job in jobs for capability in job.capabilities})
+    security = "c.securityContext"
     no_host = " && ".join(
         f"!{_field_is('p', field, 'true')}" for field in ("hostNetwork", "hostPID", "hostIPC")
     )
@@ -438,98 +459,110 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
         " && (!has(p.serviceAccount) || p.serviceAccount in variables.serviceAccounts))"
         f" : {_field_is('p', 'automountServiceAccountToken', 'false')})"
     )
-    by_task = {f"{job.name}/{task.name}": task for job in jobs for task in job.tasks}
-    variables += [
-        {"name": "queue", "expression": _lookup({j.name: j.queue for j in jobs}, "variables.name", "''")},
-        {"name": "priority", "expression": _lookup({j.name: j.priority_class for j in jobs}, "variables.name", "''")},
-        {"name": "labels", "expression": _lookup({j.name: j.labels for j in jobs}, "variables.name", "{}")},
-        {"name": "minAvailable", "expression": _lookup({j.name: j.min_available for j in jobs}, "variables.name", "0")},
-        {"name": "taskCount", "expression": _lookup({j.name: len(j.tasks) for j in jobs}, "variables.name", "0")},
-    ]  # fmt: skip
-
-    def per_task(attribute: str, empty: str) -> str:
-        return _lookup({key: getattr(task, attribute) for key, task in by_task.items()}, task_key, empty)
-
-    def optional(obj: str, name: str, empty: str) -> str:
-        return f"(has({obj}.{name}) ? {obj}.{name} : {empty})"
-
-    fixed = [
-        refuse(
-            "has(object.spec.queue) && object.spec.queue == variables.queue",
-            "its own queue, the one rendered",
-        ),
-        refuse(
-            f"{optional('object.spec', 'priorityClassName', chr(39) * 2)} == variables.priority"
-            " && variables.pods.all(p, !has(p.priorityClassName) || p.priorityClassName == variables.priority)",
-            "the rendered priority class and no other",
-        ),
-        refuse(
-            "variables.pods.all(p, !has(p.nodeName) && !has(p.affinity))"
-            f" && variables.tasks.all(t, !has(t.template) || !has(t.template.spec)"
-            f" || ({optional('t.template.spec', 'nodeSelector', '{}')} == {per_task('node_selector', '{}')}"
-            f" && {optional('t.template.spec', 'tolerations', '[]')} == {per_task('tolerations', '[]')}))",
-            "the rendered node group: its node selector and tolerations, no nodeName or affinity",
-        ),
-        refuse(
-            "variables.pods.all(p, !has(p.runtimeClassName) && !has(p.hostAliases))",
-            "no runtime class or host aliases",
-        ),
-        refuse(
-            f"{optional('object.metadata', 'labels', '{}')} == variables.labels"
-            " && variables.tasks.all(t, (has(t.template) && has(t.template.metadata)"
-            f" && has(t.template.metadata.labels) ? t.template.metadata.labels : {{}}) == {per_task('labels', '{}')})",
-            "the rendered labels, no others",
-        ),
-        refuse(
-            "size(variables.tasks) == variables.taskCount"
-            f" && variables.tasks.all(t, has(t.replicas) && t.replicas == {per_task('replicas', '-1')})"
-            f" && {optional('object.spec', 'minAvailable', '0')} == variables.minAvailable",
-            "the rendered tasks and replicas",
-        ),
-    ]
-    validations = [
-        refuse(f"variables.name in {cel_list(names)}", f"a Volcano Job named {', '.join(names)}"),
-        refuse(
+    task_key = _TASK_KEY
+    return [
+        _refuse(group, f"variables.name in {cel_list(names)}", f"a Volcano Job named {', '.join(names)}"),
+        _refuse(
+            group,
             "has(request.namespace) && variables.name in variables.namespaces"
             " && request.namespace == variables.namespaces[variables.name]",
             "in the named Job's namespace ("
             + ", ".join(f"{job.name} in {job.namespace}" for job in jobs)
             + ")",
         ),
-        refuse(
+        _refuse(
+            group,
             "size(variables.pods) > 0 && variables.pods.all(p, size(p) > 0)",
             "a Job whose every task has a pod template",
         ),
-        refuse(
+        _refuse(
+            group,
             _each_container("has(c.image) && c.image in variables.images"),
             "every container's image one of the check's",
         ),
-        refuse(
+        _refuse(
+            group,
             "(!has(object.spec.volumes) || size(object.spec.volumes) == 0)"
             f" && variables.tasks.all(t, ({task_key}) in variables.pins && has(t.template) && has(t.template.spec)"
             f" && ((has(t.template.spec.volumes) ? t.template.spec.volumes : []) == "
             f"('volumes' in variables.pins[{task_key}] ? variables.pins[{task_key}].volumes : [])))",
             "no volume but the rendered Job's own (a volume could mount the node's files, a Secret or a claim)",
         ),
-        refuse(
+        _refuse(
+            group,
             f"variables.tasks.all(t, ({task_key}) in variables.pins && has(t.template) && has(t.template.spec)"
             f" && {_pins_hold('t.template.spec', f'variables.pins[{task_key}]')})",
             "each task's pod and containers as rendered (commands, arguments, environment, mounts, "
             "security contexts)",
         ),
-        refuse(f"variables.pods.all(p, {no_host})", "no host network, PID or IPC namespace"),
-        refuse(
+        _refuse(group, f"variables.pods.all(p, {no_host})", "no host network, PID or IPC namespace"),
+        _refuse(
+            group,
             "variables.pods.all(p, !has(p.ephemeralContainers)) && " + _each_container(unprivileged),
             "no privileged container, unmasked /proc or added capability"
             + (f" beyond {', '.join(capabilities)}" if capabilities else ""),
         ),
-        refuse(_each_container(no_secrets), "no Secret in a container's environment"),
-        refuse(
+        _refuse(group, _each_container(no_secrets), "no Secret in a container's environment"),
+        _refuse(
+            group,
             identity,
             "no service account but the check's own (a pod without one mounts no token)",
         ),
-        *fixed,
     ]
+
+
+def _scheduling_rules(group: str, jobs: Sequence[FabricCheckJob]) -> list[dict[str, str]]:
+    """The validations that hold the Job to its rendered queue, priority, node group, labels,
+    tasks and replicas."""
+    by_task = {f"{job.name}/{task.name}": task for job in jobs for task in job.tasks}
+
+    def per_task(attribute: str, empty: str) -> str:
+        return _lookup({key: getattr(task, attribute) for key, task in by_task.items()}, _TASK_KEY, empty)
+
+    return [
+        _refuse(
+            group,
+            "has(object.spec.queue) && object.spec.queue == variables.queue",
+            "its own queue, the one rendered",
+        ),
+        _refuse(
+            group,
+            f"{_optional('object.spec', 'priorityClassName', chr(39) * 2)} == variables.priority"
+            " && variables.pods.all(p, !has(p.priorityClassName) || p.priorityClassName == variables.priority)",
+            "the rendered priority class and no other",
+        ),
+        _refuse(
+            group,
+            "variables.pods.all(p, !has(p.nodeName) && !has(p.affinity))"
+            f" && variables.tasks.all(t, !has(t.template) || !has(t.template.spec)"
+            f" || ({_optional('t.template.spec', 'nodeSelector', '{}')} == {per_task('node_selector', '{}')}"
+            f" && {_optional('t.template.spec', 'tolerations', '[]')} == {per_task('tolerations', '[]')}))",
+            "the rendered node group: its node selector and tolerations, no nodeName or affinity",
+        ),
+        _refuse(
+            group,
+            "variables.pods.all(p, !has(p.runtimeClassName) && !has(p.hostAliases))",
+            "no runtime class or host aliases",
+        ),
+        _refuse(
+            group,
+            f"{_optional('object.metadata', 'labels', '{}')} == variables.labels"
+            " && variables.tasks.all(t, (has(t.template) && has(t.template.metadata)"
+            f" && has(t.template.metadata.labels) ? t.template.metadata.labels : {{}}) == {per_task('labels', '{}')})",
+            "the rendered labels, no others",
+        ),
+        _refuse(
+            group,
+            "size(variables.tasks) == variables.taskCount"
+            f" && variables.tasks.all(t, has(t.replicas) && t.replicas == {per_task('replicas', '-1')})"
+            f" && {_optional('object.spec', 'minAvailable', '0')} == variables.minAvailable",
+            "the rendered tasks and replicas",
+        ),
+    ]
+
+
+def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]:
+    """The policy's spec: members of ``group`` may create and update only the Volcano Jobs ``jobs``."""
     return {
         # An error in an expression refuses the request rather than letting it through.
         "failurePolicy": "Fail",
@@ -550,9 +583,21 @@ def _fence_spec(*, group: str, jobs: Sequence[FabricCheckJob]) -> dict[str, Any]
                 "expression": f"has(request.userInfo.groups) && {cel_string(group)} in request.userInfo.groups",
             }
         ],
-        "variables": variables,
-        "validations": validations,
+        "variables": _fence_variables(jobs),
+        "validations": [*_pod_rules(group, jobs), *_scheduling_rules(group, jobs)],
     }
+
+
+def _check_namespaces(fabric_check_jobs: Sequence[FabricCheckJob], fabric_check_namespace: str) -> None:
+    """Refuse fabric check jobs without a namespace or outside ``fabric_check_namespace``."""
+    if fabric_check_jobs and not fabric_check_namespace:
+        raise ValueError("DeploymentCheckRbacChart: fabric_check_jobs need fabric_check_namespace")
+    elsewhere = [job.name for job in fabric_check_jobs if job.namespace != fabric_check_namespace]
+    if elsewhere:
+        raise ValueError(
+            f"DeploymentCheckRbacChart: fabric check jobs {', '.join(elsewhere)} are not in "
+            f"{fabric_check_namespace}"
+        )
 
 
 class DeploymentCheckRbacChart(cdk8s.Chart):
@@ -570,6 +615,35 @@ class DeploymentCheckRbacChart(cdk8s.Chart):
         canary: CanaryAccess | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self._readers(group)
+        _check_namespaces(fabric_check_jobs, fabric_check_namespace)
+        jobs = [*fabric_check_jobs, *([canary.job] if canary is not None else [])]
+        if not jobs:
+            return
+        # The fences first: a Role that grants create must never be in place without them.
+        fences = Construct(self, "Fences")
+        admission_policy(
+            Construct(fences, "VolcanoJobs"),
+            name=job_fence_name(group),
+            labels={"app.kubernetes.io/name": job_fence_name(group)},
+            spec=_fence_spec(group=group, jobs=jobs),
+            binding_spec={"validationActions": ["Deny"]},
+        )
+        if canary is not None:
+            admission_policy(
+                Construct(fences, "ConfigMaps"),
+                name=config_map_fence_name(group),
+                labels={"app.kubernetes.io/name": config_map_fence_name(group)},
+                spec=_config_map_fence_spec(group=group, canary=canary),
+                binding_spec={"validationActions": ["Deny"]},
+            )
+            self._canary_roles(group, canary)
+        if fabric_check_jobs:
+            self._fabric_check_role(group, fabric_check_jobs, fabric_check_namespace)
+
+    def _readers(self, group: str) -> None:
+        """The ClusterRole that reads nodes and the Role that reads the autoscaler's health,
+        both bound to the group ``group``."""
         k8s.KubeClusterRole(
             self,
             "ClusterRole",
@@ -609,37 +683,6 @@ class DeploymentCheckRbacChart(cdk8s.Chart):
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=group),
             subjects=[k8s.Subject(api_group="rbac.authorization.k8s.io", kind="Group", name=group)],
         )
-        if fabric_check_jobs and not fabric_check_namespace:
-            raise ValueError("DeploymentCheckRbacChart: fabric_check_jobs need fabric_check_namespace")
-        elsewhere = [job.name for job in fabric_check_jobs if job.namespace != fabric_check_namespace]
-        if elsewhere:
-            raise ValueError(
-                f"DeploymentCheckRbacChart: fabric check jobs {', '.join(elsewhere)} are not in "
-                f"{fabric_check_namespace}"
-            )
-        jobs = [*fabric_check_jobs, *([canary.job] if canary is not None else [])]
-        if not jobs:
-            return
-        # The fences first: a Role that grants create must never be in place without them.
-        fences = Construct(self, "Fences")
-        admission_policy(
-            Construct(fences, "VolcanoJobs"),
-            name=job_fence_name(group),
-            labels={"app.kubernetes.io/name": job_fence_name(group)},
-            spec=_fence_spec(group=group, jobs=jobs),
-            binding_spec={"validationActions": ["Deny"]},
-        )
-        if canary is not None:
-            admission_policy(
-                Construct(fences, "ConfigMaps"),
-                name=config_map_fence_name(group),
-                labels={"app.kubernetes.io/name": config_map_fence_name(group)},
-                spec=_config_map_fence_spec(group=group, canary=canary),
-                binding_spec={"validationActions": ["Deny"]},
-            )
-            self._canary_roles(group, canary)
-        if fabric_check_jobs:
-            self._fabric_check_role(group, fabric_check_jobs, fabric_check_namespace)
 
     def _fabric_check_role(
         self, group: str, fabric_check_jobs: Sequence[FabricCheckJob], fabric_check_namespace: str

@@ -354,6 +354,11 @@ def _arguments(values: GangWatchdogValues) -> list[str]:
     ]
 
 
+def _metadata(**extra: Any) -> k8s.ObjectMeta:
+    """The watchdog's name and labels, with ``extra`` (its namespace, annotations)."""
+    return k8s.ObjectMeta(name=NAME, labels=GANG_WATCHDOG_LABELS, **extra)
+
+
 class GangWatchdogChart(cdk8s.Chart):
     """ServiceAccount, RBAC, ConfigMap, Deployment and NetworkPolicy ``gang-watchdog`` in ``namespace``."""
 
@@ -367,15 +372,17 @@ class GangWatchdogChart(cdk8s.Chart):
         vpc_cidr: str,
     ) -> None:
         super().__init__(scope, id)
-        labels = GANG_WATCHDOG_LABELS
+        subject = self._cluster_access(namespace)
+        self._team_roles(values, subject)
+        self._workload(values, namespace)
+        self._network_policy(namespace, vpc_cidr)
 
-        def metadata(**extra: Any) -> k8s.ObjectMeta:
-            return k8s.ObjectMeta(name=NAME, labels=labels, **extra)
-
+    def _cluster_access(self, namespace: str) -> k8s.Subject:
+        """The ServiceAccount, and its ClusterRole on pods and nodes; returns it as a subject."""
         k8s.KubeServiceAccount(
             self,
             "ServiceAccount",
-            metadata=metadata(namespace=namespace),
+            metadata=_metadata(namespace=namespace),
             # Only the watchdog's pod asks for the token.
             automount_service_account_token=False,
         )
@@ -385,7 +392,7 @@ class GangWatchdogChart(cdk8s.Chart):
         k8s.KubeClusterRole(
             self,
             "ClusterRole",
-            metadata=metadata(),
+            metadata=_metadata(),
             rules=[
                 k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"]),
                 k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "patch"]),
@@ -394,10 +401,14 @@ class GangWatchdogChart(cdk8s.Chart):
         k8s.KubeClusterRoleBinding(
             self,
             "ClusterRoleBinding",
-            metadata=metadata(),
+            metadata=_metadata(),
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
             subjects=[subject],
         )
+        return subject
+
+    def _team_roles(self, values: GangWatchdogValues, subject: k8s.Subject) -> None:
+        """A Role and its binding in each team namespace the watchdog watches."""
         # PodGroups only in the team namespaces it watches; with the stuck-run guard, also what
         # judging and ending a run takes there: its Jobs, its pods' logs (the newest line: is it
         # progressing?), TerminateJob commands and the Job's status reason (the admission policy
@@ -413,7 +424,7 @@ class GangWatchdogChart(cdk8s.Chart):
             k8s.KubeRole(
                 self,
                 f"Role-{team}",
-                metadata=metadata(namespace=team),
+                metadata=_metadata(namespace=team),
                 rules=[
                     k8s.PolicyRule(
                         api_groups=["scheduling.volcano.sh"], resources=["podgroups"], verbs=["get", "list"]
@@ -424,15 +435,18 @@ class GangWatchdogChart(cdk8s.Chart):
             k8s.KubeRoleBinding(
                 self,
                 f"RoleBinding-{team}",
-                metadata=metadata(namespace=team),
+                metadata=_metadata(namespace=team),
                 role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=NAME),
                 subjects=[subject],
             )
-        k8s.KubeConfigMap(self, "Program", metadata=metadata(namespace=namespace), data=PROGRAM_FILES)
+
+    def _workload(self, values: GangWatchdogValues, namespace: str) -> None:
+        """The program's ConfigMap and the Deployment that runs it."""
+        k8s.KubeConfigMap(self, "Program", metadata=_metadata(namespace=namespace), data=PROGRAM_FILES)
         k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=metadata(
+            metadata=_metadata(
                 namespace=namespace,
                 annotations=policy_exceptions(
                     {**_POLICY_EXCEPTIONS, **digest_exceptions(values.image), **pull_policy_exceptions()}
@@ -442,10 +456,10 @@ class GangWatchdogChart(cdk8s.Chart):
                 replicas=1,
                 # One writer at a time, also during a rollout.
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
-                selector=k8s.LabelSelector(match_labels=labels),
+                selector=k8s.LabelSelector(match_labels=GANG_WATCHDOG_LABELS),
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(
-                        labels=labels,
+                        labels=GANG_WATCHDOG_LABELS,
                         # A new program is a new pod: the ConfigMap alone would not restart it.
                         annotations={"trainium/program-sha256": program_digest(PROGRAM_FILES)},
                     ),
@@ -453,11 +467,14 @@ class GangWatchdogChart(cdk8s.Chart):
                 ),
             ),
         )
-        selector = k8s.LabelSelector(match_labels=labels)
+
+    def _network_policy(self, namespace: str, vpc_cidr: str) -> None:
+        """No ingress; egress to DNS and the API server only."""
+        selector = k8s.LabelSelector(match_labels=GANG_WATCHDOG_LABELS)
         k8s.KubeNetworkPolicy(
             self,
             "NetworkPolicy",
-            metadata=metadata(namespace=namespace),
+            metadata=_metadata(namespace=namespace),
             spec=k8s.NetworkPolicySpec(
                 pod_selector=selector,
                 # Ingress selected with no rule: no pod may connect. Egress: DNS, and the API server

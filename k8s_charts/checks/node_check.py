@@ -201,14 +201,14 @@ def _is_failed_taint(variable: str) -> str:
     )
 
 
-def _policy_spec(username: str) -> dict[str, Any]:
-    """The service account may only remove the startup taint from, and set its condition on, its
-    own Trainium node. Every expression guards itself (failurePolicy Fail: an error refuses)."""
-    extra = f"request.userInfo.extra[{cel_string(NODE_NAME_EXTRA)}]"
-    condition = cel_string(NODE_CHECK_CONDITION)
-    server_metadata = ["managedFields", "resourceVersion"]
+# Fields the API server writes on every update; the policy ignores them.
+_SERVER_METADATA = ["managedFields", "resourceVersion"]
 
-    variables = [
+
+def _request_variables() -> list[dict[str, str]]:
+    """Who calls (the node its token is bound to) and what: a node or a node status update of its own Trainium node."""
+    extra = f"request.userInfo.extra[{cel_string(NODE_NAME_EXTRA)}]"
+    return [
         {
             "name": "nodeName",
             "expression": f"has(request.userInfo.extra) && {cel_string(NODE_NAME_EXTRA)} in request.userInfo.extra"
@@ -231,6 +231,12 @@ def _policy_spec(username: str) -> dict[str, Any]:
             " && oldObject.metadata.name == variables.nodeName && has(oldObject.metadata.labels)"
             f" && {cel_string(NEURON_DEVICES_LABEL)} in oldObject.metadata.labels",
         },
+    ]
+
+
+def _taint_variables() -> list[dict[str, str]]:
+    """The node's taints before and after, and whether only the check's own changed."""
+    return [
         {
             "name": "newSpec",
             "expression": "variables.isNodeUpdate && has(object.spec) ? object.spec : {}",
@@ -256,7 +262,7 @@ def _policy_spec(username: str) -> dict[str, Any]:
                 [
                     "variables.isNodeUpdate",
                     same_except("object", "oldObject", ["metadata", "spec"]),
-                    same_except("object.metadata", "oldObject.metadata", server_metadata),
+                    same_except("object.metadata", "oldObject.metadata", _SERVER_METADATA),
                     same_except("variables.newSpec", "variables.oldSpec", ["taints"]),
                     (
                         "variables.newTaints.all(t, t in variables.oldTaints"
@@ -269,6 +275,13 @@ def _policy_spec(username: str) -> dict[str, Any]:
                 ]
             ),
         },
+    ]
+
+
+def _condition_variables() -> list[dict[str, str]]:
+    """The node's conditions before and after, and whether only the check's own changed."""
+    condition = cel_string(NODE_CHECK_CONDITION)
+    return [
         {
             "name": "newStatus",
             "expression": "variables.isStatusUpdate && has(object.status) ? object.status : {}",
@@ -292,7 +305,7 @@ def _policy_spec(username: str) -> dict[str, Any]:
                 [
                     "variables.isStatusUpdate",
                     same_except("object", "oldObject", ["metadata", "status"]),
-                    same_except("object.metadata", "oldObject.metadata", server_metadata),
+                    same_except("object.metadata", "oldObject.metadata", _SERVER_METADATA),
                     same_except("variables.newStatus", "variables.oldStatus", ["conditions"]),
                     (
                         f"variables.newConditions.filter(c, c.type != {condition})"
@@ -303,8 +316,12 @@ def _policy_spec(username: str) -> dict[str, Any]:
             ),
         },
     ]
+
+
+def _validations() -> list[dict[str, str]]:
+    """One refusal, with its reason, per thing the node check may not do."""
     who = "the node check"
-    validations = [
+    return [
         refuse(
             "variables.nodeName != ''",
             f"{who} must call with a pod-bound service-account token (user extra {NODE_NAME_EXTRA})",
@@ -328,8 +345,16 @@ def _policy_spec(username: str) -> dict[str, Any]:
             f"{who} may only set the node condition {NODE_CHECK_CONDITION}",
         ),
     ]
+
+
+def _policy_spec(username: str) -> dict[str, Any]:
+    """The service account may only remove the startup taint from, and set its condition on, its
+    own Trainium node. Every expression guards itself (failurePolicy Fail: an error refuses)."""
     return service_account_policy_spec(
-        username=username, resources=["nodes", "nodes/*"], variables=variables, validations=validations
+        username=username,
+        resources=["nodes", "nodes/*"],
+        variables=[*_request_variables(), *_taint_variables(), *_condition_variables()],
+        validations=_validations(),
     )
 
 

@@ -73,32 +73,13 @@ def _same_except_prefix(new: str, old: str, prefix: str) -> str:
 def _variables(resource_prefix: str) -> list[dict[str, str]]:
     """Named expressions, in order. Each guards itself, so none can fail on any request: a failing
     expression would deny (failurePolicy Fail), and a refused allocation fails the training pod."""
+    return [*_request_variables(), *_node_status_variables(resource_prefix)]
+
+
+def _request_variables() -> list[dict[str, str]]:
+    """Who calls (the node its token is bound to) and what: a pod update, a node proxy or a node
+    status update, on its own node; for a pod, whether only its annotations changed."""
     extra = f"request.userInfo.extra[{cel_string(NODE_NAME_EXTRA)}]"
-    only_neuron_resources = " && ".join(
-        [
-            "variables.isNodeStatusUpdate",
-            "has(object.status) && has(oldObject.status)",
-            same_except("object", "oldObject", ["metadata", "status"]),
-            same_except("object.metadata", "oldObject.metadata", _SERVER_METADATA),
-            same_except("object.status", "oldObject.status", _RESOURCE_LISTS),
-            *(
-                _same_except_prefix(
-                    f"variables.new{field.title()}", f"variables.old{field.title()}", resource_prefix
-                )
-                for field in _RESOURCE_LISTS
-            ),
-        ]
-    )
-    # A node's status.capacity and status.allocatable, before and after; {} when absent.
-    resource_lists = [
-        {
-            "name": f"{age}{field.title()}",
-            "expression": f"variables.isNodeStatusUpdate && has({obj}.status) && has({obj}.status.{field})"
-            f" ? {obj}.status.{field} : {{}}",
-        }
-        for field in _RESOURCE_LISTS
-        for age, obj in (("new", "object"), ("old", "oldObject"))
-    ]
     return [
         {
             # The node the token is bound to, or '' when the token names none.
@@ -145,6 +126,37 @@ def _variables(resource_prefix: str) -> list[dict[str, str]]:
                 ]
             ),
         },
+    ]
+
+
+def _node_status_variables(resource_prefix: str) -> list[dict[str, str]]:
+    """A node status update's resource lists, and whether only their ``resource_prefix`` entries changed."""
+    only_neuron_resources = " && ".join(
+        [
+            "variables.isNodeStatusUpdate",
+            "has(object.status) && has(oldObject.status)",
+            same_except("object", "oldObject", ["metadata", "status"]),
+            same_except("object.metadata", "oldObject.metadata", _SERVER_METADATA),
+            same_except("object.status", "oldObject.status", _RESOURCE_LISTS),
+            *(
+                _same_except_prefix(
+                    f"variables.new{field.title()}", f"variables.old{field.title()}", resource_prefix
+                )
+                for field in _RESOURCE_LISTS
+            ),
+        ]
+    )
+    # A node's status.capacity and status.allocatable, before and after; {} when absent.
+    resource_lists = [
+        {
+            "name": f"{age}{field.title()}",
+            "expression": f"variables.isNodeStatusUpdate && has({obj}.status) && has({obj}.status.{field})"
+            f" ? {obj}.status.{field} : {{}}",
+        }
+        for field in _RESOURCE_LISTS
+        for age, obj in (("new", "object"), ("old", "oldObject"))
+    ]
+    return [
         *resource_lists,
         {
             # Everything of the node is unchanged but the Neuron entries of capacity and allocatable.

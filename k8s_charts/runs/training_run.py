@@ -423,16 +423,154 @@ def _pod_user_container(image: str) -> vc.JobSpecTasksTemplateSpecInitContainers
     )
 
 
+def _volumes(run: TrainingRun, run_id_value: str) -> list[vc.JobSpecTasksTemplateSpecVolumes]:
+    """The pod's volumes: the team's claims, its user files, the worker script, shared memory,
+    its Python packages and (when the run has one) its program."""
+    volume = vc.JobSpecTasksTemplateSpecVolumes
+    return [
+        volume(
+            name="data",
+            persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
+                claim_name=run.claim_name
+            ),
+        ),
+        volume(
+            name="datasets",
+            persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
+                claim_name=run.datasets_claim_name, read_only=True
+            ),
+        ),
+        # The pod's passwd and group files, written by its init container.
+        volume(
+            name=POD_USER_VOLUME,
+            empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(
+                size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string("1Mi")
+            ),
+        ),
+        # The worker script, once per team namespace (k8s_charts/runs/worker_script.py).
+        volume(
+            name=WORKER_SCRIPT_VOLUME,
+            config_map=vc.JobSpecTasksTemplateSpecVolumesConfigMap(
+                name=WORKER_SCRIPT_CONFIGMAP, default_mode=WORKER_SCRIPT_MODE
+            ),
+        ),
+        # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.
+        volume(
+            name="dshm",
+            empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(medium="Memory"),
+        ),
+        # The run's Python packages, installed per pod: nothing shared can rewrite them.
+        volume(
+            name="python",
+            empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(
+                size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string("4Gi")
+            ),
+        ),
+        *(
+            [
+                volume(
+                    name="program",
+                    config_map=vc.JobSpecTasksTemplateSpecVolumesConfigMap(
+                        name=program_config_map(run_id_value), default_mode=0o444
+                    ),
+                )
+            ]
+            if run.program_files
+            else []
+        ),
+    ]
+
+
+def _tolerations() -> list[vc.JobSpecTasksTemplateSpecTolerations]:
+    """The Neuron taint, and a minute's grace on a lost node."""
+    return [
+        vc.JobSpecTasksTemplateSpecTolerations(key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"),
+        # A pod on a lost node goes a minute after the node is marked, not
+        # the default five (cluster_facts/failure_recovery.py).
+        *(
+            vc.JobSpecTasksTemplateSpecTolerations(
+                key=key,
+                operator="Exists",
+                effect="NoExecute",
+                toleration_seconds=NODE_LOST_TOLERATION_SECONDS,
+            )
+            for key in NODE_LOST_TAINT_KEYS
+        ),
+    ]
+
+
+def _pod_spec(run: TrainingRun, run_id_value: str) -> vc.JobSpecTasksTemplateSpec:
+    """The pod of each replica: its user, node group, containers, device claims and volumes."""
+    return vc.JobSpecTasksTemplateSpec(
+        restart_policy="Never",
+        # Training never calls the Kubernetes API.
+        automount_service_account_token=False,
+        # The runtime's default seccomp profile is what `docker run` gives the Neuron images.
+        security_context=vc.JobSpecTasksTemplateSpecSecurityContext(
+            # The team's own uid and gid: they own its directory (k8s_charts/runs/fsx_layout.py).
+            run_as_non_root=True,
+            run_as_user=run.run_as,
+            run_as_group=run.run_as,
+            # The package emptyDir is the group's; the FSx CSI driver's volumes
+            # (no fsType) are left alone, and OnRootMismatch never walks a tree.
+            fs_group=run.run_as,
+            fs_group_change_policy="OnRootMismatch",
+            seccomp_profile=vc.JobSpecTasksTemplateSpecSecurityContextSeccompProfile(type="RuntimeDefault"),
+        ),
+        node_selector={NODE_GROUP_LABEL: run.node_group},
+        tolerations=_tolerations(),
+        init_containers=[_pod_user_container(run.image)],
+        containers=[_container(run, run_id_value)],
+        resource_claims=(
+            [
+                vc.JobSpecTasksTemplateSpecResourceClaims(
+                    name=name, resource_claim_template_name=claim_template_name(run, name)
+                )
+                for name in run.devices.claims()
+            ]
+            if run.devices is not None
+            else None
+        ),
+        volumes=_volumes(run, run_id_value),
+    )
+
+
+def _task(run: TrainingRun, run_id_value: str, labels: Mapping[str, str]) -> vc.JobSpecTasks:
+    """The Job's one task: a replica per node, its restart policies and its pod template."""
+    restart_on = [
+        vc.JobSpecTasksPolicies(event=event, action="RestartJob")
+        for event in (vc.JobSpecTasksPoliciesEvent.POD_EVICTED, vc.JobSpecTasksPoliciesEvent.POD_FAILED)
+    ]
+    return vc.JobSpecTasks(
+        name=_TASK,
+        replicas=run.nodes,
+        # Volcano's job webhook writes this default (replicas) at create; written out, a
+        # second apply of the same run finds nothing to change.
+        min_available=run.nodes,
+        # Counts container restarts (none under restartPolicy Never); 0 would become 3.
+        max_retry=volcano_max_retry(run.retries),
+        # First match wins (Volcano's applyPolicies): the exit code before the events, so a
+        # pod that cannot proceed ends the job instead of restarting it. Any other lost
+        # worker breaks the collective: restart the whole job.
+        policies=[
+            vc.JobSpecTasksPolicies(exit_code=CANNOT_PROCEED_EXIT_CODE, action="TerminateJob"),
+            *restart_on,
+        ],
+        template=vc.JobSpecTasksTemplate(
+            metadata=vc.JobSpecTasksTemplateMetadata(
+                labels={**run.pod_labels, **labels},
+                annotations={**_POLICY_EXCEPTIONS, SAFE_TO_EVICT_ANNOTATION: "false"},
+            ),
+            spec=_pod_spec(run, run_id_value),
+        ),
+    )
+
+
 def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
     labels = {"app.kubernetes.io/name": run.name, "app.kubernetes.io/instance": run_id_value}
     job_annotations = dict(_POLICY_EXCEPTIONS)
     if run.stuck_minutes is not None:
         job_annotations[STUCK_MINUTES_ANNOTATION] = str(run.stuck_minutes)
-    restart_on = [
-        vc.JobSpecTasksPolicies(event=event, action="RestartJob")
-        for event in (vc.JobSpecTasksPoliciesEvent.POD_EVICTED, vc.JobSpecTasksPoliciesEvent.POD_FAILED)
-    ]
-    volume = vc.JobSpecTasksTemplateSpecVolumes
     return vc.Job(
         scope,
         "Job",
@@ -457,134 +595,7 @@ def _job(scope: Construct, run: TrainingRun, run_id_value: str) -> vc.Job:
                 # VC_TASK_INDEX in every pod: selects the replica's cache directory.
                 "env": [],
             },
-            tasks=[
-                vc.JobSpecTasks(
-                    name=_TASK,
-                    replicas=run.nodes,
-                    # Volcano's job webhook writes this default (replicas) at create; written out, a
-                    # second apply of the same run finds nothing to change.
-                    min_available=run.nodes,
-                    # Counts container restarts (none under restartPolicy Never); 0 would become 3.
-                    max_retry=volcano_max_retry(run.retries),
-                    # First match wins (Volcano's applyPolicies): the exit code before the events, so a
-                    # pod that cannot proceed ends the job instead of restarting it. Any other lost
-                    # worker breaks the collective: restart the whole job.
-                    policies=[
-                        vc.JobSpecTasksPolicies(exit_code=CANNOT_PROCEED_EXIT_CODE, action="TerminateJob"),
-                        *restart_on,
-                    ],
-                    template=vc.JobSpecTasksTemplate(
-                        metadata=vc.JobSpecTasksTemplateMetadata(
-                            labels={**run.pod_labels, **labels},
-                            annotations={**_POLICY_EXCEPTIONS, SAFE_TO_EVICT_ANNOTATION: "false"},
-                        ),
-                        spec=vc.JobSpecTasksTemplateSpec(
-                            restart_policy="Never",
-                            # Training never calls the Kubernetes API.
-                            automount_service_account_token=False,
-                            # The runtime's default seccomp profile is what `docker run` gives the Neuron images.
-                            security_context=vc.JobSpecTasksTemplateSpecSecurityContext(
-                                # The team's own uid and gid: they own its directory (k8s_charts/runs/fsx_layout.py).
-                                run_as_non_root=True,
-                                run_as_user=run.run_as,
-                                run_as_group=run.run_as,
-                                # The package emptyDir is the group's; the FSx CSI driver's volumes
-                                # (no fsType) are left alone, and OnRootMismatch never walks a tree.
-                                fs_group=run.run_as,
-                                fs_group_change_policy="OnRootMismatch",
-                                seccomp_profile=vc.JobSpecTasksTemplateSpecSecurityContextSeccompProfile(
-                                    type="RuntimeDefault"
-                                ),
-                            ),
-                            node_selector={NODE_GROUP_LABEL: run.node_group},
-                            tolerations=[
-                                vc.JobSpecTasksTemplateSpecTolerations(
-                                    key=NEURON_TAINT_KEY, operator="Exists", effect="NoSchedule"
-                                ),
-                                # A pod on a lost node goes a minute after the node is marked, not
-                                # the default five (cluster_facts/failure_recovery.py).
-                                *(
-                                    vc.JobSpecTasksTemplateSpecTolerations(
-                                        key=key,
-                                        operator="Exists",
-                                        effect="NoExecute",
-                                        toleration_seconds=NODE_LOST_TOLERATION_SECONDS,
-                                    )
-                                    for key in NODE_LOST_TAINT_KEYS
-                                ),
-                            ],
-                            init_containers=[_pod_user_container(run.image)],
-                            containers=[_container(run, run_id_value)],
-                            resource_claims=(
-                                [
-                                    vc.JobSpecTasksTemplateSpecResourceClaims(
-                                        name=name, resource_claim_template_name=claim_template_name(run, name)
-                                    )
-                                    for name in run.devices.claims()
-                                ]
-                                if run.devices is not None
-                                else None
-                            ),
-                            volumes=[
-                                volume(
-                                    name="data",
-                                    persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
-                                        claim_name=run.claim_name
-                                    ),
-                                ),
-                                volume(
-                                    name="datasets",
-                                    persistent_volume_claim=vc.JobSpecTasksTemplateSpecVolumesPersistentVolumeClaim(
-                                        claim_name=run.datasets_claim_name, read_only=True
-                                    ),
-                                ),
-                                # The pod's passwd and group files, written by its init container.
-                                volume(
-                                    name=POD_USER_VOLUME,
-                                    empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(
-                                        size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string(
-                                            "1Mi"
-                                        )
-                                    ),
-                                ),
-                                # The worker script, once per team namespace (k8s_charts/runs/worker_script.py).
-                                volume(
-                                    name=WORKER_SCRIPT_VOLUME,
-                                    config_map=vc.JobSpecTasksTemplateSpecVolumesConfigMap(
-                                        name=WORKER_SCRIPT_CONFIGMAP, default_mode=WORKER_SCRIPT_MODE
-                                    ),
-                                ),
-                                # PyTorch data loaders share tensors through /dev/shm; the runtime's default is 64 MiB.
-                                volume(
-                                    name="dshm",
-                                    empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(medium="Memory"),
-                                ),
-                                # The run's Python packages, installed per pod: nothing shared can rewrite them.
-                                volume(
-                                    name="python",
-                                    empty_dir=vc.JobSpecTasksTemplateSpecVolumesEmptyDir(
-                                        size_limit=vc.JobSpecTasksTemplateSpecVolumesEmptyDirSizeLimit.from_string(
-                                            "4Gi"
-                                        )
-                                    ),
-                                ),
-                                *(
-                                    [
-                                        volume(
-                                            name="program",
-                                            config_map=vc.JobSpecTasksTemplateSpecVolumesConfigMap(
-                                                name=program_config_map(run_id_value), default_mode=0o444
-                                            ),
-                                        )
-                                    ]
-                                    if run.program_files
-                                    else []
-                                ),
-                            ],
-                        ),
-                    ),
-                )
-            ],
+            tasks=[_task(run, run_id_value, labels)],
         ),
     )
 

@@ -52,6 +52,109 @@ _ROOT_WRITER = (
 )
 
 
+def _mounts(mount_path: str, sub_path: str | None, scratch_path: str | None) -> list[k8s.VolumeMount]:
+    """The claim (or its ``sub_path``) at ``mount_path``, and the init containers' scratch, read-only."""
+    return [
+        k8s.VolumeMount(name="data", mount_path=mount_path, sub_path=sub_path),
+        *([k8s.VolumeMount(name="scratch", mount_path=scratch_path, read_only=True)] if scratch_path else []),
+    ]
+
+
+def _main_container(
+    image: str,
+    *,
+    command: list[str],
+    arguments: Sequence[str],
+    environment: Mapping[str, str],
+    added: list[str],
+    mounts: list[k8s.VolumeMount],
+) -> k8s.Container:
+    """The Job's container: no privilege, a read-only root, and only the capabilities ``added``."""
+    return k8s.Container(
+        name="main",
+        image=image,
+        # Pinned, from a repository that keeps its tags (k8s_charts/shared/policy_exceptions.py).
+        image_pull_policy=PINNED_PULL_POLICY,
+        command=command,
+        args=list(arguments),
+        env=[k8s.EnvVar(name=key, value=value) for key, value in environment.items()],
+        resources=container_resources(
+            # I/O bound; the memory limit leaves room for the page cache of the writes.
+            requests={"cpu": "250m", "memory": "256Mi"},
+            limits={"cpu": "1", "memory": "1Gi"},
+        ),
+        security_context=k8s.SecurityContext(
+            allow_privilege_escalation=False,
+            capabilities=k8s.Capabilities(drop=["ALL"], add=added or None),
+            read_only_root_filesystem=True,
+        ),
+        volume_mounts=mounts,
+    )
+
+
+def _exceptions(image: str, run_as: int | None, added: Mapping[str, str]) -> dict[str, str]:
+    """The Job's policy exceptions, each with its reason: root, a low uid, added capabilities, the image."""
+    return policy_exceptions(
+        {
+            **({"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER} if run_as is None else {}),
+            # Below 10000 so that no team's uid (at least 10000) can be the platform's.
+            **({"CKV_K8S_40": _PLATFORM_UID} if run_as is not None and run_as < 10000 else {}),
+            **({"CKV_K8S_25": "; ".join(f"{name}: {why}" for name, why in added.items())} if added else {}),
+            **digest_exceptions(image),
+            **pull_policy_exceptions(),
+        }
+    )
+
+
+def _in_zones(root_zones: Sequence[str]) -> k8s.Affinity:
+    """Only nodes in ``root_zones``: squashed elsewhere, root would be nobody and could create nothing."""
+    return k8s.Affinity(
+        node_affinity=k8s.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
+                node_selector_terms=[
+                    k8s.NodeSelectorTerm(
+                        match_expressions=[
+                            k8s.NodeSelectorRequirement(
+                                key=ZONE_LABEL, operator="In", values=list(root_zones)
+                            )
+                        ]
+                    )
+                ]
+            )
+        )
+    )
+
+
+def _volumes(claim_name: str, scratch_path: str | None) -> list[k8s.Volume]:
+    """The claim, and an emptyDir scratch for the init containers when there is a ``scratch_path``."""
+    return [
+        k8s.Volume(
+            name="data",
+            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name),
+        ),
+        *([k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource())] if scratch_path else []),
+    ]
+
+
+def _check_inputs(image: str, root_zones: Sequence[str]) -> None:
+    """Refuse an unpinned image, or no zone whose nodes keep root on the file system."""
+    problem = pinned_image_problem(image)
+    if problem is not None:
+        raise ValueError(problem)
+    if not root_zones:
+        raise ValueError("a platform Job needs the zones whose nodes keep root on the file system")
+
+
+def _pod_security(run_as: int | None) -> k8s.PodSecurityContext:
+    """The runtime's default seccomp profile; the uid and gid ``run_as`` (root when None)."""
+    return k8s.PodSecurityContext(
+        seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+        run_as_non_root=True if run_as is not None else None,
+        run_as_user=run_as,
+        run_as_group=run_as,
+    )
+
+
 def platform_job(
     scope: Construct,
     *,
@@ -84,37 +187,14 @@ def platform_job(
     the main container then reads; ``service_account``: the pod's, for an AWS identity through Pod
     Identity (no Kubernetes API token is mounted either way)."""
     added = dict(add_capabilities or {})
-    problem = pinned_image_problem(image)
-    if problem is not None:
-        raise ValueError(problem)
-    if not root_zones:
-        raise ValueError("a platform Job needs the zones whose nodes keep root on the file system")
-    container = k8s.Container(
-        name="main",
-        image=image,
-        # Pinned, from a repository that keeps its tags (k8s_charts/shared/policy_exceptions.py).
-        image_pull_policy=PINNED_PULL_POLICY,
+    _check_inputs(image, root_zones)
+    container = _main_container(
+        image,
         command=["/bin/sh", "-c", script, script_name],
-        args=list(arguments),
-        env=[k8s.EnvVar(name=key, value=value) for key, value in environment.items()],
-        resources=container_resources(
-            # I/O bound; the memory limit leaves room for the page cache of the writes.
-            requests={"cpu": "250m", "memory": "256Mi"},
-            limits={"cpu": "1", "memory": "1Gi"},
-        ),
-        security_context=k8s.SecurityContext(
-            allow_privilege_escalation=False,
-            capabilities=k8s.Capabilities(drop=["ALL"], add=sorted(added) or None),
-            read_only_root_filesystem=True,
-        ),
-        volume_mounts=[
-            k8s.VolumeMount(name="data", mount_path=mount_path, sub_path=sub_path),
-            *(
-                [k8s.VolumeMount(name="scratch", mount_path=scratch_path, read_only=True)]
-                if scratch_path
-                else []
-            ),
-        ],
+        arguments=arguments,
+        environment=environment,
+        added=sorted(added),
+        mounts=_mounts(mount_path, sub_path, scratch_path),
     )
     job = k8s.KubeJob(
         scope,
@@ -123,20 +203,7 @@ def platform_job(
             name=name,
             namespace=namespace,
             labels=dict(labels),
-            annotations=policy_exceptions(
-                {
-                    **({"CKV_K8S_23": _ROOT_WRITER, "CKV_K8S_40": _ROOT_WRITER} if run_as is None else {}),
-                    # Below 10000 so that no team's uid (at least 10000) can be the platform's.
-                    **({"CKV_K8S_40": _PLATFORM_UID} if run_as is not None and run_as < 10000 else {}),
-                    **(
-                        {"CKV_K8S_25": "; ".join(f"{name}: {why}" for name, why in added.items())}
-                        if added
-                        else {}
-                    ),
-                    **digest_exceptions(image),
-                    **pull_policy_exceptions(),
-                }
-            ),
+            annotations=_exceptions(image, run_as, added),
         ),
         spec=k8s.JobSpec(
             backoff_limit=backoff_limit,
@@ -149,44 +216,13 @@ def platform_job(
                     service_account_name=service_account,
                     automount_service_account_token=False,
                     enable_service_links=False,
-                    security_context=k8s.PodSecurityContext(
-                        seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
-                        run_as_non_root=True if run_as is not None else None,
-                        run_as_user=run_as,
-                        run_as_group=run_as,
-                    ),
+                    security_context=_pod_security(run_as),
                     priority_class_name=PLATFORM_PRIORITY_CLASS,
                     # Squashed elsewhere, root would be nobody and could create nothing.
-                    affinity=k8s.Affinity(
-                        node_affinity=k8s.NodeAffinity(
-                            required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
-                                node_selector_terms=[
-                                    k8s.NodeSelectorTerm(
-                                        match_expressions=[
-                                            k8s.NodeSelectorRequirement(
-                                                key=ZONE_LABEL, operator="In", values=list(root_zones)
-                                            )
-                                        ]
-                                    )
-                                ]
-                            )
-                        )
-                    ),
+                    affinity=_in_zones(root_zones),
                     init_containers=list(init_containers) or None,
                     containers=[container],
-                    volumes=[
-                        k8s.Volume(
-                            name="data",
-                            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
-                                claim_name=claim_name
-                            ),
-                        ),
-                        *(
-                            [k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource())]
-                            if scratch_path
-                            else []
-                        ),
-                    ],
+                    volumes=_volumes(claim_name, scratch_path),
                 ),
             ),
         ),
