@@ -1,5 +1,5 @@
 // helm for tests/cluster at the version of the kubectl Lambda layer the stack pins (its layer/Dockerfile
-// says HELM_VERSION; tests/tools/test_cluster_binaries.py compares): the kubectl handler installs the vendored
+// says HELM_VERSION; tests/test_cluster_binaries.py compares): the kubectl handler installs the vendored
 // charts with it, and so does the harness.
 module trainium-cluster/helm
 

@@ -1,6 +1,6 @@
 // kubectl for tests/cluster at the version of the kubectl Lambda layer the stack pins
 // (aws-cdk.lambda-layer-kubectl-v36 in requirements.txt: its layer/Dockerfile says KUBECTL_VERSION;
-// tests/tools/test_cluster_binaries.py reads it there and compares). Same wrapper as ../kubernetes:
+// tests/test_cluster_binaries.py reads it there and compares). Same wrapper as ../kubernetes:
 // k8s.io/kubernetes's staging modules replaced with their published v0.<minor>.<patch> twins.
 module trainium-cluster/kubectl
 

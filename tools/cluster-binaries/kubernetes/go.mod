@@ -2,7 +2,7 @@
 // k8s.io/kubernetes cannot be required as it is: its go.mod replaces each staging module k8s.io/<x>
 // with ./staging/src/k8s.io/<x>, which a dependency cannot use, so this module replaces each with
 // its published twin k8s.io/<x> v0.<minor>.<patch>. The version is the newest 1.36 patch the Go module
-// proxy served (v1.36.3, 2026-11) (tests/tools/test_cluster_binaries.py checks it against cluster_facts/versions.py).
+// proxy served (v1.36.3, 2026-11) (tests/test_cluster_binaries.py checks it against cluster_facts/versions.py).
 module trainium-cluster/kubernetes
 
 go 1.26.0

@@ -1,7 +1,7 @@
 // Volcano's scheduler, controller manager and webhook manager for tests/cluster (tools/cluster_binaries.py).
 // The replace block is volcano.sh/volcano v1.15.1's own (a dependency's replaces do not apply to the
 // module that requires it), less its ./staging path for volcano.sh/apis, which is published at the
-// same version. tests/tools/test_cluster_binaries.py checks the version against cluster_facts/versions.py.
+// same version. tests/test_cluster_binaries.py checks the version against cluster_facts/versions.py.
 module trainium-cluster/volcano
 
 go 1.25.0
