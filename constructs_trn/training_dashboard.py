@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -83,6 +84,272 @@ def _search(metric: CloudWatchMetric, *, cluster_name: str, statistic: str, peri
     )
 
 
+@dataclass(frozen=True)
+class _Widgets:
+    """The dashboard's rows, top to bottom, for one cluster (each method builds one row)."""
+
+    cluster_name: str
+    file_system_id: str
+    teams: str
+    """The training namespaces, as a Logs Insights list."""
+    period_seconds: int
+
+    @property
+    def period(self) -> Duration:
+        return Duration.seconds(self.period_seconds)
+
+    @property
+    def log_group(self) -> str:
+        return metrics.application_log_group(self.cluster_name)
+
+    def per_node(self, metric: CloudWatchMetric, statistic: str, *, total: bool) -> cloudwatch.MathExpression:
+        search = _search(
+            metric, cluster_name=self.cluster_name, statistic=statistic, period=self.period_seconds
+        )
+        intervals = self.period_seconds // metrics.CONTAINER_INSIGHTS_INTERVAL_SECONDS
+        return cloudwatch.MathExpression(
+            # A Sum over the period holds one datapoint per device per interval.
+            expression=f"{search} / {intervals}" if total else search,
+            label="",
+            period=self.period,
+        )
+
+    def fsx(self, metric: CloudWatchMetric, label: str, *, statistic: str, seconds: int) -> cloudwatch.Metric:
+        metric.dimensions("FileSystemId")
+        return cloudwatch.Metric(
+            namespace=metric.namespace,
+            metric_name=metric.name,
+            dimensions_map={"FileSystemId": self.file_system_id},
+            statistic=statistic,
+            label=label,
+            period=Duration.seconds(seconds),
+        )
+
+    def header(self) -> list[cloudwatch.IWidget]:
+        return [
+            cloudwatch.TextWidget(
+                markdown=(
+                    f"# Trainium cluster {self.cluster_name}\n"
+                    "Per-node graphs show one line per Trainium node (Container Insights, "
+                    f"{self.period_seconds} s periods). Training throughput and loss come from the "
+                    f"BERT script's log lines in `{self.log_group}`. TensorBoard and what each "
+                    "graph means: docs/health.md."
+                ),
+                width=24,
+                height=2,
+            )
+        ]
+
+    def neuron(self) -> list[cloudwatch.IWidget]:
+        return [
+            cloudwatch.GraphWidget(
+                title="NeuronCore utilization per node (%)",
+                left=[self.per_node(metrics.node_neuroncore_utilization, "Average", total=False)],
+                left_y_axis=cloudwatch.YAxisProps(min=0, max=100, show_units=False),
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Neuron device memory used per node (bytes)",
+                left=[self.per_node(metrics.node_neurondevice_runtime_memory_used_bytes, "Sum", total=True)],
+                left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                width=12,
+            ),
+        ]
+
+    def efa(self) -> list[cloudwatch.IWidget]:
+        return [
+            cloudwatch.GraphWidget(
+                title="EFA received per node (bytes/s)",
+                left=[self.per_node(metrics.node_efa_rx_bytes, "Sum", total=True)],
+                left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="EFA transmitted per node (bytes/s)",
+                left=[self.per_node(metrics.node_efa_tx_bytes, "Sum", total=True)],
+                left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                width=12,
+            ),
+        ]
+
+    def nodes_reporting(self) -> cloudwatch.MathExpression:
+        return cloudwatch.MathExpression(
+            # One series per node reporting Neuron hardware counters: each becomes 1, then summed.
+            expression="SUM(nodes * 0 + 1)",
+            using_metrics={
+                "nodes": cloudwatch.MathExpression(
+                    expression=_search(
+                        metrics.node_neurondevice_hw_ecc_events_total,
+                        cluster_name=self.cluster_name,
+                        statistic="Maximum",
+                        period=self.period_seconds,
+                    ),
+                    label="",
+                    period=self.period,
+                )
+            },
+            label="Trainium nodes",
+            period=self.period,
+        )
+
+    def fsx_rate(self, metric: CloudWatchMetric, label: str) -> cloudwatch.MathExpression:
+        """Bytes/s: the period's Sum over its seconds."""
+        return cloudwatch.MathExpression(
+            expression=f"{label} / {self.period_seconds}",
+            using_metrics={label: self.fsx(metric, label, statistic="Sum", seconds=self.period_seconds)},
+            label=label,
+            period=self.period,
+        )
+
+    def capacity(self) -> list[cloudwatch.IWidget]:
+        return [
+            cloudwatch.GraphWidget(
+                title="Trainium nodes",
+                left=[self.nodes_reporting()],
+                left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="FSx for Lustre throughput (bytes/s)",
+                left=[
+                    self.fsx_rate(metrics.fsx_data_read_bytes, "read"),
+                    self.fsx_rate(metrics.fsx_data_write_bytes, "write"),
+                ],
+                left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="FSx for Lustre free capacity (bytes)",
+                left=[self.fsx(metrics.fsx_free_data_storage_capacity, "free", statistic="Sum", seconds=60)],
+                left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
+                width=8,
+            ),
+        ]
+
+    def query(
+        self, title: str, lines: Sequence[str], *, table: bool, width: int
+    ) -> cloudwatch.LogQueryWidget:
+        return cloudwatch.LogQueryWidget(
+            title=title,
+            log_group_names=[self.log_group],
+            query_lines=list(lines),
+            view=cloudwatch.LogQueryVisualizationType.TABLE
+            if table
+            else cloudwatch.LogQueryVisualizationType.LINE,
+            width=width,
+        )
+
+    def training(self) -> list[cloudwatch.IWidget]:
+        lines = [
+            "fields @timestamp",
+            f"filter kubernetes.namespace_name in {self.teams} and log like /{TRAINING_LINE_FILTER}/",
+            f"parse log /{THROUGHPUT_PATTERN}/",
+        ]
+        return [
+            self.query(
+                "Training throughput (sequences/s, from the script's log)",
+                [*lines, f"stats avg(throughput) as sequences_per_second by bin({self.period_seconds}s)"],
+                table=False,
+                width=12,
+            ),
+            self.query(
+                "Latest step per training pod",
+                [
+                    *lines,
+                    (
+                        "stats latest(step) as step, latest(step_loss) as loss, "
+                        "latest(throughput) as sequences_per_second, max(@timestamp) as at "
+                        "by kubernetes.pod_name"
+                    ),
+                ],
+                table=True,
+                width=12,
+            ),
+        ]
+
+    def runs(self) -> list[cloudwatch.IWidget]:
+        attempts = [
+            "fields @timestamp",
+            f"filter kubernetes.namespace_name in {self.teams} and log like /{ATTEMPT_FILTER}/",
+            f"parse log /{ATTEMPT_PATTERN}/",
+        ]
+        return [
+            self.query(
+                "Runs: restarts, time lost, nodes replaced",
+                [
+                    *attempts,
+                    (
+                        "stats max(lost_seconds) as lost, sum(node_changed) as replaced, "
+                        "min(@timestamp) as started by run, attempt"
+                    ),
+                    (
+                        "stats max(attempt) as restarts, sum(lost) as seconds_lost, "
+                        "sum(replaced) as nodes_replaced, max(started) as latest_attempt by run"
+                    ),
+                    "sort latest_attempt desc",
+                ],
+                table=True,
+                width=12,
+            ),
+            self.query(
+                "Restarts: when, what each cost, replaced nodes",
+                [
+                    *attempts,
+                    "filter attempt > 0",
+                    (
+                        "stats min(@timestamp) as started, max(lost_seconds) as seconds_lost, "
+                        "sum(node_changed) as nodes_replaced, latest(resume_step) as resumed_from_step "
+                        "by run, attempt"
+                    ),
+                    "sort started desc",
+                ],
+                table=True,
+                width=12,
+            ),
+        ]
+
+    def node_checks(self) -> list[cloudwatch.IWidget]:
+        checks = [
+            "fields @timestamp",
+            f'filter kubernetes.namespace_name = "{NODE_CHECK_NAMESPACE}" and log like /{NODE_CHECK_FILTER}/',
+            f"parse log /{NODE_CHECK_PATTERN}/",
+        ]
+        return [
+            self.query(
+                "Trainium nodes held by the node check",
+                [
+                    *checks,
+                    'filter state = "held"',
+                    f"stats count_distinct(node) as nodes_held by bin({self.period_seconds}s)",
+                ],
+                table=False,
+                width=8,
+            ),
+            self.query(
+                "Held nodes: why, since when",
+                [
+                    *checks,
+                    'filter state = "held"',
+                    "stats latest(reason) as why, min(@timestamp) as since, max(@timestamp) as last_seen by node",
+                    "sort last_seen desc",
+                ],
+                table=True,
+                width=8,
+            ),
+            self.query(
+                "Node check: verdicts and replacements",
+                [
+                    *checks,
+                    'filter state != "held"',
+                    "stats count(*) as nodes by state, reason",
+                    "sort nodes desc",
+                ],
+                table=True,
+                width=8,
+            ),
+        ]
+
+
 class TrainingDashboard(Construct):
     """The dashboard ``dashboard_name`` of the cluster ``cluster_name``."""
 
@@ -104,65 +371,12 @@ class TrainingDashboard(Construct):
                 f"got {period_seconds}"
             )
         self.dashboard_name = dashboard_name
-        period = Duration.seconds(period_seconds)
-        intervals = period_seconds // metrics.CONTAINER_INSIGHTS_INTERVAL_SECONDS
-
-        def per_node(metric: CloudWatchMetric, statistic: str, *, total: bool) -> cloudwatch.MathExpression:
-            search = _search(metric, cluster_name=cluster_name, statistic=statistic, period=period_seconds)
-            return cloudwatch.MathExpression(
-                # A Sum over the period holds one datapoint per device per interval.
-                expression=f"{search} / {intervals}" if total else search,
-                label="",
-                period=period,
-            )
-
-        def fsx(metric: CloudWatchMetric, label: str, *, statistic: str, seconds: int) -> cloudwatch.Metric:
-            metric.dimensions("FileSystemId")
-            return cloudwatch.Metric(
-                namespace=metric.namespace,
-                metric_name=metric.name,
-                dimensions_map={"FileSystemId": file_system_id},
-                statistic=statistic,
-                label=label,
-                period=Duration.seconds(seconds),
-            )
-
-        read, write = (
-            fsx(metrics.fsx_data_read_bytes, "read", statistic="Sum", seconds=period_seconds),
-            fsx(metrics.fsx_data_write_bytes, "write", statistic="Sum", seconds=period_seconds),
+        rows = _Widgets(
+            cluster_name=cluster_name,
+            file_system_id=file_system_id,
+            teams=json.dumps(sorted(training_namespaces)),
+            period_seconds=period_seconds,
         )
-        nodes_reporting = cloudwatch.MathExpression(
-            # One series per node reporting Neuron hardware counters: each becomes 1, then summed.
-            expression="SUM(nodes * 0 + 1)",
-            using_metrics={
-                "nodes": cloudwatch.MathExpression(
-                    expression=_search(
-                        metrics.node_neurondevice_hw_ecc_events_total,
-                        cluster_name=cluster_name,
-                        statistic="Maximum",
-                        period=period_seconds,
-                    ),
-                    label="",
-                    period=period,
-                )
-            },
-            label="Trainium nodes",
-            period=period,
-        )
-        log_group = metrics.application_log_group(cluster_name)
-        teams = json.dumps(sorted(training_namespaces))
-        training_lines = f"filter kubernetes.namespace_name in {teams} and log like /{TRAINING_LINE_FILTER}/"
-        attempts = [
-            "fields @timestamp",
-            f"filter kubernetes.namespace_name in {teams} and log like /{ATTEMPT_FILTER}/",
-            f"parse log /{ATTEMPT_PATTERN}/",
-        ]
-        node_checks = [
-            "fields @timestamp",
-            f'filter kubernetes.namespace_name = "{NODE_CHECK_NAMESPACE}" and log like /{NODE_CHECK_FILTER}/',
-            f"parse log /{NODE_CHECK_PATTERN}/",
-        ]
-
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
@@ -171,189 +385,12 @@ class TrainingDashboard(Construct):
             period_override=cloudwatch.PeriodOverride.INHERIT,
             default_interval=Duration.hours(6),
             widgets=[
-                [
-                    cloudwatch.TextWidget(
-                        markdown=(
-                            f"# Trainium cluster {cluster_name}\n"
-                            "Per-node graphs show one line per Trainium node (Container Insights, "
-                            f"{period_seconds} s periods). Training throughput and loss come from the "
-                            f"BERT script's log lines in `{log_group}`. TensorBoard and what each "
-                            "graph means: docs/health.md."
-                        ),
-                        width=24,
-                        height=2,
-                    )
-                ],
-                [
-                    cloudwatch.GraphWidget(
-                        title="NeuronCore utilization per node (%)",
-                        left=[per_node(metrics.node_neuroncore_utilization, "Average", total=False)],
-                        left_y_axis=cloudwatch.YAxisProps(min=0, max=100, show_units=False),
-                        width=12,
-                    ),
-                    cloudwatch.GraphWidget(
-                        title="Neuron device memory used per node (bytes)",
-                        left=[
-                            per_node(metrics.node_neurondevice_runtime_memory_used_bytes, "Sum", total=True)
-                        ],
-                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
-                        width=12,
-                    ),
-                ],
-                [
-                    cloudwatch.GraphWidget(
-                        title="EFA received per node (bytes/s)",
-                        left=[per_node(metrics.node_efa_rx_bytes, "Sum", total=True)],
-                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
-                        width=12,
-                    ),
-                    cloudwatch.GraphWidget(
-                        title="EFA transmitted per node (bytes/s)",
-                        left=[per_node(metrics.node_efa_tx_bytes, "Sum", total=True)],
-                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
-                        width=12,
-                    ),
-                ],
-                [
-                    cloudwatch.GraphWidget(
-                        title="Trainium nodes",
-                        left=[nodes_reporting],
-                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
-                        width=8,
-                    ),
-                    cloudwatch.GraphWidget(
-                        title="FSx for Lustre throughput (bytes/s)",
-                        left=[
-                            cloudwatch.MathExpression(
-                                expression=f"read / {period_seconds}",
-                                using_metrics={"read": read},
-                                label="read",
-                                period=period,
-                            ),
-                            cloudwatch.MathExpression(
-                                expression=f"write / {period_seconds}",
-                                using_metrics={"write": write},
-                                label="write",
-                                period=period,
-                            ),
-                        ],
-                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
-                        width=8,
-                    ),
-                    cloudwatch.GraphWidget(
-                        title="FSx for Lustre free capacity (bytes)",
-                        left=[
-                            fsx(metrics.fsx_free_data_storage_capacity, "free", statistic="Sum", seconds=60)
-                        ],
-                        left_y_axis=cloudwatch.YAxisProps(min=0, show_units=False),
-                        width=8,
-                    ),
-                ],
-                [
-                    cloudwatch.LogQueryWidget(
-                        title="Training throughput (sequences/s, from the script's log)",
-                        log_group_names=[log_group],
-                        query_lines=[
-                            "fields @timestamp",
-                            training_lines,
-                            f"parse log /{THROUGHPUT_PATTERN}/",
-                            f"stats avg(throughput) as sequences_per_second by bin({period_seconds}s)",
-                        ],
-                        view=cloudwatch.LogQueryVisualizationType.LINE,
-                        width=12,
-                    ),
-                    cloudwatch.LogQueryWidget(
-                        title="Latest step per training pod",
-                        log_group_names=[log_group],
-                        query_lines=[
-                            "fields @timestamp",
-                            training_lines,
-                            f"parse log /{THROUGHPUT_PATTERN}/",
-                            (
-                                "stats latest(step) as step, latest(step_loss) as loss, "
-                                "latest(throughput) as sequences_per_second, max(@timestamp) as at "
-                                "by kubernetes.pod_name"
-                            ),
-                        ],
-                        view=cloudwatch.LogQueryVisualizationType.TABLE,
-                        width=12,
-                    ),
-                ],
-                [
-                    cloudwatch.LogQueryWidget(
-                        title="Runs: restarts, time lost, nodes replaced",
-                        log_group_names=[log_group],
-                        query_lines=[
-                            *attempts,
-                            (
-                                "stats max(lost_seconds) as lost, sum(node_changed) as replaced, "
-                                "min(@timestamp) as started by run, attempt"
-                            ),
-                            (
-                                "stats max(attempt) as restarts, sum(lost) as seconds_lost, "
-                                "sum(replaced) as nodes_replaced, max(started) as latest_attempt by run"
-                            ),
-                            "sort latest_attempt desc",
-                        ],
-                        view=cloudwatch.LogQueryVisualizationType.TABLE,
-                        width=12,
-                    ),
-                    cloudwatch.LogQueryWidget(
-                        title="Restarts: when, what each cost, replaced nodes",
-                        log_group_names=[log_group],
-                        query_lines=[
-                            *attempts,
-                            "filter attempt > 0",
-                            (
-                                "stats min(@timestamp) as started, max(lost_seconds) as seconds_lost, "
-                                "sum(node_changed) as nodes_replaced, latest(resume_step) as resumed_from_step "
-                                "by run, attempt"
-                            ),
-                            "sort started desc",
-                        ],
-                        view=cloudwatch.LogQueryVisualizationType.TABLE,
-                        width=12,
-                    ),
-                ],
-                [
-                    cloudwatch.LogQueryWidget(
-                        title="Trainium nodes held by the node check",
-                        log_group_names=[log_group],
-                        query_lines=[
-                            *node_checks,
-                            'filter state = "held"',
-                            f"stats count_distinct(node) as nodes_held by bin({period_seconds}s)",
-                        ],
-                        view=cloudwatch.LogQueryVisualizationType.LINE,
-                        width=8,
-                    ),
-                    cloudwatch.LogQueryWidget(
-                        title="Held nodes: why, since when",
-                        log_group_names=[log_group],
-                        query_lines=[
-                            *node_checks,
-                            'filter state = "held"',
-                            (
-                                "stats latest(reason) as why, min(@timestamp) as since, "
-                                "max(@timestamp) as last_seen by node"
-                            ),
-                            "sort last_seen desc",
-                        ],
-                        view=cloudwatch.LogQueryVisualizationType.TABLE,
-                        width=8,
-                    ),
-                    cloudwatch.LogQueryWidget(
-                        title="Node check: verdicts and replacements",
-                        log_group_names=[log_group],
-                        query_lines=[
-                            *node_checks,
-                            'filter state != "held"',
-                            "stats count(*) as nodes by state, reason",
-                            "sort nodes desc",
-                        ],
-                        view=cloudwatch.LogQueryVisualizationType.TABLE,
-                        width=8,
-                    ),
-                ],
+                rows.header(),
+                rows.neuron(),
+                rows.efa(),
+                rows.capacity(),
+                rows.training(),
+                rows.runs(),
+                rows.node_checks(),
             ],
         )
