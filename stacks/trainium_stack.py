@@ -176,6 +176,21 @@ class TrainiumStack(Stack):
         for key, message in configuration_notices(config, synth_date()):
             Annotations.of(self).add_warning_v2(f"trainium:{key}", f"{key}: {message}")
 
+        self._add_network_and_storage(config)
+        self._add_image_sources(config)
+        self._add_node_roles(config)
+        self._add_cluster(config)
+        self._add_trainium_nodes(config)
+        self._add_cluster_identities(config)
+        self._add_kubernetes_layer(config)
+        self._add_dashboard(config)
+        self._add_deployment_check(config, deployment_check, canary=deployment_check_canary)
+        self._encrypt_logs()
+        self._order_deployment_check(config, canary=deployment_check_canary)
+        self._add_outputs()
+
+    def _add_network_and_storage(self, config: StackConfig) -> None:
+        """The network, the EFA security group, the file system and the training images' repository."""
         self.network = _network(self, config)
         vpc = self.network.vpc
 
@@ -211,6 +226,9 @@ class TrainiumStack(Stack):
             keep_images=config.ecr.keep_images,
             removal_policy=_REMOVAL_POLICIES[config.ecr.removal_policy],
         )
+
+    def _add_image_sources(self, config: StackConfig) -> None:
+        """Where nodes pull third-party images: the pull-through cache and the mirror of Docker Hub's."""
         # Third-party images come through the account's registry (docs/supply-chain.md).
         ecr_settings = config.ecr
         self.pull_through_cache = (
@@ -236,12 +254,16 @@ class TrainiumStack(Stack):
                 "ImageMirror",
                 images=mirrored,
                 keep_images=ecr_settings.keep_images,
-                vpc=vpc,
+                vpc=self.network.vpc,
                 subnets=self.network.private_subnets,
             )
             if mirrored
             else None
         )
+
+    def _add_node_roles(self, config: StackConfig) -> None:
+        """One role per kind of node, each pulling only what its pods run."""
+        ecr_settings = config.ecr
         # One role per kind of node. The system nodes keep the construct id of the role all nodes once
         # shared: a node group's role cannot change without replacing the group, and replacing the
         # system nodes would stop every cluster service; the Trainium groups (0 nodes when idle) move.
@@ -283,12 +305,14 @@ class TrainiumStack(Stack):
             import_repository_arns=imports if pull_through else (),
         )
 
+    def _add_cluster(self, config: StackConfig) -> None:
+        """The EKS cluster, its teams' access, the system nodes and the add-ons."""
         self.cluster = TrainingCluster(
             self,
             "Cluster",
             cluster_name=config.name,
             kubernetes_version=config.cluster.kubernetes_version,
-            vpc=vpc,
+            vpc=self.network.vpc,
             private_subnets=self.network.private_subnets,
             endpoint_public_cidrs=config.cluster.endpoint_public_cidrs,
             admin_role_arns=config.cluster.admin_role_arns,
@@ -324,6 +348,9 @@ class TrainiumStack(Stack):
             wait_for=self.system_nodes,
         )
 
+    def _add_trainium_nodes(self, config: StackConfig) -> None:
+        """The Trainium node groups, joining once the pod network is in place."""
+        eks_cluster = self.cluster.cluster
         # Every interface of a Trainium node carries the EFA group and the cluster group (which
         # EKS would otherwise add itself, and which lets the node reach the control plane).
         interface_groups = [
@@ -361,6 +388,9 @@ class TrainiumStack(Stack):
             for addon in self.addons.networking:
                 nodes.node.add_dependency(addon)
 
+    def _add_cluster_identities(self, config: StackConfig) -> None:
+        """The AWS identities of the cluster's own services (autoscaler, node check, data staging)."""
+        eks_cluster = self.cluster.cluster
         # The autoscaler's AWS identity; its Helm release is a step of the Kubernetes layer.
         self.autoscaler = ClusterAutoscalerAccess(
             self, "ClusterAutoscaler", cluster=self.cluster.interface, cluster_name=config.name
@@ -390,6 +420,8 @@ class TrainiumStack(Stack):
             if s3_sources(dataset)
         }
 
+    def _add_kubernetes_layer(self, config: StackConfig) -> None:
+        """The Kubernetes layer's plan, applied step by step, each waiting only for what it uses."""
         self.kubernetes_plan = applied_plan(
             self.review_plan,
             file_system_id=self.storage.file_system_id,
@@ -432,6 +464,8 @@ class TrainiumStack(Stack):
             ),
         )
 
+    def _add_dashboard(self, config: StackConfig) -> None:
+        """The CloudWatch dashboard, when the configuration asks for one."""
         self.dashboard = (
             TrainingDashboard(
                 self,
@@ -446,14 +480,17 @@ class TrainiumStack(Stack):
             else None
         )
 
-        # Opt-in (the pipeline's stages): a read-only role for the post-deployment check.
+    def _add_deployment_check(
+        self, config: StackConfig, trust: DeploymentCheckTrust | None, *, canary: bool
+    ) -> None:
+        """Opt-in (the pipeline's stages): a read-only role for the post-deployment check."""
         self.deployment_check = (
             DeploymentCheckAccess(
                 self,
                 "DeploymentCheck",
                 cluster=self.cluster.interface,
                 role_name=deployment_check_role_name(config.name, config.region),
-                trust=deployment_check,
+                trust=trust,
                 node_groups=[group.nodegroup for group in self.trainium_node_groups.values()],
                 rbac_manifests=render(
                     lambda app, name: DeploymentCheckRbacChart(
@@ -472,24 +509,25 @@ class TrainiumStack(Stack):
                             tensorboard_namespace=PLATFORM_NAMESPACE,
                             tensorboard_proxy=SERVICE_PROXY_NAME,
                         )
-                        if deployment_check_canary
+                        if canary
                         else None,
                     )
                 ),
             )
-            if deployment_check is not None
+            if trust is not None
             else None
         )
-        self._encrypt_logs()
+
+    def _order_deployment_check(self, config: StackConfig, *, canary: bool) -> None:
+        """The check's Kubernetes access waits for the namespaces its Roles live in."""
         if self.deployment_check is not None and pipeline_fabric_check_jobs(config):
             # Its Role for running the fabric checks lives in the platform namespace.
             # (its manifest is the cluster's child, not the access construct's).
             self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[ACCESS_STEP])
-        if self.deployment_check is not None and deployment_check_canary:
+        if self.deployment_check is not None and canary:
             # The canary's Roles live in the first team's namespace and the platform namespace.
             for step in (TEAMS_STEP, PLATFORM_STEP):
                 self.deployment_check.rbac.node.add_dependency(self.kubernetes.applied[step])
-        self._add_outputs()
 
     def _encrypt_logs(self) -> None:
         """Every log group of the cluster under the stack's logs key (constructs_trn/log_encryption.py)."""
