@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -295,39 +295,52 @@ def _identity(value: object) -> str:
 
 
 def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
-    """Every step, in deploy order; each chart rendered in its own cdk8s App."""
-    file_system = values.file_system
-    queues = [team.queue for team in values.teams]
-    team_names = [team.name for team in values.teams]
-    owners = {team.name: team.uid for team in values.teams}
-
-    def chart(
-        name: str,
-        build: ChartBuilder,
-        *,
-        after: tuple[str, ...] = (),
-        applied: bool = True,
-        identity: str | None = None,
-    ) -> ManifestSet:
-        return ManifestSet(
-            name=name, manifests=render(build, name), after=after, applied=applied, identity=identity
-        )
-
-    quota_gates = tuple(quota_gate(team.name) for team in values.teams)
-    images = values.images
-    platform_image = images.resolve(PLATFORM_JOB_IMAGE)
-    fetch_image = images.resolve(S3_FETCH_IMAGE)
-    volcano = _volcano(images, device_taints=values.dra is not None and values.dra.device_taints)
-    autoscaler: list[KubernetesStep] = (
-        [
-            chart(AUTOSCALER_NETWORK_STEP, partial(AutoscalerNetworkChart, vpc_cidr=values.vpc_cidr)),
-            _cluster_autoscaler(values.autoscaler, images),
-        ]
-        if values.autoscaler is not None
-        else []
-    )
-    beside_dra = values.dra is not None
+    """Every step, in deploy order; each chart rendered in its own cdk8s App. Each room's steps come
+    from its own function, which reads only its part of ``values``."""
+    volcano = _volcano(values.images, device_taints=values.dra is not None and values.dra.device_taints)
+    queue_gates = {team.queue.name: f"queue-{team.queue.name}-open" for team in values.teams}
     steps: list[KubernetesStep] = [
+        *_device_steps(values),
+        *_node_check_steps(values),
+        *_addon_steps(values, volcano),
+        *_queue_steps([team.queue for team in values.teams]),
+        *_team_steps(values),
+        *_storage_steps(values),
+        *_watchdog_steps(values),
+        *_run_steps(values.runs, queue_gates),
+        _tensorboard_step(values),
+        # The fabric checks: their access applied, each group's job rendered for kubectl (not applied).
+        *fabric_check_steps(
+            values.fabric_checks,
+            namespace=PLATFORM_NAMESPACE,
+            vpc_cidr=values.vpc_cidr,
+            after=(PLATFORM_STEP,),
+            queue_gates=queue_gates,
+            render=render,
+        ),
+    ]
+    return KubernetesLayerPlan.of(_with_team_admission(steps, values))
+
+
+def _chart(
+    name: str,
+    build: ChartBuilder,
+    *,
+    after: tuple[str, ...] = (),
+    applied: bool = True,
+    identity: str | None = None,
+) -> ManifestSet:
+    return ManifestSet(
+        name=name, manifests=render(build, name), after=after, applied=applied, identity=identity
+    )
+
+
+def _device_steps(values: KubernetesLayerValues) -> list[KubernetesStep]:
+    """The device plugins (or, beside them, the DRA drivers) and the fence that confines them."""
+    images = values.images
+    beside_dra = values.dra is not None
+    chart = _chart
+    return [
         # The API server confines the plugin's service account to its own node before the plugin
         # runs (k8s_charts/devices/device_plugin_admission.py).
         chart(DEVICE_PLUGIN_ADMISSION, DevicePluginAdmissionChart),
@@ -347,22 +360,42 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             lambda app, name: EfaDevicePluginChart(app, name, region=values.region, beside_dra=beside_dra),
         ),
         *_dra_steps(values, chart),
-        # The node check's fence first, then the check (k8s_charts/checks/node_check.py).
-        *(
-            [
-                chart(NODE_CHECK_ADMISSION, NodeCheckAdmissionChart),
-                chart(
-                    NODE_CHECK,
-                    partial(
-                        NodeCheckChart,
-                        values=replace(values.node_check, image=images.resolve(values.node_check.image)),
-                    ),
-                    after=(NODE_CHECK_ADMISSION,),
-                ),
-            ]
-            if values.node_check is not None
-            else []
+    ]
+
+
+def _node_check_steps(values: KubernetesLayerValues) -> list[KubernetesStep]:
+    """The node check's fence first, then the check (k8s_charts/checks/node_check.py)."""
+    if values.node_check is None:
+        return []
+    images = values.images
+    chart = _chart
+    return [
+        chart(NODE_CHECK_ADMISSION, NodeCheckAdmissionChart),
+        chart(
+            NODE_CHECK,
+            partial(
+                NodeCheckChart,
+                values=replace(values.node_check, image=images.resolve(values.node_check.image)),
+            ),
+            after=(NODE_CHECK_ADMISSION,),
         ),
+    ]
+
+
+def _addon_steps(values: KubernetesLayerValues, volcano: HelmRelease) -> list[KubernetesStep]:
+    """The cluster autoscaler, priority classes and Volcano with the fences around it."""
+    images = values.images
+    team_names = [team.name for team in values.teams]
+    chart = _chart
+    autoscaler: list[KubernetesStep] = (
+        [
+            chart(AUTOSCALER_NETWORK_STEP, partial(AutoscalerNetworkChart, vpc_cidr=values.vpc_cidr)),
+            _cluster_autoscaler(values.autoscaler, images),
+        ]
+        if values.autoscaler is not None
+        else []
+    )
+    return [
         # The autoscaler's NetworkPolicy before the release that creates its pod (k8s_charts/network/system_network.py).
         *autoscaler,
         # Before anything that names them: a pod naming a class that does not exist is refused.
@@ -420,6 +453,12 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             # Waits again after every change of the release (an upgrade restarts the webhook).
             identity=_identity([volcano.chart, volcano.version, dict(volcano.values)]),
         ),
+    ]
+
+
+def _queue_steps(queues: Sequence[QueueValues]) -> list[KubernetesStep]:
+    """A Volcano queue per team, and a gate that waits for it to open."""
+    return [
         # A queue per custom resource: kubectl does not prune custom resources, so a dropped team's
         # queue goes only with a resource of its own.
         *(
@@ -448,15 +487,13 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             )
             for queue in queues
         ),
-        ManifestSet(
-            name=PLATFORM_STEP,
-            manifests=(
-                *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
-                *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
-                *render(partial(ContainerDefaultsChart, namespace=PLATFORM_NAMESPACE)),
-            ),
-            after=(PRIORITY_STEP,),
-        ),
+    ]
+
+
+def _teams_namespaces(values: KubernetesLayerValues) -> ManifestSet:
+    """Each team's namespace with its network policy, device claim templates, settings and worker
+    script (its quotas are added once every step exists: they count its objects)."""
+    return (
         # The teams' namespaces (the step keeps the name it had with one team: renaming it would
         # delete the namespace `training` with the old custom resource).
         ManifestSet(
@@ -505,7 +542,25 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             ),
             # The team's members act in the namespace only once its admission policy holds.
             after=(PRIORITY_STEP, TENANT_ADMISSION),
+        )
+    )
+
+
+def _team_steps(values: KubernetesLayerValues) -> list[KubernetesStep]:
+    """The platform's and the teams' namespaces, each team's quota gate and its etcd."""
+    images = values.images
+    quota_gates = tuple(quota_gate(team.name) for team in values.teams)
+    return [
+        ManifestSet(
+            name=PLATFORM_STEP,
+            manifests=(
+                *render(partial(NamespaceChart, name=PLATFORM_NAMESPACE, pod_security=PLATFORM_POD_SECURITY)),
+                *render(partial(NamespaceIsolationChart, namespace=PLATFORM_NAMESPACE)),
+                *render(partial(ContainerDefaultsChart, namespace=PLATFORM_NAMESPACE)),
+            ),
+            after=(PRIORITY_STEP,),
         ),
+        _teams_namespaces(values),
         # The object quotas count from their first moment: until the quota controller has counted
         # every resource of one, the API server refuses every object it counts ("status unknown for
         # quota"). The controller finds Volcano's resources by discovery, every 30 s
@@ -540,6 +595,19 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             ),
             after=(TEAMS_STEP, *quota_gates),
         ),
+    ]
+
+
+def _storage_steps(values: KubernetesLayerValues) -> list[KubernetesStep]:
+    """The file system's volumes, its directory layout and the staged data sets."""
+    file_system = values.file_system
+    team_names = [team.name for team in values.teams]
+    owners = {team.name: team.uid for team in values.teams}
+    quota_gates = tuple(quota_gate(team.name) for team in values.teams)
+    platform_image = values.images.resolve(PLATFORM_JOB_IMAGE)
+    fetch_image = values.images.resolve(S3_FETCH_IMAGE)
+    chart = _chart
+    return [
         chart(
             "fsx-storage",
             partial(
@@ -601,20 +669,30 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             for dataset in values.datasets
         ),
     ]
-    if values.gang_watchdog is not None:
-        # Its Roles go into the team namespaces; it runs on the system nodes (no Trainium node waited on).
-        watchdog = replace(values.gang_watchdog, image=images.resolve(values.gang_watchdog.image))
-        steps.extend(
-            gang_watchdog_steps(
-                watchdog,
-                namespace=PLATFORM_NAMESPACE,
-                vpc_cidr=values.vpc_cidr,
-                after=(PLATFORM_STEP, TEAMS_STEP),
-                render=render,
-            )
+
+
+def _watchdog_steps(values: KubernetesLayerValues) -> list[KubernetesStep]:
+    """The gang watchdog: its Roles go into the team namespaces; it runs on the system nodes (no
+    Trainium node waited on)."""
+    if values.gang_watchdog is None:
+        return []
+    watchdog = replace(values.gang_watchdog, image=values.images.resolve(values.gang_watchdog.image))
+    return list(
+        gang_watchdog_steps(
+            watchdog,
+            namespace=PLATFORM_NAMESPACE,
+            vpc_cidr=values.vpc_cidr,
+            after=(PLATFORM_STEP, TEAMS_STEP),
+            render=render,
         )
-    queue_gates = {queue.name: f"queue-{queue.name}-open" for queue in queues}
-    for planned in values.runs:
+    )
+
+
+def _run_steps(runs: Sequence[PlannedRun], queue_gates: Mapping[str, str]) -> list[KubernetesStep]:
+    """Each run of the configuration, after its queue, its fences, etcd, the layout and its data."""
+    steps: list[KubernetesStep] = []
+    chart = _chart
+    for planned in runs:
         run = planned.run
         steps.append(
             chart(
@@ -632,36 +710,35 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
                 identity=run_id(run).removeprefix(f"{run.name}-"),
             )
         )
-    steps.append(
-        chart(
-            "tensorboard",
-            partial(
-                TensorBoardChart,
-                image=images.resolve(TENSORBOARD_IMAGE),
-                namespace=PLATFORM_NAMESPACE,
-                claim_name=file_system.claim_name,
-                memory_gib=values.tensorboard.memory_gib,
-                # Team directories are 2750: TensorBoard reads them as a member of every team's group.
-                team_groups=tuple(sorted(owners.values())),
-                # The API server's service proxy (make canary) connects from the control plane's
-                # interfaces in the VPC.
-                api_server_cidr=values.vpc_cidr,
-            ),
-            after=("fsx-storage",),
-            applied=values.tensorboard.applied,
-        )
-    )
-    # The fabric checks: their access applied, each group's job rendered for kubectl (not applied).
-    steps.extend(
-        fabric_check_steps(
-            values.fabric_checks,
+    return steps
+
+
+def _tensorboard_step(values: KubernetesLayerValues) -> KubernetesStep:
+    file_system = values.file_system
+    owners = {team.name: team.uid for team in values.teams}
+    chart = _chart
+    return chart(
+        "tensorboard",
+        partial(
+            TensorBoardChart,
+            image=values.images.resolve(TENSORBOARD_IMAGE),
             namespace=PLATFORM_NAMESPACE,
-            vpc_cidr=values.vpc_cidr,
-            after=(PLATFORM_STEP,),
-            queue_gates=queue_gates,
-            render=render,
-        )
+            claim_name=file_system.claim_name,
+            memory_gib=values.tensorboard.memory_gib,
+            # Team directories are 2750: TensorBoard reads them as a member of every team's group.
+            team_groups=tuple(sorted(owners.values())),
+            # The API server's service proxy (make canary) connects from the control plane's
+            # interfaces in the VPC.
+            api_server_cidr=values.vpc_cidr,
+        ),
+        after=("fsx-storage",),
+        applied=values.tensorboard.applied,
     )
+
+
+def _with_team_admission(steps: list[KubernetesStep], values: KubernetesLayerValues) -> list[KubernetesStep]:
+    """Each team's quotas, counting what the plan keeps in its namespace, and the team namespaces'
+    admission policy, from what the plan puts there, before the namespaces."""
     teams_index = next(index for index, step in enumerate(steps) if step.name == TEAMS_STEP)
     # Each team's quotas, counting what the plan keeps in its namespace.
     teams_step = steps[teams_index]
@@ -713,7 +790,7 @@ def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
             ),
         ),
     )
-    return KubernetesLayerPlan.of(steps)
+    return steps
 
 
 def _dra_steps(values: KubernetesLayerValues, chart: Callable[..., ManifestSet]) -> list[KubernetesStep]:
