@@ -46,6 +46,7 @@ from config.pipeline import (
     REPO_ROOT,
     EnvironmentSettings,
     Pipeline,
+    PipelineSettings,
     WaveSettings,
     construct_id_of,
 )
@@ -187,6 +188,18 @@ class TrainiumPipeline(cdk.Stack):
         self.assets_cli_version = assets_cli_version or pinned_assets_cli_version()
         self.artifact_bucket = self._artifact_bucket()
 
+        self._add_pipeline(settings, pipeline_file)
+        trust = self._add_check_role(settings)
+        self._add_stages(scope, pipeline, pipeline_file, trust)
+        self._allow_checks_into_stages()
+        self.pipeline.build_pipeline()
+        self._pin_security_check_cli()
+        self._log_the_security_check_to_the_build_logs()
+        self._acknowledge_pipeline_findings()
+        self.log_encryption.encrypt_template_log_groups(self)
+
+    def _add_pipeline(self, settings: PipelineSettings, pipeline_file: str) -> None:
+        """The source, the build logs, the synth step and the CDK pipeline itself."""
         self.pipeline_file = pipeline_file
         self.source = source = pipelines.CodePipelineSource.connection(
             settings.source.repository,
@@ -244,6 +257,8 @@ class TrainiumPipeline(cdk.Stack):
             ),
         )
 
+    def _add_check_role(self, settings: PipelineSettings) -> DeploymentCheckTrust:
+        """The role the post-deployment checks run as, and the trust each stage gives it."""
         # By name, known at synth: the stages' stacks trust it without referring to this stack.
         check_role_name = f"{settings.name}-deployment-check"
         self.check_role = iam.Role(
@@ -255,7 +270,13 @@ class TrainiumPipeline(cdk.Stack):
         )
         trust = DeploymentCheckTrust(account=settings.tooling.account, role_name=check_role_name)
         self._check_egress(settings.tooling.region)
+        return trust
 
+    def _add_stages(
+        self, scope: Construct, pipeline: Pipeline, pipeline_file: str, trust: DeploymentCheckTrust
+    ) -> None:
+        """A wave per configured wave, a stage per environment (children of the app, not of this stack)."""
+        settings = pipeline.settings
         self.stages: dict[str, TrainiumStage] = {}
         self.waves: dict[str, pipelines.Wave] = {}
         self.canary_configs: dict[str, str] = {}
@@ -281,6 +302,8 @@ class TrainiumPipeline(cdk.Stack):
                 self.stages[environment.name] = stage
                 self._add_stage(wave, wave_settings, environment, stage)
 
+    def _allow_checks_into_stages(self) -> None:
+        """The check role may assume each stage's read-only check role, and nothing else."""
         self.check_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["sts:AssumeRole"],
@@ -291,12 +314,6 @@ class TrainiumPipeline(cdk.Stack):
                 ],
             )
         )
-
-        self.pipeline.build_pipeline()
-        self._pin_security_check_cli()
-        self._log_the_security_check_to_the_build_logs()
-        self._acknowledge_pipeline_findings()
-        self.log_encryption.encrypt_template_log_groups(self)
 
     def _check_egress(self, region: str) -> None:
         """A fixed public address for the deployment checks, so no API server admits CodeBuild's ranges.
