@@ -109,6 +109,19 @@ def summary(
     """
     plan = plan if plan is not None else review_plan(config)
     lines = [
+        *_cluster_lines(config, stack_name),
+        *_capacity_lines(config),
+        *_layer_lines(plan),
+        *_access_lines(config),
+        *_team_lines(config),
+        *_run_lines(config),
+        *_cost_and_resource_lines(template),
+    ]
+    return "\n".join(lines)
+
+
+def _cluster_lines(config: StackConfig, stack_name: str) -> list[str]:
+    return [
         f"# {stack_name}: {config.name} in {config.account} {config.region}",
         "",
         f"EKS {config.cluster.kubernetes_version}; API endpoint "
@@ -129,6 +142,11 @@ def summary(
         ),
         _network_line(config),
         "",
+    ]
+
+
+def _capacity_lines(config: StackConfig) -> list[str]:
+    lines = [
         f"## Trainium capacity in {config.trainium.availability_zone} ({config.trainium.availability_zone_id})",
         "",
         (
@@ -155,7 +173,11 @@ def summary(
             f"{group.max_size} | {capacity} | {group.instance.efa_interfaces} | "
             f"{'yes' if group.uses_placement_group else 'no'} | {group.update_strategy} |"
         )
-    lines += ["", "## Kubernetes layer, in deploy order", ""]
+    return lines
+
+
+def _layer_lines(plan: KubernetesLayerPlan) -> list[str]:
+    lines = ["", "## Kubernetes layer, in deploy order", ""]
     for step in plan:
         if isinstance(step, HelmRelease):
             what = f"Helm chart {step.chart} {step.version} from {step.source} into {step.namespace}"
@@ -166,8 +188,11 @@ def summary(
             what = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
         state = "applied" if step.applied else "rendered only"
         lines.append(f"- {step.name} ({state}): {what}")
-    lines += _access_lines(config) + _team_lines(config) + _run_lines(config)
-    lines += ["", "## Monthly cost", "", f"{monthly_cost(template).describe()}.", ""]
+    return lines
+
+
+def _cost_and_resource_lines(template: Mapping[str, Any]) -> list[str]:
+    lines = ["", "## Monthly cost", "", f"{monthly_cost(template).describe()}.", ""]
     cost = monthly_cost(template)
     lines += [f"- {item}" for item in cost.items]
     lines += [f"- not priced: {item}" for item in cost.unknown]
@@ -181,7 +206,7 @@ def summary(
         *(f"- {resource_type}: {count}" for resource_type, count in sorted(resources.items())),
         "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def _network_line(config: StackConfig) -> str:
