@@ -492,6 +492,8 @@ def fabric_checks(config: StackConfig) -> tuple[FabricCheckValues, ...]:
             threshold=settings.threshold,
             message_bytes=settings.message_bytes,
             taint=settings.taint_failed_nodes,
+            # A worker takes its node as a training pod does: by claim on a DRA group.
+            devices=node_devices(group.instance) if group.uses_dra else None,
         )
         for group in config.trainium.node_groups
     )

@@ -41,6 +41,7 @@ import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from cluster_facts.dra import NodeDevices, node_claim_template
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.instance_catalog import TrainiumInstanceType
 from cluster_facts.kubernetes_names import (
@@ -54,6 +55,7 @@ from cluster_facts.kubernetes_names import (
 from cluster_facts.kubernetes_plan import ManifestSet
 from cluster_facts.script_files import program_body, program_text
 from cluster_facts.volcano_retries import VOLCANO_DEFAULT_MAX_RETRY
+from k8s_charts.devices.device_claims import NodeClaimTemplatesChart
 from k8s_charts.network.tenant_network import api_server_egress_rules, dns_egress_rule
 from k8s_charts.shared.admission_policy import (
     admission_policy,
@@ -235,6 +237,7 @@ def _pod_template(
     node_group: str,
     container: dict[str, Any],
     service_account: str | None = None,
+    devices: NodeDevices | None = None,
 ) -> dict[str, Any]:
     # Only a launcher that taints calls the Kubernetes API, with its own service account.
     identity: dict[str, Any] = (
@@ -258,6 +261,18 @@ def _pod_template(
             # The launcher requests no Neuron device, so EKS's admission adds no toleration for it.
             "tolerations": [{"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [container],
+            # On a DRA group the worker's devices come by claim, from the group's templates in this
+            # namespace (``FabricCheckAccessChart``), as a training pod's do.
+            **(
+                {
+                    "resourceClaims": [
+                        {"name": claim, "resourceClaimTemplateName": node_claim_template(node_group, claim)}
+                        for claim in devices.claims()
+                    ]
+                }
+                if devices is not None
+                else {}
+            ),
         },
     }
 
@@ -291,6 +306,7 @@ class FabricCheckChart(cdk8s.Chart):
         threshold: float,
         message_bytes: int = DEFAULT_MESSAGE_BYTES,
         taint: bool = False,
+        devices: NodeDevices | None = None,
     ) -> None:
         super().__init__(scope, id)
         _check_inputs(
@@ -309,7 +325,17 @@ class FabricCheckChart(cdk8s.Chart):
                 # Every chip and EFA interface of the node, as a training pod takes them: one worker
                 # per node, and the check measures what training gets. Extended resources are
                 # limits only; Kubernetes copies them to requests.
-                "limits": {NEURON_RESOURCE: str(instance.chips), EFA_RESOURCE: str(instance.efa_interfaces)},
+                # On a DRA group (``devices``) no plugin advertises them: the pod's claims hold the node.
+                **(
+                    {
+                        "limits": {
+                            NEURON_RESOURCE: str(instance.chips),
+                            EFA_RESOURCE: str(instance.efa_interfaces),
+                        }
+                    }
+                    if devices is None
+                    else {"claims": [{"name": claim} for claim in devices.claims()]}
+                ),
                 # As the training pods: 7/8 of the node, the rest for kubelet and DaemonSets (and
                 # the launcher); no cpu or memory limit on a pod that owns its node.
                 "requests": {
@@ -422,6 +448,7 @@ class FabricCheckChart(cdk8s.Chart):
                                 labels={**labels, "app.kubernetes.io/component": WORKER_TASK},
                                 node_group=node_group,
                                 container=worker,
+                                devices=devices,
                             ),
                         },
                         {
@@ -658,6 +685,9 @@ class FabricCheckValues:
     threshold: float
     message_bytes: int
     taint: bool
+    devices: NodeDevices | None = None
+    """On a ``devices: dra`` group, what a worker claims of its node (cluster_facts/dra.py); None: the
+    device plugins' resources."""
 
 
 def skip_reason(check: FabricCheckValues) -> str | None:
@@ -693,20 +723,25 @@ def fabric_check_steps(
         steps.append(
             ManifestSet(
                 name=ACCESS_STEP,
-                manifests=tuple(
-                    manifest
-                    for check in runnable
-                    for manifest in render(
-                        partial(
-                            FabricCheckAccessChart,
-                            node_group=check.node_group,
-                            nodes=check.nodes,
-                            namespace=namespace,
-                            taint=check.taint,
-                            vpc_cidr=vpc_cidr,
-                        ),
-                        f"{ACCESS_STEP}-{check.node_group}",
-                    )
+                manifests=(
+                    *(
+                        manifest
+                        for check in runnable
+                        for manifest in render(
+                            partial(
+                                FabricCheckAccessChart,
+                                node_group=check.node_group,
+                                nodes=check.nodes,
+                                namespace=namespace,
+                                taint=check.taint,
+                                vpc_cidr=vpc_cidr,
+                            ),
+                            f"{ACCESS_STEP}-{check.node_group}",
+                        )
+                    ),
+                    # A DRA group's claim templates, where its check's workers run (the teams' own are
+                    # in their namespaces; a pod names a template of its own namespace only).
+                    *_claim_templates(runnable, namespace=namespace, render=render),
                 ),
                 after=after,
             )
@@ -734,6 +769,7 @@ def fabric_check_steps(
                         threshold=check.threshold,
                         message_bytes=check.message_bytes,
                         taint=check.taint,
+                        devices=check.devices,
                     ),
                     name,
                 ),
@@ -743,3 +779,16 @@ def fabric_check_steps(
             )
         )
     return steps
+
+
+def _claim_templates(
+    checks: list[FabricCheckValues], *, namespace: str, render: Renderer
+) -> tuple[Mapping[str, Any], ...]:
+    """``trainium-node-<group>`` (and ``-efa``) in ``namespace`` for each DRA group checked; none
+    without one (a device-plugin cluster's access step is unchanged)."""
+    groups = {check.node_group: check.devices for check in checks if check.devices is not None}
+    if not groups:
+        return ()
+    return render(
+        partial(NodeClaimTemplatesChart, namespace=namespace, groups=groups), f"{ACCESS_STEP}-claims"
+    )

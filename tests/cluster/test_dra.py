@@ -49,6 +49,7 @@ from cluster_facts.kubernetes_names import (
     team_rbac_group,
 )
 from config import StackConfig, parse_config
+from k8s_charts.checks.fabric_check import job_name as fabric_job_name
 from k8s_charts.devices import efa_device_plugin, efa_dra_driver, neuron_device_plugin, neuron_dra_driver
 from k8s_charts.devices.dra_admission import DRIVER_POLICIES, OBJECTS_POLICY, TEAM_CLAIMS_POLICY
 from tests.cluster.autoscaler import MIN_COUNT_ANNOTATION, TEST_TIMINGS, kwok_templates, start_autoscaler
@@ -413,6 +414,33 @@ def test_a_gang_of_connected_claims_is_allocated_whole_nodes_and_reserved_for_it
         lambda: run.job_status().get("state", {}).get("phase") == "Completed", timeout=60, what="done"
     )
     end_runs(cluster, [TRAINING])
+
+
+def test_a_dra_groups_fabric_check_claims_its_nodes_whole_in_the_platform_namespace(
+    cluster: ControlPlane, nodes: dict[str, list[str]]
+) -> None:
+    """The fabric check of trn1-dra as `make fabric-check` applies it (its rendered Job; the access
+    step with the group's claim templates in the platform namespace is the plan's): Volcano's
+    controller makes its pods and their claims from those templates, the scheduler allocates each
+    worker a whole node's connected devices, and the gang (two workers, the launcher) runs. With the
+    device plugins' limits it rendered before, the workers never scheduled: no DRA node has them."""
+    [step] = [step for step in plan_of(DRA).manifest_sets() if step.name == fabric_job_name(TRN1)]
+    [job] = step.manifests
+    run = RunHandle.of_job(cluster, job)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
+    try:
+        pods = cluster.wait_for(run.running, timeout=90, what="trn1-dra's fabric check running")
+        workers = [p for p in pods if p["spec"].get("resourceClaims")]
+        assert len(workers) == 2 and len(pods) == 3
+        assert {p["spec"]["nodeName"] for p in workers} == set(nodes[TRN1])
+        assert kubelet_refusals(cluster, workers) == []
+        for pod in workers:
+            [claim] = claims_of(cluster, pod)
+            results = _results(claim)
+            assert len(results["neurons"]) == 16 and len(results["efa"]) == 8
+            assert len(_connected(cluster, claim, 16)) == 1
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=true", input=json.dumps(job))
 
 
 def _events(plane: ControlPlane, namespace: str, reason: str) -> list[str]:
