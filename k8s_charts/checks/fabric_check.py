@@ -315,95 +315,19 @@ class FabricCheckChart(cdk8s.Chart):
         name = job_name(node_group)
         labels = fabric_check_labels(node_group)
 
-        worker = {
-            "name": "worker",
-            "image": image,
-            "command": ["/bin/bash", "-c", WORKER_SCRIPT, "fabric-check-worker"],
-            "env": _environment(_FABRIC_ENVIRONMENT),
-            "ports": [{"name": "ssh", "containerPort": _SSH_PORT, "protocol": "TCP"}],
-            "resources": {
-                # Every chip and EFA interface of the node, as a training pod takes them: one worker
-                # per node, and the check measures what training gets. Extended resources are
-                # limits only; Kubernetes copies them to requests.
-                # On a DRA group (``devices``) no plugin advertises them: the pod's claims hold the node.
-                **(
-                    {
-                        "limits": {
-                            NEURON_RESOURCE: str(instance.chips),
-                            EFA_RESOURCE: str(instance.efa_interfaces),
-                        }
-                    }
-                    if devices is None
-                    else {"claims": [{"name": claim} for claim in devices.claims()]}
-                ),
-                # As the training pods: 7/8 of the node, the rest for kubelet and DaemonSets (and
-                # the launcher); no cpu or memory limit on a pod that owns its node.
-                "requests": {
-                    "cpu": str(instance.vcpus * 7 // 8),
-                    "memory": f"{instance.memory_gib * 7 // 8}Gi",
-                },
-            },
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": SSHD_CAPABILITIES},
-        }
-        launcher_environment = {
-            **_FABRIC_ENVIRONMENT,
-            # nccom-test starts mpirun, which refuses to run as root without both.
-            "OMPI_ALLOW_RUN_AS_ROOT": "1",
-            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-            "NODES": str(nodes),
-            "CORES_PER_NODE": str(instance.processes_per_node),
-            "NETWORK_GBPS": str(instance.network_gbps),
-            "THRESHOLD": repr(threshold),
-            "MIN_MESSAGE_BYTES": str(max(1, message_bytes // _SIZE_STEPS)),
-            "MAX_MESSAGE_BYTES": str(message_bytes),
-            "ROOT_COMM_PORT": str(ROOT_COMM_PORT),
-            "DATA_COLLECTOR_PORT": str(DATA_COLLECTOR_PORT),
-            "SSH_PORT": str(_SSH_PORT),
-            "WAIT_TIMEOUT_SECONDS": str(WAIT_TIMEOUT_SECONDS),
-            "RUN_TIMEOUT_SECONDS": str(RUN_TIMEOUT_SECONDS),
-            **(
-                {
-                    "TAINT": taint_text(),
-                    "POD_NAMESPACE": namespace,
-                    "WORKER_PODS": ",".join(worker_pods(node_group, nodes)),
-                }
-                if taint
-                else {}
+        worker = _worker_container(instance, image, devices)
+        launcher = _launcher_container(
+            image,
+            _launcher_environment(
+                instance,
+                node_group=node_group,
+                nodes=nodes,
+                namespace=namespace,
+                threshold=threshold,
+                message_bytes=message_bytes,
+                taint=taint,
             ),
-        }
-        launcher = {
-            "name": "launcher",
-            "image": image,
-            # cluster_programs/fabric_check_launcher.sh with fabric_verdict.py as "$1",
-            # fabric_taint.py as "$2" and the API client it imports as "$3".
-            "command": [
-                "/bin/bash",
-                "-c",
-                LAUNCHER_SCRIPT,
-                "fabric-check-launcher",
-                VERDICT_PROGRAM,
-                TAINT_PROGRAM,
-                API_CLIENT,
-            ],
-            "env": [
-                *_environment(launcher_environment),
-                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-            ],
-            "ports": [
-                {"name": "collector", "containerPort": DATA_COLLECTOR_PORT, "protocol": "TCP"},
-            ],
-            # nccom-test and mpirun only orchestrate here; the ranks run on the workers.
-            "resources": {
-                "requests": {"cpu": "1", "memory": "2Gi"},
-                "limits": {"cpu": "2", "memory": "4Gi"},
-            },
-            # mpirun, ssh and nccom-test as root need no capability (its files are root's own).
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-            # The script writes the verdict line here; if it dies first, the log's tail stands in.
-            "terminationMessagePath": "/dev/termination-log",
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-        }
-
+        )
         job = cdk8s.ApiObject(
             self,
             "Job",
@@ -413,12 +337,6 @@ class FabricCheckChart(cdk8s.Chart):
                 name=name, namespace=namespace, labels=labels, annotations=_POLICY_EXCEPTIONS
             ),
         )
-        # The launcher decides the job's outcome; a lost worker makes its nccom-test fail.
-        end_job = [
-            {"event": "TaskCompleted", "action": "CompleteJob"},
-            {"event": "PodFailed", "action": "TerminateJob"},
-            {"event": "PodEvicted", "action": "TerminateJob"},
-        ]
         job.add_json_patch(
             cdk8s.JsonPatch.add(
                 "/spec",
@@ -435,39 +353,174 @@ class FabricCheckChart(cdk8s.Chart):
                         "svc": ["--publish-not-ready-addresses", "--disable-network-policy"],
                     },
                     "tasks": [
-                        {
-                            "name": WORKER_TASK,
-                            "replicas": nodes,
-                            # What Volcano's job webhook writes into a task at create (minAvailable =
-                            # replicas, maxRetry 0 -> 3: cluster_facts/volcano_retries.py), written out:
-                            # a second kubectl apply replaces the task list (a merge patch), and
-                            # without them Volcano's update validation refuses the changed tasks.
-                            "minAvailable": nodes,
-                            "maxRetry": VOLCANO_DEFAULT_MAX_RETRY,
-                            "template": _pod_template(
-                                labels={**labels, "app.kubernetes.io/component": WORKER_TASK},
-                                node_group=node_group,
-                                container=worker,
-                                devices=devices,
-                            ),
-                        },
-                        {
-                            "name": LAUNCHER_TASK,
-                            "replicas": 1,
-                            "minAvailable": 1,
-                            "maxRetry": VOLCANO_DEFAULT_MAX_RETRY,
-                            "policies": end_job,
-                            "template": _pod_template(
-                                labels=launcher_labels(node_group),
-                                node_group=node_group,
-                                container=launcher,
-                                service_account=name if taint else None,
-                            ),
-                        },
+                        _worker_task(node_group, nodes, labels=labels, container=worker, devices=devices),
+                        _launcher_task(
+                            node_group, container=launcher, service_account=name if taint else None
+                        ),
                     ],
                 },
             )
         )
+
+
+def _worker_task(
+    node_group: str,
+    nodes: int,
+    *,
+    labels: dict[str, str],
+    container: dict[str, Any],
+    devices: NodeDevices | None,
+) -> dict[str, Any]:
+    return {
+        "name": WORKER_TASK,
+        "replicas": nodes,
+        # What Volcano's job webhook writes into a task at create (minAvailable =
+        # replicas, maxRetry 0 -> 3: cluster_facts/volcano_retries.py), written out:
+        # a second kubectl apply replaces the task list (a merge patch), and
+        # without them Volcano's update validation refuses the changed tasks.
+        "minAvailable": nodes,
+        "maxRetry": VOLCANO_DEFAULT_MAX_RETRY,
+        "template": _pod_template(
+            labels={**labels, "app.kubernetes.io/component": WORKER_TASK},
+            node_group=node_group,
+            container=container,
+            devices=devices,
+        ),
+    }
+
+
+def _launcher_task(
+    node_group: str, *, container: dict[str, Any], service_account: str | None
+) -> dict[str, Any]:
+    return {
+        "name": LAUNCHER_TASK,
+        "replicas": 1,
+        "minAvailable": 1,
+        "maxRetry": VOLCANO_DEFAULT_MAX_RETRY,
+        # The launcher decides the job's outcome; a lost worker makes its nccom-test fail.
+        "policies": [
+            {"event": "TaskCompleted", "action": "CompleteJob"},
+            {"event": "PodFailed", "action": "TerminateJob"},
+            {"event": "PodEvicted", "action": "TerminateJob"},
+        ],
+        "template": _pod_template(
+            labels=launcher_labels(node_group),
+            node_group=node_group,
+            container=container,
+            service_account=service_account,
+        ),
+    }
+
+
+def _worker_container(
+    instance: TrainiumInstanceType, image: str, devices: NodeDevices | None
+) -> dict[str, Any]:
+    """One worker per node, with every chip and EFA interface of it."""
+    return {
+        "name": "worker",
+        "image": image,
+        "command": ["/bin/bash", "-c", WORKER_SCRIPT, "fabric-check-worker"],
+        "env": _environment(_FABRIC_ENVIRONMENT),
+        "ports": [{"name": "ssh", "containerPort": _SSH_PORT, "protocol": "TCP"}],
+        "resources": {
+            # Every chip and EFA interface of the node, as a training pod takes them: one worker
+            # per node, and the check measures what training gets. Extended resources are
+            # limits only; Kubernetes copies them to requests.
+            # On a DRA group (``devices``) no plugin advertises them: the pod's claims hold the node.
+            **(
+                {
+                    "limits": {
+                        NEURON_RESOURCE: str(instance.chips),
+                        EFA_RESOURCE: str(instance.efa_interfaces),
+                    }
+                }
+                if devices is None
+                else {"claims": [{"name": claim} for claim in devices.claims()]}
+            ),
+            # As the training pods: 7/8 of the node, the rest for kubelet and DaemonSets (and
+            # the launcher); no cpu or memory limit on a pod that owns its node.
+            "requests": {
+                "cpu": str(instance.vcpus * 7 // 8),
+                "memory": f"{instance.memory_gib * 7 // 8}Gi",
+            },
+        },
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": SSHD_CAPABILITIES},
+    }
+
+
+def _launcher_environment(
+    instance: TrainiumInstanceType,
+    *,
+    node_group: str,
+    nodes: int,
+    namespace: str,
+    threshold: float,
+    message_bytes: int,
+    taint: bool,
+) -> dict[str, str]:
+    """What the launcher's script reads: the run's size, the verdict's threshold and, when it taints, whom."""
+    return {
+        **_FABRIC_ENVIRONMENT,
+        # nccom-test starts mpirun, which refuses to run as root without both.
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "NODES": str(nodes),
+        "CORES_PER_NODE": str(instance.processes_per_node),
+        "NETWORK_GBPS": str(instance.network_gbps),
+        "THRESHOLD": repr(threshold),
+        "MIN_MESSAGE_BYTES": str(max(1, message_bytes // _SIZE_STEPS)),
+        "MAX_MESSAGE_BYTES": str(message_bytes),
+        "ROOT_COMM_PORT": str(ROOT_COMM_PORT),
+        "DATA_COLLECTOR_PORT": str(DATA_COLLECTOR_PORT),
+        "SSH_PORT": str(_SSH_PORT),
+        "WAIT_TIMEOUT_SECONDS": str(WAIT_TIMEOUT_SECONDS),
+        "RUN_TIMEOUT_SECONDS": str(RUN_TIMEOUT_SECONDS),
+        **(
+            {
+                "TAINT": taint_text(),
+                "POD_NAMESPACE": namespace,
+                "WORKER_PODS": ",".join(worker_pods(node_group, nodes)),
+            }
+            if taint
+            else {}
+        ),
+    }
+
+
+def _launcher_container(image: str, environment: dict[str, str]) -> dict[str, Any]:
+    """The launcher: runs nccom-test over the workers, judges it and, when told, taints."""
+    return {
+        "name": "launcher",
+        "image": image,
+        # cluster_programs/fabric_check_launcher.sh with fabric_verdict.py as "$1",
+        # fabric_taint.py as "$2" and the API client it imports as "$3".
+        "command": [
+            "/bin/bash",
+            "-c",
+            LAUNCHER_SCRIPT,
+            "fabric-check-launcher",
+            VERDICT_PROGRAM,
+            TAINT_PROGRAM,
+            API_CLIENT,
+        ],
+        "env": [
+            *_environment(environment),
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
+        "ports": [
+            {"name": "collector", "containerPort": DATA_COLLECTOR_PORT, "protocol": "TCP"},
+        ],
+        # nccom-test and mpirun only orchestrate here; the ranks run on the workers.
+        "resources": {
+            "requests": {"cpu": "1", "memory": "2Gi"},
+            "limits": {"cpu": "2", "memory": "4Gi"},
+        },
+        # mpirun, ssh and nccom-test as root need no capability (its files are root's own).
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # The script writes the verdict line here; if it dies first, the log's tail stands in.
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
 
 
 def _is_the_taint(variable: str) -> str:
@@ -575,6 +628,21 @@ class FabricCheckAccessChart(cdk8s.Chart):
         super().__init__(scope, id)
         name = job_name(node_group)
         labels = fabric_check_labels(node_group)
+        self._pods_network(name=name, namespace=namespace, labels=labels)
+        if not taint:
+            return
+        self._launcher_network(node_group, name=name, namespace=namespace, labels=labels, vpc_cidr=vpc_cidr)
+        self._launcher_identity(node_group, nodes, name=name, namespace=namespace, labels=labels)
+        admission_policy(
+            self,
+            name=name,
+            labels=labels,
+            spec=_taint_policy(node_group=node_group, username=service_account_username(namespace, name)),
+            binding_spec={"validationActions": ["Deny"]},
+            binding_id="PolicyBinding",
+        )
+
+    def _pods_network(self, *, name: str, namespace: str, labels: dict[str, str]) -> None:
         selector = k8s.LabelSelector(match_labels=labels)
         peers = [k8s.NetworkPolicyPeer(pod_selector=selector)]
         # The platform namespace denies all traffic by default (k8s_charts/network/tenant_network.py): the
@@ -593,8 +661,10 @@ class FabricCheckAccessChart(cdk8s.Chart):
                 egress=[k8s.NetworkPolicyEgressRule(to=peers), dns_egress_rule()],
             ),
         )
-        if not taint:
-            return
+
+    def _launcher_network(
+        self, node_group: str, *, name: str, namespace: str, labels: dict[str, str], vpc_cidr: str
+    ) -> None:
         launcher = launcher_labels(node_group)
         k8s.KubeNetworkPolicy(
             self,
@@ -609,6 +679,11 @@ class FabricCheckAccessChart(cdk8s.Chart):
                 egress=api_server_egress_rules(vpc_cidr),
             ),
         )
+
+    def _launcher_identity(
+        self, node_group: str, nodes: int, *, name: str, namespace: str, labels: dict[str, str]
+    ) -> None:
+        """The launcher's service account: it gets its workers (their nodes) and gets and patches nodes."""
         k8s.KubeServiceAccount(
             self,
             "ServiceAccount",
@@ -650,14 +725,6 @@ class FabricCheckAccessChart(cdk8s.Chart):
             metadata=k8s.ObjectMeta(name=name, labels=labels),
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=name),
             subjects=[subject],
-        )
-        admission_policy(
-            self,
-            name=name,
-            labels=labels,
-            spec=_taint_policy(node_group=node_group, username=service_account_username(namespace, name)),
-            binding_spec={"validationActions": ["Deny"]},
-            binding_id="PolicyBinding",
         )
 
 
