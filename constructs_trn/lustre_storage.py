@@ -96,6 +96,18 @@ class RootSquash(Construct):
         acknowledge_custom_resource_function(stack)
 
 
+def _export_buckets(
+    exports: Mapping[str, str], *, persistent: bool, backups: bool, owner: str | None
+) -> list[str]:
+    """The one bucket ``exports`` go to (none without exports); a ValueError for what FSx refuses."""
+    if exports and (not persistent or backups):
+        raise ValueError("exports need a PERSISTENT_2 file system without automatic backups")
+    buckets = sorted({_bucket_of(path) for path in exports.values()})
+    if exports and (len(buckets) != 1 or owner is None):
+        raise ValueError(f"exports go to one bucket of a named owner, not {buckets} of {owner}")
+    return buckets
+
+
 class LustreStorage(Construct):
     """A Lustre file system, its security group and, optionally, an S3 data repository.
 
@@ -148,20 +160,7 @@ class LustreStorage(Construct):
         self._allow_itself_outbound()
         self.allow_clients(*client_security_groups)
 
-        # SCRATCH_2 is always encrypted with an FSx-owned key; PERSISTENT_2 takes a customer key.
-        self.kms_key = (
-            kms.Key(
-                self,
-                "Key",
-                description=f"{name}: FSx for Lustre encryption at rest",
-                enable_key_rotation=True,
-                # The key goes with the file system: retained together, or scheduled for deletion
-                # (KMS waits 30 days, during which the deletion can be cancelled) when it is destroyed.
-                removal_policy=removal_policy,
-            )
-            if persistent
-            else None
-        )
+        self.kms_key = self._encryption_key(name, removal_policy) if persistent else None
         # FSx links any bucket it can read, whoever owns it; CloudFormation cannot ask. S3 can:
         # HeadBucket with ExpectedBucketOwner fails (403) for a bucket of another account, and the
         # file system links the bucket only after it succeeded.
@@ -173,13 +172,9 @@ class LustreStorage(Construct):
             else None
         )
         exports = dict(exports or {})
-        if exports and (not persistent or backup_retention_days):
-            raise ValueError("exports need a PERSISTENT_2 file system without automatic backups")
-        export_buckets = sorted({_bucket_of(path) for path in exports.values()})
-        if exports and (len(export_buckets) != 1 or exports_owner is None):
-            raise ValueError(
-                f"exports go to one bucket of a named owner, not {export_buckets} of {exports_owner}"
-            )
+        export_buckets = _export_buckets(
+            exports, persistent=persistent, backups=bool(backup_retention_days), owner=exports_owner
+        )
         self.file_system = fsx.LustreFileSystem(
             self,
             "FileSystem",
@@ -201,47 +196,66 @@ class LustreStorage(Construct):
                 copy_tags_to_backups=True if backup_retention_days else None,
             ),
         )
-        self.data_repository = (
-            fsx.CfnDataRepositoryAssociation(
-                self,
-                "S3DataRepository",
-                file_system_id=self.file_system.file_system_id,
-                file_system_path="/s3",
-                data_repository_path=s3_import_path,
-                batch_import_meta_data_on_create=True,
-                s3=fsx.CfnDataRepositoryAssociation.S3Property(
-                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
-                        events=["NEW", "CHANGED", "DELETED"]
-                    )
-                ),
-            )
-            if persistent and s3_import_path
-            else None
-        )
+        self.data_repository = self._s3_repository(s3_import_path) if persistent and s3_import_path else None
+        self._add_exports(exports, buckets=export_buckets, owner=exports_owner)
+        self._squash_root(root_squash_to, root_squash_exempt_cidrs)
+
+        if self.bucket_owner_check is not None:
+            # SCRATCH_2 imports at creation; PERSISTENT_2 links through the association.
+            (self.data_repository or self.file_system).node.add_dependency(self.bucket_owner_check)
+
+    def _add_exports(self, exports: Mapping[str, str], *, buckets: list[str], owner: str | None) -> None:
+        """Each exported directory's association, after a check that the bucket is ``owner``'s."""
         self.export_owner_check = (
-            _bucket_owner_check(self, "ExportBucketOwner", bucket=export_buckets[0], owner=exports_owner)
-            if exports and exports_owner is not None
+            _bucket_owner_check(self, "ExportBucketOwner", bucket=buckets[0], owner=owner)
+            if exports and owner is not None
             else None
         )
         self.exports = {
             directory: self._export(directory, destination)
             for directory, destination in sorted(exports.items())
         }
+
+    def _encryption_key(self, name: str, removal_policy: RemovalPolicy) -> kms.Key:
+        """SCRATCH_2 is always encrypted with an FSx-owned key; PERSISTENT_2 takes a customer key."""
+        return kms.Key(
+            self,
+            "Key",
+            description=f"{name}: FSx for Lustre encryption at rest",
+            enable_key_rotation=True,
+            # The key goes with the file system: retained together, or scheduled for deletion
+            # (KMS waits 30 days, during which the deletion can be cancelled) when it is destroyed.
+            removal_policy=removal_policy,
+        )
+
+    def _s3_repository(self, s3_import_path: str) -> fsx.CfnDataRepositoryAssociation:
+        """PERSISTENT_2 links the bucket through an association mounted at ``/s3``."""
+        return fsx.CfnDataRepositoryAssociation(
+            self,
+            "S3DataRepository",
+            file_system_id=self.file_system.file_system_id,
+            file_system_path="/s3",
+            data_repository_path=s3_import_path,
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                    events=["NEW", "CHANGED", "DELETED"]
+                )
+            ),
+        )
+
+    def _squash_root(self, squash_to: str, exempt_cidrs: Sequence[str]) -> None:
         self.root_squash = RootSquash(
             self,
             "RootSquash",
             file_system=self.file_system,
-            squash_to=root_squash_to,
-            exempt_cidrs=root_squash_exempt_cidrs,
+            squash_to=squash_to,
+            exempt_cidrs=exempt_cidrs,
         )
         # FSx runs one administrative action on a file system at a time: the associations first.
         for association in (self.data_repository, *self.exports.values()):
             if association is not None:
                 self.root_squash.node.add_dependency(association)
-
-        if self.bucket_owner_check is not None:
-            # SCRATCH_2 imports at creation; PERSISTENT_2 links through the association.
-            (self.data_repository or self.file_system).node.add_dependency(self.bucket_owner_check)
 
     def _export(self, directory: str, destination: str) -> fsx.CfnDataRepositoryAssociation:
         """``directory`` exported to ``destination`` as files are created or changed there.
