@@ -210,6 +210,51 @@ def _data_stage(start: RunStart, caches: Caches, before_pods_start: float) -> tu
 def timeline(start: RunStart, caches: Caches) -> tuple[StageTime, ...]:
     """Each stage of cluster_facts.run_stages, in order, with its time on the path."""
     f = {name: figure.value for name, figure in FIGURES.items()}
+    image = _image_stage(start)
+    before_pods_start = (
+        sum(
+            f[name]
+            for name in (
+                "pods_pending",
+                "scale_up",
+                "instance_launch",
+                "node_join",
+                "device_plugins",
+                "node_check",
+            )
+        )
+        + f["pods_bound"]
+        + image[0]
+    )
+    stages: dict[str, tuple[float, str, str]] = {
+        "pods_pending": _figure("pods_pending"),
+        "scale_up": _figure("scale_up"),
+        "instance_launch": _figure("instance_launch", f"{start.nodes} x {start.instance_type}"),
+        "node_join": _figure("node_join"),
+        "device_plugins": _figure("device_plugins"),
+        "node_check": _figure("node_check"),
+        "pods_bound": _figure("pods_bound"),
+        "image_pull": image,
+        "data_ready": _data_ready_stage(start, caches, before_pods_start),
+        "compile": _compile_stage(start, caches),
+        "rendezvous": _figure("rendezvous", f"{start.nodes} x {start.workers_per_node} workers"),
+        "first_step": _figure("first_step"),
+    }
+    return tuple(
+        StageTime(stage, round(value, 1), detail, source)
+        for stage in RUN_STAGES
+        for value, detail, source in [stages[stage.id]]
+    )
+
+
+def _figure(name: str, detail: str = "") -> tuple[float, str, str]:
+    """A stage that takes one figure's time: its seconds, ``detail`` and the figure's source."""
+    return FIGURES[name].value, detail, FIGURES[name].source
+
+
+def _image_stage(start: RunStart) -> tuple[float, str, str]:
+    """The image pull's time on the path (only what is left of it after node start with ``prepull``)."""
+    f = {name: figure.value for name, figure in FIGURES.items()}
     pull = image_pull_seconds(start)
     pull_source = (
         f"{start.image_bytes.value / 1e9:.1f} GB at "
@@ -224,25 +269,26 @@ def timeline(start: RunStart, caches: Caches) -> tuple[StageTime, ...]:
         if start.prepull
         else f"pull {pull:.0f} s after the pods are bound"
     )
+    rate = FIGURES["fast_pull_bytes_per_second" if start.fast_image_pull else "pull_bytes_per_second"]
+    return image_on_path, image_detail, f"{pull_source}; {rate.source}; {start.image_bytes.source}"
 
-    before_pods_start = (
-        sum(
-            f[name]
-            for name in (
-                "pods_pending",
-                "scale_up",
-                "instance_launch",
-                "node_join",
-                "device_plugins",
-                "node_check",
-            )
-        )
-        + f["pods_bound"]
-        + image_on_path
-    )
+
+def _data_ready_stage(start: RunStart, caches: Caches, before_pods_start: float) -> tuple[float, str, str]:
+    """What is left of the data sets' staging (or the marker check) when the pods start."""
     data, data_detail = _data_stage(start, caches, before_pods_start)
+    if caches.data_staged:
+        return data, data_detail, FIGURES["data_marker_check"].source
     staging = start.staging
+    return (
+        data,
+        data_detail,
+        staging.source if staging is not None else "no size of the run's data sets is configured",
+    )
 
+
+def _compile_stage(start: RunStart, caches: Caches) -> tuple[float, str, str]:
+    """Compiling (or loading) the graphs: what the compile cache and the precompile phase leave to do."""
+    f = {name: figure.value for name, figure in FIGURES.items()}
     if not start.precompile:
         compile_seconds = f["neff_load"] if caches.compile_cache_warm else f["compile_miss"]
         compile_detail = "no precompile phase: graphs compile (or load) as training starts"
@@ -255,48 +301,13 @@ def timeline(start: RunStart, caches: Caches) -> tuple[StageTime, ...]:
     else:
         compile_seconds = f["compile_miss"] + f["neff_load"]
         compile_detail = "neuron_parallel_compile fills the cache, then training loads the graphs"
-
-    seconds = {
-        "pods_pending": (f["pods_pending"], "", "pods_pending"),
-        "scale_up": (f["scale_up"], "", "scale_up"),
-        "instance_launch": (
-            f["instance_launch"],
-            f"{start.nodes} x {start.instance_type}",
-            "instance_launch",
-        ),
-        "node_join": (f["node_join"], "", "node_join"),
-        "device_plugins": (f["device_plugins"], "", "device_plugins"),
-        "node_check": (f["node_check"], "", "node_check"),
-        "pods_bound": (f["pods_bound"], "", "pods_bound"),
-        "image_pull": (image_on_path, image_detail, ""),
-        "data_ready": (
-            data,
-            data_detail,
-            "dataset_staging" if not caches.data_staged else "data_marker_check",
-        ),
-        "compile": (compile_seconds, compile_detail, ""),
-        "rendezvous": (f["rendezvous"], f"{start.nodes} x {start.workers_per_node} workers", "rendezvous"),
-        "first_step": (f["first_step"], "", "first_step"),
-    }
     compile_sources = {
         "compile_miss": not caches.compile_cache_warm,
         "precompile_warm": caches.compile_cache_warm and start.precompile and not start.compile_key_reuse,
         "neff_load": True,
     }
-    result = []
-    for stage in RUN_STAGES:
-        value, detail, figure = seconds[stage.id]
-        if stage.id == "image_pull":
-            rate = FIGURES["fast_pull_bytes_per_second" if start.fast_image_pull else "pull_bytes_per_second"]
-            source = f"{pull_source}; {rate.source}; {start.image_bytes.source}"
-        elif stage.id == "compile":
-            source = "; ".join(FIGURES[name].source for name, used in compile_sources.items() if used)
-        elif stage.id == "data_ready" and not caches.data_staged:
-            source = staging.source if staging is not None else "no size of the run's data sets is configured"
-        else:
-            source = FIGURES[figure].source
-        result.append(StageTime(stage, round(value, 1), detail, source))
-    return tuple(result)
+    source = "; ".join(FIGURES[name].source for name, used in compile_sources.items() if used)
+    return compile_seconds, compile_detail, source
 
 
 def total_seconds(stages: tuple[StageTime, ...]) -> float:
