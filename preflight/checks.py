@@ -343,6 +343,23 @@ def _reservation_problems(
     reservation: Reservation,
     now: datetime | None,
 ) -> list[tuple[Status, str, str]]:
+    """What keeps ``reservation`` from carrying ``group`` (at ``key``), in the order a reader fixes it:
+    where and what it reserves, how many, which kind, whether it is usable now, and the update's surge."""
+    problems = [
+        *_placement_problems(config, group, key, reservation),
+        *_size_problems(group, key, reservation),
+        *_kind_problems(group, key, reservation),
+        *_state_problems(key, reservation, now),
+    ]
+    if reservation.total_instances >= group.max_size:
+        problems += _surge_problems(group, key, reservation, UPDATE_SURGE[group.update_strategy])
+    return problems
+
+
+def _placement_problems(
+    config: StackConfig, group: TrainiumNodeGroupSettings, key: str, reservation: Reservation
+) -> list[tuple[Status, str, str]]:
+    """The reservation's zone and instance type against the configuration's."""
     problems: list[tuple[Status, str, str]] = []
     zone_id = config.trainium.availability_zone_id
     if reservation.zone_id != zone_id:
@@ -361,6 +378,14 @@ def _reservation_problems(
                 f"set {key}.instance_type: {reservation.instance_type}",
             )
         )
+    return problems
+
+
+def _size_problems(
+    group: TrainiumNodeGroupSettings, key: str, reservation: Reservation
+) -> list[tuple[Status, str, str]]:
+    """The reservation's instance count against the group's min_size and max_size."""
+    problems: list[tuple[Status, str, str]] = []
     if reservation.total_instances < group.min_size:
         problems.append(
             (
@@ -380,61 +405,74 @@ def _reservation_problems(
                 f"lower {key}.max_size (and desired_size) to {reservation.total_instances}",
             )
         )
+    return problems
+
+
+def _kind_problems(
+    group: TrainiumNodeGroupSettings, key: str, reservation: Reservation
+) -> list[tuple[Status, str, str]]:
+    """A Capacity Block where the group expects an On-Demand Capacity Reservation, or the reverse."""
     is_block = reservation.reservation_type == "capacity-block"
     if group.capacity_type == "capacity_block" and not is_block:
-        problems.append(
+        return [
             (
                 "FAIL",
                 "an On-Demand Capacity Reservation, not a Capacity Block",
                 f"set {key}.capacity_type: on_demand",
             )
-        )
+        ]
     if group.capacity_type == "on_demand" and is_block:
-        problems.append(
+        return [
             (
                 "FAIL",
                 "a Capacity Block, not an On-Demand Capacity Reservation",
                 f"set {key}.capacity_type: capacity_block",
             )
-        )
+        ]
+    return []
+
+
+def _state_problems(
+    key: str, reservation: Reservation, now: datetime | None
+) -> list[tuple[Status, str, str]]:
+    """Whether an instance can launch in the reservation now: its state, and a Capacity Block's window."""
     if reservation.state in _NOT_YET_ACTIVE:
         starts = f" at {_when(reservation.start)}" if reservation.start else ""
-        problems.append(
+        return [
             (
                 "WARN",
                 f"not active yet ({reservation.state})",
                 f"nodes can start only when it becomes active{starts}",
             )
-        )
-    elif reservation.state != "active":
-        problems.append(
+        ]
+    if reservation.state != "active":
+        return [
             (
                 "FAIL",
                 f"{reservation.state}: no instance can launch in it",
                 f"buy or create a new reservation and set {key}.capacity_reservation_id",
             )
-        )
-    elif is_block and now is not None:
-        # The state lags the clock by minutes: the dates decide for an active Capacity Block.
-        if reservation.end is not None and now >= reservation.end:
-            problems.append(
-                (
-                    "FAIL",
-                    "its window has ended: no instance can launch in it",
-                    f"buy a new Capacity Block and set {key}.capacity_reservation_id",
-                )
+        ]
+    if reservation.reservation_type != "capacity-block" or now is None:
+        return []
+    # The state lags the clock by minutes: the dates decide for an active Capacity Block.
+    if reservation.end is not None and now >= reservation.end:
+        return [
+            (
+                "FAIL",
+                "its window has ended: no instance can launch in it",
+                f"buy a new Capacity Block and set {key}.capacity_reservation_id",
             )
-        elif reservation.start is not None and now < reservation.start:
-            problems.append(
-                (
-                    "WARN",
-                    "its window has not begun",
-                    f"nodes can start only when it begins at {_when(reservation.start)}",
-                )
+        ]
+    if reservation.start is not None and now < reservation.start:
+        return [
+            (
+                "WARN",
+                "its window has not begun",
+                f"nodes can start only when it begins at {_when(reservation.start)}",
             )
-    if reservation.total_instances >= group.max_size:
-        problems += _surge_problems(group, key, reservation, UPDATE_SURGE[group.update_strategy])
-    return problems
+        ]
+    return []
 
 
 # EKS's DEFAULT update strategy for managed node groups starts the replacement nodes before it stops
