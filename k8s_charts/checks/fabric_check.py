@@ -416,34 +416,28 @@ def _worker_container(
     instance: TrainiumInstanceType, image: str, devices: NodeDevices | None
 ) -> dict[str, Any]:
     """One worker per node, with every chip and EFA interface of it."""
+    # As the training pods: 7/8 of the node, the rest for kubelet and DaemonSets (and the launcher).
+    # Unlike them, limited to the same: the platform namespace's LimitRange gives a container without
+    # a cpu or memory limit its defaults (k8s_charts/shared/resources.py: 1 CPU, 512 MiB), below these
+    # requests, and the API server refuses such a pod ("must be less than or equal to cpu limit",
+    # seen from the real one in tests/cluster/test_dra.py). nccom-test needs a few cores, not the cap.
+    node = {"cpu": str(instance.vcpus * 7 // 8), "memory": f"{instance.memory_gib * 7 // 8}Gi"}
+    # Every chip and EFA interface of the node, as a training pod takes them: one worker per node, and
+    # the check measures what training gets. Extended resources are limits only; Kubernetes copies
+    # them to requests. On a DRA group (``devices``) no plugin advertises them: the pod's claims hold
+    # the node.
+    devices_of_node = (
+        {"limits": {**node, NEURON_RESOURCE: str(instance.chips), EFA_RESOURCE: str(instance.efa_interfaces)}}
+        if devices is None
+        else {"limits": node, "claims": [{"name": claim} for claim in devices.claims()]}
+    )
     return {
         "name": "worker",
         "image": image,
         "command": ["/bin/bash", "-c", WORKER_SCRIPT, "fabric-check-worker"],
         "env": _environment(_FABRIC_ENVIRONMENT),
         "ports": [{"name": "ssh", "containerPort": _SSH_PORT, "protocol": "TCP"}],
-        "resources": {
-            # Every chip and EFA interface of the node, as a training pod takes them: one worker
-            # per node, and the check measures what training gets. Extended resources are
-            # limits only; Kubernetes copies them to requests.
-            # On a DRA group (``devices``) no plugin advertises them: the pod's claims hold the node.
-            **(
-                {
-                    "limits": {
-                        NEURON_RESOURCE: str(instance.chips),
-                        EFA_RESOURCE: str(instance.efa_interfaces),
-                    }
-                }
-                if devices is None
-                else {"claims": [{"name": claim} for claim in devices.claims()]}
-            ),
-            # As the training pods: 7/8 of the node, the rest for kubelet and DaemonSets (and
-            # the launcher); no cpu or memory limit on a pod that owns its node.
-            "requests": {
-                "cpu": str(instance.vcpus * 7 // 8),
-                "memory": f"{instance.memory_gib * 7 // 8}Gi",
-            },
-        },
+        "resources": {**devices_of_node, "requests": node},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": SSHD_CAPABILITIES},
     }
 

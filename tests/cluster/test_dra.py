@@ -65,6 +65,7 @@ from tests.cluster.dra import (
 )
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import config_data, plan_of
+from tests.cluster.processes import StartupError
 from tests.cluster.runs import RunHandle, end_runs, run_handle
 from tests.cluster.scheduler_log import SchedulerLog
 from tests.conftest import DEFAULT_CONFIG
@@ -416,6 +417,15 @@ def test_a_gang_of_connected_claims_is_allocated_whole_nodes_and_reserved_for_it
     end_runs(cluster, [TRAINING])
 
 
+def _fabric_state(plane: ControlPlane, namespace: str) -> str:
+    """The check's objects and the namespace's events: what a wait that gave up saw."""
+    objects = plane.kubectl(
+        "get", "vcjob,podgroup,pods,resourceclaims", "-n", namespace, "-o", "wide", check=False
+    )
+    events = plane.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False)
+    return f"{objects.stdout}{objects.stderr}\n{events.stdout[-4000:]}"
+
+
 def test_a_dra_groups_fabric_check_claims_its_nodes_whole_in_the_platform_namespace(
     cluster: ControlPlane, nodes: dict[str, list[str]]
 ) -> None:
@@ -429,7 +439,10 @@ def test_a_dra_groups_fabric_check_claims_its_nodes_whole_in_the_platform_namesp
     run = RunHandle.of_job(cluster, job)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
     try:
-        pods = cluster.wait_for(run.running, timeout=90, what="trn1-dra's fabric check running")
+        try:
+            pods = cluster.wait_for(run.running, timeout=90, what="trn1-dra's fabric check running")
+        except StartupError as error:
+            raise AssertionError(_fabric_state(cluster, run.namespace)) from error
         workers = [p for p in pods if p["spec"].get("resourceClaims")]
         assert len(workers) == 2 and len(pods) == 3
         assert {p["spec"]["nodeName"] for p in workers} == set(nodes[TRN1])

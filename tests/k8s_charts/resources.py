@@ -6,7 +6,10 @@ it requests 7/8 of the node's CPU and memory, the rest being the kubelet's and t
 has requests (they place it) and no cpu or memory limit: a CPU limit would throttle its data loading
 and collectives' host threads (the kernel's CFS quota), and a memory limit would have the kernel
 kill the one pod the node exists for rather than let it use the node it was placed on. The node's
-allocatable bounds it; the platform's DaemonSets beside it carry limits of their own.
+allocatable bounds it; the platform's DaemonSets beside it carry limits of their own. The fabric
+check's worker, in the platform namespace, is limited to its requests all the same: that namespace's
+LimitRange would give a container without limits 1 CPU and 512 MiB, and the API server refuses a
+request above its limit (tests/cluster/test_dra.py saw it refuse the workers).
 """
 
 from __future__ import annotations

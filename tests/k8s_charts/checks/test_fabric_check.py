@@ -628,7 +628,11 @@ def test_each_worker_takes_every_neuron_device_and_efa_interface_of_its_node(ins
     assert resources["limits"] == {
         "aws.amazon.com/neuron": str(entry.chips),
         "vpc.amazonaws.com/efa": str(entry.efa_interfaces),
+        # Its cpu and memory limits are its requests: the platform namespace's LimitRange would give it
+        # 1 CPU and 512 MiB, and the API server refuses a request over its limit.
+        **resources["requests"],
     }
+    assert set(resources["requests"]) == {"cpu", "memory"}
     assert int(resources["requests"]["cpu"]) <= entry.vcpus - 8
     environment = plain_environment(manifests, "launcher")
     assert environment["CORES_PER_NODE"] == str(entry.processes_per_node)

@@ -62,8 +62,7 @@ def test_a_dra_groups_workers_claim_their_node_from_templates_in_their_namespace
     pod = _worker(plan, group)
     [container] = pod["containers"]
     resources = container["resources"]
-    assert NEURON_RESOURCE not in resources.get("limits", {})
-    assert EFA_RESOURCE not in resources.get("limits", {})
+    assert resources["limits"] == resources["requests"], "cpu and memory only, limited as requested"
     expected = node_devices(CATALOG[instance_type]).claims()
     # trn2u: its 33 devices in two claims, as a training pod's.
     assert list(expected) == (
@@ -85,6 +84,10 @@ def test_a_device_plugin_groups_check_keeps_its_limits_and_needs_no_template() -
     group = yaml.safe_load(DEFAULT_CONFIG.read_text())["trainium"]["node_groups"][0]["name"]
     pod = _worker(plan, group)
     [container] = pod["containers"]
-    assert container["resources"]["limits"] == {NEURON_RESOURCE: "16", EFA_RESOURCE: "16"}
+    limits = container["resources"]["limits"]
+    assert {name: limits[name] for name in (NEURON_RESOURCE, EFA_RESOURCE)} == {
+        NEURON_RESOURCE: "16",
+        EFA_RESOURCE: "16",
+    }
     assert "claims" not in container["resources"] and "resourceClaims" not in pod
     assert _templates(plan) == {}
