@@ -96,6 +96,17 @@ def recovery_path(*, warm_spare: bool, instance_gone: bool = True, fenced: bool 
     null, or no other Ready Trainium node to act) only EKS's repair of the ``Ready`` condition
     removes it. ``warm_spare``: the group keeps a checked node above the gang's size (``min_size`` =
     nodes + 1), so no node is launched, pulled and checked."""
+    steps = list(_loss_steps())
+    if not instance_gone:
+        steps[1:1] = _fencing_steps() if fenced else [_auto_repair_step()]
+    if not warm_spare:
+        steps += _replacement_steps()
+    steps += _restart_steps()
+    return tuple(steps)
+
+
+def _loss_steps() -> tuple[Step, Step, Step]:
+    """Detection, the lost pod's removal and, alongside, the gang's eviction."""
     detect = Step(
         name="detection: the node is marked NotReady",
         seconds=NODE_MONITOR_GRACE_SECONDS,
@@ -117,60 +128,70 @@ def recovery_path(*, warm_spare: bool, instance_gone: bool = True, fenced: bool 
         why="cloud node lifecycle controller, then podgc's 40 s quarantine and 20 s period; Volcano's "
         "RestartJob recreates the gang only after it",
     )
-    steps = [detect, gone, evict]
-    if not instance_gone and fenced:
-        steps[1:1] = [
-            Step(
-                name="another node's check marks the silent instance Unhealthy",
-                seconds=REPLACE_UNRESPONSIVE_SECONDS + WATCH_SECONDS,
-                basis="setting",
-                why="node_check.replace_unresponsive_after_minutes after the node went Unknown, plus up to "
-                "one of the check's one-minute passes; the instance is terminated before its pod is freed, so "
-                "no second copy of a worker can run",
-            ),
-            Step(
-                name="its Auto Scaling group terminates the instance",
-                seconds=UNHEALTHY_INSTANCE_TERMINATION_SECONDS,
-                basis="estimate",
-                why="EC2 Auto Scaling replaces an Unhealthy instance; EC2's termination first attempts a graceful "
-                "shutdown that a hung kernel never answers, and publishes no time for its hard stop",
-            ),
-        ]
-    elif not instance_gone:
-        steps.insert(
-            1,
-            Step(
-                name="EKS node auto repair replaces the unresponsive node",
-                seconds=EKS_READY_REPAIR_SECONDS,
-                basis="source",
-                why="Ready bad for 30 minutes, then Replace; nothing removes a hung instance's Node sooner",
-            ),
-        )
-    if not warm_spare:
-        steps += [
-            Step(
-                name="a replacement node launches and joins",
-                seconds=6 * 60,
-                basis="estimate",
-                why="the Auto Scaling group replaces the lost instance, or the autoscaler adds one for the "
-                "pending gang (10 s scan); EC2 launch, boot of the Neuron AMI, kubelet registration",
-            ),
-            Step(
-                name="the training image is pulled on it",
-                seconds=3 * 60,
-                basis="estimate",
-                why="the Neuron training image through the account's pull-through cache; the node check's "
-                "pod pulls it, the training pod then finds it on the node",
-            ),
-            Step(
-                name="its node check",
-                seconds=3 * 60,
-                basis="setting",
-                why="neuron-ls, a local all-reduce, EFA loopback, the file system: about two minutes "
-                "healthy, each tool time-limited (k8s_charts/checks/node_check.py)",
-            ),
-        ]
-    steps += [
+    return detect, gone, evict
+
+
+def _fencing_steps() -> list[Step]:
+    """A silent instance, fenced by another node's check."""
+    return [
+        Step(
+            name="another node's check marks the silent instance Unhealthy",
+            seconds=REPLACE_UNRESPONSIVE_SECONDS + WATCH_SECONDS,
+            basis="setting",
+            why="node_check.replace_unresponsive_after_minutes after the node went Unknown, plus up to "
+            "one of the check's one-minute passes; the instance is terminated before its pod is freed, so "
+            "no second copy of a worker can run",
+        ),
+        Step(
+            name="its Auto Scaling group terminates the instance",
+            seconds=UNHEALTHY_INSTANCE_TERMINATION_SECONDS,
+            basis="estimate",
+            why="EC2 Auto Scaling replaces an Unhealthy instance; EC2's termination first attempts a graceful "
+            "shutdown that a hung kernel never answers, and publishes no time for its hard stop",
+        ),
+    ]
+
+
+def _auto_repair_step() -> Step:
+    """A silent instance nothing fences: only EKS's repair of the Ready condition removes it."""
+    return Step(
+        name="EKS node auto repair replaces the unresponsive node",
+        seconds=EKS_READY_REPAIR_SECONDS,
+        basis="source",
+        why="Ready bad for 30 minutes, then Replace; nothing removes a hung instance's Node sooner",
+    )
+
+
+def _replacement_steps() -> list[Step]:
+    """Without a warm spare: a node launched, its image pulled, its check passed."""
+    return [
+        Step(
+            name="a replacement node launches and joins",
+            seconds=6 * 60,
+            basis="estimate",
+            why="the Auto Scaling group replaces the lost instance, or the autoscaler adds one for the "
+            "pending gang (10 s scan); EC2 launch, boot of the Neuron AMI, kubelet registration",
+        ),
+        Step(
+            name="the training image is pulled on it",
+            seconds=3 * 60,
+            basis="estimate",
+            why="the Neuron training image through the account's pull-through cache; the node check's "
+            "pod pulls it, the training pod then finds it on the node",
+        ),
+        Step(
+            name="its node check",
+            seconds=3 * 60,
+            basis="setting",
+            why="neuron-ls, a local all-reduce, EFA loopback, the file system: about two minutes "
+            "healthy, each tool time-limited (k8s_charts/checks/node_check.py)",
+        ),
+    ]
+
+
+def _restart_steps() -> list[Step]:
+    """The gang training again: its pods, the rendezvous, the checkpoint."""
+    return [
         Step(
             name="the gang's pods start (checks, packages, the compile cache's lock)",
             seconds=2 * 60,
@@ -191,7 +212,6 @@ def recovery_path(*, warm_spare: bool, instance_gone: bool = True, fenced: bool 
             why="--resume_ckpt loads ckpt_<step>.pt from FSx; the compiled graphs come from the compile cache",
         ),
     ]
-    return tuple(steps)
 
 
 def total_seconds(steps: tuple[Step, ...]) -> int:
