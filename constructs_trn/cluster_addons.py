@@ -53,6 +53,26 @@ class ClusterAddons(Construct):
         self._cluster = cluster
         self._versions = versions
 
+        self._networking(cluster_name)
+        self.coredns = coredns = self._addon(COREDNS)
+        fsx_csi = self.fsx_csi = self._fsx_csi_driver(cluster_name)
+        cloudwatch = self._cloudwatch(cluster_name)
+        # Reports Neuron, EFA, kernel, storage and runtime faults as node conditions and events, which
+        # node auto repair acts on (docs/health.md). No AWS permissions: it only reads the node's logs
+        # and writes Node conditions and Events (EKS User Guide, "Node monitoring agent" add-on:
+        # "This add-on doesn't require additional permissions"). No configuration either: its
+        # DaemonSet tolerates every taint, the Trainium taint included (chart default
+        # nodeAgent.tolerations [{operator: Exists}] since the first release, aws/eks-node-monitoring-agent
+        # charts/eks-node-monitoring-agent/values.yaml).
+        self.node_monitoring = self._addon(EKS_NODE_MONITORING_AGENT)
+
+        for addon in (coredns, fsx_csi, cloudwatch):
+            addon.node.add_dependency(wait_for)
+        for addon in (fsx_csi, cloudwatch):
+            addon.node.add_dependency(self.pod_identity_agent)
+
+    def _networking(self, cluster_name: str) -> None:
+        """The VPC CNI (with its own identity), kube-proxy and the Pod Identity agent."""
         # The VPC CNI's network-interface permissions (create, attach, detach, delete ENIs, assign IPs,
         # on every interface of the account) belong to its own pods, through Pod Identity, not to the
         # node role that every host-network pod and anything reaching the node's IMDS could use.
@@ -94,9 +114,7 @@ class ClusterAddons(Construct):
         self.networking: list[Construct] = [vpc_cni, kube_proxy, pod_identity_agent]
         self.vpc_cni, self.kube_proxy, self.pod_identity_agent = vpc_cni, kube_proxy, pod_identity_agent
 
-        coredns = self._addon(COREDNS)
-        self.coredns = coredns
-
+    def _fsx_csi_driver(self, cluster_name: str) -> eks_l1.CfnAddon:
         # Static provisioning only (the PersistentVolume names the stack's file system), so the
         # controller needs to describe file systems and nothing that creates or deletes them.
         self.fsx_csi_role = pod_identity_role(
@@ -114,7 +132,7 @@ class ClusterAddons(Construct):
             reason="fsx:DescribeFileSystems is the role's only action, a read-only describe for static "
             "volumes; the role can create, change or delete nothing, whatever file system it names",
         )
-        fsx_csi = self.fsx_csi = self._addon(
+        return self._addon(
             AWS_FSX_CSI_DRIVER,
             pod_identity={
                 "namespace": "kube-system",
@@ -122,6 +140,8 @@ class ClusterAddons(Construct):
                 "role": self.fsx_csi_role,
             },
         )
+
+    def _cloudwatch(self, cluster_name: str) -> eks_l1.CfnAddon:
         # Container Insights with enhanced observability collects Neuron (neuron-monitor) and EFA
         # metrics per pod on Trainium nodes.
         self.cloudwatch_role = pod_identity_role(
@@ -139,7 +159,7 @@ class ClusterAddons(Construct):
             reason="the policy the amazon-cloudwatch-observability add-on documents for its agent "
             "(metrics, logs, X-Ray); AWS extends it as the agent gains collectors",
         )
-        cloudwatch = self._addon(
+        return self._addon(
             AMAZON_CLOUDWATCH_OBSERVABILITY,
             pod_identity={
                 "namespace": "amazon-cloudwatch",
@@ -147,20 +167,6 @@ class ClusterAddons(Construct):
                 "role": self.cloudwatch_role,
             },
         )
-
-        # Reports Neuron, EFA, kernel, storage and runtime faults as node conditions and events, which
-        # node auto repair acts on (docs/health.md). No AWS permissions: it only reads the node's logs
-        # and writes Node conditions and Events (EKS User Guide, "Node monitoring agent" add-on:
-        # "This add-on doesn't require additional permissions"). No configuration either: its
-        # DaemonSet tolerates every taint, the Trainium taint included (chart default
-        # nodeAgent.tolerations [{operator: Exists}] since the first release, aws/eks-node-monitoring-agent
-        # charts/eks-node-monitoring-agent/values.yaml).
-        self.node_monitoring = self._addon(EKS_NODE_MONITORING_AGENT)
-
-        for addon in (coredns, fsx_csi, cloudwatch):
-            addon.node.add_dependency(wait_for)
-        for addon in (fsx_csi, cloudwatch):
-            addon.node.add_dependency(pod_identity_agent)
 
     def _addon(
         self,
