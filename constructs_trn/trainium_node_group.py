@@ -103,7 +103,96 @@ class TrainiumNodeGroup(Construct):
             capacity_reservation_id=capacity_reservation_id,
             capacity_block=capacity_type == "capacity_block",
         )
-        self.nodegroup = eks.Nodegroup(
+        self.nodegroup = self._managed_nodegroup(
+            cluster=cluster,
+            name=name,
+            instance=instance,
+            subnet=subnet,
+            node_role=node_role,
+            sizes=(min_size, initial_size, max_size),
+            capacity_type=capacity_type,
+            ami_release=ami_release,
+            dra=dra,
+        )
+        nodegroup = self.nodegroup.node.default_child
+        assert isinstance(nodegroup, eks.CfnNodegroup)
+        # aws-cdk-lib 2.273's Nodegroup has no prop for the update strategy (CfnNodegroup's
+        # UpdateConfig.UpdateStrategy has). MINIMAL stops an old node before it starts a new one:
+        # no surge above max_size, which a reservation sized to the group does not hold.
+        nodegroup.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
+        self.update_strategy = update_strategy
+        # Version and ReleaseVersion move together: a new minor's release alone is refused.
+        follow_cluster_version(self.nodegroup, release_minor(ami_release))
+        self.size = self._size(
+            cluster_name=cluster.cluster_name,
+            name=name,
+            instance=instance,
+            sizes=(min_size, initial_size, max_size),
+            capacity_type=capacity_type,
+            update_strategy=update_strategy,
+            ami_release=ami_release,
+        )
+        nodegroup.add_property_override("ScalingConfig.DesiredSize", self.size.desired_size)
+
+        self.template_tags = node_template_tags(instance, node_group=name, dra=dra)
+        self._tag_auto_scaling_group(cluster_name=cluster.cluster_name, name=name, tags=self.template_tags)
+
+    def _size(
+        self,
+        *,
+        cluster_name: str,
+        name: str,
+        instance: TrainiumInstanceType,
+        sizes: tuple[int, int, int],
+        capacity_type: str,
+        update_strategy: str,
+        ami_release: str,
+    ) -> NodeGroupSize:
+        """The count the group runs, read before each update of the group (constructs_trn/node_group_size.py)."""
+        min_size, initial_size, max_size = sizes
+        labels = trainium_node_labels(instance, node_group=name)
+        return NodeGroupSize(
+            self,
+            "Size",
+            cluster_name=cluster_name,
+            nodegroup_name=name,
+            node_selector=f"{NODE_GROUP_LABEL}={name}",
+            min_size=min_size,
+            max_size=max_size,
+            initial_size=initial_size,
+            capacity_block=capacity_type == "capacity_block",
+            release_version=ami_release,
+            launch_template_version=self.launch_template.latest_version,
+            # Everything else an update of the group can change: a change re-reads the count first.
+            group_spec={
+                "labels": labels,
+                "taints": [
+                    f"{NEURON_TAINT_KEY}={NEURON_TAINT_VALUE}:NoSchedule",
+                    f"{NODE_CHECK_TAINT['key']}={NODE_CHECK_TAINT['value']}:NoSchedule",
+                ],
+                "updateStrategy": update_strategy,
+                "launchTemplate": self.launch_template.launch_template_id,
+                "version": release_minor(ami_release),
+            },
+        )
+
+    def _managed_nodegroup(
+        self,
+        *,
+        cluster: eks.ICluster,
+        name: str,
+        instance: TrainiumInstanceType,
+        subnet: ec2.ISubnet,
+        node_role: iam.IRole,
+        sizes: tuple[int, int, int],
+        capacity_type: str,
+        ami_release: str,
+        dra: bool,
+    ) -> eks.Nodegroup:
+        """The EKS managed node group: its AMI release, launch template, sizes (min, initial, max),
+        labels and taints."""
+        min_size, initial_size, max_size = sizes
+        return eks.Nodegroup(
             self,
             "Nodegroup",
             cluster=cluster,
@@ -145,47 +234,9 @@ class TrainiumNodeGroup(Construct):
             # An update replaces one node at a time.
             max_unavailable=1,
         )
-        nodegroup = self.nodegroup.node.default_child
-        assert isinstance(nodegroup, eks.CfnNodegroup)
-        # aws-cdk-lib 2.273's Nodegroup has no prop for the update strategy (CfnNodegroup's
-        # UpdateConfig.UpdateStrategy has). MINIMAL stops an old node before it starts a new one:
-        # no surge above max_size, which a reservation sized to the group does not hold.
-        nodegroup.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
-        self.update_strategy = update_strategy
-        # Version and ReleaseVersion move together: a new minor's release alone is refused.
-        follow_cluster_version(self.nodegroup, release_minor(ami_release))
-        labels = trainium_node_labels(instance, node_group=name)
-        self.size = NodeGroupSize(
-            self,
-            "Size",
-            cluster_name=cluster.cluster_name,
-            nodegroup_name=name,
-            node_selector=f"{NODE_GROUP_LABEL}={name}",
-            min_size=min_size,
-            max_size=max_size,
-            initial_size=initial_size,
-            capacity_block=capacity_type == "capacity_block",
-            release_version=ami_release,
-            launch_template_version=self.launch_template.latest_version,
-            # Everything else an update of the group can change: a change re-reads the count first.
-            group_spec={
-                "labels": labels,
-                "taints": [
-                    f"{NEURON_TAINT_KEY}={NEURON_TAINT_VALUE}:NoSchedule",
-                    f"{NODE_CHECK_TAINT['key']}={NODE_CHECK_TAINT['value']}:NoSchedule",
-                ],
-                "updateStrategy": update_strategy,
-                "launchTemplate": self.launch_template.launch_template_id,
-                "version": release_minor(ami_release),
-            },
-        )
-        nodegroup.add_property_override("ScalingConfig.DesiredSize", self.size.desired_size)
 
-        self.template_tags = node_template_tags(instance, node_group=name, dra=dra)
-        self._tag_auto_scaling_group(cluster_name=cluster.cluster_name, name=name, tags=self.template_tags)
-
-    def _tag_auto_scaling_group(self, *, cluster_name: str, name: str, tags: Mapping[str, str]) -> None:
-        """Write ``tags`` on the node group's Auto Scaling group (EKS names it; DescribeNodegroup tells)."""
+    def _describe_auto_scaling_group(self, *, cluster_name: str, name: str) -> cr.AwsCustomResource:
+        """The node group's Auto Scaling group's name, read from EKS once the group exists."""
         # The token makes the lookup wait for the node group; ``name`` is the same string.
         nodegroup_name = self.nodegroup.nodegroup_name
         describe = cr.AwsCustomResource(
@@ -209,6 +260,11 @@ class TrainiumNodeGroup(Construct):
                 ]
             ),
         )
+        return describe
+
+    def _tag_auto_scaling_group(self, *, cluster_name: str, name: str, tags: Mapping[str, str]) -> None:
+        """Write ``tags`` on the node group's Auto Scaling group (EKS names it; DescribeNodegroup tells)."""
+        describe = self._describe_auto_scaling_group(cluster_name=cluster_name, name=name)
         self.auto_scaling_group_name = describe.get_response_field(
             "nodegroup.resources.autoScalingGroups.0.name"
         )
