@@ -64,6 +64,9 @@ def test_each_group_gets_a_job_that_is_rendered_not_applied_in_the_platform_name
     assert pod["containers"][0]["resources"]["limits"] == {
         "aws.amazon.com/neuron": "16",
         "vpc.amazonaws.com/efa": "8",
+        # Limited to its requests: the platform namespace's LimitRange would give it 1 CPU.
+        "cpu": "112",
+        "memory": "448Gi",
     }
     access = step(default_data(), "fabric-checks")
     assert access.applied and access.after == ("platform-namespace",)
