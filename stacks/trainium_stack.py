@@ -210,7 +210,7 @@ class TrainiumStack(Stack):
             removal_policy=_REMOVAL_POLICIES[config.fsx.removal_policy],
             # Root on a Trainium node (or on a system node in the Trainium subnet) is nobody on the
             # file system; the system nodes' subnets of the other zones, where the platform's Jobs
-            # run (stacks/kubernetes_values.root_zones), keep root.
+            # run (cluster_plan/kubernetes_values.root_zones), keep root.
             root_squash_to=f"{ROOT_SQUASH_ID}:{ROOT_SQUASH_ID}",
             root_squash_exempt_cidrs=self.network.private_subnet_cidrs(root_zones(config)),
             # fsx.backups: FSx's automatic daily backups, or each team's directory exported to S3.

@@ -10,7 +10,7 @@ from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
 
 def test_the_synth_line_names_the_charts_synth_writes() -> None:
     # make synth writes one cdk.out/k8s/<step>.yaml per manifest set of the review plan
-    # (stacks/review_files.write_kubernetes_yaml; tests/test_cli.py checks the files on the real CLI).
+    # (cluster_plan/review_files.write_kubernetes_yaml; tests/test_cli.py checks the files on the real CLI).
     charts = len(review_plan(load_config(DEFAULT_CONFIG)).manifest_sets())
     line = (
         f"wrote cdk.out/: TrainiumStack.template.json, {charts} charts in cdk.out/k8s/, "

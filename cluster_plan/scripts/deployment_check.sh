@@ -1,5 +1,5 @@
 #!/bin/bash
-# The post-deployment check of one pipeline stage (stacks/deployment_check.py). It runs in CodeBuild
+# The post-deployment check of one pipeline stage (cluster_plan/deployment_check.py). It runs in CodeBuild
 # in the tooling account after the stage's TrainiumStack deploys; the first failing command fails
 # the CodeBuild action. No Trainium node has to run: the groups start at min_size (0 by default) and
 # the cluster autoscaler brings nodes for queued jobs, so the check proves the autoscaler could.
