@@ -38,6 +38,7 @@ __all__ = [
     "NODE_CHECK_NAMESPACE",
     "NODE_CHECK_TAINT",
     "NODE_CHECK_TAINT_KEY",
+    "NODE_FENCE_NAME",
     "REPLACEMENT_RECORD_PREFIX",
     "STARTUP_TAINT_PREFIX",
     "STEP_TIMEOUT_SECONDS",
@@ -58,6 +59,8 @@ person can read in ``kubectl describe node``."""
 
 NODE_CHECK_NAME = "node-check"
 """The DaemonSet, its ServiceAccount, RBAC and admission policy."""
+NODE_FENCE_NAME = f"{NODE_CHECK_NAME}-fence"
+"""The Deployment that fences unresponsive Trainium nodes for the whole cluster (cluster_programs/node_fence.py)."""
 NODE_CHECK_NAMESPACE = "kube-system"
 """Beside the device plugins: the check reads the node's devices (privileged), which Pod Security
 forbids in the platform's own namespaces."""
