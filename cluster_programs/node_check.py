@@ -717,6 +717,9 @@ class WatchSettings:
     efa_limit: int
     efa_window_seconds: float
     watch_seconds: float
+    node_read_seconds: float
+    """Read the node at least this often; every pass while a taint of the check is on it or the
+    EFA counters grew."""
     step_timeout: float
     repair: Repair
     sysfs: str = "/sys"
@@ -742,12 +745,39 @@ class Watch:
         self.samples: deque[dict[CounterKey, int]] = deque(maxlen=window + 1)
         self.judged = False
         """The EFA re-check failed and its replacement was asked for or withheld: not asked again."""
+        self.node: Mapping[str, Any] | None = None
+        """The node as last read; None: read it on the next pass (after a write of the check's own)."""
+        self.read_every = max(1, round(settings.node_read_seconds / settings.watch_seconds))
+        self.since_read = 0
 
     def run_pass(self) -> None:
-        """One pass; an API error ends it (the next pass reads everything again)."""
-        node = self.api.get(_node_path(self.settings.node_name))
-        self._held(node)
-        self._efa(node)
+        """One pass; an API error ends it (the next pass reads the node again).
+
+        The node is read when the pass may act on it: while a taint of the check is on it, when the
+        EFA counters grew, and otherwise every ``node_read_seconds`` (a read on every pass was one
+        request per node per minute); only the check itself puts its taints on."""
+        settings = self.settings
+        self.samples.append(efa_counters(settings.efa_counters, settings.sysfs))
+        if self._must_read():
+            self.node = None
+            self.node = self.api.get(_node_path(settings.node_name))
+            self.since_read = 0
+        self.since_read += 1
+        assert self.node is not None
+        self._held(self.node)
+        self._efa(self.node)
+
+    def _must_read(self) -> bool:
+        settings = self.settings
+        if self.node is None or self.since_read >= self.read_every:
+            return True
+        keys = (settings.taint_key, settings.repair.failed_taint_key, settings.efa_taint["key"])
+        return any(has_taint(self.node, key) for key in keys) or bool(self._grown())
+
+    def _grown(self) -> list[tuple[CounterKey, int]]:
+        if len(self.samples) < 2:
+            return []  # a full window is not yet read
+        return counter_increases(self.samples[0], self.samples[-1], self.settings.efa_limit)
 
     # --- a held node --------------------------------------------------------------------------
 
@@ -771,15 +801,12 @@ class Watch:
     def _efa(self, node: Mapping[str, Any]) -> None:
         settings = self.settings
         name = settings.node_name
-        self.samples.append(efa_counters(settings.efa_counters, settings.sysfs))
         if has_taint(node, settings.efa_taint["key"]):
             self._recheck(node)
             return
         if has_taint(node, settings.taint_key) or has_taint(node, settings.repair.failed_taint_key):
             return  # not yet judged, or never taken into use
-        if len(self.samples) < 2:
-            return  # a full window is not yet read
-        grown = counter_increases(self.samples[0], self.samples[-1], settings.efa_limit)
+        grown = self._grown()
         if not grown:
             return
         seconds = (len(self.samples) - 1) * settings.watch_seconds
@@ -793,6 +820,7 @@ class Watch:
         verdict = Verdict("EfaErrors", message)
         set_condition(self.api, name, settings.condition_type, verdict)
         action = add_taint(self.api, name, settings.efa_taint)
+        self.node = None
         self.api.event(
             namespace=settings.repair.namespace,
             involved={**node, "kind": "Node", "apiVersion": "v1"},
@@ -825,6 +853,7 @@ class Watch:
             )
             set_condition(self.api, name, settings.condition_type, passed)
             action = lift_taint(self.api, name, settings.efa_taint["key"])
+            self.node = None
             self.samples.clear()
             _say(name, "cleared", passed.reason, action)
             return
@@ -910,6 +939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             efa_limit=int(env["EFA_ERROR_LIMIT"]),
             efa_window_seconds=float(env["EFA_ERROR_WINDOW_SECONDS"]),
             watch_seconds=float(env["WATCH_SECONDS"]),
+            node_read_seconds=float(env["NODE_READ_SECONDS"]),
             step_timeout=step_timeout,
             repair=repair,
         )

@@ -64,6 +64,7 @@ from cluster_facts.node_check import (
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
     NODE_FENCE_NAME,
+    NODE_READ_SECONDS,
     REPLACEMENT_RECORD_PREFIX,
     STEP_TIMEOUT_SECONDS,
     WATCH_SECONDS,
@@ -401,6 +402,7 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
         "EFA_ERROR_LIMIT": str(EFA_ERROR_LIMIT),
         "EFA_ERROR_WINDOW_SECONDS": str(EFA_ERROR_WINDOW_SECONDS),
         "WATCH_SECONDS": str(WATCH_SECONDS),
+        "NODE_READ_SECONDS": str(NODE_READ_SECONDS),
         **_device_fence_environment(values),
     }
     field = k8s.EnvVarSource

@@ -53,6 +53,7 @@ from cluster_facts.node_check import (
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
     NODE_FENCE_NAME,
+    NODE_READ_SECONDS,
     REPLACEMENT_RECORD_PREFIX,
     STARTUP_TAINT_PREFIX,
     WATCH_SECONDS,
@@ -394,6 +395,8 @@ class Cluster:
     )
     listed: list[int] = field(default_factory=list)
     """The items of each page of nodes listed."""
+    reads: list[str] = field(default_factory=list)
+    """The nodes read one by one (GET), in order."""
 
     def answer_configmap(self, method: str, name: str, body: Any) -> tuple[int, Any]:
         if name not in self.configmaps:
@@ -437,6 +440,7 @@ class Cluster:
         name, sub = parts[3], (parts[4] if len(parts) > 4 else "")
         old = self.nodes[name]
         if method == "GET":
+            self.reads.append(name)
             return 200, old
         if sub == "status":
             assert headers.get("Content-Type") == "application/strategic-merge-patch+json"
@@ -821,6 +825,7 @@ def watch_settings(sysfs: Path, **changes: Any) -> Any:
         "efa_limit": EFA_ERROR_LIMIT,
         "efa_window_seconds": EFA_ERROR_WINDOW_SECONDS,
         "watch_seconds": WATCH_SECONDS,
+        "node_read_seconds": NODE_READ_SECONDS,
         "step_timeout": 10,
         "repair": repair(),
         "sysfs": str(sysfs),
@@ -899,6 +904,33 @@ def test_errors_spread_over_more_than_the_window_are_not_a_fault(
         grow(sysfs, "rdmap16s27", "unresponsive_remote_events", 80)
         watched.tick()
     assert taint_keys(cluster) == [NEURON_TAINT_KEY]
+
+
+@pytest.mark.process
+@needs_bash
+def test_a_quiet_node_in_use_is_read_every_node_read_seconds_not_every_pass(
+    node_tools: Path, sysfs: Path, token: Path
+) -> None:
+    """Issue #36: a read of its own Node on every pass was one request per node per minute."""
+    cluster = Cluster(nodes={"ip-10-0-0-1": trainium_node(taints=[NEURON_TAINT])}, token_node="ip-10-0-0-1")
+    watched = Watched(cluster, watch_settings(sysfs), token)
+    every = NODE_READ_SECONDS // WATCH_SECONDS
+    watched.tick(passes=2 * every)
+    assert len(cluster.reads) == 2  # the first pass, then one read every ``every`` passes
+    # Counters that grow past the limit are acted on at once, from a fresh read of the node.
+    grow(sysfs, "rdmap32s27", "rdma_read_wr_err", EFA_ERROR_LIMIT + 1)
+    watched.tick()
+    # The pass's own read, and the taint's read before its patch.
+    assert len(cluster.reads) == 4 and EFA_SUSPECT_TAINT_KEY in taint_keys(cluster)
+    # While its taint is on, the node is read every pass (the check acts on it once idle).
+    watched.tick(passes=3)
+    assert len(cluster.reads) >= 4 + 3
+
+
+def test_the_check_reads_its_node_less_often_than_it_looks_at_its_counters() -> None:
+    assert NODE_READ_SECONDS % WATCH_SECONDS == 0 and NODE_READ_SECONDS >= 10 * WATCH_SECONDS
+    env = _environment(only(network_chart(), "DaemonSet"))
+    assert env["NODE_READ_SECONDS"] == str(NODE_READ_SECONDS)
 
 
 def suspect_cluster() -> Cluster:
