@@ -58,12 +58,14 @@ from tests.cluster.scale import (
     DEFAULT_RESULTS,
     Measurement,
     ScaleSettings,
+    format_growth,
     format_report,
     gang_run,
     percentile,
     process_usage,
     scale_config,
     settings_from,
+    sizes_from,
 )
 
 HEARTBEAT_MILLISECONDS = 120_000
@@ -535,22 +537,37 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {memory / 1024 / 1024:.0f} GiB, {platform.platform()}, load at the start {load[0]:.1f}"
 
 
-def main(environment: dict[str, str] | None = None) -> int:
-    settings = settings_from(environment if environment is not None else dict(os.environ))
-    problems = settings.problems()
-    if problems:
-        print("\n".join(f"bench-scale: {p}" for p in problems), file=sys.stderr)
-        return 2
-    out = Path((environment or os.environ).get("BENCH_OUT") or DEFAULT_RESULTS)
+def _measure(settings: ScaleSettings) -> Measurement:
     result = Measurement(settings=settings, machine=machine())
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as work:
         bench(settings, Path(work), result)
-    report = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n" + format_report(result)
-    print(report)
+    return result
+
+
+def main(environment: dict[str, str] | None = None) -> int:
+    """One size (NODES given: every variable as given) or the series of SIZES, each on a control
+    plane of its own, then the growth table; exit 1 when anything failed."""
+    env = environment if environment is not None else dict(os.environ)
+    series = sizes_from(env) or [settings_from(env)]
+    problems = [problem for settings in series for problem in settings.problems()]
+    if problems:
+        print("\n".join(f"bench-scale: {p}" for p in problems), file=sys.stderr)
+        return 2
+    out = Path(env.get("BENCH_OUT") or DEFAULT_RESULTS)
+    results = []
+    for settings in series:
+        results.append(_measure(settings))
+        print(format_report(results[-1]), flush=True)
+    report = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n" + "\n".join(format_report(r) for r in results)
+    if len(results) > 1:
+        report += "\n" + format_growth(results)
+        print(format_growth(results))
     out.write_text(report)
-    (out.with_suffix(".json")).write_text(json.dumps(result.__dict__, default=lambda o: o.__dict__, indent=1))
+    (out.with_suffix(".json")).write_text(
+        json.dumps([r.__dict__ for r in results], default=lambda o: o.__dict__, indent=1)
+    )
     print(f"written to {out} and {out.with_suffix('.json')}")
-    return 1 if result.failures else 0
+    return 1 if any(r.failures for r in results) else 0
 
 
 if __name__ == "__main__":
