@@ -295,6 +295,53 @@ def watchdog_passes(plane: ControlPlane, result: Measurement) -> None:
         if code != 0:
             result.failures.append(f"{name}: its pass exited {code}")
         result.controllers.append({"name": name, "seconds": seconds, **counter})
+    loop_passes(script.parent, args, kube_api, result)
+
+
+def loop_passes(directory: Path, args: Sequence[str], kube_api: Any, result: Measurement) -> None:
+    """The Deployment's loop as it runs: its first pass lists and starts the watches
+    (cluster_programs/kube_mirror.py), a later pass reads from them; each timed, the requests the
+    pass itself sends counted (the watches' own are one per collection every few minutes)."""
+    watchdog = sys.modules["gang_watchdog"]
+    mirrors_module = importlib.import_module("kube_mirror")
+    read = watchdog.configured([*args])
+    if isinstance(read, str):
+        result.failures.append(f"watchdog loop: {read}")
+        return
+    _, settings, guard = read
+    api = kube_api.in_cluster()
+    counter = counted(api)
+    mirrors = mirrors_module.Mirrors(api)
+    endings = watchdog.Endings()
+    try:
+        for name in (
+            "watchdog loop: first pass (lists, starts its watches)",
+            "watchdog loop: a later pass (from its watches)",
+        ):
+            before = dict(counter)
+            started = time.monotonic()
+            ok = watchdog.run_pass(
+                api,
+                settings,
+                now=datetime.now(UTC),
+                guard=guard,
+                endings=endings,
+                reads=mirrors,
+                log=lambda _line: None,
+            )
+            seconds = time.monotonic() - started
+            if not ok:
+                result.failures.append(f"{name}: the pass met an error")
+            spent = {key: counter[key] - before[key] for key in counter}
+            if name.startswith("watchdog loop: first"):
+                # Its lists go through the mirrors' own clients: counted from the mirrors instead.
+                spent["requests"] += sum(m.lists for m in mirrors.mirrors.values())
+            result.controllers.append(
+                {"name": name, "seconds": seconds, **spent, "mirrors": len(mirrors.mirrors)}
+            )
+            time.sleep(2)
+    finally:
+        mirrors.stop()
 
 
 def node_check_figures(plane: ControlPlane, sample: str, result: Measurement) -> None:

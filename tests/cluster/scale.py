@@ -359,6 +359,8 @@ _FIGURES: tuple[tuple[str, Any], ...] = (
     ("gang watchdog: API requests", lambda r: _controller(r, "gang watchdog", "requests")),
     ("gang watchdog: MiB read", lambda r: _controller(r, "gang watchdog", "bytes") / 2**20),
     ("watchdog + guard: pass s", lambda r: _controller(r, "watchdog + stuck-run guard", "seconds")),
+    ("watchdog loop: later pass s", lambda r: _controller(r, "watchdog loop: a later pass (from its watches)", "seconds")),
+    ("watchdog loop: later pass requests", lambda r: _controller(r, "watchdog loop: a later pass (from its watches)", "requests")),
     ("API server: requests/s", lambda r: float(r.api.get("requests/s during the runs (audit log)", math.nan))),
     ("platform controllers: % of requests", lambda r: float(r.api.get("platform controllers' % of requests", math.nan))),
     ("kube-apiserver: CPU s", lambda r: _process(r, "kube-apiserver", "cpu_seconds")),

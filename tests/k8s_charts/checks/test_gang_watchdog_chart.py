@@ -90,13 +90,14 @@ def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_and_end_
     }
     assert rules == {
         ("ClusterRole", None): [
-            (("",), ("pods",), ("get", "list"), None),
-            (("",), ("nodes",), ("get", "list", "patch"), None),
+            # Watch: the loop keeps each pass's lists current (cluster_programs/kube_mirror.py).
+            (("",), ("pods",), ("get", "list", "watch"), None),
+            (("",), ("nodes",), ("get", "list", "watch", "patch"), None),
         ],
         ("Role", "training"): [
-            (("scheduling.volcano.sh",), ("podgroups",), ("get", "list"), None),
+            (("scheduling.volcano.sh",), ("podgroups",), ("get", "list", "watch"), None),
             # The stuck-run guard (cluster_programs/stuck_runs.py): judge a team's runs, end one.
-            (("batch.volcano.sh",), ("jobs",), ("get", "list"), None),
+            (("batch.volcano.sh",), ("jobs",), ("get", "list", "watch"), None),
             (("batch.volcano.sh",), ("jobs/status",), ("patch",), None),
             (("bus.volcano.sh",), ("commands",), ("create",), None),
             (("",), ("pods/log",), ("get",), None),
@@ -338,6 +339,7 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
     assert only(objects, "ConfigMap")["data"] == {
         "gang_watchdog.py": PROGRAM,
         "stuck_runs.py": (REPO_ROOT / "cluster_programs" / "stuck_runs.py").read_text(),
+        "kube_mirror.py": (REPO_ROOT / "cluster_programs" / "kube_mirror.py").read_text(),
         "kube_api.py": (REPO_ROOT / "cluster_programs" / "kube_api.py").read_text(),
     }
     assert container["command"] == ["python", "/opt/gang-watchdog/gang_watchdog.py"]
