@@ -33,6 +33,7 @@ from config.loader import load_config, parse_config
 from operator_tools.canary import TENSORBOARD_PROXY, canary_for
 from operator_tools.canary import main as canary_main
 from operator_tools.canary_report import (
+    CONTAINER_STAGES,
     POD_PREFIX,
     POD_STAGES,
     Report,
@@ -90,7 +91,7 @@ def test_the_canary_measures_every_shared_run_stage_in_its_order() -> None:
     after = {extra: ids[ids.index(extra) - 1] for extra in ("mounts", "collective", "output_write")}
     assert after == {"mounts": "image_pull", "collective": "rendezvous", "output_write": "first_step"}
     assert ids[ids.index("mounts") : ids.index("mounts") + 3] == ("mounts", "neuron_devices", "efa_devices")
-    assert ids[-3:] == ("output_write", "tensorboard", "scale_down")
+    assert ids[-4:] == ("output_write", "run_end", "tensorboard", "scale_down")
 
 
 def test_stages_print_in_order_and_a_stage_waits_for_those_before_it() -> None:
@@ -380,10 +381,12 @@ class Cluster:
 
     fail: str = ""
     """'' for a good run; 'mount' (CreateContainerError), 'tensorboard' (the run not listed),
-    'tensorboard-down' (no endpoint behind the Service), 'scale-down'."""
+    'tensorboard-down' (no endpoint behind the Service), 'scale-down'; 'silent': the run completes
+    and no container writes a line (kwok's nodes in the test tier)."""
     created: float | None = None
     deleted: list[str] = field(default_factory=list)
     tensorboard_reads: list[str] = field(default_factory=list)
+    log_reads: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def elapsed(self) -> float:
@@ -433,7 +436,8 @@ class Cluster:
         return found
 
     def log(self) -> str:
-        if self.elapsed() < 0.9:
+        self.log_reads += 1
+        if self.elapsed() < 0.9 or self.fail == "silent":
             return ""
         return "\n".join(
             stage_line(stage, True, f"{stage} ok")
@@ -501,7 +505,7 @@ class Cluster:
                         "reason": "ServiceUnavailable",
                         "code": 503,
                     }
-                runs = [] if self.fail == "tensorboard" else [f"training/runs/{RUN_ID}"]
+                runs = [] if self.fail in ("tensorboard", "silent") else [f"training/runs/{RUN_ID}"]
                 return 200, runs
             return 404, {"kind": "Status", "code": 404}
 
@@ -592,6 +596,45 @@ def test_a_failing_canary_names_the_stage_and_the_line_that_explains_it(
             assert line.endswith(f"(not reached: the canary failed at {stage})"), line
 
 
+@pytest.mark.process
+@pytest.mark.parametrize("cluster", ["silent"], indirect=True)
+def test_a_run_whose_containers_say_nothing_fails_unless_told_they_cannot(
+    cluster: tuple[Cluster, str],
+) -> None:
+    """On a real cluster a run that completes without its program's lines is a failure (the first
+    line it never wrote); ``--control-plane-only`` (a cluster whose nodes run no containers, as the
+    test tier's) prints those stages and TensorBoard as not measured, reads no log, and its pass
+    names them."""
+    state, url = cluster
+    done = canary(url, "--timeout-minutes", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        done.stdout.splitlines()[-1] == "CANARY FAIL at mounts: the run ended without this stage being seen"
+    )
+
+    state.created, state.log_reads, state.tensorboard_reads = None, 0, []
+    done = canary(url, "--timeout-minutes", "1", "--control-plane-only")
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = assert_the_run_stages_order(done.stdout)
+    status = dict(printed)
+    assert {stage for stage, said in printed if said == "SKIP"} == {"first_step", *CONTAINER_STAGES}
+    assert {stage for stage, said in printed if said == "PASS"} == set(stage_ids()) - {
+        "first_step",
+        *CONTAINER_STAGES,
+    }
+    assert status["run_end"] == "PASS"
+    lines = done.stdout.splitlines()
+    for stage in CONTAINER_STAGES:
+        (line,) = [line for line in lines if line.split()[2:3] == [stage]]
+        assert "(not measured here: " in line and line.endswith("(--control-plane-only))"), line
+    assert (
+        lines[-1]
+        == f"CANARY PASS: every stage it measured passed; not measured here: {', '.join(CONTAINER_STAGES)}"
+    )
+    assert f"canary {RUN_ID}: removed Job {RUN_ID}, ConfigMap {RUN_ID}-program" in lines
+    assert state.log_reads == 0 and state.tensorboard_reads == []
+
+
 def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() -> None:
     arguments = argparse.Namespace(
         node_group=None,
@@ -599,6 +642,7 @@ def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() ->
         scale_down_minutes=None,
         poll_seconds=10.0,
         tensorboard_url=None,
+        control_plane_only=False,
     )
     built = canary_for(CONFIG, arguments, core=None, custom=None)
     assert built.scale_down_seconds == (CONFIG.autoscaler.scale_down_unneeded_minutes + 5) * 60
