@@ -45,6 +45,7 @@ from operator_tools.canary_report import (
     explain_unplaced,
     parse_stage_lines,
     ready,
+    run_events,
     trainium_nodes,
 )
 
@@ -103,10 +104,10 @@ class Canary:
         nodes = [self.core.api_client.sanitize_for_serialization(n) for n in listed.items]
         return trainium_nodes(nodes, label=NODE_GROUP_LABEL, group=self.run.node_group)
 
-    def _events(self, run_id: str) -> list[Obj]:
+    def _events(self, job: Obj, pods: Sequence[Obj]) -> list[Obj]:
         listed = self.core.list_namespaced_event(self.run.namespace)
         events = [self.core.api_client.sanitize_for_serialization(e) for e in listed.items]
-        return [e for e in events if (e.get("involvedObject") or {}).get("name", "").startswith(run_id)]
+        return run_events(events, job=job, pods=pods)
 
     def _log(self, pod: Obj) -> str:
         if self.control_plane_only:
@@ -198,7 +199,8 @@ class Canary:
                 *_VOLCANO[:2], self.run.namespace, _VOLCANO[2], run_id
             )
             phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
-            pods, nodes, events = self._pods(run_id), self._nodes(), self._events(run_id)
+            pods, nodes = self._pods(run_id), self._nodes()
+            events = self._events(job, pods)
             bound = {p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")}
             problems = self._nodes_seen(now, pods=pods, nodes=nodes, events=events, warm=warm, bound=bound)
             self._pods_seen(now, pods, bound)

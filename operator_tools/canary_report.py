@@ -35,6 +35,7 @@ __all__ = [
     "explain_pod",
     "explain_unplaced",
     "parse_stage_lines",
+    "run_events",
     "stage_ids",
 ]
 
@@ -257,13 +258,34 @@ def explain_pod(pod: Obj) -> tuple[str, str] | None:
     return None
 
 
+_GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+"""Volcano's: the PodGroup a pod of a Volcano Job belongs to."""
+
+
+def run_events(events: Sequence[Obj], *, job: Obj, pods: Sequence[Obj]) -> list[Obj]:
+    """The events of this run's objects: its Job, its pods and their PodGroup, by uid (by name for the
+    PodGroup, which the canary does not read). Not by name alone: the canary's run id is the same on
+    every run of one configuration, and the events of an earlier run (an hour's worth, the API
+    server's event TTL) name the same pods."""
+    uids = {(o.get("metadata") or {}).get("uid") for o in (job, *pods)} - {None, ""}
+    groups = {((p.get("metadata") or {}).get("annotations") or {}).get(_GROUP_NAME_ANNOTATION) for p in pods}
+    groups -= {None, ""}
+    found = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if involved.get("uid") in uids or (
+            involved.get("kind") == "PodGroup" and involved.get("name") in groups
+        ):
+            found.append(event)
+    return found
+
+
 def explain_unplaced(pods: Sequence[Obj], events: Sequence[Obj]) -> str:
-    """Why the gang has no nodes: the autoscaler's or the scheduler's newest word on it."""
-    words = [
-        e
-        for e in events
-        if e.get("reason") in ("NotTriggerScaleUp", "FailedScaleUp", "FailedScheduling", "Unschedulable")
-    ]
+    """Why the gang has no nodes: the autoscaler's newest word on it (why it added none), else the
+    scheduler's (which only says the gang does not fit the nodes there are)."""
+    autoscaler = [e for e in events if e.get("reason") in ("NotTriggerScaleUp", "FailedScaleUp")]
+    scheduler = [e for e in events if e.get("reason") in ("FailedScheduling", "Unschedulable")]
+    words = autoscaler or scheduler
     if words:
         newest = max(words, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
         return f"{newest.get('reason')}: {_message(newest.get('message'))}"

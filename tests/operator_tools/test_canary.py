@@ -42,6 +42,7 @@ from operator_tools.canary_report import (
     explain_pod,
     explain_unplaced,
     parse_stage_lines,
+    run_events,
     stage_ids,
 )
 from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
@@ -309,6 +310,35 @@ def test_no_scale_up_is_explained_by_the_autoscalers_event() -> None:
     assert "no pod was created" in explain_unplaced([], [])
 
 
+def test_the_autoscalers_word_explains_no_scale_up_before_the_schedulers_newer_one() -> None:
+    """The tier's refused scale-up: Volcano's Unschedulable on the PodGroup, newer than the
+    autoscaler's NotTriggerScaleUp, only says the gang does not fit the nodes there are."""
+    events = [
+        {"reason": "NotTriggerScaleUp", "message": "pod didn't trigger scale-up: 1 max node group size reached",
+         "lastTimestamp": "2026-11-25T10:00:00Z"},
+        {"reason": "Unschedulable", "message": "2/2 tasks in gang unschedulable", "lastTimestamp": "2026-11-25T10:01:00Z"},
+    ]  # fmt: skip
+    assert explain_unplaced([], events).startswith("NotTriggerScaleUp: ")
+    assert explain_unplaced([], events[1:]) == "Unschedulable: 2/2 tasks in gang unschedulable"
+
+
+def test_only_this_runs_events_count_not_an_earlier_runs_of_the_same_names() -> None:
+    """The run id is the same on every run of one configuration: an earlier canary's pods had the
+    same names, and their events (kept an hour) would pass this run's scale-up before it happened."""
+    job = {"metadata": {"name": RUN_ID, "uid": "job-2"}}
+    worker = pod(f"{RUN_ID}-worker-0")
+    worker["metadata"].update(uid="pod-2", annotations={"scheduling.k8s.io/group-name": f"{RUN_ID}-job-2"})
+
+    def event(kind: str, name: str, uid: str) -> dict[str, Any]:
+        return {"reason": "TriggeredScaleUp", "involvedObject": {"kind": kind, "name": name, "uid": uid}}
+
+    earlier = [event("Pod", f"{RUN_ID}-worker-0", "pod-1"), event("PodGroup", f"{RUN_ID}-job-1", "pg-1")]
+    this = [event("Pod", f"{RUN_ID}-worker-0", "pod-2"), event("PodGroup", f"{RUN_ID}-job-2", "pg-2"),
+            event("Job", RUN_ID, "job-2")]  # fmt: skip
+    assert run_events([*earlier, *this], job=job, pods=[worker]) == this
+    assert run_events(earlier, job=job, pods=[]) == []
+
+
 def test_a_rendezvous_timeout_is_read_from_the_log() -> None:
     log = "[0]: waiting for peers\ntorch.distributed.elastic.rendezvous.api.RendezvousTimeoutError: The node did not join the rendezvous in time\n[W] some warning"
     stage, line = explain_log(log) or ("", "")
@@ -415,6 +445,7 @@ class Cluster:
         found = []
         for index, node in enumerate(("trn-a", "trn-b")):
             recorded = pod(f"{RUN_ID}-worker-{index}")
+            recorded["metadata"]["uid"] = f"uid-{RUN_ID}-worker-{index}"
             if t < 0.7:
                 recorded["spec"].pop("nodeName")
                 recorded["status"] = {
@@ -483,7 +514,7 @@ class Cluster:
                 events = [
                     {
                         "metadata": {"name": "e1"},
-                        "involvedObject": {"name": f"{RUN_ID}-worker-0"},
+                        "involvedObject": {"name": f"{RUN_ID}-worker-0", "uid": f"uid-{RUN_ID}-worker-0"},
                         "reason": "TriggeredScaleUp",
                         "message": "pod triggered scale-up",
                     }
@@ -540,6 +571,7 @@ def test_a_good_canary_passes_every_stage_and_cleans_up(cluster: tuple[Cluster, 
     assert lines[-1] == "CANARY PASS: every stage passed"
     printed = assert_the_run_stages_order(done.stdout)
     assert {stage for stage, status in printed if status == "SKIP"} == {"first_step"}
+    assert "(TriggeredScaleUp)" in next(line for line in lines if line.split()[2:3] == ["scale_up"])
     assert RUN_ID in state.deleted and f"{RUN_ID}-program" in state.deleted
     # TensorBoard was read through the API server's service proxy: no port-forward, no address given.
     assert state.tensorboard_reads == [f"{TENSORBOARD_SERVICE}/proxy/data/runs"]
