@@ -565,7 +565,11 @@ def _team_steps(values: KubernetesLayerValues) -> list[KubernetesStep]:
         # every resource of one, the API server refuses every object it counts ("status unknown for
         # quota"). The controller finds Volcano's resources by discovery, every 30 s
         # (kube-controller-manager's resource quota controller): the gate waits for the count of its
-        # Jobs, which comes last.
+        # Jobs, which comes last. On a first deploy the quota is made before that discovery, and the
+        # controller queues it once when made and not again when the monitor starts (kubernetes
+        # v1.36.3 pkg/controller/resourcequota: addQuota, Sync), so the count comes at its full
+        # resync, every 5 minutes by default: the tier's first plan waits 297 s here
+        # (docs/performance.md). A deploy that adds a team to a running cluster waits seconds.
         *(
             ReadinessGate(
                 name=quota_gate(team.name),

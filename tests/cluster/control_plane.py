@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ KWOK_STAGES = Path(__file__).with_name("kwok_stages.yaml")
 NODE_CHECK_PASS = Path(__file__).with_name("node_check_pass.py")
 # The deploy-time readiness gates poll every 10 s in the handler; here every second (same outcome).
 GATE_INTERVAL_SECONDS = 1.0
+QUOTA_RESYNC_SECONDS = 300
+"""kube-controller-manager's default (v1.36.3 pkg/controller/resourcequota/config/v1alpha1/defaults.go); the tier keeps it."""
+APPLY_WORKERS = 8
+"""At most this many steps at once in ``apply_plan(concurrent=True)`` (kubectl and helm processes on two cores)."""
 NODE_MONITOR_GRACE_SECONDS = 20
 """The controller manager's ``--node-monitor-grace-period`` here: 20 s instead of Kubernetes' 50 s
 (the product's bound, cluster_facts/failure_recovery.py), so a lost node is marked sooner
@@ -199,6 +204,12 @@ class ControlPlane:
     """kwok's ``--node-lease-duration-seconds`` (it renews each node's Lease every quarter of it)."""
     kwok_stages: Path = KWOK_STAGES
     """What kwok does to nodes and pods; tests/cluster/bench_scale.py slows the heartbeat of thousands."""
+    quota_resync_seconds: int = QUOTA_RESYNC_SECONDS
+    """The resource quota controller's full resync (``--resource-quota-sync-period``). A quota made
+    before the controller has found Volcano's resources by discovery (every 30 s) gets their count
+    only at this resync (kubernetes v1.36.3 pkg/controller/resourcequota: ``addQuota`` queues it
+    once; ``Sync`` starts the new monitors but queues no quota), so the first plan's quota gates
+    wait up to this long. `make bench-scale`, which measures what follows the deploy, sets 30 s."""
     audit_policy: Mapping[str, Any] | None = None
     """An audit policy (audit.k8s.io/v1) for the API server, its JSON log at ``audit_log_path``;
     None: no audit log (tests/cluster/bench_scale.py counts requests per client with one)."""
@@ -335,6 +346,7 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--node-monitor-grace-period={self.node_monitor_grace_seconds}s",
+                f"--resource-quota-sync-period={self.quota_resync_seconds}s",
                 *self._gate_flags(),
             ],
         )
@@ -701,30 +713,27 @@ class ControlPlane:
 
     # ----- the plan, as the kubectl handler applies it ----------------------------------------------
 
-    def apply_plan(self, plan: KubernetesLayerPlan, *, update_all: bool = False) -> ApplyReport:
-        """Every applied step, in deploy order, as CloudFormation drives the handler: a new custom
-        resource is a Create, one whose properties changed an Update (``update_all``: every step,
-        as if each had changed), one no longer in the plan a Delete, after the rest."""
+    def apply_plan(
+        self, plan: KubernetesLayerPlan, *, update_all: bool = False, concurrent: bool = False
+    ) -> ApplyReport:
+        """Every applied step, as CloudFormation drives the handler: a new custom resource is a
+        Create, one whose properties changed an Update (``update_all``: every step, as if each had
+        changed), one no longer in the plan a Delete, after the rest.
+
+        By default one step at a time in deploy order, which every order CloudFormation may choose
+        satisfies. ``concurrent``: a step starts as soon as the steps it names in ``after`` are done,
+        as CloudFormation starts a resource once its dependencies are (the stack's dependencies on
+        the nodes and add-ons have no counterpart here); the report lists steps as they end."""
         report = ApplyReport()
         wanted: dict[str, ManifestSet | HelmRelease | ReadinessGate] = {}
         for step in plan.applied():
             identity = getattr(step, "identity", None)
             wanted[f"{step.name}-{identity}" if identity else step.name] = step
-        for resource_id, step in wanted.items():
-            properties = _properties(step)
-            previous = self.deployed.get(resource_id)
-            if previous is None:
-                action = "Create"
-            elif previous.properties != properties or update_all:
-                action = "Update"
-            else:
-                report.steps.append(StepResult(step.name, "Unchanged"))
-                continue
-            started = time.monotonic()
-            output = self._run_step(resource_id, step, action)
-            self.deployed[resource_id] = _Deployed(step, properties)
-            report.steps.append(StepResult(step.name, action, output, time.monotonic() - started))
-            self._after_step(step)
+        if concurrent:
+            self._apply_concurrently(wanted, update_all, report)
+        else:
+            for resource_id, step in wanted.items():
+                report.steps.append(self._apply_step(resource_id, step, update_all))
         for resource_id in [r for r in self.deployed if r not in wanted]:
             gone = self.deployed.pop(resource_id).step
             output = self._delete_step(resource_id, gone)
@@ -734,6 +743,47 @@ class ControlPlane:
                 self.processes.stop("gang-watchdog")
                 self._watchdog_properties = None
         return report
+
+    def _apply_step(
+        self, resource_id: str, step: ManifestSet | HelmRelease | ReadinessGate, update_all: bool
+    ) -> StepResult:
+        properties = _properties(step)
+        previous = self.deployed.get(resource_id)
+        if previous is None:
+            action = "Create"
+        elif previous.properties != properties or update_all:
+            action = "Update"
+        else:
+            return StepResult(step.name, "Unchanged")
+        started = time.monotonic()
+        output = self._run_step(resource_id, step, action)
+        self.deployed[resource_id] = _Deployed(step, properties)
+        self._after_step(step)
+        return StepResult(step.name, action, output, time.monotonic() - started)
+
+    def _apply_concurrently(
+        self,
+        wanted: Mapping[str, ManifestSet | HelmRelease | ReadinessGate],
+        update_all: bool,
+        report: ApplyReport,
+    ) -> None:
+        """Each step once the steps of its ``after`` are done; the first step that fails stops the
+        rest from starting (those running finish), and its error is raised."""
+        done: set[str] = set()
+        pending = dict(wanted)
+        with ThreadPoolExecutor(max_workers=APPLY_WORKERS) as pool:
+            running: dict[Future[StepResult], str] = {}
+            while pending or running:
+                for resource_id, step in list(pending.items()):
+                    if all(name in done for name in step.after):
+                        running[pool.submit(self._apply_step, resource_id, step, update_all)] = step.name
+                        del pending[resource_id]
+                if not running:
+                    raise AssertionError(f"steps wait for steps that never end: {', '.join(pending)}")
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    done.add(running.pop(future))
+                    report.steps.append(future.result())
 
     def _run_step(
         self, resource_id: str, step: ManifestSet | HelmRelease | ReadinessGate, action: str
