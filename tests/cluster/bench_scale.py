@@ -494,8 +494,6 @@ def bench(settings: ScaleSettings, work_dir: Path, result: Measurement) -> None:
         node_lease_seconds=LEASE_SECONDS,
         kwok_stages=_slow_stages(work_dir),
         audit_policy=POLICY,
-        # The deploy's quota gates would wait for the 5-minute resync (docs/performance.md).
-        quota_resync_seconds=30,
     )
     sampler = Sampler(plane)
     try:
