@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -67,6 +68,8 @@ from tests.cluster.scale import (
     scale_config,
     settings_from,
     sizes_from,
+    small_jobs_by_team,
+    small_run,
 )
 
 HEARTBEAT_MILLISECONDS = 120_000
@@ -224,10 +227,22 @@ def run_gang(plane: ControlPlane, run: RunHandle, name: str, result: Measurement
     figures = gang_figures(job, pods)
     result.gangs.append({"size": size, **figures, "observed": time.monotonic() - started})
     print(f"  gang {name}: {size} pods, all bound {figures['all_bound']:.0f} s after the Job", flush=True)
+    # Its nodes freed for the next gang and the one-node runs (gangs share groups at the larger sizes).
+    copy.delete()
 
 
-def run_small_jobs(plane: ControlPlane, run: RunHandle, count: int, result: Measurement) -> None:
-    copies = [run.copy_as(f"bench-one-{index:04d}") for index in range(count)]
+def run_small_jobs(
+    plane: ControlPlane, plan: KubernetesLayerPlan, settings: ScaleSettings, result: Measurement
+) -> None:
+    """Each team's share of the one-node runs (copies of its own), applied at once; until every one
+    is bound, asking the API server for its table of the ones not bound (the runs' pods in full are
+    about 30 KiB each: listing a thousand every poll slowed what it measured)."""
+    copies: list[RunHandle] = []
+    for team, jobs in enumerate(small_jobs_by_team(settings)):
+        if jobs:
+            run = run_handle(plane, plan, small_run(team))
+            copies += [run.copy_as(f"bench-one-{index:04d}") for index in range(jobs)]
+    count = len(copies)
     started = time.monotonic()
     plane.kubectl(
         "apply",
@@ -236,12 +251,12 @@ def run_small_jobs(plane: ControlPlane, run: RunHandle, count: int, result: Meas
         input="".join(json.dumps(m) for c in copies for m in c.step.manifests),
         timeout=600,
     )
-    namespace = copies[0].namespace
+    selector = "volcano.sh/job-name"
 
     def bound() -> bool:
-        pods = plane.kubectl.json("get", "pods", "-n", namespace, "-l", "volcano.sh/job-name")["items"]
-        mine = [p for p in pods if p["metadata"]["labels"]["volcano.sh/job-name"].startswith("bench-one-")]
-        return len(mine) == count and all(p["spec"].get("nodeName") for p in mine)
+        pods = _count_lines(plane, "get", "pods", "-A", "-l", selector)
+        waiting = _count_lines(plane, "get", "pods", "-A", "-l", selector, "--field-selector=spec.nodeName=")
+        return pods >= count and waiting == 0
 
     try:
         plane.wait_for(bound, timeout=GANG_TIMEOUT, what=f"{count} one-node runs bound", interval=2)
@@ -522,7 +537,7 @@ def bench(settings: ScaleSettings, work_dir: Path, result: Measurement) -> None:
                 run_gang(plane, run_handle(plane, plan, gang_run(size)), f"bench-{size}", result)
         if settings.small_jobs:
             with phase(result, "one-node runs"):
-                run_small_jobs(plane, run_handle(plane, plan, gang_run(1)), settings.small_jobs, result)
+                run_small_jobs(plane, plan, settings, result)
         after = api_metrics(plane)
         seconds, wall_ended = time.monotonic() - api_started, datetime.now(UTC)
         result.api = {
@@ -605,6 +620,9 @@ def main(environment: dict[str, str] | None = None) -> int:
     """One size (NODES given: every variable as given) or the series of SIZES, each on a control
     plane of its own, then the growth table; exit 1 when anything failed."""
     env = environment if environment is not None else dict(os.environ)
+    # Stopped (make interrupted, a kill): the control plane's processes are stopped by the bench's
+    # own clean-up, which a SIGTERM's default would skip.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(143))
     series = sizes_from(env) or [settings_from(env)]
     problems = [problem for settings in series for problem in settings.problems()]
     if problems:

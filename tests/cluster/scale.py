@@ -33,6 +33,8 @@ __all__ = [
     "percentile",
     "process_usage",
     "scale_config",
+    "small_jobs_by_team",
+    "small_run",
 ]
 
 INSTANCE_TYPES = ("trn1.32xlarge", "trn2.48xlarge")
@@ -68,11 +70,14 @@ class ScaleSettings:
                 found.append(f"GANG={gang}: 1 to the largest group, {largest} nodes ({groups} groups)")
         if self.teams < groups:
             found.append(f"TEAMS={self.teams}: at least one per node group ({groups} for {self.nodes} nodes)")
-        if not found and sum(self.gangs) + self.small_jobs > self.nodes:
-            found.append(
-                f"GANG={','.join(map(str, self.gangs))} and JOBS={self.small_jobs}: together "
-                f"{sum(self.gangs) + self.small_jobs} nodes, more than NODES={self.nodes}"
-            )
+        if not found and groups:
+            held = _small_jobs_per_group(self)
+            over = {g: n for g, n in held.items() if n > group_sizes(self.nodes)[g]}
+            if over:
+                found.append(
+                    f"JOBS={self.small_jobs}: {max(over.values())} one-node runs on a group of "
+                    f"{group_sizes(self.nodes)[min(over)]} nodes (they are spread over the TEAMS={self.teams} teams)"
+                )
         if self.autoscaled < 0:
             found.append(f"AUTOSCALED={self.autoscaled}: 0 or more")
         return found
@@ -95,6 +100,26 @@ def _team_name(index: int) -> str:
 
 def gang_run(size: int) -> str:
     return f"gang-{size}"
+
+
+def small_run(team: int) -> str:
+    """The one-node run of team ``team`` that the bench copies into its one-node Jobs."""
+    return f"one-{_team_name(team)}"
+
+
+def small_jobs_by_team(settings: ScaleSettings) -> list[int]:
+    """How many of the one-node runs each team submits: spread evenly, the first teams one more."""
+    base, extra = divmod(settings.small_jobs, settings.teams)
+    return [base + (1 if index < extra else 0) for index in range(settings.teams)]
+
+
+def _small_jobs_per_group(settings: ScaleSettings) -> dict[int, int]:
+    """The one-node runs on each group (team i is on group i mod their number)."""
+    count = len(group_sizes(settings.nodes))
+    held: dict[int, int] = {}
+    for index, jobs in enumerate(small_jobs_by_team(settings)):
+        held[index % count] = held.get(index % count, 0) + jobs
+    return held
 
 
 def scale_config(settings: ScaleSettings) -> dict[str, Any]:
@@ -120,21 +145,26 @@ def scale_config(settings: ScaleSettings) -> dict[str, Any]:
         groups.append({**groups[0], "name": AUTOSCALED_GROUP, "max_size": settings.autoscaled})
     data["trainium"]["node_groups"] = groups
     # A team's quota holds its share of the gangs and small runs at once, and its etcd.
-    pods = max(64, max(settings.gangs, default=1) * 2 + settings.small_jobs + 8, settings.autoscaled + 8)
+    share = max(small_jobs_by_team(settings))
+    pods = max(64, max(settings.gangs, default=1) * 2 + share + 8, settings.autoscaled + 8)
     teams = [
         {
             "name": _team_name(index),
             "node_groups": [groups[index % len(sizes)]["name"]],
-            "quota": {"pods": pods, "jobs": max(64, settings.small_jobs + len(settings.gangs) + 8)},
+            "quota": {"pods": pods, "jobs": max(64, share + len(settings.gangs) + 8)},
         }
         for index in range(settings.teams)
     ]
     if settings.autoscaled:
         teams[-1]["node_groups"] = [*teams[-1]["node_groups"], AUTOSCALED_GROUP]
     data["teams"] = teams
-    sizes_run = sorted({*settings.gangs, 1})
+    sizes_run = sorted(set(settings.gangs))
     data["runs"] = [
         _run(size, teams[_team_for(size, sizes, order)]["name"]) for order, size in enumerate(sizes_run)
+    ] + [
+        {**_run(1, team["name"]), "name": small_run(index)}
+        for index, (team, jobs) in enumerate(zip(teams, small_jobs_by_team(settings), strict=True))
+        if jobs
     ]
     if settings.autoscaled:
         scaled = _run(settings.autoscaled, teams[-1]["name"])

@@ -29,6 +29,8 @@ from tests.cluster.scale import (
     settings_for_size,
     settings_from,
     sizes_from,
+    small_jobs_by_team,
+    small_run,
 )
 
 
@@ -44,17 +46,19 @@ def test_the_configuration_passes_validation_with_its_nodes_teams_and_gangs(sett
     assert len(config.teams) == settings.teams
     groups = {g.name: g for g in config.trainium.node_groups}
     runs = {run.name: run for run in config.runs}
-    for size in (*settings.gangs, 1):
+    for size in settings.gangs:
         run = runs[gang_run(size)]
         team = next(t for t in config.teams if t.name == run.team)
         assert run.nodes == size and not run.apply
         assert groups[team.node_groups[0]].max_size >= size
-    # The gangs spread over the groups, so they all fit at once beside the one-node runs.
+    # Each gang is measured then deleted; the one-node runs, spread over the teams, fit at once.
     held: dict[str, int] = {}
-    for size in (*settings.gangs, *[1] * settings.small_jobs):
-        team = next(t for t in config.teams if t.name == runs[gang_run(size)].team)
-        held[team.node_groups[0]] = held.get(team.node_groups[0], 0) + size
-    assert len(held) > 1
+    for index, jobs in enumerate(small_jobs_by_team(settings)):
+        run = runs[small_run(index)]
+        team = next(t for t in config.teams if t.name == run.team)
+        assert run.nodes == 1 and not run.apply and team.quota.jobs >= jobs
+        held[team.node_groups[0]] = held.get(team.node_groups[0], 0) + jobs
+    assert sum(held.values()) == settings.small_jobs
     assert all(nodes <= groups[group].max_size for group, nodes in held.items())
     scaled = runs["autoscaled"]
     assert scaled.node_group == AUTOSCALED_GROUP and scaled.nodes == groups[AUTOSCALED_GROUP].max_size
@@ -66,7 +70,7 @@ def test_a_small_configuration_and_one_without_the_autoscaler() -> None:
         scale_config(ScaleSettings(nodes=64, teams=2, gangs=(16, 32), small_jobs=8, autoscaled=0))
     )
     assert [(g.name, g.max_size) for g in config.trainium.node_groups] == [("g00-trn1", 64)]
-    assert {run.name for run in config.runs} == {"gang-1", "gang-16", "gang-32"}
+    assert {run.name for run in config.runs} == {"gang-16", "gang-32", "one-team000", "one-team001"}
 
 
 def test_groups_split_evenly_and_never_above_the_largest() -> None:
@@ -81,7 +85,7 @@ def test_groups_split_evenly_and_never_above_the_largest() -> None:
     [
         (ScaleSettings(nodes=256, gangs=(512,), small_jobs=0), "GANG=512"),
         (ScaleSettings(nodes=2048, teams=2), "TEAMS=2"),
-        (ScaleSettings(nodes=64, gangs=(64,), small_jobs=10), "GANG=64 and JOBS=10"),
+        (ScaleSettings(nodes=64, teams=2, gangs=(8,), small_jobs=100), "JOBS=100"),
     ],
 )
 def test_bad_settings_are_one_line_naming_the_variable(settings: ScaleSettings, named: str) -> None:
