@@ -85,8 +85,10 @@ class Api:
             raise ApiError(f"{method} {path}: {error}") from None
 
     def text(self, path: str) -> str:
-        """A GET whose answer is plain text (a pod's log)."""
-        return self._request("GET", path, None, "", "text/plain").decode("utf-8", "replace")
+        """A GET whose answer is plain text (a pod's log). JSON is accepted too: a failure's answer
+        is a Status, which the API server cannot write as text/plain; asked for that alone, it
+        answers 406 in place of the failure and its reason (kube-apiserver 1.36.3, in the tier)."""
+        return self._request("GET", path, None, "", "text/plain, application/json").decode("utf-8", "replace")
 
     def stream(
         self, path: str, *, accept: str, read_timeout: float, on_open: Callable[[], object] = lambda: None

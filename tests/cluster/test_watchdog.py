@@ -12,19 +12,23 @@ real autoscaler deciding it.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION, STUCK_MINUTES_ANNOTATION
 from config import StackConfig
+from k8s_charts.checks import gang_watchdog
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
 from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import deployed_plan
 from tests.cluster.runs import RunHandle, run_handle
 
+PROGRAMS = Path(__file__).resolve().parents[2] / "cluster_programs"
 THRESHOLD_MINUTES = 0.2
 VOLCANO_JOB_CONTROLLER = "volcano-controllers"
 VOLCANO_SCHEDULER = "volcano-scheduler"
@@ -303,4 +307,59 @@ def test_a_run_volcano_does_not_end_is_reported_not_ended(
     finally:
         control_plane.kubectl(
             "delete", "jobs.batch.volcano.sh", "unended-probe", "-n", run.namespace, "--ignore-not-found"
+        )
+
+
+def _program_module(name: str) -> Any:
+    """A program of cluster_programs/ imported by its file, as the pod imports it from its ConfigMap."""
+    spec = importlib.util.spec_from_file_location(f"program_{name}", PROGRAMS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_log_the_api_server_cannot_serve_is_reported_with_its_reason(
+    run: RunHandle, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The guard's log read (kube_api ``text``) with the watchdog's token: a log the API server
+    cannot fetch (kwok's node has no address for it to reach a kubelet at) comes back as the API
+    server's own Status and reason. With ``Accept: text/plain`` alone, the API server could not write
+    that Status in any type the client accepts and answered 406 instead, hiding the cause. The probe
+    runs on the nodes the first test added."""
+    probe = run.copy_as("log-probe")
+    (deployment,) = control_plane.kubectl.json(
+        "get", "deployments", "-A", f"--field-selector=metadata.name={gang_watchdog.NAME}"
+    )["items"]
+    token = tmp_path / "token"
+    token.write_text(
+        control_plane.service_account_token(deployment["metadata"]["namespace"], gang_watchdog.NAME)
+    )
+    kube_api = _program_module("kube_api")
+    environment = control_plane.kube_api_environment(token)
+    api = kube_api.Api(
+        server=environment["KUBE_API_URL"],
+        token_file=environment["KUBE_API_TOKEN_FILE"],
+        ca_file=environment["KUBE_API_CA_FILE"],
+    )
+    try:
+        probe.apply()
+        pods = control_plane.wait_for(
+            lambda: (
+                found
+                if len(found := probe.pods()) == probe.replicas()
+                and all(p["status"].get("phase") == "Running" for p in found)
+                else None
+            ),
+            timeout=60,
+            what="the probe's pods running",
+        )
+        pod = pods[0]["metadata"]["name"]
+        with pytest.raises(kube_api.ApiError) as raised:
+            api.text(f"/api/v1/namespaces/{run.namespace}/pods/{pod}/log?tailLines=1")
+        assert raised.value.status == 500, raised.value
+        assert "no preferred addresses found" in str(raised.value), raised.value
+    finally:
+        control_plane.kubectl(
+            "delete", "jobs.batch.volcano.sh", "log-probe", "-n", run.namespace, "--ignore-not-found"
         )
