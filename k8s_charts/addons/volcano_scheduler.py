@@ -56,6 +56,7 @@ __all__ = [
     "DEVICE_TAINT_GATES",
     "QUEUE_PLUGIN",
     "SCHEDULER_ACTIONS",
+    "VOLCANO_CONTROLLERS",
     "VOLCANO_IMAGE_PULL_POLICY",
     "VOLCANO_POLICY_EXCEPTIONS",
     "VOLCANO_RESOURCES",
@@ -151,6 +152,17 @@ VOLCANO_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
 (chart v1.15.1: templates/scheduler.yaml, controllers.yaml, admission.yaml, admission-init.yaml)."""
 
 
+VOLCANO_CONTROLLERS = "*,-sharding-controller,-colocation-config-controller"
+"""The controllers Volcano's controller manager runs (the chart's ``custom.controller_enabled_controllers``,
+its ``--controllers``): its defaults (v1.15.1 cmd/controller-manager/app/options ``defaultControllers``,
+``*,-sharding-controller``) without the colocation controller, which this platform does not use
+(ColocationConfiguration: online and offline workloads sharing nodes) and which can crash the whole
+controller manager as it starts: it adds its pod event handlers before it makes the queue they feed
+(pkg/controllers/colocationconfig/colocation_config_controller.go ``Initialize``, lines 69 to 82), so a
+pod event delivered in between dereferences a nil queue. Seen in the test tier: a nil pointer panic in
+``enqueuePod`` while the plan's steps were applied concurrently, after which no Job was handled."""
+
+
 def volcano_values(
     *,
     image_registry: str = VOLCANO_IMAGE_REGISTRY,
@@ -167,7 +179,11 @@ def volcano_values(
     dynamicresources plugin), and ``capacity`` counts them against a queue's ``deviceclass/<class>``
     capability, on by default (v1.15.1 capacity.go ``New``: ``capacity.DynamicResourceAllocationEnable``
     defaults to the DynamicResourceAllocation gate, GA and on)."""
-    custom: dict[str, Any] = {"scheduler_config_override": VOLCANO_SCHEDULER_CONFIG, **VOLCANO_RESOURCES}
+    custom: dict[str, Any] = {
+        "scheduler_config_override": VOLCANO_SCHEDULER_CONFIG,
+        "controller_enabled_controllers": VOLCANO_CONTROLLERS,
+        **VOLCANO_RESOURCES,
+    }
     if device_taints:
         custom["scheduler_feature_gates"] = DEVICE_TAINT_GATES
     return {

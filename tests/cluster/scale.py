@@ -204,7 +204,8 @@ def process_usage(stat: str, status: str, ticks_per_second: int) -> tuple[float,
     # The command name in parentheses may hold spaces: fields count from after its closing one.
     fields = stat.rsplit(")", 1)[1].split()
     cpu = (int(fields[11]) + int(fields[12])) / ticks_per_second
-    rss_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    # A process that has exited but not been reaped (a zombie) has no VmRSS line: nothing resident.
+    rss_kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
     return cpu, rss_kib / 1024
 
 
