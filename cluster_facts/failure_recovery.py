@@ -74,8 +74,8 @@ Node, and so the lost pod, stay."""
 
 REPLACE_UNRESPONSIVE_SECONDS = 5 * 60
 """``node_check.replace_unresponsive_after_minutes`` (default 5): how long a Trainium node's kubelet
-stays silent before the node check of another Trainium node marks its instance Unhealthy in its
-Auto Scaling group (cluster_programs/node_check.py ``Watch``), counted from the ``Ready``
+stays silent before the node check's fence (one Deployment for the cluster) marks its instance
+Unhealthy in its Auto Scaling group (cluster_programs/node_fence.py), counted from the ``Ready``
 condition's change to Unknown (the detection step's end); the check looks once a minute."""
 
 UNHEALTHY_INSTANCE_TERMINATION_SECONDS = 4 * 60

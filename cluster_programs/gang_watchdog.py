@@ -42,6 +42,11 @@ Every write is a merge patch carrying the node's resourceVersion (a concurrent c
 the next pass reads again). One line per decision on stdout. An API error ends the pass, is logged,
 and the next pass retries; ``--once`` runs one pass and exits 0, or 1 when the pass met an error.
 
+What a pass reads every time (the team namespaces' unfinished pods, PodGroups and Volcano Jobs, the
+Trainium nodes' metadata) the loop keeps current through watches (kube_mirror.py): each is listed
+once and then followed, so a pass reads memory, not the API server (issue #36). ``--once`` lists.
+The full read of a stalled pass (the nodes and every pod on them) always lists.
+
 The API server is reached through ``kube_api`` (k8s_charts/scripts/kube_api.py, in the same
 ConfigMap): the pod's service account, or the ``KUBE_API_*`` overrides tests point at loopback.
 """
@@ -58,7 +63,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kube_api import Api, ApiError, in_cluster
+from kube_api import Api, ApiError, Reads, in_cluster
+from kube_mirror import Mirrors
 from stuck_runs import Endings, GuardSettings, guard_pass
 
 __all__ = ["main", "parse_quantity", "run_pass"]
@@ -322,7 +328,7 @@ def _usable(node: Node, pod: Obj) -> bool:
     return _pod_selects(pod, node.obj) and _pod_tolerates_node(pod, node.obj) and node.has_room_for(pod)
 
 
-def _gangs(api: Api, settings: Settings, pods: Sequence[Obj]) -> list[Gang]:
+def _gangs(reads: Reads, settings: Settings, pods: Sequence[Obj]) -> list[Gang]:
     by_group: dict[tuple[str, str], list[Obj]] = {}
     for pod in pods:
         metadata = pod.get("metadata") or {}
@@ -332,7 +338,7 @@ def _gangs(api: Api, settings: Settings, pods: Sequence[Obj]) -> list[Gang]:
     gangs = []
     for namespace in settings.namespaces:
         path = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups"
-        for podgroup in api.items(path):
+        for podgroup in reads.items(path):
             name = podgroup["metadata"]["name"]
             status = podgroup.get("status") or {}
             gang = Gang(
@@ -514,12 +520,12 @@ class _Pass:
 _UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
-def _team_pods(api: Api, settings: Settings) -> list[Obj]:
+def _team_pods(reads: Reads, settings: Settings) -> list[Obj]:
     """The unfinished pods of the team namespaces: every gang's and every run's (one list each)."""
     return [
         pod
         for namespace in settings.namespaces
-        for pod in api.items(
+        for pod in reads.items(
             f"/api/v1/namespaces/{urllib.parse.quote(namespace)}/pods", fieldSelector=_UNFINISHED
         )
     ]
@@ -565,20 +571,24 @@ def run_pass(
     log: Callable[[str], object] = print,
     guard: GuardSettings | None = None,
     endings: Endings | None = None,
+    reads: Reads | None = None,
 ) -> bool:
     """One pass; False when an API call failed (logged; the next pass starts afresh). With ``guard``,
-    the runs that hold Trainium nodes without progressing are judged next (stuck_runs.py)."""
+    the runs that hold Trainium nodes without progressing are judged next (stuck_runs.py).
+    ``reads``: where the lists read every pass come from (kube_mirror.Mirrors in the Deployment's
+    loop); the API itself by default (``--once``). The full read of a stalled pass always lists."""
+    reads = api if reads is None else reads
     selector = f"{settings.node_group_label} in ({','.join(settings.node_groups)})"
     groups = set(settings.node_groups)
     try:
         # Names, labels and annotations: which nodes are Trainium nodes, and which carry a cordon of ours.
         names = [
             item["metadata"]
-            for item in api.items("/api/v1/nodes", metadata_only=True, labelSelector=selector)
+            for item in reads.items("/api/v1/nodes", metadata_only=True, labelSelector=selector)
             if (item["metadata"].get("labels") or {}).get(settings.node_group_label) in groups
         ]
-        pods = _team_pods(api, settings)
-        gangs = _gangs(api, settings, pods)
+        pods = _team_pods(reads, settings)
+        gangs = _gangs(reads, settings, pods)
         marked = any(settings.annotation in (obj.get("annotations") or {}) for obj in names)
         needed = _needs_nodes(settings, marked, gangs, now)
         nodes = _occupied_nodes(api, settings, selector) if needed else []
@@ -606,6 +616,7 @@ def run_pass(
             now=now,
             log=log,
             endings=endings,
+            reads=reads,
         )
         work.ok = work.ok and guarded
     return work.ok
@@ -664,15 +675,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def configured(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings, GuardSettings | None] | str:
+    """The arguments read into the pass's settings, or what is wrong with them."""
     arguments = _parser().parse_args(argv)
     if not arguments.namespaces or not arguments.node_groups or arguments.threshold_minutes <= 0:
-        print("error: --namespaces and --node-groups must name something, --threshold-minutes be positive")
-        return 2
+        return "error: --namespaces and --node-groups must name something, --threshold-minutes be positive"
     unowned = sorted(set(arguments.namespaces) - {namespace for namespace, _ in arguments.team})
     if unowned:
-        print(f"error: no --team names the node groups of {', '.join(unowned)}")
-        return 2
+        return f"error: no --team names the node groups of {', '.join(unowned)}"
     settings = Settings(
         namespaces=arguments.namespaces,
         node_groups=arguments.node_groups,
@@ -681,23 +691,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         threshold_seconds=arguments.threshold_minutes * 60,
         team_node_groups=dict(arguments.team),
     )
-    guard = None
-    if arguments.stuck_minutes is not None:
-        if arguments.stuck_minutes <= 0 or not arguments.stuck_annotation:
-            print("error: --stuck-minutes must be positive and come with --stuck-annotation")
-            return 2
-        if arguments.stuck_max_minutes is not None and arguments.stuck_max_minutes < arguments.stuck_minutes:
-            print("error: --stuck-max-minutes must be at least --stuck-minutes")
-            return 2
-        guard = GuardSettings(
-            namespaces=settings.namespaces,
-            threshold_seconds=arguments.stuck_minutes * 60,
-            annotation=arguments.stuck_annotation,
-            component="gang-watchdog",
-            max_threshold_seconds=None
-            if arguments.stuck_max_minutes is None
-            else arguments.stuck_max_minutes * 60,
-        )
+    if arguments.stuck_minutes is None:
+        return arguments, settings, None
+    if arguments.stuck_minutes <= 0 or not arguments.stuck_annotation:
+        return "error: --stuck-minutes must be positive and come with --stuck-annotation"
+    if arguments.stuck_max_minutes is not None and arguments.stuck_max_minutes < arguments.stuck_minutes:
+        return "error: --stuck-max-minutes must be at least --stuck-minutes"
+    guard = GuardSettings(
+        namespaces=settings.namespaces,
+        threshold_seconds=arguments.stuck_minutes * 60,
+        annotation=arguments.stuck_annotation,
+        component="gang-watchdog",
+        max_threshold_seconds=None
+        if arguments.stuck_max_minutes is None
+        else arguments.stuck_max_minutes * 60,
+    )
+    return arguments, settings, guard
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    read = configured(argv)
+    if isinstance(read, str):
+        print(read)
+        return 2
+    arguments, settings, guard = read
     api = in_cluster()
     if not arguments.once:
         print(
@@ -711,6 +728,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
     endings = Endings()
+    # The Deployment's loop reads every pass's lists from watches (kube_mirror.py, issue #36); one
+    # pass (--once) lists them.
+    reads: Reads = api if arguments.once else Mirrors(api, stale_seconds=2 * arguments.interval_seconds + 60)
     while True:
         try:
             ok = run_pass(
@@ -720,6 +740,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log=lambda line: print(line, flush=True),
                 guard=guard,
                 endings=endings,
+                reads=reads,
             )
         except (ValueError, KeyError, TypeError) as error:
             # An object this program cannot read: nothing is changed on its account.

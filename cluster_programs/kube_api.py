@@ -24,17 +24,19 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Api", "ApiError", "in_cluster"]
+__all__ = ["Api", "ApiError", "Reads", "in_cluster"]
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TIMEOUT_SECONDS = 30
 PAGE = 500
 """Items per list request (``limit``)."""
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""A watch's events with each object's ``metadata`` alone (what kube_mirror.py asks for a metadata list)."""
 
 
 class ApiError(Exception):
@@ -45,12 +47,21 @@ class ApiError(Exception):
         self.status = status
 
 
+class Reads(Protocol):
+    """Where a program's lists come from: an ``Api`` (a list each time) or kube_mirror.Mirrors."""
+
+    def items(self, path: str, *, metadata_only: bool = False, **query: str) -> list[dict[str, Any]]: ...
+
+
 class Api:
     def __init__(self, *, server: str, token_file: str, ca_file: str | None) -> None:
         self.server = server.rstrip("/")
         self.token_file = token_file
         self.ca_file = ca_file
         self._context: ssl.SSLContext | None = None
+        self.last_list_version = ""
+        """The resourceVersion of the last page ``pages`` read (a paged list's pages share their
+        snapshot's): where a watch of the same collection starts (kube_mirror.py)."""
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         if not self.server.startswith("https:"):
@@ -76,6 +87,29 @@ class Api:
     def text(self, path: str) -> str:
         """A GET whose answer is plain text (a pod's log)."""
         return self._request("GET", path, None, "", "text/plain").decode("utf-8", "replace")
+
+    def stream(
+        self, path: str, *, accept: str, read_timeout: float, on_open: Callable[[], object] = lambda: None
+    ) -> Iterator[dict[str, Any]]:
+        """A GET whose answer is one JSON object a line as the server writes them (a watch's events),
+        until the server ends it; ``read_timeout``: the longest silence before an ``ApiError``;
+        ``on_open``: called once the server has answered 200, before the first line."""
+        request = urllib.request.Request(self.server + path, method="GET")
+        request.add_header("Authorization", f"Bearer {self._token()}")
+        request.add_header("Accept", accept)
+        try:
+            with urllib.request.urlopen(
+                request, timeout=read_timeout, context=self._ssl_context()
+            ) as response:
+                on_open()
+                for line in response:
+                    if line.strip():
+                        yield json.loads(line)
+        except urllib.error.HTTPError as error:
+            detail = error.read(300).decode("utf-8", "replace").strip()
+            raise ApiError(f"GET {path}: HTTP {error.code} {detail}", error.code) from None
+        except (OSError, ValueError, ssl.SSLError) as error:
+            raise ApiError(f"GET {path}: {error}") from None
 
     def _request(self, method: str, path: str, body: Any, content_type: str, accept: str) -> bytes:
         data = None if body is None else json.dumps(body).encode()
@@ -122,6 +156,7 @@ class Api:
                 answer = json.loads(self._request("GET", path_query, None, "", accept))
             except ValueError as error:
                 raise ApiError(f"GET {path_query}: {error}") from None
+            self.last_list_version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
             yield answer.get("items") or []
             token = (answer.get("metadata") or {}).get("continue") or ""
             if not token:

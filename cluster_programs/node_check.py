@@ -32,15 +32,11 @@ Afterwards the pod stays and, every ``WATCH_SECONDS``, watches (``Watch``):
   EFA part of the check runs again (``fi_info``, a loopback per device): a pass lifts the taint, a
   failure keeps it and has the node replaced (``REPAIR=replace``). A peer that died moves the same
   counters; the loopback on the idle node tells the two apart;
-- **the other Trainium nodes' kubelets** (``FENCE_AFTER_SECONDS``, with ``REPAIR=replace``): the
-  check of the first Ready Trainium node (by name) marks Unhealthy, in its Auto Scaling group, the
-  instance of every Trainium node whose ``Ready`` condition has been ``Unknown`` that long, which
-  terminates it: its pods are then deleted with its Node and the gang can start again, instead of
-  waiting 30 minutes for EKS's repair. A terminated instance runs no second copy of a worker. Not
-  when more than one node in five (at least one) is silent at once: that is the network or the
-  control plane, not the nodes; and only within the silent node's group's replacement budget, as
-  every replacement;
 - **its own node while held** (the startup taint or the EFA taint on): one line per pass.
+
+The other Trainium nodes' kubelets are watched by one process for the cluster, not by each node:
+node_fence.py, run by the Deployment ``node-check-fence`` (issue #36: each node reading the nodes
+each pass cost a request per node per minute).
 
 Every verdict and action is one line ``TRAINIUM_NODE_CHECK node=<node> state=<state> reason=<reason>
 <detail>`` (states in ``STATES``), which the cluster's dashboard reads from the application log
@@ -49,8 +45,7 @@ group (cluster_facts/log_lines.py holds its pattern).
 Writes go through the API server's admission policy ``node-check`` (k8s_charts/node_check.py): this
 service account may remove the startup taint, put on or remove the EFA taint, put on the failed
 taint, and set only this condition, on its own node; RBAC lets it read and update only its groups'
-replacement records. Fencing another node writes nothing to it: the instance goes through
-its Auto Scaling group, and the event is recorded in the check's namespace.
+replacement records.
 """
 
 from __future__ import annotations
@@ -65,9 +60,9 @@ import tempfile
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from kube_api import Api, ApiError, in_cluster
@@ -97,6 +92,7 @@ from node_check_verdict import (
 )
 
 __all__ = [
+    "COMPONENT",
     "STATES",
     "Repair",
     "Watch",
@@ -107,9 +103,14 @@ __all__ = [
     "instance_id",
     "lift_taint",
     "main",
+    "node_condition",
+    "repair_from_env",
+    "replace_or_withhold",
     "run_checks",
     "set_condition",
     "status_line",
+    "transition_time",
+    "withheld",
 ]
 
 COMPONENT = "node-check"
@@ -119,8 +120,6 @@ STATES = ("passed", "failed", "held", "suspect", "cleared", "fenced", "withheld"
 suspect: EFA errors on a node in use (tainted); cleared: a suspect node passed the loopback again;
 fenced: another node's unresponsive instance was marked Unhealthy; withheld: a replacement the
 group's budget did not allow (the node stays tainted); stopped: the group's launches suspended."""
-FENCE_PEEK = 50
-"""Nodes read first by each node's fence (``Watch._fence_candidates``)."""
 # The EFA vendor id in PCI config space (the node monitoring agent's efa.go checks the same).
 _EFA_VENDOR = "0x1d0f"
 # Ports for fi_pingpong's control socket (its default is 47592), one per device, on loopback.
@@ -631,13 +630,13 @@ def _failed(
     kept: str = "",
     detail: str = "",
 ) -> bool:
-    """A failed node: replaced within the group's budget, or withheld (``_withheld``). True when a
+    """A failed node: replaced within the group's budget, or withheld (``withheld``). True when a
     replacement was asked for."""
     outcome = replace_or_withhold(api, node, reason, repair)
     if outcome.replaced:
         _say(str(node["metadata"]["name"]), "failed", reason, f"{detail}{outcome.action}")
         return True
-    _withheld(api, node, reason, repair, outcome, swap=swap, kept=kept, detail=detail)
+    withheld(api, node, reason, repair, outcome, swap=swap, kept=kept, detail=detail)
     return False
 
 
@@ -652,8 +651,8 @@ node counts as an upcoming node the gang is expected to land on. 60 s and one of
 
 
 def _wait_until_ready_long_enough(api: Api, name: str) -> None:
-    ready = _condition(api.get(_node_path(name)), "Ready") or {}
-    since = _since(ready) if ready.get("status") == "True" else None
+    ready = node_condition(api.get(_node_path(name)), "Ready") or {}
+    since = transition_time(ready) if ready.get("status") == "True" else None
     if since is None:
         return  # not Ready at all: the autoscaler builds nothing from it either way
     wait = TEMPLATE_READY_SECONDS - (datetime.now(UTC) - since).total_seconds()
@@ -665,7 +664,7 @@ def _wait_until_ready_long_enough(api: Api, name: str) -> None:
         time.sleep(wait)
 
 
-def _withheld(
+def withheld(
     api: Api,
     node: Mapping[str, Any],
     reason: str,
@@ -720,19 +719,20 @@ class WatchSettings:
     efa_limit: int
     efa_window_seconds: float
     watch_seconds: float
+    node_read_seconds: float
+    """Read the node at least this often; every pass while a taint of the check is on it or the
+    EFA counters grew."""
     step_timeout: float
     repair: Repair
-    fence_after_seconds: float | None
-    """None: never fence another node."""
     sysfs: str = "/sys"
 
 
-def _condition(node: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+def node_condition(node: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     conditions = (node.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c.get("type") == kind), None)
 
 
-def _since(condition: Mapping[str, Any] | None) -> datetime | None:
+def transition_time(condition: Mapping[str, Any] | None) -> datetime | None:
     text = (condition or {}).get("lastTransitionTime")
     return datetime.fromisoformat(text) if text else None
 
@@ -740,30 +740,46 @@ def _since(condition: Mapping[str, Any] | None) -> datetime | None:
 class Watch:
     """What the check does on its node after the first verdict, one ``run_pass`` per ``watch_seconds``."""
 
-    def __init__(
-        self,
-        api: Api,
-        settings: WatchSettings,
-        *,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
+    def __init__(self, api: Api, settings: WatchSettings) -> None:
         self.api = api
         self.settings = settings
-        self.now = now
         window = max(1, round(settings.efa_window_seconds / settings.watch_seconds))
         self.samples: deque[dict[CounterKey, int]] = deque(maxlen=window + 1)
         self.judged = False
         """The EFA re-check failed and its replacement was asked for or withheld: not asked again."""
-        self.fenced: set[str] = set()
-        """Instances fenced, or whose fence was withheld: each is decided once."""
+        self.node: Mapping[str, Any] | None = None
+        """The node as last read; None: read it on the next pass (after a write of the check's own)."""
+        self.read_every = max(1, round(settings.node_read_seconds / settings.watch_seconds))
+        self.since_read = 0
 
     def run_pass(self) -> None:
-        """One pass; an API error ends it (the next pass reads everything again)."""
-        node = self.api.get(_node_path(self.settings.node_name))
-        self._held(node)
-        self._efa(node)
-        if self.settings.fence_after_seconds is not None and self.settings.repair.replace:
-            self._fence()
+        """One pass; an API error ends it (the next pass reads the node again).
+
+        The node is read when the pass may act on it: while a taint of the check is on it, when the
+        EFA counters grew, and otherwise every ``node_read_seconds`` (a read on every pass was one
+        request per node per minute); only the check itself puts its taints on."""
+        settings = self.settings
+        self.samples.append(efa_counters(settings.efa_counters, settings.sysfs))
+        if self._must_read():
+            self.node = None
+            self.node = self.api.get(_node_path(settings.node_name))
+            self.since_read = 0
+        self.since_read += 1
+        assert self.node is not None
+        self._held(self.node)
+        self._efa(self.node)
+
+    def _must_read(self) -> bool:
+        settings = self.settings
+        if self.node is None or self.since_read >= self.read_every:
+            return True
+        keys = (settings.taint_key, settings.repair.failed_taint_key, settings.efa_taint["key"])
+        return any(has_taint(self.node, key) for key in keys) or bool(self._grown())
+
+    def _grown(self) -> list[tuple[CounterKey, int]]:
+        if len(self.samples) < 2:
+            return []  # a full window is not yet read
+        return counter_increases(self.samples[0], self.samples[-1], self.settings.efa_limit)
 
     # --- a held node --------------------------------------------------------------------------
 
@@ -773,7 +789,7 @@ class Watch:
         settings = self.settings
         for key in (settings.taint_key, settings.repair.failed_taint_key):
             if has_taint(node, key):
-                condition = _condition(node, settings.condition_type) or {}
+                condition = node_condition(node, settings.condition_type) or {}
                 _say(
                     settings.node_name,
                     "held",
@@ -787,15 +803,12 @@ class Watch:
     def _efa(self, node: Mapping[str, Any]) -> None:
         settings = self.settings
         name = settings.node_name
-        self.samples.append(efa_counters(settings.efa_counters, settings.sysfs))
         if has_taint(node, settings.efa_taint["key"]):
             self._recheck(node)
             return
         if has_taint(node, settings.taint_key) or has_taint(node, settings.repair.failed_taint_key):
             return  # not yet judged, or never taken into use
-        if len(self.samples) < 2:
-            return  # a full window is not yet read
-        grown = counter_increases(self.samples[0], self.samples[-1], settings.efa_limit)
+        grown = self._grown()
         if not grown:
             return
         seconds = (len(self.samples) - 1) * settings.watch_seconds
@@ -809,6 +822,7 @@ class Watch:
         verdict = Verdict("EfaErrors", message)
         set_condition(self.api, name, settings.condition_type, verdict)
         action = add_taint(self.api, name, settings.efa_taint)
+        self.node = None
         self.api.event(
             namespace=settings.repair.namespace,
             involved={**node, "kind": "Node", "apiVersion": "v1"},
@@ -841,6 +855,7 @@ class Watch:
             )
             set_condition(self.api, name, settings.condition_type, passed)
             action = lift_taint(self.api, name, settings.efa_taint["key"])
+            self.node = None
             self.samples.clear()
             _say(name, "cleared", passed.reason, action)
             return
@@ -856,87 +871,6 @@ class Watch:
         kept = f"the node keeps {settings.efa_taint['key']}; idle, the cluster autoscaler removes it once unneeded"
         _failed(self.api, node, verdict.reason, settings.repair, swap=None, kept=kept)
 
-    # --- unresponsive Trainium nodes ----------------------------------------------------------
-
-    def _fence_candidates(self) -> list[dict[str, Any]] | None:
-        """Every Trainium node, or None when a Ready one named before this node acts instead.
-
-        Every node's check asks this each pass: listing every node each time is the number of nodes
-        squared per WATCH_SECONDS (2,048 nodes: 34 lists of 2,048 nodes a second, docs/performance.md).
-        The API server lists in name order (etcd's key order), so the first page of FENCE_PEEK nodes
-        settles it on every node but the first; the decision reads only names and Ready, so a server
-        that pages otherwise costs the full list, never a wrong answer."""
-        selector = self.settings.labels["devices"]
-        query = urllib.parse.urlencode({"labelSelector": selector, "limit": str(FENCE_PEEK)})
-        page = self.api.call("GET", f"/api/v1/nodes?{query}")
-        items: list[dict[str, Any]] = page.get("items") or []
-        me = self.settings.node_name
-        if any(
-            n["metadata"]["name"] < me and (_condition(n, "Ready") or {}).get("status") == "True"
-            for n in items
-        ):
-            return None
-        if not (page.get("metadata") or {}).get("continue"):
-            return items
-        return self.api.items("/api/v1/nodes", labelSelector=selector)
-
-    def _fence(self) -> None:
-        settings = self.settings
-        assert settings.fence_after_seconds is not None
-        # Trainium nodes only: the system nodes carry the node-group label too, and the first of them
-        # by name would be the one to act, where no check runs.
-        nodes = self._fence_candidates()
-        if nodes is None:
-            return
-        ready = sorted(
-            n["metadata"]["name"] for n in nodes if (_condition(n, "Ready") or {}).get("status") == "True"
-        )
-        # One node's check acts for all: the first Ready Trainium node by name (all agree on it).
-        if not ready or ready[0] != settings.node_name:
-            return
-        now = self.now()
-        silent = [n for n in nodes if (_condition(n, "Ready") or {}).get("status") == "Unknown"]
-        allowed = max(1, len(nodes) // 5)
-        if len(silent) > allowed:
-            names = ", ".join(sorted(n["metadata"]["name"] for n in silent))
-            print(
-                f"not fencing: {len(silent)} of {len(nodes)} Trainium nodes unresponsive at once ({names}); "
-                f"more than {allowed} is the network or the control plane, not the nodes",
-                flush=True,
-            )
-            return
-        for silent_node in silent:
-            since = _since(_condition(silent_node, "Ready"))
-            instance = instance_id(silent_node)
-            if since is None or instance is None or instance in self.fenced:
-                continue
-            if now - since < timedelta(seconds=settings.fence_after_seconds):
-                continue
-            self.fenced.add(instance)
-            minutes = (now - since).total_seconds() / 60
-            outcome = replace_or_withhold(self.api, silent_node, "NodeUnresponsive", settings.repair)
-            if not outcome.replaced:
-                kept = (
-                    f"kubelet silent for {minutes:.1f} min, not fenced: EKS node auto repair replaces it after "
-                    "30 minutes of Ready Unknown"
-                )
-                _withheld(self.api, silent_node, "NodeUnresponsive", settings.repair, outcome, kept=kept)
-                continue
-            message = f"kubelet silent for {minutes:.1f} min (Ready Unknown): {outcome.action}"
-            self.api.event(
-                namespace=settings.repair.namespace,
-                involved={**silent_node, "kind": "Node", "apiVersion": "v1"},
-                reason="NodeUnresponsive",
-                message=message,
-                component=COMPONENT,
-            )
-            _say(
-                silent_node["metadata"]["name"],
-                "fenced",
-                "NodeUnresponsive",
-                f"by={settings.node_name} {message}",
-            )
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="node_check", description=__doc__.splitlines()[0])
@@ -944,7 +878,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _repair(env: Mapping[str, str], step_timeout: float) -> Repair:
+def repair_from_env(env: Mapping[str, str], step_timeout: float) -> Repair:
     return Repair(
         replace=env.get("REPAIR", "replace") == "replace",
         namespace=env["POD_NAMESPACE"],
@@ -982,7 +916,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "efa_interfaces": env["EFA_INTERFACES_LABEL"],
         }
         step_timeout = float(env.get("STEP_TIMEOUT_SECONDS", "30"))
-        repair = _repair(env, step_timeout)
+        repair = repair_from_env(env, step_timeout)
         fence = _device_fence(env)
         status = check_node(
             api,
@@ -997,7 +931,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             fence=fence,
         )
         key, value, effect = env["EFA_TAINT"].split(":")
-        fence_after = env.get("FENCE_AFTER_SECONDS", "")
         settings = WatchSettings(
             node_name=env["NODE_NAME"],
             taint_key=env["TAINT_KEY"],
@@ -1008,9 +941,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             efa_limit=int(env["EFA_ERROR_LIMIT"]),
             efa_window_seconds=float(env["EFA_ERROR_WINDOW_SECONDS"]),
             watch_seconds=float(env["WATCH_SECONDS"]),
+            node_read_seconds=float(env["NODE_READ_SECONDS"]),
             step_timeout=step_timeout,
             repair=repair,
-            fence_after_seconds=float(fence_after) if fence_after else None,
         )
     except (ApiError, KeyError, RuntimeError, ValueError) as error:
         # The pod restarts (DaemonSet) and the check runs again while the taint is on.

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kube_api import Api, ApiError
+from kube_api import Api, ApiError, Reads
 
 __all__ = [
     "ENDED_PHASES",
@@ -612,8 +612,10 @@ def guard_pass(
     now: datetime,
     log: Callable[[str], object] = print,
     endings: Endings | None = None,
+    reads: Reads | None = None,
 ) -> bool:
     """Judge every run of the team namespaces and end the stuck ones; False when an API call failed.
+    ``reads``: where the Jobs are listed from (the API by default; kube_mirror.Mirrors in a loop).
     ``podgroup_phases``: the phase of each PodGroup, by the uid of the Volcano Job that owns it;
     ``endings``: what this process ended in earlier passes (None: nothing remembered)."""
     work = _Pass(
@@ -634,7 +636,7 @@ def guard_pass(
     listed: set[str] = set()
     for namespace in settings.namespaces:
         try:
-            jobs = api.items(
+            jobs = (reads or api).items(
                 f"/apis/batch.volcano.sh/v1alpha1/namespaces/{urllib.parse.quote(namespace)}/jobs"
             )
         except ApiError as error:

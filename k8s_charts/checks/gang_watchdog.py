@@ -84,7 +84,7 @@ GANG_WATCHDOG_LABELS: dict[str, str] = {
 }
 _PROGRAM_FILE = "gang_watchdog.py"
 # The program, the stuck-run guard it imports and the API client, side by side in the ConfigMap.
-PROGRAM_FILES = program_files(_PROGRAM_FILE, "stuck_runs.py")
+PROGRAM_FILES = program_files(_PROGRAM_FILE, "stuck_runs.py", "kube_mirror.py")
 PROGRAM = PROGRAM_FILES[_PROGRAM_FILE]
 _PROGRAM_DIR = "/opt/gang-watchdog"
 _UID = 65532  # any non-root uid: the program writes nothing
@@ -388,14 +388,16 @@ class GangWatchdogChart(cdk8s.Chart):
         )
         subject = k8s.Subject(kind="ServiceAccount", name=NAME, namespace=namespace)
         # Pods everywhere (what runs on each node: DaemonSets in kube-system, any team's pods); nodes
-        # to read and patch (the admission policy narrows the patch). No watch: each pass lists.
+        # to read and patch (the admission policy narrows the patch). Watch on nodes: the loop keeps the
+        # lists each pass reads current through watches (cluster_programs/kube_mirror.py, issue #36);
+        # pods it watches only in the team namespaces (their Roles).
         k8s.KubeClusterRole(
             self,
             "ClusterRole",
             metadata=_metadata(),
             rules=[
                 k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"]),
-                k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "patch"]),
+                k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch", "patch"]),
             ],
         )
         k8s.KubeClusterRoleBinding(
@@ -414,7 +416,9 @@ class GangWatchdogChart(cdk8s.Chart):
         # progressing?), TerminateJob commands and the Job's status reason (the admission policy
         # gang-watchdog-runs narrows both), and an Event on the Job.
         guard_rules = [
-            k8s.PolicyRule(api_groups=["batch.volcano.sh"], resources=["jobs"], verbs=["get", "list"]),
+            k8s.PolicyRule(
+                api_groups=["batch.volcano.sh"], resources=["jobs"], verbs=["get", "list", "watch"]
+            ),
             k8s.PolicyRule(api_groups=["batch.volcano.sh"], resources=["jobs/status"], verbs=["patch"]),
             k8s.PolicyRule(api_groups=["bus.volcano.sh"], resources=["commands"], verbs=["create"]),
             k8s.PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
@@ -427,8 +431,12 @@ class GangWatchdogChart(cdk8s.Chart):
                 metadata=_metadata(namespace=team),
                 rules=[
                     k8s.PolicyRule(
-                        api_groups=["scheduling.volcano.sh"], resources=["podgroups"], verbs=["get", "list"]
+                        api_groups=["scheduling.volcano.sh"],
+                        resources=["podgroups"],
+                        verbs=["get", "list", "watch"],
                     ),
+                    # The team's unfinished pods, kept by a watch (the ClusterRole lists them everywhere).
+                    k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["watch"]),
                     *(guard_rules if values.stuck_run_minutes is not None else []),
                 ],
             )

@@ -21,7 +21,9 @@ Two steps of the plan:
   cannot narrow ``patch nodes`` that far.
 - ``NodeCheckChart``: ServiceAccount, ClusterRole (get nodes, patch nodes and nodes/status), a Role
   to record Events in ``kube-system`` and to read and update each group's replacement record (a
-  ConfigMap per Trainium group, by name), those records, the programs in a ConfigMap, the DaemonSet.
+  ConfigMap per Trainium group, by name), those records, the programs in a ConfigMap, the DaemonSet;
+  with unresponsive nodes replaced, the Deployment ``node-check-fence``: one unprivileged replica on
+  the system nodes that fences the Trainium nodes whose kubelet went silent (same account).
 
 Why privileged: a DaemonSet pod that requested the node's Neuron devices and EFA interfaces through
 the device plugins would hold them for as long as it exists (a DaemonSet's pod never ends), and no
@@ -61,6 +63,8 @@ from cluster_facts.node_check import (
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
+    NODE_FENCE_NAME,
+    NODE_READ_SECONDS,
     REPLACEMENT_RECORD_PREFIX,
     STEP_TIMEOUT_SECONDS,
     WATCH_SECONDS,
@@ -89,6 +93,7 @@ from k8s_charts.shared.policy_exceptions import (
     policy_exceptions,
     pull_policy_exceptions,
 )
+from k8s_charts.shared.resources import container_resources
 
 __all__ = [
     "ADMISSION_STEP",
@@ -109,13 +114,15 @@ Amazon VPC": TCP 988 and 1018-1023)."""
 
 
 _PROGRAM_DIR = "/opt/node-check"
-# The program, its verdict parser, the fabric check's nccom-test parser it reuses, the API client.
+# The program, its verdict parser, the fabric check's nccom-test parser it reuses, the API client,
+# and the fence of unresponsive nodes (one Deployment for the cluster, same image and account).
 PROGRAM_FILES = program_files(
     "node_check.py",
     "node_check_budget.py",
     "node_check_devices.py",
     "node_check_verdict.py",
     "fabric_verdict.py",
+    "node_fence.py",
 )
 _LABELS = {"app.kubernetes.io/name": NODE_CHECK_NAME, "app.kubernetes.io/component": "health"}
 
@@ -154,8 +161,14 @@ class NodeCheckValues:
     replace_failed_nodes: bool = True
     """Mark a failed node's instance Unhealthy in its Auto Scaling group (needs the check's AWS role)."""
     replace_unresponsive_after_seconds: int | None = 300
-    """Mark Unhealthy the instance of a Trainium node whose kubelet has been silent this long (another
-    node's check does it); None: leave it to EKS node auto repair. Only with ``replace_failed_nodes``."""
+    """Mark Unhealthy the instance of a Trainium node whose kubelet has been silent this long (the
+    Deployment ``node-check-fence`` does it for the cluster); None: leave it to EKS node auto repair.
+    Only with ``replace_failed_nodes``."""
+
+    @property
+    def fences(self) -> bool:
+        return self.replace_failed_nodes and self.replace_unresponsive_after_seconds is not None
+
     node_groups: tuple[str, ...] = ()
     """The Trainium node groups: one replacement record (ConfigMap) each, the only ones the check may
     read and update."""
@@ -383,23 +396,13 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
         "LUSTRE_PORT": str(LUSTRE_PORT),
         "STEP_TIMEOUT_SECONDS": str(STEP_TIMEOUT_SECONDS),
         "REPAIR": "replace" if values.replace_failed_nodes else "none",
-        "FENCE_AFTER_SECONDS": (
-            str(values.replace_unresponsive_after_seconds)
-            if values.replace_failed_nodes and values.replace_unresponsive_after_seconds is not None
-            else ""
-        ),
         "EFA_TAINT": ":".join(EFA_SUSPECT_TAINT[part] for part in ("key", "value", "effect")),
-        "FAILED_TAINT_KEY": NODE_CHECK_FAILED_TAINT_KEY,
-        "NODE_GROUP_LABEL": NODE_GROUP_LABEL,
-        "REPLACEMENT_RECORD_PREFIX": REPLACEMENT_RECORD_PREFIX,
-        "REPLACEMENTS_PER_WINDOW": str(values.replacements_per_window),
-        "REPLACEMENT_WINDOW_SECONDS": str(values.replacement_window_seconds),
+        **_repair_environment(values),
         "EFA_ERROR_COUNTERS": " ".join(EFA_ERROR_COUNTERS),
         "EFA_ERROR_LIMIT": str(EFA_ERROR_LIMIT),
         "EFA_ERROR_WINDOW_SECONDS": str(EFA_ERROR_WINDOW_SECONDS),
         "WATCH_SECONDS": str(WATCH_SECONDS),
-        "AWS_REGION": values.region,
-        "PYTHONDONTWRITEBYTECODE": "1",
+        "NODE_READ_SECONDS": str(NODE_READ_SECONDS),
         **_device_fence_environment(values),
     }
     field = k8s.EnvVarSource
@@ -415,6 +418,19 @@ def _environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
     ]
 
 
+def _repair_environment(values: NodeCheckValues) -> dict[str, str]:
+    """What the check and the fence share: how a replacement is asked for and bounded."""
+    return {
+        "FAILED_TAINT_KEY": NODE_CHECK_FAILED_TAINT_KEY,
+        "NODE_GROUP_LABEL": NODE_GROUP_LABEL,
+        "REPLACEMENT_RECORD_PREFIX": REPLACEMENT_RECORD_PREFIX,
+        "REPLACEMENTS_PER_WINDOW": str(values.replacements_per_window),
+        "REPLACEMENT_WINDOW_SECONDS": str(values.replacement_window_seconds),
+        "AWS_REGION": values.region,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
 def _device_fence_environment(values: NodeCheckValues) -> dict[str, str]:
     if values.device_taint_rule_api is None:
         return {}
@@ -428,7 +444,9 @@ def _device_fence_environment(values: NodeCheckValues) -> dict[str, str]:
 
 def _cluster_rules(values: NodeCheckValues) -> list[k8s.PolicyRule]:
     rules = [
-        # list: the watch finds the Trainium nodes whose kubelet went silent (docs/health.md).
+        # list: the fence (node-check-fence, this account) finds the Trainium nodes whose kubelet went
+        # silent (docs/health.md); the DaemonSet's pods no longer list (a second account would need
+        # a second Pod Identity association of the same role).
         k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "patch"]),
         k8s.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
     ]
@@ -508,6 +526,8 @@ class NodeCheckChart(cdk8s.Chart):
                 ),
             ),
         )
+        if values.fences:
+            _fence(self, values)
 
 
 def _namespace_rules(values: NodeCheckValues) -> list[k8s.PolicyRule]:
@@ -586,5 +606,129 @@ def _pod_spec(values: NodeCheckValues) -> k8s.PodSpec:
             k8s.Volume(
                 name="program", config_map=k8s.ConfigMapVolumeSource(name=NODE_CHECK_NAME, default_mode=0o444)
             )
+        ],
+    )
+
+
+# --- The fence of unresponsive nodes: one replica for the cluster --------------------------------
+
+_FENCE_LABELS = {"app.kubernetes.io/name": NODE_FENCE_NAME, "app.kubernetes.io/component": "health"}
+_FENCE_UID = 65532  # any non-root uid: the program writes nothing but the AWS CLI's cache under HOME
+_FENCE_EXCEPTIONS = {
+    "CKV_K8S_8": "a loop that serves nothing; an API or AWS call that fails is logged and the next pass tries again",
+    "CKV_K8S_9": "a loop that serves nothing; an API or AWS call that fails is logged and the next pass tries again",
+    "CKV_K8S_38": "the fence lists the Trainium nodes, updates the groups' replacement records and records events "
+    "through the Kubernetes API with the node check's account (k8s_charts/checks/node_check.py)",
+}
+
+
+def _fence(chart: cdk8s.Chart, values: NodeCheckValues) -> None:
+    """The Deployment ``node-check-fence`` (cluster_programs/node_fence.py) and its NetworkPolicy: one
+    process reads the Trainium nodes once a pass and fences the silent ones, instead of every node's
+    check reading the nodes every pass (issue #36). The node check's account: no new permission."""
+    assert values.replace_unresponsive_after_seconds is not None
+    # The credentials from the Pod Identity Agent and the Auto Scaling API; no file system.
+    egress = [
+        dns_egress_rule(),
+        *api_server_egress_rules(values.vpc_cidr),
+        pod_identity_egress_rule(),
+        https_egress_rule(values.vpc_cidr),
+    ]
+    system_pod_policy(
+        chart,
+        "FenceNetworkPolicy",
+        name=NODE_FENCE_NAME,
+        namespace=NODE_CHECK_NAMESPACE,
+        pod_labels=_FENCE_LABELS,
+        egress=egress,
+    )
+    exceptions = policy_exceptions(
+        {**_FENCE_EXCEPTIONS, **digest_exceptions(values.image), **pull_policy_exceptions()}
+    )
+    k8s.KubeDeployment(
+        chart,
+        "Fence",
+        metadata=k8s.ObjectMeta(
+            name=NODE_FENCE_NAME, namespace=NODE_CHECK_NAMESPACE, labels=_FENCE_LABELS, annotations=exceptions
+        ),
+        spec=k8s.DeploymentSpec(
+            replicas=1,
+            # One decider at a time, also during a rollout (each instance is decided once per process;
+            # the groups' records bound the replacements across two).
+            strategy=k8s.DeploymentStrategy(type="Recreate"),
+            selector=k8s.LabelSelector(match_labels=_FENCE_LABELS),
+            template=k8s.PodTemplateSpec(
+                metadata=k8s.ObjectMeta(
+                    labels=_FENCE_LABELS,
+                    annotations={"trainium/program-sha256": program_digest(PROGRAM_FILES)},
+                ),
+                spec=_fence_pod_spec(values),
+            ),
+        ),
+    )
+
+
+def _fence_environment(values: NodeCheckValues) -> list[k8s.EnvVar]:
+    plain = {
+        "NEURON_DEVICES_LABEL": NEURON_DEVICES_LABEL,
+        "FENCE_AFTER_SECONDS": str(values.replace_unresponsive_after_seconds),
+        "WATCH_SECONDS": str(WATCH_SECONDS),
+        "STEP_TIMEOUT_SECONDS": str(STEP_TIMEOUT_SECONDS),
+        "REPAIR": "replace",
+        **_repair_environment(values),
+        # The AWS CLI keeps nothing it needs across calls; its HOME is the pod's scratch directory.
+        "HOME": "/tmp",
+    }
+    namespace = k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="metadata.namespace"))
+    return [
+        k8s.EnvVar(name="POD_NAMESPACE", value_from=namespace),
+        *(k8s.EnvVar(name=name, value=value) for name, value in plain.items()),
+    ]
+
+
+def _fence_pod_spec(values: NodeCheckValues) -> k8s.PodSpec:
+    return k8s.PodSpec(
+        service_account_name=NODE_CHECK_NAME,
+        automount_service_account_token=True,
+        enable_service_links=False,
+        # No toleration for the Trainium taint: it runs on the system nodes, so it answers while the
+        # Trainium nodes it watches do not.
+        priority_class_name="system-cluster-critical",
+        security_context=k8s.PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=_FENCE_UID,
+            run_as_group=_FENCE_UID,
+            seccomp_profile=k8s.SeccompProfile(type="RuntimeDefault"),
+        ),
+        containers=[
+            k8s.Container(
+                name="fence",
+                image=values.image,
+                image_pull_policy=PINNED_PULL_POLICY,
+                command=["python3", f"{_PROGRAM_DIR}/node_fence.py"],
+                env=_fence_environment(values),
+                # A list of the Trainium nodes once a minute (a page of 500 at a time).
+                resources=container_resources(
+                    requests={"cpu": "10m", "memory": "128Mi"}, limits={"cpu": "500m", "memory": "512Mi"}
+                ),
+                security_context=k8s.SecurityContext(
+                    allow_privilege_escalation=False,
+                    capabilities=k8s.Capabilities(drop=["ALL"]),
+                    read_only_root_filesystem=True,
+                ),
+                volume_mounts=[
+                    k8s.VolumeMount(name="program", mount_path=_PROGRAM_DIR, read_only=True),
+                    k8s.VolumeMount(name="scratch", mount_path="/tmp"),
+                ],
+            )
+        ],
+        volumes=[
+            k8s.Volume(
+                name="program", config_map=k8s.ConfigMapVolumeSource(name=NODE_CHECK_NAME, default_mode=0o444)
+            ),
+            k8s.Volume(
+                name="scratch",
+                empty_dir=k8s.EmptyDirVolumeSource(size_limit=k8s.Quantity.from_string("64Mi")),
+            ),
         ],
     )

@@ -58,12 +58,14 @@ from tests.cluster.scale import (
     DEFAULT_RESULTS,
     Measurement,
     ScaleSettings,
+    format_growth,
     format_report,
     gang_run,
     percentile,
     process_usage,
     scale_config,
     settings_from,
+    sizes_from,
 )
 
 HEARTBEAT_MILLISECONDS = 120_000
@@ -293,11 +295,59 @@ def watchdog_passes(plane: ControlPlane, result: Measurement) -> None:
         if code != 0:
             result.failures.append(f"{name}: its pass exited {code}")
         result.controllers.append({"name": name, "seconds": seconds, **counter})
+    loop_passes(script.parent, args, kube_api, result)
+
+
+def loop_passes(directory: Path, args: Sequence[str], kube_api: Any, result: Measurement) -> None:
+    """The Deployment's loop as it runs: its first pass lists and starts the watches
+    (cluster_programs/kube_mirror.py), a later pass reads from them; each timed, the requests the
+    pass itself sends counted (the watches' own are one per collection every few minutes)."""
+    watchdog = sys.modules["gang_watchdog"]
+    mirrors_module = importlib.import_module("kube_mirror")
+    read = watchdog.configured([*args])
+    if isinstance(read, str):
+        result.failures.append(f"watchdog loop: {read}")
+        return
+    _, settings, guard = read
+    api = kube_api.in_cluster()
+    counter = counted(api)
+    mirrors = mirrors_module.Mirrors(api)
+    endings = watchdog.Endings()
+    try:
+        for name in (
+            "watchdog loop: first pass (lists, starts its watches)",
+            "watchdog loop: a later pass (from its watches)",
+        ):
+            before = dict(counter)
+            lists_before = sum(m.lists for m in mirrors.mirrors.values())
+            started = time.monotonic()
+            ok = watchdog.run_pass(
+                api,
+                settings,
+                now=datetime.now(UTC),
+                guard=guard,
+                endings=endings,
+                reads=mirrors,
+                log=lambda _line: None,
+            )
+            seconds = time.monotonic() - started
+            if not ok:
+                result.failures.append(f"{name}: the pass met an error")
+            spent = {key: counter[key] - before[key] for key in counter}
+            # The mirrors list through clients of their own: their lists in this pass counted here.
+            spent["requests"] += sum(m.lists for m in mirrors.mirrors.values()) - lists_before
+            result.controllers.append(
+                {"name": name, "seconds": seconds, **spent, "mirrors": len(mirrors.mirrors)}
+            )
+            time.sleep(2)
+    finally:
+        mirrors.stop()
 
 
 def node_check_figures(plane: ControlPlane, sample: str, result: Measurement) -> None:
-    """The node check's pass on ``sample`` (its program's writes, ``pass_node_check``), and one fence
-    read of its watch: every Trainium node listed, as each node's check does every WATCH_SECONDS."""
+    """The node check's pass on ``sample`` (its program's writes, ``pass_node_check``), and one read of
+    the fence (node_fence.py, one process for the cluster): every Trainium node listed, once every
+    WATCH_SECONDS."""
     plane.wait_for(
         lambda: any(t["key"] == NODE_CHECK_TAINT_KEY for t in plane.kubectl.json("get", "node", sample)["spec"].get("taints", [])),
         timeout=60, what=f"{sample} with the startup taint",
@@ -313,8 +363,7 @@ def node_check_figures(plane: ControlPlane, sample: str, result: Measurement) ->
     os.environ.update(plane.kube_api_environment(plane.node_check_token(sample)))
     selector = environment["NEURON_DEVICES_LABEL"]
     for name, read in (
-        ("node check fence: every node listed (first node; before: all)", lambda api: api.items("/api/v1/nodes", labelSelector=selector)),
-        ("node check fence: one page (every other node)", lambda api: api.call("GET", f"/api/v1/nodes?labelSelector={selector}&limit=50")),
+        ("node check fence: every Trainium node listed (one process)", lambda api: api.items("/api/v1/nodes", labelSelector=selector)),
     ):  # fmt: skip
         api = kube_api.in_cluster()
         counter = counted(api)
@@ -535,22 +584,37 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {memory / 1024 / 1024:.0f} GiB, {platform.platform()}, load at the start {load[0]:.1f}"
 
 
-def main(environment: dict[str, str] | None = None) -> int:
-    settings = settings_from(environment if environment is not None else dict(os.environ))
-    problems = settings.problems()
-    if problems:
-        print("\n".join(f"bench-scale: {p}" for p in problems), file=sys.stderr)
-        return 2
-    out = Path((environment or os.environ).get("BENCH_OUT") or DEFAULT_RESULTS)
+def _measure(settings: ScaleSettings) -> Measurement:
     result = Measurement(settings=settings, machine=machine())
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as work:
         bench(settings, Path(work), result)
-    report = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n" + format_report(result)
-    print(report)
+    return result
+
+
+def main(environment: dict[str, str] | None = None) -> int:
+    """One size (NODES given: every variable as given) or the series of SIZES, each on a control
+    plane of its own, then the growth table; exit 1 when anything failed."""
+    env = environment if environment is not None else dict(os.environ)
+    series = sizes_from(env) or [settings_from(env)]
+    problems = [problem for settings in series for problem in settings.problems()]
+    if problems:
+        print("\n".join(f"bench-scale: {p}" for p in problems), file=sys.stderr)
+        return 2
+    out = Path(env.get("BENCH_OUT") or DEFAULT_RESULTS)
+    results = []
+    for settings in series:
+        results.append(_measure(settings))
+        print(format_report(results[-1]), flush=True)
+    report = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n" + "\n".join(format_report(r) for r in results)
+    if len(results) > 1:
+        report += "\n" + format_growth(results)
+        print(format_growth(results))
     out.write_text(report)
-    (out.with_suffix(".json")).write_text(json.dumps(result.__dict__, default=lambda o: o.__dict__, indent=1))
+    (out.with_suffix(".json")).write_text(
+        json.dumps([r.__dict__ for r in results], default=lambda o: o.__dict__, indent=1)
+    )
     print(f"written to {out} and {out.with_suffix('.json')}")
-    return 1 if result.failures else 0
+    return 1 if any(r.failures for r in results) else 0
 
 
 if __name__ == "__main__":

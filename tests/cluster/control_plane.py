@@ -46,7 +46,12 @@ from typing import Any
 
 from cluster_facts.kubernetes_names import CDK_PRUNE_LABEL_PREFIX
 from cluster_facts.kubernetes_plan import HelmRelease, KubernetesLayerPlan, ManifestSet, ReadinessGate
-from cluster_facts.node_check import NODE_CHECK_NAME, NODE_CHECK_NAMESPACE, NODE_CHECK_TAINT_KEY
+from cluster_facts.node_check import (
+    NODE_CHECK_NAME,
+    NODE_CHECK_NAMESPACE,
+    NODE_CHECK_TAINT_KEY,
+    NODE_FENCE_NAME,
+)
 from cluster_facts.vendored_charts import repository_path
 from cluster_facts.versions import VOLCANO_IMAGE_NAMES
 from k8s_charts.checks import gang_watchdog
@@ -598,6 +603,15 @@ class ControlPlane:
         [mount] = container["volumeMounts"]
         directory = self.work_dir / "mounts" / "node-check" / mount["name"]
         return directory, {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+    def node_fence_program(self) -> tuple[list[str], dict[str, str]]:
+        """The fence's Deployment as rendered and applied: its command with the mounted program
+        written locally, and the plain environment of its container."""
+        deployment = self.kubectl.json("get", "deployment", NODE_FENCE_NAME, "-n", NODE_CHECK_NAMESPACE)
+        pod = deployment["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        args = self._local_args(NODE_FENCE_NAME, NODE_CHECK_NAMESPACE, pod, container)
+        return args, {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
 
     def node_check_token(self, node: str) -> Path:
         """A token of the node check's service account bound to its pod on ``node``: the API server

@@ -292,6 +292,111 @@ def settings_from(environment: Mapping[str, str]) -> ScaleSettings:
     )
 
 
-__all__ += ["DEFAULT_RESULTS", "MAX_GROUP_NODES", "settings_from"]
+__all__ += [
+    "BENCH_SIZES",
+    "DEFAULT_RESULTS",
+    "MAX_GROUP_NODES",
+    "format_growth",
+    "settings_for_size",
+    "settings_from",
+    "sizes_from",
+]
 
 DEFAULT_RESULTS = Path("bench-scale.txt")
+BENCH_SIZES = (64, 256, 1024, 2048)
+"""What `make bench-scale` runs without NODES: each size on a control plane of its own, then the
+growth from one size to the next (issue #36)."""
+_GANGS = (8, 32, 128, 512)
+
+
+def settings_for_size(nodes: int, teams: int = 8) -> ScaleSettings:
+    """One size of the series: gangs of 8 to 512 nodes, each at most a quarter of the nodes (so the
+    gang of 8 is in every size: its bind time compares across them), one-node runs for half the
+    nodes up to a thousand, and an autoscaled gang of a quarter of them up to 64."""
+    return ScaleSettings(
+        nodes=nodes,
+        teams=teams,
+        gangs=tuple(g for g in _GANGS if g <= nodes // 4) or (1,),
+        autoscaled=min(64, nodes // 4),
+        small_jobs=min(1000, nodes // 2),
+    )
+
+
+def sizes_from(environment: Mapping[str, str]) -> list[ScaleSettings] | None:
+    """The series of SIZES (comma-separated node counts, BENCH_SIZES by default) with TEAMS; None
+    when NODES names one size (settings_from: every variable as given)."""
+    if (environment.get("NODES") or "").strip():
+        return None
+    sizes = environment.get("SIZES") or ",".join(map(str, BENCH_SIZES))
+    teams = int(environment.get("TEAMS") or 8)
+    return [settings_for_size(int(size), teams) for size in sizes.split(",") if size.strip()]
+
+
+def _controller(result: Measurement, name: str, key: str) -> float:
+    found = [c.get(key, math.nan) for c in result.controllers if c["name"] == name]
+    return float(found[0]) if found else math.nan
+
+
+def _gang(result: Measurement, pick: Any, key: str) -> float:
+    sized = [g for g in result.gangs if isinstance(g["size"], int)]
+    chosen = pick(sized) if sized else None
+    return float(chosen[key]) if chosen else math.nan
+
+
+def _process(result: Measurement, name: str, key: str) -> float:
+    return float(result.processes.get(name, {}).get(key, math.nan))
+
+
+_FIGURES: tuple[tuple[str, Any], ...] = (
+    ("gang of 8: p99 bound s", lambda r: _gang(r, lambda g: next((x for x in g if x["size"] == 8), None), "p99_bound")),
+    ("largest gang: nodes", lambda r: _gang(r, lambda g: max(g, key=lambda x: x["size"]), "size")),
+    ("largest gang: p99 bound s", lambda r: _gang(r, lambda g: max(g, key=lambda x: x["size"]), "p99_bound")),
+    ("largest gang: all bound s", lambda r: _gang(r, lambda g: max(g, key=lambda x: x["size"]), "all_bound")),
+    ("one-node runs: all bound s", lambda r: next((float(g["all_bound"]) for g in r.gangs if not isinstance(g["size"], int)), math.nan)),
+    ("autoscaler: s to all nodes made", lambda r: float(r.autoscaler.get("s to all nodes made", math.nan))),
+    ("autoscaler: scale-up decisions", lambda r: float(r.autoscaler.get("scale-up decisions", math.nan))),
+    ("gang watchdog: pass s", lambda r: _controller(r, "gang watchdog", "seconds")),
+    ("gang watchdog: API requests", lambda r: _controller(r, "gang watchdog", "requests")),
+    ("gang watchdog: MiB read", lambda r: _controller(r, "gang watchdog", "bytes") / 2**20),
+    ("watchdog + guard: pass s", lambda r: _controller(r, "watchdog + stuck-run guard", "seconds")),
+    ("watchdog loop: later pass s", lambda r: _controller(r, "watchdog loop: a later pass (from its watches)", "seconds")),
+    ("watchdog loop: later pass requests", lambda r: _controller(r, "watchdog loop: a later pass (from its watches)", "requests")),
+    ("API server: requests/s", lambda r: float(r.api.get("requests/s during the runs (audit log)", math.nan))),
+    ("platform controllers: % of requests", lambda r: float(r.api.get("platform controllers' % of requests", math.nan))),
+    ("kube-apiserver: CPU s", lambda r: _process(r, "kube-apiserver", "cpu_seconds")),
+    ("kube-apiserver: peak RSS MiB", lambda r: _process(r, "kube-apiserver", "peak_rss_mib")),
+    ("etcd: CPU s", lambda r: _process(r, "etcd", "cpu_seconds")),
+    ("etcd: peak RSS MiB", lambda r: _process(r, "etcd", "peak_rss_mib")),
+    ("failures", lambda r: float(len(r.failures))),
+)  # fmt: skip
+
+
+def _growth(before: float, after: float, nodes: float) -> str:
+    if math.isnan(before) or math.isnan(after) or before <= 0:
+        return "-"
+    return f"x{after / before:.1f}/x{nodes:.0f}"
+
+
+def format_growth(results: Sequence[Measurement]) -> str:
+    """One row per figure: its value at each size and, from the second size on, its growth against
+    the nodes' (``x1.9/x4``: the figure grew 1.9-fold while the nodes grew fourfold; at most linear
+    while the first number is at most the second)."""
+    sizes = [r.settings.nodes for r in results]
+    headers = ["figure"]
+    for index, nodes in enumerate(sizes):
+        headers += [f"{nodes} nodes"] if index == 0 else [f"{nodes} nodes", "growth"]
+    rows = []
+    for name, figure in _FIGURES:
+        values = [figure(r) for r in results]
+        row: list[Any] = [name]
+        for index, value in enumerate(values):
+            row.append(value)
+            if index:
+                row.append(_growth(values[index - 1], value, sizes[index] / sizes[index - 1]))
+        rows.append(row)
+    return (
+        "\n".join(
+            ["growth from one size to the next (each size its own control plane)", *_rows(headers, rows)]
+        )
+        + "\n"
+    )

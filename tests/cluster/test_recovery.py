@@ -11,8 +11,8 @@ What stands in, and why:
   test kills it, so its Lease and status are no longer renewed and its pods are left as they were.
   The controller manager's ``--node-monitor-grace-period`` is 20 s here instead of 50 s
   (``NODE_MONITOR_GRACE_SECONDS``, a harness flag); nothing of the product is shortened.
-- **the fence and the cloud**: the node check's program runs whole on the surviving node (its
-  ``FENCE_AFTER_SECONDS`` shortened from the 5 minutes of ``replace_unresponsive_after_minutes`` to
+- **the fence and the cloud**: the fence's program (cluster_programs/node_fence.py) runs whole as
+  its Deployment ``node-check-fence`` runs it, here as a process (its ``FENCE_AFTER_SECONDS`` shortened from the 5 minutes of ``replace_unresponsive_after_minutes`` to
   a few seconds past the pod's toleration, so the order of the product's path holds: the pod is
   evicted first, the instance fenced after), with ``aws`` a stand-in that records its call. The
   test then plays EC2 Auto Scaling terminating the instance and the cloud node lifecycle controller
@@ -53,7 +53,8 @@ T = TypeVar("T")
 GROUP = "trn1-32xl"
 RUN = "bert-large"
 SURVIVOR = f"{GROUP}-rec-a"
-"""Runs under the session's kwok; first by name, so its node check is the one that fences."""
+"""Runs under the session's kwok: the Trainium node that still answers (the fence acts only while one does)."""
+FENCE_PROCESS = "node-check-fence"
 LOST = f"{GROUP}-rec-b"
 """Runs under a kwok of its own, which the node-lost test kills."""
 REPLACEMENT = f"{GROUP}-rec-c"
@@ -226,24 +227,24 @@ def _ready(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _start_fence(cluster: ControlPlane, tmp_path: Path) -> Path:
-    """The node check's program, whole, on the surviving node (its DaemonSet pod's token and
-    environment), its fence after ``FENCE_AFTER_SECONDS``, ``aws`` a stand-in that records."""
+    """The fence's program, whole, as its Deployment runs it (its command, its environment), with a
+    token of the node check's account (the fence's), its fence after ``FENCE_AFTER_SECONDS``,
+    ``aws`` a stand-in that records."""
     bin_dir = write_tools(tmp_path / "bin")
     record = tmp_path / "record"
     record.touch()
-    directory, environment = cluster.node_check_program()
+    args, environment = cluster.node_fence_program()
     token = cluster.node_check_token(SURVIVOR)
     cluster.processes.start(
-        f"node-check-{SURVIVOR}",
-        [sys.executable, str(directory / "node_check.py")],
+        FENCE_PROCESS,
+        [sys.executable, *args],
         env={
             **os.environ,
             **environment,
-            "NODE_NAME": SURVIVOR,
             "POD_NAMESPACE": NODE_CHECK_NAMESPACE,
-            "LUSTRE_HOST": "127.0.0.1",
             "FENCE_AFTER_SECONDS": str(FENCE_AFTER_SECONDS),
             "WATCH_SECONDS": str(WATCH_SECONDS),
+            "HOME": str(tmp_path),
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             "SAMPLES": str(SAMPLES),
             "RECORD": str(record),
@@ -284,10 +285,10 @@ def _lose_the_node(cluster: ControlPlane, run: RunHandle, lost_pod: str, record:
     cluster.wait_for(
         lambda: "set-instance-health" in record.read_text(),
         timeout=FENCE_AFTER_SECONDS + 30,
-        what=f"the node check of {SURVIVOR} fencing {LOST}",
+        what=f"the fence (node-check-fence) fencing {LOST}",
     )
     clock.mark("fence: the node check marks the instance Unhealthy")
-    cluster.processes.stop(f"node-check-{SURVIVOR}")
+    cluster.processes.stop(FENCE_PROCESS)
     assert (
         f"autoscaling set-instance-health --instance-id {_instance(LOST)} --health-status Unhealthy"
         in record.read_text()

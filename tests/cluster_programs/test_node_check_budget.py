@@ -44,7 +44,7 @@ from tests.k8s_charts.checks.test_node_check import (  # the fixtures, with the 
     IMAGE,
     NEURON_TAINT,
     Cluster,
-    Watched,
+    Fenced,
     aws_calls,
     decide,
     empty_record,
@@ -57,7 +57,6 @@ from tests.k8s_charts.checks.test_node_check import (  # the fixtures, with the 
     sysfs,
     token,
     trainium_node,
-    watch_settings,
 )
 from tests.k8s_charts.manifests import Manifest, only, synth
 from tests.k8s_validation import assert_valid
@@ -496,14 +495,14 @@ def test_a_node_of_a_group_without_a_record_is_not_replaced(
 @pytest.mark.process
 @needs_bash
 def test_a_fence_past_the_budget_is_withheld_and_left_to_eks_repair(
-    node_tools: Path, sysfs: Path, token: Path, capsys: pytest.CaptureFixture[str]
+    node_tools: Path, token: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster = peers(6, ready=8)
     cluster.configmaps[RECORD] = recorded(
         (datetime.now(UTC) - timedelta(minutes=10), "ip-10-0-1-0", "EfaLoopbackFailed")
     )
     before = copy.deepcopy(cluster.nodes)
-    Watched(cluster, watch_settings(sysfs), token).tick(passes=2)
+    Fenced(cluster, token).tick(passes=2)
     assert aws_calls(node_tools) == []
     assert cluster.nodes == before
     [event] = cluster.events

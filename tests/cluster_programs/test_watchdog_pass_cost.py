@@ -142,6 +142,8 @@ class CountingApi:
     lists: list[str] = field(default_factory=list)
     """Each list request, ``path`` (a page each)."""
     log_reads: list[str] = field(default_factory=list)
+    watches: list[str] = field(default_factory=list)
+    """Each watch request, ``path``: answered at once with no event (a watch the server ended)."""
     served: int = 0
     """Objects in the lists' answers."""
     bytes: int = 0
@@ -154,7 +156,9 @@ class CountingApi:
         if accept == METADATA_LIST:
             chunk = [{"kind": "PartialObjectMetadata", "metadata": i["metadata"]} for i in chunk]
         more = start + limit < len(items)
-        return {"metadata": {"continue": str(start + limit) if more else ""}, "items": copy.deepcopy(chunk)}
+        # A list's resourceVersion, as the API server gives every list (a watch starts there).
+        metadata = {"continue": str(start + limit) if more else "", "resourceVersion": "1"}
+        return {"metadata": metadata, "items": copy.deepcopy(chunk)}
 
     def items(self, path: str, query: Mapping[str, str]) -> list[dict[str, Any]] | None:
         parts = path.strip("/").split("/")
@@ -180,6 +184,9 @@ class CountingApi:
             items = self.items(parsed.path, query) if method == "GET" else None
             if items is None:
                 return 404, {"kind": "Status", "code": 404}
+            if query.get("watch"):
+                self.watches.append(parsed.path)
+                return 200, ""
             self.lists.append(parsed.path)
             answer = self.page(items, query, accept)
             self.served += len(answer["items"])
@@ -301,3 +308,44 @@ def test_only_a_stalled_gang_makes_a_pass_read_the_nodes_and_their_pods(
     assert api.lists.count("/api/v1/pods") == pages(everything)
     assert api.lists.count("/api/v1/nodes") == 2 * pages(shape.nodes)  # metadata, then in full
     assert len(api.lists) == 3 * shape.teams + 2 * pages(shape.nodes) + pages(everything)
+
+
+@pytest.mark.process
+def test_the_deployments_loop_lists_once_and_then_reads_its_watches(
+    counting: tuple[list[CountingApi], str], tmp_path: Path
+) -> None:
+    """The loop (no ``--once``) keeps each pass's lists current through watches
+    (cluster_programs/kube_mirror.py): its first pass lists as one ``--once`` pass does, the next
+    passes list nothing (issue #36: the pass at a thousand Jobs). The stand-in ends every watch at
+    once, so the mirrors watch again, a second apart at most."""
+    shape = FEW_HUNDRED
+    recorded = cluster(shape)
+    [logs] = recorded.pop("logs")
+    api = CountingApi(objects=recorded, logs=logs)
+    counting[0][:] = [api]
+    token = tmp_path / "token"
+    token.write_text(f"{TOKEN}\n")
+    seconds = 4.0
+    loop = subprocess.Popen(
+        [sys.executable, str(PROGRAM), *arguments(tuple(shape.namespaces)), "--interval-seconds", "0.5"],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "KUBE_API_URL": counting[1],
+            "KUBE_API_TOKEN_FILE": str(token),
+            "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = loop.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        loop.terminate()
+        out, err = loop.communicate(timeout=30)
+    assert "error" not in out and err == "", out + err
+    with api.lock:
+        lists, watches = list(api.lists), list(api.watches)
+    assert len(lists) == 3 * shape.teams + pages(shape.nodes), lists  # the first pass's, no more
+    collections = 3 * shape.teams + 1
+    assert collections <= len(watches) <= collections * (seconds + 1), len(watches)

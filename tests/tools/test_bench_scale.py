@@ -15,16 +15,20 @@ from tests.cluster.audit import client_load
 from tests.cluster.bench_scale import gang_figures, metric_sums
 from tests.cluster.scale import (
     AUTOSCALED_GROUP,
+    BENCH_SIZES,
     MAX_GROUP_NODES,
     Measurement,
     ScaleSettings,
+    format_growth,
     format_report,
     gang_run,
     group_sizes,
     percentile,
     process_usage,
     scale_config,
+    settings_for_size,
     settings_from,
+    sizes_from,
 )
 
 
@@ -169,6 +173,58 @@ def test_the_report_has_every_section() -> None:
     assert api_line.endswith(" -")
     result.failures.append("gang bench-16 not bound")
     assert "failures: gang bench-16 not bound" in format_report(result)
+
+
+@pytest.mark.parametrize("nodes", BENCH_SIZES)
+def test_each_size_of_the_series_is_a_valid_configuration(nodes: int) -> None:
+    settings = settings_for_size(nodes)
+    assert settings.problems() == []
+    config = parse_config(scale_config(settings))
+    assert len(config.teams) == 8
+    assert 8 in settings.gangs  # the gang every size has: its bind time compares across sizes
+    assert settings.small_jobs == min(1000, nodes // 2)
+
+
+def test_the_series_reaches_a_512_node_gang_and_a_thousand_jobs_at_2048_nodes() -> None:
+    largest = settings_for_size(max(BENCH_SIZES))
+    assert (largest.nodes, max(largest.gangs), largest.small_jobs) == (2048, 512, 1000)
+
+
+def test_the_series_runs_unless_nodes_names_one_size() -> None:
+    assert [s.nodes for s in sizes_from({}) or []] == list(BENCH_SIZES)
+    assert [s.nodes for s in sizes_from({"SIZES": "64, 256", "TEAMS": "4"}) or []] == [64, 256]
+    assert {s.teams for s in sizes_from({"SIZES": "64,256", "TEAMS": "4"}) or []} == {4}
+    assert sizes_from({"NODES": "1024"}) is None
+
+
+def _measured(nodes: int, bound: float, watchdog: float) -> Measurement:
+    result = Measurement(settings=settings_for_size(nodes))
+    result.gangs.append(
+        {
+            "size": 8,
+            "pods_made": 1.0,
+            "first_bound": 1.0,
+            "p50_bound": 1.0,
+            "p99_bound": bound,
+            "all_bound": bound,
+        }
+    )
+    result.controllers.append(
+        {"name": "gang watchdog", "seconds": watchdog, "requests": 10.0, "objects": 1.0}
+    )
+    return result
+
+
+def test_the_growth_table_compares_each_size_with_the_one_before() -> None:
+    table = format_growth([_measured(64, 2.0, 0.5), _measured(256, 3.0, 2.0), _measured(1024, 3.0, 9.0)])
+    header, *rows = table.splitlines()[1:]
+    assert header.split() == ["figure", "64", "nodes", "256", "nodes", "growth", "1024", "nodes", "growth"]
+    (bound,) = [r for r in rows if r.startswith("gang of 8: p99 bound s")]
+    assert bound.split()[-5:] == ["2.00", "3.00", "x1.5/x4", "3.00", "x1.0/x4"]
+    (watchdog,) = [r for r in rows if r.startswith("gang watchdog: pass s")]
+    assert watchdog.split()[-2:] == ["9.00", "x4.5/x4"]  # more than linear: the table shows it
+    (missing,) = [r for r in rows if r.startswith("etcd: CPU s")]
+    assert missing.split()[-1] == "-"
 
 
 AUDIT_SAMPLE = Path(__file__).parent.parent / "cluster" / "audit_sample.jsonl"

@@ -90,13 +90,16 @@ def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_and_end_
     }
     assert rules == {
         ("ClusterRole", None): [
+            # Watch: the loop keeps each pass's lists current (cluster_programs/kube_mirror.py); pods
+            # only in the team namespaces (below).
             (("",), ("pods",), ("get", "list"), None),
-            (("",), ("nodes",), ("get", "list", "patch"), None),
+            (("",), ("nodes",), ("get", "list", "watch", "patch"), None),
         ],
         ("Role", "training"): [
-            (("scheduling.volcano.sh",), ("podgroups",), ("get", "list"), None),
+            (("scheduling.volcano.sh",), ("podgroups",), ("get", "list", "watch"), None),
+            (("",), ("pods",), ("watch",), None),
             # The stuck-run guard (cluster_programs/stuck_runs.py): judge a team's runs, end one.
-            (("batch.volcano.sh",), ("jobs",), ("get", "list"), None),
+            (("batch.volcano.sh",), ("jobs",), ("get", "list", "watch"), None),
             (("batch.volcano.sh",), ("jobs/status",), ("patch",), None),
             (("bus.volcano.sh",), ("commands",), ("create",), None),
             (("",), ("pods/log",), ("get",), None),
@@ -338,6 +341,7 @@ def test_it_runs_the_program_from_its_config_map_as_a_restricted_pod_on_the_syst
     assert only(objects, "ConfigMap")["data"] == {
         "gang_watchdog.py": PROGRAM,
         "stuck_runs.py": (REPO_ROOT / "cluster_programs" / "stuck_runs.py").read_text(),
+        "kube_mirror.py": (REPO_ROOT / "cluster_programs" / "kube_mirror.py").read_text(),
         "kube_api.py": (REPO_ROOT / "cluster_programs" / "kube_api.py").read_text(),
     }
     assert container["command"] == ["python", "/opt/gang-watchdog/gang_watchdog.py"]
@@ -403,7 +407,7 @@ def test_without_a_stuck_run_limit_it_neither_judges_runs_nor_holds_the_rights_t
     [container] = pod_spec(only(objects, "Deployment"))["containers"]
     assert not any(argument.startswith("--stuck") for argument in container["args"])
     role = only(objects, "Role")
-    assert [rule["resources"] for rule in role["rules"]] == [["podgroups"]]
+    assert [rule["resources"] for rule in role["rules"]] == [["podgroups"], ["pods"]]
 
 
 @pytest.mark.parametrize(

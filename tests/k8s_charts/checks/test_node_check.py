@@ -52,6 +52,8 @@ from cluster_facts.node_check import (
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT,
     NODE_CHECK_TAINT_KEY,
+    NODE_FENCE_NAME,
+    NODE_READ_SECONDS,
     REPLACEMENT_RECORD_PREFIX,
     STARTUP_TAINT_PREFIX,
     WATCH_SECONDS,
@@ -393,6 +395,8 @@ class Cluster:
     )
     listed: list[int] = field(default_factory=list)
     """The items of each page of nodes listed."""
+    reads: list[str] = field(default_factory=list)
+    """The nodes read one by one (GET), in order."""
 
     def answer_configmap(self, method: str, name: str, body: Any) -> tuple[int, Any]:
         if name not in self.configmaps:
@@ -436,6 +440,7 @@ class Cluster:
         name, sub = parts[3], (parts[4] if len(parts) > 4 else "")
         old = self.nodes[name]
         if method == "GET":
+            self.reads.append(name)
             return 200, old
         if sub == "status":
             assert headers.get("Content-Type") == "application/strategic-merge-patch+json"
@@ -695,6 +700,7 @@ def test_the_pod_carries_every_program_it_imports() -> None:
         "node_check_devices.py",
         "node_check_verdict.py",
         "fabric_verdict.py",
+        "node_fence.py",
         "kube_api.py",
     }
 
@@ -819,9 +825,9 @@ def watch_settings(sysfs: Path, **changes: Any) -> Any:
         "efa_limit": EFA_ERROR_LIMIT,
         "efa_window_seconds": EFA_ERROR_WINDOW_SECONDS,
         "watch_seconds": WATCH_SECONDS,
+        "node_read_seconds": NODE_READ_SECONDS,
         "step_timeout": 10,
         "repair": repair(),
-        "fence_after_seconds": 300,
         "sysfs": str(sysfs),
     }
     return checker().WatchSettings(**(fields | changes))
@@ -838,7 +844,7 @@ class Watched:
         with json_api(self.cluster.answer) as url:
             api = checker().Api(server=url, token_file=str(self.token), ca_file=None)
             if self.watch is None:
-                self.watch = checker().Watch(api, self.settings, now=lambda: self.now)
+                self.watch = checker().Watch(api, self.settings)
             self.watch.api = api
             for _ in range(passes):
                 self.watch.run_pass()
@@ -867,7 +873,7 @@ def test_efa_errors_on_a_node_in_use_keep_new_work_off_it_and_touch_nothing_runn
     node_tools: Path, sysfs: Path, token: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster = Cluster(nodes={"ip-10-0-0-1": trainium_node(taints=[NEURON_TAINT])}, token_node="ip-10-0-0-1")
-    watched = Watched(cluster, watch_settings(sysfs, fence_after_seconds=None), token)
+    watched = Watched(cluster, watch_settings(sysfs), token)
     watched.tick()  # the first reading
     grow(sysfs, "rdmap32s27", "rdma_read_wr_err", EFA_ERROR_LIMIT)  # at the limit: nothing yet
     watched.tick()
@@ -892,12 +898,39 @@ def test_errors_spread_over_more_than_the_window_are_not_a_fault(
     node_tools: Path, sysfs: Path, token: Path
 ) -> None:
     cluster = Cluster(nodes={"ip-10-0-0-1": trainium_node(taints=[NEURON_TAINT])}, token_node="ip-10-0-0-1")
-    watched = Watched(cluster, watch_settings(sysfs, fence_after_seconds=None), token)
+    watched = Watched(cluster, watch_settings(sysfs), token)
     watched.tick()
     for _ in range(12):  # 100 a minute for 12 minutes: never more than 400 within five
         grow(sysfs, "rdmap16s27", "unresponsive_remote_events", 80)
         watched.tick()
     assert taint_keys(cluster) == [NEURON_TAINT_KEY]
+
+
+@pytest.mark.process
+@needs_bash
+def test_a_quiet_node_in_use_is_read_every_node_read_seconds_not_every_pass(
+    node_tools: Path, sysfs: Path, token: Path
+) -> None:
+    """Issue #36: a read of its own Node on every pass was one request per node per minute."""
+    cluster = Cluster(nodes={"ip-10-0-0-1": trainium_node(taints=[NEURON_TAINT])}, token_node="ip-10-0-0-1")
+    watched = Watched(cluster, watch_settings(sysfs), token)
+    every = NODE_READ_SECONDS // WATCH_SECONDS
+    watched.tick(passes=2 * every)
+    assert len(cluster.reads) == 2  # the first pass, then one read every ``every`` passes
+    # Counters that grow past the limit are acted on at once, from a fresh read of the node.
+    grow(sysfs, "rdmap32s27", "rdma_read_wr_err", EFA_ERROR_LIMIT + 1)
+    watched.tick()
+    # The pass's own read, and the taint's read before its patch.
+    assert len(cluster.reads) == 4 and EFA_SUSPECT_TAINT_KEY in taint_keys(cluster)
+    # While its taint is on, the node is read every pass (the check acts on it once idle).
+    watched.tick(passes=3)
+    assert len(cluster.reads) >= 4 + 3
+
+
+def test_the_check_reads_its_node_less_often_than_it_looks_at_its_counters() -> None:
+    assert NODE_READ_SECONDS % WATCH_SECONDS == 0 and NODE_READ_SECONDS >= 10 * WATCH_SECONDS
+    env = _environment(only(network_chart(), "DaemonSet"))
+    assert env["NODE_READ_SECONDS"] == str(NODE_READ_SECONDS)
 
 
 def suspect_cluster() -> Cluster:
@@ -1001,16 +1034,43 @@ def aws_calls(record: Path) -> list[str]:
     return [line for line in record.read_text().splitlines() if line.startswith("aws ")]
 
 
+def fencer() -> ModuleType:
+    return program("node_fence")
+
+
+class Fenced:
+    """The fence (node_fence.py, the Deployment ``node-check-fence``) against the stand-in API;
+    each ``tick`` is one pass."""
+
+    def __init__(self, cluster: Cluster, token: Path, now: datetime = NOW, **repair_changes: Any) -> None:
+        self.cluster, self.token, self.now = cluster, token, now
+        self.settings = fencer().FenceSettings(
+            devices_label=NEURON_DEVICES_LABEL,
+            fence_after_seconds=300,
+            watch_seconds=WATCH_SECONDS,
+            repair=repair(**repair_changes),
+        )
+        self.fence: Any = None
+
+    def tick(self, passes: int = 1) -> None:
+        with json_api(self.cluster.answer) as url:
+            api = checker().Api(server=url, token_file=str(self.token), ca_file=None)
+            if self.fence is None:
+                self.fence = fencer().Fence(api, self.settings, now=lambda: self.now)
+            self.fence.api = api
+            for _ in range(passes):
+                self.fence.run_pass()
+
+
 @pytest.mark.process
 @needs_bash
 def test_a_node_silent_past_the_limit_is_terminated_through_its_group_once(
-    node_tools: Path, sysfs: Path, token: Path, capsys: pytest.CaptureFixture[str]
+    node_tools: Path, token: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Ten Trainium nodes: two may be silent at once; one for six minutes, one for four.
     cluster = peers(6, 4, ready=7)
     before = copy.deepcopy(cluster.nodes)
-    watched = Watched(cluster, watch_settings(sysfs), token)
-    watched.tick(passes=2)
+    Fenced(cluster, token).tick(passes=2)
     assert aws_calls(node_tools) == [
         (
             "aws autoscaling set-instance-health --instance-id i-02abcdef --health-status Unhealthy "
@@ -1020,26 +1080,28 @@ def test_a_node_silent_past_the_limit_is_terminated_through_its_group_once(
     assert cluster.nodes == before  # no write to any node: the instance goes through its group
     [event] = cluster.events
     assert (event["reason"], event["involvedObject"]["name"]) == ("NodeUnresponsive", "ip-10-0-0-2")
-    assert "TRAINIUM_NODE_CHECK node=ip-10-0-0-2 state=fenced reason=NodeUnresponsive by=ip-10-0-0-1" in (
-        capsys.readouterr().out
+    assert (
+        "TRAINIUM_NODE_CHECK node=ip-10-0-0-2 state=fenced reason=NodeUnresponsive" in capsys.readouterr().out
     )
 
 
 @pytest.mark.process
 @needs_bash
-def test_only_the_first_node_reads_every_node_to_fence(node_tools: Path, sysfs: Path, token: Path) -> None:
-    """The fence's read grows with the nodes only on the node that acts: every other node's check
-    stops at the first page (docs/performance.md measured the full list at 2,048 nodes)."""
-    peek = checker().FENCE_PEEK
-    cluster = peers(6, ready=peek + 10)  # ip-10-0-0-1 (this node, first), one silent, 60 Ready
-    Watched(cluster, watch_settings(sysfs), token).tick()
-    assert cluster.listed == [peek, peek + 12]  # a page, then every Trainium node
+@pytest.mark.parametrize("answering", [10, 1_200])
+def test_the_fence_reads_the_nodes_once_a_pass_and_no_node_check_reads_them(
+    answering: int, node_tools: Path, sysfs: Path, token: Path
+) -> None:
+    """Issue #36: the fence's requests do not grow with the nodes but by a page of 500, and a node's
+    own watch reads no node but its own (it read a page of nodes each pass before the fence moved)."""
+    cluster = peers(6, ready=answering)  # this node, one silent, ``answering`` more, the system node
+    Fenced(cluster, token).tick()
+    page = program("kube_api").PAGE
+    trainium = answering + 2
+    assert cluster.listed == [min(page, trainium - start) for start in range(0, trainium, page)]
     assert len(aws_calls(node_tools)) == 1  # it fenced ip-10-0-0-2
-    later = peers(6, ready=peek + 10)
-    later.token_node = "ip-10-0-1-30"
-    Watched(later, watch_settings(sysfs, node_name="ip-10-0-1-30"), token).tick()
-    assert later.listed == [peek]
-    assert len(aws_calls(node_tools)) == 1
+    cluster.listed.clear()
+    Watched(cluster, watch_settings(sysfs), token).tick(passes=3)
+    assert cluster.listed == []
 
 
 @pytest.mark.process
@@ -1047,24 +1109,19 @@ def test_only_the_first_node_reads_every_node_to_fence(node_tools: Path, sysfs: 
 @pytest.mark.parametrize(
     ("case", "cluster", "settings"),
     [
-        ("only the first Ready node acts", lambda: peers(6, me="ip-10-0-0-9"), {}),
+        ("no other Trainium node answers", lambda: peers(6, me="ip-10-0-0-9"), {}),
         ("two of three silent: the network, not the nodes", lambda: peers(6, 6), {}),
-        ("fencing off", lambda: peers(6), {"fence_after_seconds": None}),
+        ("silent for less than the limit", lambda: peers(4), {}),
         ("replacement off", lambda: peers(6), {"replace": False}),
     ],
 )
-def test_no_node_is_fenced_when(  # noqa: PLR0917 - parameters and fixtures
-    case: str, cluster: Any, settings: dict[str, Any], node_tools: Path, sysfs: Path, token: Path
+def test_no_node_is_fenced_when(
+    case: str, cluster: Any, settings: dict[str, Any], node_tools: Path, token: Path
 ) -> None:
     state = cluster()
-    if "replace" in settings:
-        settings = {"repair": repair(replace=settings["replace"])}
-    if case.startswith("only the first"):
-        # ip-10-0-0-9 watches; ip-10-0-0-1, Ready and first by name, is the one that acts.
-        state.nodes["ip-10-0-0-1"] = trainium_node("ip-10-0-0-1", taints=[NEURON_TAINT])
-        state.token_node = "ip-10-0-0-9"
-        settings = {"node_name": "ip-10-0-0-9"}
-    Watched(state, watch_settings(sysfs, **settings), token).tick()
+    if case.startswith("no other"):
+        del state.nodes["ip-10-0-0-9"]  # only the silent node and the system node are left
+    Fenced(state, token, **settings).tick()
     assert aws_calls(node_tools) == [], case
 
 
@@ -1109,26 +1166,60 @@ def test_the_check_reaches_dns_the_api_server_the_file_system_and_with_replaceme
     assert quiet.may_connect_to_ip(check, "10.0.5.99", 988)
 
 
+def test_the_fence_runs_once_for_the_cluster_unprivileged_on_the_system_nodes() -> None:
+    manifests = network_chart()
+    fence = only(manifests, "Deployment")
+    assert fence["metadata"]["name"] == NODE_FENCE_NAME
+    assert (fence["spec"]["replicas"], fence["spec"]["strategy"]["type"]) == (1, "Recreate")
+    pod = fence["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == NODE_CHECK_NAME  # the check's account and AWS role: nothing new
+    assert "tolerations" not in pod  # never on a Trainium node it may have to fence
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    [container] = pod["containers"]
+    assert container["command"][-1].endswith("/node_fence.py")
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    assert {v["name"] for v in pod["volumes"]} == {"program", "scratch"}
+    labels = fence["spec"]["template"]["metadata"]["labels"]
+    me = Pod(NODE_CHECK_NAMESPACE, labels, "10.0.2.30", NODE_FENCE_NAME)
+    dns = Pod("kube-system", dict(KUBE_DNS_LABELS), "10.0.2.2", "coredns")
+    cluster = NetworkCluster(manifests, [me, dns])
+    assert cluster.may_connect(me, dns, 53, "UDP")
+    assert cluster.may_connect_to_ip(me, "172.20.0.1", 443)  # the API server
+    assert cluster.may_connect_to_ip(me, "169.254.170.23", 80)  # the role's credentials
+    assert cluster.may_connect_to_ip(me, "203.0.113.10", 443)  # the Auto Scaling API
+    assert not cluster.may_connect_to_ip(me, "169.254.169.254", 80)  # instance metadata
+    assert not cluster.may_connect_to_ip(me, "10.0.5.99", 988)  # no file system
+    assert not cluster.may_connect(dns, me, 443)
+
+
+def _environment(manifest: Manifest) -> dict[str, str | None]:
+    return {
+        item["name"]: item.get("value")
+        for item in manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+
+
 def test_the_watch_and_the_fence_get_their_numbers_from_one_place() -> None:
-    env = {
-        item["name"]: item.get("value")
-        for item in only(network_chart(), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["env"]
-    }
+    manifests = network_chart()
+    env = _environment(only(manifests, "DaemonSet"))
     assert env["EFA_TAINT"] == f"{EFA_SUSPECT_TAINT_KEY}:suspect:NoSchedule"
-    assert env["EFA_ERROR_COUNTERS"].split() == list(EFA_ERROR_COUNTERS)
+    assert env["EFA_ERROR_COUNTERS"].split() == list(EFA_ERROR_COUNTERS)  # type: ignore[union-attr]
     assert (env["EFA_ERROR_LIMIT"], env["EFA_ERROR_WINDOW_SECONDS"]) == (str(EFA_ERROR_LIMIT), "300")
-    assert (env["WATCH_SECONDS"], env["FENCE_AFTER_SECONDS"]) == (str(WATCH_SECONDS), "300")
-    off = {
-        item["name"]: item.get("value")
-        for item in only(network_chart(replace_failed_nodes=False), "DaemonSet")["spec"]["template"]["spec"][
-            "containers"
-        ][0]["env"]
-    }
-    assert (off["REPAIR"], off["FENCE_AFTER_SECONDS"]) == ("none", "")
-    never = {
-        item["name"]: item.get("value")
-        for item in only(network_chart(replace_unresponsive_after_seconds=None), "DaemonSet")["spec"][
-            "template"
-        ]["spec"]["containers"][0]["env"]
-    }
-    assert (never["REPAIR"], never["FENCE_AFTER_SECONDS"]) == ("replace", "")
+    assert env["WATCH_SECONDS"] == str(WATCH_SECONDS) and "FENCE_AFTER_SECONDS" not in env
+    fence = _environment(only(manifests, "Deployment"))
+    assert (fence["WATCH_SECONDS"], fence["FENCE_AFTER_SECONDS"]) == (str(WATCH_SECONDS), "300")
+    for key in (
+        "REPLACEMENTS_PER_WINDOW",
+        "REPLACEMENT_WINDOW_SECONDS",
+        "REPLACEMENT_RECORD_PREFIX",
+        "AWS_REGION",
+    ):
+        assert fence[key] == env[key], key
+    # Without replacement, or with unresponsive nodes left to EKS's repair: no fence at all.
+    for changes in ({"replace_failed_nodes": False}, {"replace_unresponsive_after_seconds": None}):
+        assert not [m for m in network_chart(**changes) if m["kind"] == "Deployment"], changes
+    assert _environment(only(network_chart(replace_failed_nodes=False), "DaemonSet"))["REPAIR"] == "none"
