@@ -161,7 +161,7 @@ def _probe_job(
     job["metadata"] = {
         "name": name,
         "namespace": job["metadata"]["namespace"],
-        "labels": dict(job["metadata"].get("labels", {})),
+        "labels": {"app.kubernetes.io/name": name},
     }
     (task,) = job["spec"]["tasks"][:1]
     template = task["template"]
@@ -173,7 +173,9 @@ def _probe_job(
     spec["nodeSelector"] = {**spec["nodeSelector"], "kubernetes.io/hostname": REAL_TRAINIUM}
     spec["terminationGracePeriodSeconds"] = 0
     spec["containers"] = [_container(ports)]
-    job["spec"]["tasks"] = [{**task, "name": "worker", "replicas": 1, "template": template}]
+    job["spec"]["tasks"] = [
+        {**task, "name": "worker", "replicas": 1, "minAvailable": 1, "template": template}
+    ]
     job["spec"]["minAvailable"] = 1
     return job
 
@@ -445,10 +447,12 @@ def test_a_team_namespace_denies_by_default(policed: Policed) -> None:
             Case("a-etcd", "a-worker", PROBE_PORT, opens=False),
             Case("outsider", "a-worker", PROBE_PORT, opens=False),
             Case("b-worker", "a-worker", PROBE_PORT, opens=False),
+            Case("a-worker", "b-worker", PROBE_PORT, opens=False),
         ],
     )
     system, trainium = policed.nodes.nodes[REAL_NODE], policed.nodes.nodes[REAL_TRAINIUM]
     assert _from_node(policed, system, "b-plain", PROBE_PORT)
+    assert _from_node(policed, system, "b-worker", PROBE_PORT)
     assert _from_node(policed, trainium, "a-worker", PROBE_PORT)
 
 
