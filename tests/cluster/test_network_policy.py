@@ -39,7 +39,6 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from cluster_facts.image_pins import PLATFORM_JOB_IMAGE
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_LABELS,
@@ -66,8 +65,15 @@ from tests.cluster.real_nodes import (
     RealNodes,
 )
 from tests.cluster.standin_images import busybox_image, python_image
-from tests.cluster.test_real_nodes import REAL_NODE, _pod_on_real_node, _rendered, _selector
-from tests.conftest import EXAMPLE_CONFIG
+from tests.cluster.test_real_nodes import (
+    REAL_NODE,
+    _image,
+    _pod_on_real_node,
+    _rendered,
+    _rendered_in_step,
+    _selector,
+)
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
 from tests.plans import shared_review_plan
 
 TEAM_A, TEAM_B = TRAINING_NAMESPACE, "research"
@@ -106,6 +112,14 @@ class Case(NamedTuple):
     opens: bool
 
 
+@functools.cache
+def _busybox_name() -> str:
+    """The name the platform's Jobs pull busybox's stand-in by (the pull-through cache's, as the
+    default plan renders it: test_real_nodes.py imports it under that name too)."""
+    plan = shared_review_plan(load_config(DEFAULT_CONFIG))
+    return _image(_rendered_in_step(plan, "fsx-layout", "Job"))
+
+
 # ----- the pods -----------------------------------------------------------------------------------
 
 
@@ -117,7 +131,7 @@ def _listening(ports: Sequence[int]) -> list[str]:
 def _container(ports: Sequence[int]) -> dict[str, Any]:
     return {
         "name": "probe",
-        "image": PLATFORM_JOB_IMAGE,
+        "image": _busybox_name(),
         "imagePullPolicy": "IfNotPresent",
         "command": _listening(ports),
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
@@ -212,7 +226,7 @@ def _tensorboard_pod(plan: KubernetesLayerPlan) -> dict[str, Any]:
     spec["nodeName"] = REAL_NODE
     spec["terminationGracePeriodSeconds"] = 0
     container.update(
-        image=PLATFORM_JOB_IMAGE,
+        image=_busybox_name(),
         imagePullPolicy="IfNotPresent",
         command=["httpd", "-f", "-p", str(TENSORBOARD_PORT), "-h", "/etc"],
     )
@@ -258,14 +272,14 @@ def _start_nodes(plane: ControlPlane, config: StackConfig, plan: KubernetesLayer
         nodes.add_node(
             REAL_NODE,
             labels={k: v for k, v in template.items() if k not in _KUBELET_OWN},
-            images=[python_image(image), busybox_image(PLATFORM_JOB_IMAGE)],
+            images=[python_image(image), busybox_image(_busybox_name())],
         )
     trainium = group_nodes(config, GROUP, [REAL_TRAINIUM])[0]
     nodes.add_node(
         REAL_TRAINIUM,
         labels={k: v for k, v in trainium["metadata"]["labels"].items() if k not in _KUBELET_OWN},
         taints=[t for t in trainium["spec"]["taints"] if t["key"] == NEURON_TAINT],
-        images=[busybox_image(PLATFORM_JOB_IMAGE)],
+        images=[busybox_image(_busybox_name())],
     )
     for address in (METADATA_ADDRESS, OUTSIDE_ADDRESS):
         for port in (80, 443):
