@@ -437,7 +437,7 @@ def test_a_team_pod_cannot_open_a_connection_to_another_teams_etcd(policed: Poli
                 kept = ("name", "namespace", "labels", "annotations", "ownerReferences")
                 item["metadata"] = {k: v for k, v in item["metadata"].items() if k in kept}
             plane.kubectl(
-                "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+                "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
             )
     _expect(policed, isolated)
 
