@@ -2,7 +2,7 @@
 (never installed on the system): the OpenSSH server that tests/k8s_charts/checks/test_fabric_ssh.py runs the
 fabric check's worker command with; libseccomp, which runc's seccomp support is compiled and linked
 against (tools/cluster_binaries.py); busybox-static, the shell and applets of the stand-in images of
-tests/cluster/standin_images.py.
+tests/cluster/standin_images.py; ipset, which kube-router's network policy controller runs.
 
 Each package is pinned by version and SHA-256 of its .deb, read on 2026-11-28 from
 deb.debian.org's bookworm/main through ``apt-get download``. Known wrong: a Debian security update
@@ -70,6 +70,16 @@ SETS: dict[str, tuple[DebianPackage, ...]] = {
             "busybox-static",
             "1:1.35.0-4+deb12u1+b1",
             "3d3fdbe91d4660c873e14b092c213fe81c1da6362daa236eb25d0171eb108744",
+        ),
+    ),
+    # The ipset command kube-router's network policy controller runs (tools/cluster-binaries/
+    # kube-router/go.mod) and the library it links; libmnl.so.0 it takes from the machine. Read
+    # 2026-11-29 (bookworm/main, 7.17-1); checked: `ipset create`/`add` and an iptables
+    # `-m set --match-set` rule work in a fresh network namespace on this kernel (CONFIG_IP_SET).
+    "ipset": (
+        DebianPackage("ipset", "7.17-1", "4bcc86f6658ca92fe2e21a6a7d4fd162d3b94ec3cdc709a9cf05f0a8ad9c7725"),
+        DebianPackage(
+            "libipset13", "7.17-1", "67fe7a8366878b0431b6e247c04b131b43df90f8090000a2681e63d4c22d02ca"
         ),
     ),
 }
