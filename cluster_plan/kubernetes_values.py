@@ -36,6 +36,7 @@ from config.presets import (
     bert_large_arguments,
     native_fsdp2_arguments,
 )
+from config.scale import trainium_max_nodes
 from config.workloads import (
     DEFAULT_TRAINING_IMAGE,
     BertParameters,
@@ -510,7 +511,7 @@ def autoscaler_values(config: StackConfig) -> AutoscalerValues:
         max_node_provision_minutes=settings.max_node_provision_minutes,
         expander=settings.expander,
         dra=any(group.uses_dra for group in config.trainium.node_groups),
-        trainium_max_nodes=sum(group.max_size for group in config.trainium.node_groups),
+        trainium_max_nodes=trainium_max_nodes(config),
     )
 
 

@@ -70,6 +70,8 @@ class Mirror:
         self.objects: dict[Key, dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.synced = threading.Event()
+        self.attempted = threading.Event()
+        """Set once the first list has succeeded or failed: a reader waits for that, not longer."""
         self.broken_at: float | None = None
         """When the watch last failed, until a list or a watch succeeds again."""
         self.last_error = ""
@@ -86,9 +88,13 @@ class Mirror:
         self._stop.set()
 
     def items(self, wait_seconds: float = 60) -> list[dict[str, Any]]:
-        """The collection as last seen; ``ApiError`` while it is not current."""
-        if not self.synced.wait(wait_seconds):
-            raise ApiError(f"GET {self.path}: not listed within {wait_seconds:.0f} s ({self.last_error})")
+        """The collection as last seen; ``ApiError`` while it is not current (before the first list
+        succeeded: at once once a list failed, as a list of the API would)."""
+        self.attempted.wait(wait_seconds)
+        if not self.synced.is_set():
+            with self.lock:
+                error = self.last_error or f"not listed within {wait_seconds:.0f} s"
+            raise ApiError(f"GET {self.path}: {error}")
         with self.lock:
             broken = self.broken_at
             if broken is not None and self.clock() - broken > self.stale_seconds:
@@ -116,6 +122,7 @@ class Mirror:
                     self.last_error = str(error)
                     if self.broken_at is None:
                         self.broken_at = self.clock()
+                self.attempted.set()
                 self._stop.wait(RETRY_SECONDS)
 
     def _list(self) -> str:
@@ -129,6 +136,7 @@ class Mirror:
             self.objects = objects
             self.broken_at = None
         self.synced.set()
+        self.attempted.set()
         return self.api.last_list_version
 
     def _watch(self, version: str) -> str:

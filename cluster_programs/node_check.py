@@ -103,11 +103,13 @@ __all__ = [
     "instance_id",
     "lift_taint",
     "main",
+    "node_condition",
     "repair_from_env",
     "replace_or_withhold",
     "run_checks",
     "set_condition",
     "status_line",
+    "transition_time",
     "withheld",
 ]
 
@@ -649,8 +651,8 @@ node counts as an upcoming node the gang is expected to land on. 60 s and one of
 
 
 def _wait_until_ready_long_enough(api: Api, name: str) -> None:
-    ready = _condition(api.get(_node_path(name)), "Ready") or {}
-    since = _since(ready) if ready.get("status") == "True" else None
+    ready = node_condition(api.get(_node_path(name)), "Ready") or {}
+    since = transition_time(ready) if ready.get("status") == "True" else None
     if since is None:
         return  # not Ready at all: the autoscaler builds nothing from it either way
     wait = TEMPLATE_READY_SECONDS - (datetime.now(UTC) - since).total_seconds()
@@ -725,12 +727,12 @@ class WatchSettings:
     sysfs: str = "/sys"
 
 
-def _condition(node: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+def node_condition(node: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     conditions = (node.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c.get("type") == kind), None)
 
 
-def _since(condition: Mapping[str, Any] | None) -> datetime | None:
+def transition_time(condition: Mapping[str, Any] | None) -> datetime | None:
     text = (condition or {}).get("lastTransitionTime")
     return datetime.fromisoformat(text) if text else None
 
@@ -787,7 +789,7 @@ class Watch:
         settings = self.settings
         for key in (settings.taint_key, settings.repair.failed_taint_key):
             if has_taint(node, key):
-                condition = _condition(node, settings.condition_type) or {}
+                condition = node_condition(node, settings.condition_type) or {}
                 _say(
                     settings.node_name,
                     "held",

@@ -34,9 +34,11 @@ from node_check import (
     COMPONENT,
     Repair,
     instance_id,
+    node_condition,
     repair_from_env,
     replace_or_withhold,
     status_line,
+    transition_time,
     withheld,
 )
 
@@ -51,15 +53,12 @@ class FenceSettings:
 
 
 def _ready(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c.get("type") == "Ready"), {})
+    return node_condition(node, "Ready") or {}
 
 
 def _silent_since(node: Mapping[str, Any]) -> datetime | None:
     ready = _ready(node)
-    if ready.get("status") != "Unknown" or not ready.get("lastTransitionTime"):
-        return None
-    return datetime.fromisoformat(str(ready["lastTransitionTime"]))
+    return transition_time(ready) if ready.get("status") == "Unknown" else None
 
 
 class Fence:

@@ -23,6 +23,7 @@ from pydantic import (
     field_validator,
 )
 
+from cluster_facts.cluster_scale import STANDARD_TIER, ControlPlaneTier
 from cluster_facts.dra import AUTOSCALER_FROM_ZERO_ISSUE, DEVICE_PATHS, DevicePath
 from cluster_facts.image_sources import UPSTREAM_REGISTRIES
 from cluster_facts.instance_catalog import CATALOG, TrainiumInstanceType
@@ -306,6 +307,12 @@ class ClusterSettings(_Section):
         ],
     ] = Field(default_factory=dict)
     """Pins by add-on name; an add-on left out gets EKS's default version for the cluster version."""
+    control_plane_tier: ControlPlaneTier = STANDARD_TIER
+    """EKS's control plane scaling tier (cluster_facts/cluster_scale.py): ``standard`` (EKS's default,
+    no extra charge) or a provisioned tier billed by the hour, with a guaranteed API concurrency and
+    scheduling rate. Changed in place, no interruption, in several minutes; the synth warns when the
+    Trainium groups' size asks for a plan (docs/performance.md, "What the figures mean for a real
+    cluster")."""
 
     @field_validator("admin_role_arns")
     @classmethod

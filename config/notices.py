@@ -7,7 +7,10 @@ naming the key:
 - the Kubernetes version's standard support ends within 90 days or has ended (the date, and what
   extended support costs more: cluster_facts/kubernetes_versions.py);
 - a node group's AMI release is not in the table and its driver and containerd rest on the
-  configuration's ``ami_facts`` (preflight asks AWS that the release exists).
+  configuration's ``ami_facts`` (preflight asks AWS that the release exists);
+- the cluster's size (the Trainium groups' ``max_size``) asks for a setting it does not have: a
+  provisioned control plane tier, or care past what the autoscaler or Kubernetes is tested at
+  (config/scale.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import date
 from cluster_facts.ami_releases import AMI_RELEASES
 from cluster_facts.kubernetes_versions import support_notice
 from config.model import StackConfig
+from config.scale import scale_notices
 
 __all__ = ["Notice", "configuration_notices"]
 
@@ -44,4 +48,5 @@ def configuration_notices(config: StackConfig, today: date) -> list[Notice]:
                 ),
             )
         )
+    notices.extend(scale_notices(config))
     return notices

@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IConstruct
 
+from cluster_facts.cluster_scale import STANDARD_TIER
 from cluster_facts.kubernetes_names import NODE_GROUP_LABEL
 from constructs_trn.kubectl_layer import kubectl_layer
 from constructs_trn.nag import acknowledge, aws_managed_policy
@@ -53,6 +54,7 @@ class TrainingCluster(Construct):
         endpoint_public_cidrs: Sequence[str],
         admin_role_arns: Sequence[str],
         creator_admin: bool = False,
+        control_plane_tier: str = STANDARD_TIER,
     ) -> None:
         super().__init__(scope, construct_id)
         self.kubernetes_version = kubernetes_version
@@ -81,6 +83,15 @@ class TrainingCluster(Construct):
                 else eks.EndpointAccess.PRIVATE
             ),
             secrets_encryption_key=self.secrets_key,
+            # Only a provisioned tier is written: with `standard` the template stays what every
+            # deployed stack has, as the property's first appearance would be an update of the
+            # cluster whose no-op EKS's answer is not documented. Going back from a provisioned tier:
+            # docs/performance.md ("What the figures mean for a real cluster").
+            control_plane_scaling_tier=(
+                None
+                if control_plane_tier == STANDARD_TIER
+                else eks.ControlPlaneScalingTier.of(control_plane_tier)
+            ),
             # No hidden cluster-admin: EKS would otherwise give whoever creates the cluster (the
             # CloudFormation execution role) an access entry that this template does not show. The
             # kubectl handler's role has its own entry (aws-eks-v2 adds it, visible in the template),

@@ -12,7 +12,6 @@ arguments.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -37,6 +36,7 @@ from k8s_charts.runs.tensorboard import PORT as TENSORBOARD_PORT
 from k8s_charts.runs.tensorboard import SERVICE_PROXY_NAME, TENSORBOARD_NAME
 from k8s_charts.runs.training_run import TrainingRun
 from operator_tools.canary_report import (
+    CONTAINER_STAGES,
     NOT_MEASURED,
     Report,
     device_problem,
@@ -45,6 +45,7 @@ from operator_tools.canary_report import (
     explain_unplaced,
     parse_stage_lines,
     ready,
+    run_events,
     trainium_nodes,
 )
 
@@ -77,6 +78,9 @@ class Canary:
     scale_down_seconds: float
     poll_seconds: float = 10.0
     tensorboard_runs: Callable[[], Sequence[str]] | None = None
+    control_plane_only: bool = False
+    """``--control-plane-only``: the stages of CONTAINER_STAGES print as not measured, and no pod's
+    log is read (a cluster whose nodes run no containers: the test tier's kwok nodes)."""
     out: Callable[[str], object] = print
     clock: Callable[[], float] = time.monotonic
     report: Report = field(default_factory=Report)
@@ -100,12 +104,14 @@ class Canary:
         nodes = [self.core.api_client.sanitize_for_serialization(n) for n in listed.items]
         return trainium_nodes(nodes, label=NODE_GROUP_LABEL, group=self.run.node_group)
 
-    def _events(self, run_id: str) -> list[Obj]:
+    def _events(self, job: Obj, pods: Sequence[Obj]) -> list[Obj]:
         listed = self.core.list_namespaced_event(self.run.namespace)
         events = [self.core.api_client.sanitize_for_serialization(e) for e in listed.items]
-        return [e for e in events if (e.get("involvedObject") or {}).get("name", "").startswith(run_id)]
+        return run_events(events, job=job, pods=pods)
 
     def _log(self, pod: Obj) -> str:
+        if self.control_plane_only:
+            return ""
         # The raw answer: the client's own decoding of a text body returns the repr of its bytes.
         try:
             answer = self.core.read_namespaced_pod_log(
@@ -116,14 +122,21 @@ class Canary:
         text: str = answer.data.decode("utf-8", "replace")
         return text
 
-    def _delete(self, obj: Obj) -> None:
-        """Delete ``obj`` if it is there (a canary left by an interrupted run, or this one's)."""
+    def _delete(self, obj: Obj) -> str | None:
+        """Delete ``obj`` if it is there (a canary left by an interrupted run, or this one's); the
+        API server's refusal, or None when it is gone (a 404 included)."""
         name, namespace = obj["metadata"]["name"], self.run.namespace
-        with contextlib.suppress(Exception):
+        try:
             if obj["kind"] == "ConfigMap":
                 self.core.delete_namespaced_config_map(name, namespace)
             else:
                 self.custom.delete_namespaced_custom_object(*_VOLCANO[:2], namespace, _VOLCANO[2], name)
+        except ApiException as error:
+            if error.status != 404:
+                return f"{error.status} {error.reason}: {_status_message(error.body)}"
+        except Exception as error:  # noqa: BLE001 (said in the clean-up line, never raised over the verdict)
+            return str(error)[:200]
+        return None
 
     def _create(self, objects: Sequence[Obj]) -> None:
         for obj in objects:
@@ -135,9 +148,14 @@ class Canary:
                     *_VOLCANO[:2], self.run.namespace, _VOLCANO[2], obj
                 )
 
-    def _cleanup(self, objects: Sequence[Obj]) -> None:
+    def _cleanup(self, run_id: str, objects: Sequence[Obj]) -> None:
+        """Delete the run's objects (the Job's pods and PodGroup go with it, by their owner) and say so."""
+        said = []
         for obj in reversed(objects):
-            self._delete(obj)
+            refused = self._delete(obj)
+            what = f"{obj['kind']} {obj['metadata']['name']}"
+            said.append(what if refused is None else f"{what} NOT deleted ({refused})")
+        self.out(f"canary {run_id}: removed {', '.join(said)}")
 
     def execute(self) -> int:
         run_id, objects = canary_manifests(self.run)
@@ -145,17 +163,22 @@ class Canary:
             f"canary {run_id}: {self.run.nodes} x {self.run.instance.name} of {self.run.node_group} in {self.run.namespace}"
         )
         begun = self.clock()
+        for stage, why in NOT_MEASURED.items():
+            self.report.skipped(stage, why)
+        if self.control_plane_only:
+            for stage, why in CONTAINER_STAGES.items():
+                self.report.not_measured(stage, f"{why} (--control-plane-only)")
         warm = {n["metadata"]["name"] for n in self._nodes()}
         try:
             self._create(objects)
             used = self._watch(run_id, begun, warm)
         finally:
-            self._cleanup(objects)
-        if self.report.failure is None and used is not None:
-            self._tensorboard(run_id, begun)
+            self._cleanup(run_id, objects)
+        if used is not None:
+            # The nodes bill whatever the run's outcome: their removal is watched after any end.
+            if self.report.failure is None:
+                self._tensorboard(run_id, begun)
             self._scale_down(used, begun)
-        for stage, why in NOT_MEASURED.items():
-            self.report.skipped(stage, why)
         if self.report.failure is None:
             missing = self.report.next_pending
             if missing is not None:
@@ -168,7 +191,7 @@ class Canary:
         return 0 if self.report.failure is None else 1
 
     def _watch(self, run_id: str, begun: float, warm: set[str]) -> set[str] | None:
-        """Until the Job ends or a stage fails; the nodes the run used, or None after a failure."""
+        """Until the Job ends or a stage fails; the nodes a completed run used, or None after a failure before its end."""
         report = self.report
         while True:
             now = self.clock() - begun
@@ -176,7 +199,8 @@ class Canary:
                 *_VOLCANO[:2], self.run.namespace, _VOLCANO[2], run_id
             )
             phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
-            pods, nodes, events = self._pods(run_id), self._nodes(), self._events(run_id)
+            pods, nodes = self._pods(run_id), self._nodes()
+            events = self._events(job, pods)
             bound = {p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")}
             problems = self._nodes_seen(now, pods=pods, nodes=nodes, events=events, warm=warm, bound=bound)
             self._pods_seen(now, pods, bound)
@@ -197,6 +221,13 @@ class Canary:
             if report.failure is not None:
                 return None
             if phase == "Completed":
+                # Every stage before the run's end has an outcome by now: the first without one is
+                # the failure (a program that wrote none of its lines), ahead of TensorBoard's.
+                missing = report.next_pending
+                if missing not in (None, "run_end"):
+                    report.failed(missing, now, "the run ended without this stage being seen")
+                report.passed("run_end", now, "the Job Completed")
+                self._say()
                 return bound
             time.sleep(self.poll_seconds)
 
@@ -295,6 +326,8 @@ class Canary:
         )
 
     def _tensorboard(self, run_id: str, begun: float) -> None:
+        if self.report.status("tensorboard") != "pending":
+            return
         if self.tensorboard_runs is None:
             self.report.skipped("tensorboard", "no TensorBoard address (--tensorboard-url)")
             return
@@ -411,6 +444,14 @@ def _parser() -> argparse.ArgumentParser:
         help="read TensorBoard at this address instead of through the API server's service proxy, e.g. "
         f"after kubectl -n {PLATFORM_NAMESPACE} port-forward svc/{TENSORBOARD_NAME} {TENSORBOARD_PORT}",
     )
+    parser.add_argument(
+        "--control-plane-only",
+        action="store_true",
+        help="measure only what the API server shows (the Job admitted, the scale-up, the nodes, the gang "
+        "bound and started, the run's end, the scale-down); print the stages the canary's program reports "
+        "from its container on a Trainium node (mounts, devices, rendezvous, collective, output) and "
+        "TensorBoard as not measured here: for a cluster whose nodes run no containers",
+    )
     parser.add_argument("--server", help="(tests) an API server URL to use instead of the kubeconfig")
     return parser
 
@@ -442,6 +483,7 @@ def canary_for(config: StackConfig, arguments: argparse.Namespace, core: Any, cu
         timeout_seconds=timeout * 60,
         scale_down_seconds=(arguments.scale_down_minutes or canary_scale_down_minutes(config)) * 60,
         poll_seconds=arguments.poll_seconds,
+        control_plane_only=arguments.control_plane_only,
         tensorboard_runs=_tensorboard_reader(arguments.tensorboard_url)
         if arguments.tensorboard_url
         else _tensorboard_through_the_api_server(core),

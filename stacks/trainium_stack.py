@@ -317,6 +317,7 @@ class TrainiumStack(Stack):
             endpoint_public_cidrs=config.cluster.endpoint_public_cidrs,
             admin_role_arns=config.cluster.admin_role_arns,
             creator_admin=config.cluster.keep_creator_admin,
+            control_plane_tier=config.cluster.control_plane_tier,
         )
         eks_cluster = self.cluster.cluster
         if isinstance(self.network, ExistingNetwork):

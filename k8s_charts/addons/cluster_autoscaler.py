@@ -42,12 +42,13 @@ from cluster_facts.autoscaling import (
     discovery_tags,
     ok_total_unready_count,
 )
+from cluster_facts.cluster_scale import AUTOSCALER_FULL_CORE_NODES
 from cluster_facts.images import pinned_image_problem
 from cluster_facts.kubernetes_names import FABRIC_CHECK_TAINT_KEY
 from cluster_facts.node_check import EFA_SUSPECT_TAINT_KEY
 from cluster_facts.versions import CLUSTER_AUTOSCALER_IMAGE_REPOSITORY
 
-__all__ = ["AutoscalerValues", "cluster_autoscaler_values"]
+__all__ = ["AutoscalerValues", "autoscaler_resources", "cluster_autoscaler_values"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +82,18 @@ class AutoscalerValues:
     @property
     def image(self) -> str:
         return f"{self.image_repository}:{self.image_tag}"
+
+
+def autoscaler_resources(trainium_max_nodes: int) -> dict[str, dict[str, str]]:
+    """The AWS example manifest's sizes (cluster-autoscaler cloudprovider/aws/examples/
+    cluster-autoscaler-autodiscover.yaml: 100m and 600Mi, requests and limits). The CPU limit is
+    higher: a scale-up decision simulates each pending pod on each group's template, CPU bound for
+    the seconds it takes, and a 100m cap would stretch a gang's scale-up. From
+    AUTOSCALER_FULL_CORE_NODES Trainium nodes the request is that core too (the autoscaler's FAQ:
+    request a full core in a bigger cluster). The memory stays: 263 MiB peak at 1,024 simulated
+    nodes (docs/performance.md, "Scale")."""
+    cpu = "1" if trainium_max_nodes >= AUTOSCALER_FULL_CORE_NODES else "100m"
+    return {"requests": {"cpu": cpu, "memory": "600Mi"}, "limits": {"cpu": "1", "memory": "600Mi"}}
 
 
 def _minutes(minutes: int) -> str:
@@ -139,14 +152,7 @@ def cluster_autoscaler_values(values: AutoscalerValues) -> dict[str, Any]:
         # One replica: the autoscaler is a single writer (leader election guards a second one anyway).
         "replicaCount": 1,
         "priorityClassName": "system-cluster-critical",
-        # The AWS example manifest's sizes (cluster-autoscaler cloudprovider/aws/examples/
-        # cluster-autoscaler-autodiscover.yaml: 100m and 600Mi, requests and limits). The CPU limit
-        # is higher: a scale-up decision simulates each pending pod on each group's template, CPU
-        # bound for the seconds it takes, and a 100m cap would stretch a gang's scale-up.
-        "resources": {
-            "requests": {"cpu": "100m", "memory": "600Mi"},
-            "limits": {"cpu": "1", "memory": "600Mi"},
-        },
+        "resources": autoscaler_resources(values.trainium_max_nodes),
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": 65534,

@@ -388,14 +388,15 @@ class GangWatchdogChart(cdk8s.Chart):
         )
         subject = k8s.Subject(kind="ServiceAccount", name=NAME, namespace=namespace)
         # Pods everywhere (what runs on each node: DaemonSets in kube-system, any team's pods); nodes
-        # to read and patch (the admission policy narrows the patch). Watch: the loop keeps the lists
-        # each pass reads current through watches (cluster_programs/kube_mirror.py, issue #36).
+        # to read and patch (the admission policy narrows the patch). Watch on nodes: the loop keeps the
+        # lists each pass reads current through watches (cluster_programs/kube_mirror.py, issue #36);
+        # pods it watches only in the team namespaces (their Roles).
         k8s.KubeClusterRole(
             self,
             "ClusterRole",
             metadata=_metadata(),
             rules=[
-                k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"]),
+                k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"]),
                 k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch", "patch"]),
             ],
         )
@@ -434,6 +435,8 @@ class GangWatchdogChart(cdk8s.Chart):
                         resources=["podgroups"],
                         verbs=["get", "list", "watch"],
                     ),
+                    # The team's unfinished pods, kept by a watch (the ClusterRole lists them everywhere).
+                    k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["watch"]),
                     *(guard_rules if values.stuck_run_minutes is not None else []),
                 ],
             )

@@ -54,6 +54,7 @@ __all__ = [
     "GROUP_ANNOTATION",
     "KWOK_CONFIG",
     "KWOK_TEMPLATES",
+    "MAX_COUNT_ANNOTATION",
     "MIN_COUNT_ANNOTATION",
     "STARTUP_TAINT_PREFIX",
     "TEST_TIMINGS",
@@ -71,7 +72,7 @@ KWOK_TEMPLATES = "kwok-provider-templates"
 GROUP_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/name"
 """What the kwok provider annotates each template, and so each node it creates, with: its group."""
 MIN_COUNT_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/min-count"
-_MAX_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/max-count"
+MAX_COUNT_ANNOTATION = "cluster-autoscaler.kwok.nodegroup/max-count"
 STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
 """The autoscaler's (utils/taints/taints.go ``StartupTaintPrefix``, the same at 1.33.0 and 1.36.1)."""
 
@@ -101,7 +102,7 @@ def node_template(config: StackConfig, group: str) -> dict[str, Any]:
         dra=settings.uses_dra,
     )
     node["metadata"]["annotations"].update(
-        {MIN_COUNT_ANNOTATION: str(settings.min_size), _MAX_ANNOTATION: str(settings.max_size)}
+        {MIN_COUNT_ANNOTATION: str(settings.min_size), MAX_COUNT_ANNOTATION: str(settings.max_size)}
     )
     return node
 

@@ -38,6 +38,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
     "default-plan": (
         "test_deploy.py",
         "test_gang_run.py",
+        "test_canary.py",
         "test_node_check.py",
         "test_security.py",
         "test_watchdog.py",

@@ -34,6 +34,7 @@ from cluster_facts.node_check import (
     NODE_CHECK_NAME,
     NODE_CHECK_NAMESPACE,
     NODE_CHECK_TAINT_KEY,
+    NODE_FENCE_NAME,
 )
 from config import StackConfig
 from tests.cluster.control_plane import ControlPlane
@@ -192,13 +193,26 @@ def test_the_check_runs_on_every_trainium_node_and_on_no_system_node(
         system = {n["metadata"]["name"] for n in nodes} - trainium
         assert set(names) <= trainium and system, (trainium, system)
 
-        def placed() -> set[str] | None:
+        def of(name: str) -> set[str]:
             pods = cluster.kubectl.json("get", "pods", "-n", NODE_CHECK_NAMESPACE)["items"]
-            on = {p["spec"].get("nodeName") for p in pods if NODE_CHECK_NAME in p["metadata"]["name"]}
+            return {
+                p["spec"].get("nodeName")
+                for p in pods
+                if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == name
+            }
+
+        def placed() -> set[str] | None:
+            on = of(NODE_CHECK_NAME)
             return on if trainium <= on else None
 
         on = cluster.wait_for(placed, timeout=60, what="the node check's pod on every Trainium node")
         assert not on & system, f"the node check's pods on system nodes: {sorted(on & system)}"
+        # The fence (one Deployment for the cluster) is the other way round: on a system node only,
+        # so it answers while the Trainium nodes it watches do not.
+        fence = cluster.wait_for(
+            lambda: of(NODE_FENCE_NAME) - {None} or None, timeout=60, what="the fence placed"
+        )
+        assert fence <= system, f"the fence on {sorted(fence)}"
     finally:
         cluster.remove_nodes(names)
 

@@ -171,6 +171,10 @@ def watchdog(cluster: ControlPlane) -> Kubectl:
         ("patch", "nodes", None, True),
         ("list", "podgroups.scheduling.volcano.sh", TRAINING_NAMESPACE, True),
         ("watch", "pods", None, False),
+        # Its loop keeps the team namespaces' pods by watches (cluster_programs/kube_mirror.py): there only.
+        ("watch", "pods", TRAINING_NAMESPACE, True),
+        ("watch", "pods", PLATFORM_NAMESPACE, False),
+        ("watch", "nodes", None, True),
         ("get", "secrets", TRAINING_NAMESPACE, False),
         ("update", "pods", TRAINING_NAMESPACE, False),
         ("delete", "nodes", None, False),

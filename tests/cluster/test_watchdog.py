@@ -127,6 +127,11 @@ def test_a_partial_gang_is_cordoned_then_placed_whole_and_the_cordon_lifted(
         what="the watchdog's cordon lifted",
     )
     assert cordoned_after <= THRESHOLD_MINUTES * 60 + 3 * INTERVAL_SECONDS + 30
+    # The watchdog ran as its Deployment does (a loop, not --once): its passes read the real API
+    # server's watches with its own token (cluster_programs/kube_mirror.py; the chart's ``watch``
+    # verbs). A refused or broken watch fails the pass with its error line: none here.
+    log = control_plane.processes.get("gang-watchdog").log.read_text(errors="replace")
+    assert "watch has been broken" not in log and "HTTP 403" not in log, log[-2000:]
 
 
 def test_a_stuck_run_is_ended_through_volcano_with_its_reason_kept(

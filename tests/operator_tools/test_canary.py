@@ -33,6 +33,7 @@ from config.loader import load_config, parse_config
 from operator_tools.canary import TENSORBOARD_PROXY, canary_for
 from operator_tools.canary import main as canary_main
 from operator_tools.canary_report import (
+    CONTAINER_STAGES,
     POD_PREFIX,
     POD_STAGES,
     Report,
@@ -41,6 +42,7 @@ from operator_tools.canary_report import (
     explain_pod,
     explain_unplaced,
     parse_stage_lines,
+    run_events,
     stage_ids,
 )
 from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
@@ -90,7 +92,7 @@ def test_the_canary_measures_every_shared_run_stage_in_its_order() -> None:
     after = {extra: ids[ids.index(extra) - 1] for extra in ("mounts", "collective", "output_write")}
     assert after == {"mounts": "image_pull", "collective": "rendezvous", "output_write": "first_step"}
     assert ids[ids.index("mounts") : ids.index("mounts") + 3] == ("mounts", "neuron_devices", "efa_devices")
-    assert ids[-3:] == ("output_write", "tensorboard", "scale_down")
+    assert ids[-4:] == ("output_write", "run_end", "tensorboard", "scale_down")
 
 
 def test_stages_print_in_order_and_a_stage_waits_for_those_before_it() -> None:
@@ -308,6 +310,35 @@ def test_no_scale_up_is_explained_by_the_autoscalers_event() -> None:
     assert "no pod was created" in explain_unplaced([], [])
 
 
+def test_the_autoscalers_word_explains_no_scale_up_before_the_schedulers_newer_one() -> None:
+    """The tier's refused scale-up: Volcano's Unschedulable on the PodGroup, newer than the
+    autoscaler's NotTriggerScaleUp, only says the gang does not fit the nodes there are."""
+    events = [
+        {"reason": "NotTriggerScaleUp", "message": "pod didn't trigger scale-up: 1 max node group size reached",
+         "lastTimestamp": "2026-11-25T10:00:00Z"},
+        {"reason": "Unschedulable", "message": "2/2 tasks in gang unschedulable", "lastTimestamp": "2026-11-25T10:01:00Z"},
+    ]  # fmt: skip
+    assert explain_unplaced([], events).startswith("NotTriggerScaleUp: ")
+    assert explain_unplaced([], events[1:]) == "Unschedulable: 2/2 tasks in gang unschedulable"
+
+
+def test_only_this_runs_events_count_not_an_earlier_runs_of_the_same_names() -> None:
+    """The run id is the same on every run of one configuration: an earlier canary's pods had the
+    same names, and their events (kept an hour) would pass this run's scale-up before it happened."""
+    job = {"metadata": {"name": RUN_ID, "uid": "job-2"}}
+    worker = pod(f"{RUN_ID}-worker-0")
+    worker["metadata"].update(uid="pod-2", annotations={"scheduling.k8s.io/group-name": f"{RUN_ID}-job-2"})
+
+    def event(kind: str, name: str, uid: str) -> dict[str, Any]:
+        return {"reason": "TriggeredScaleUp", "involvedObject": {"kind": kind, "name": name, "uid": uid}}
+
+    earlier = [event("Pod", f"{RUN_ID}-worker-0", "pod-1"), event("PodGroup", f"{RUN_ID}-job-1", "pg-1")]
+    this = [event("Pod", f"{RUN_ID}-worker-0", "pod-2"), event("PodGroup", f"{RUN_ID}-job-2", "pg-2"),
+            event("Job", RUN_ID, "job-2")]  # fmt: skip
+    assert run_events([*earlier, *this], job=job, pods=[worker]) == this
+    assert run_events(earlier, job=job, pods=[]) == []
+
+
 def test_a_rendezvous_timeout_is_read_from_the_log() -> None:
     log = "[0]: waiting for peers\ntorch.distributed.elastic.rendezvous.api.RendezvousTimeoutError: The node did not join the rendezvous in time\n[W] some warning"
     stage, line = explain_log(log) or ("", "")
@@ -380,10 +411,12 @@ class Cluster:
 
     fail: str = ""
     """'' for a good run; 'mount' (CreateContainerError), 'tensorboard' (the run not listed),
-    'tensorboard-down' (no endpoint behind the Service), 'scale-down'."""
+    'tensorboard-down' (no endpoint behind the Service), 'scale-down'; 'silent': the run completes
+    and no container writes a line (kwok's nodes in the test tier)."""
     created: float | None = None
     deleted: list[str] = field(default_factory=list)
     tensorboard_reads: list[str] = field(default_factory=list)
+    log_reads: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def elapsed(self) -> float:
@@ -412,6 +445,7 @@ class Cluster:
         found = []
         for index, node in enumerate(("trn-a", "trn-b")):
             recorded = pod(f"{RUN_ID}-worker-{index}")
+            recorded["metadata"]["uid"] = f"uid-{RUN_ID}-worker-{index}"
             if t < 0.7:
                 recorded["spec"].pop("nodeName")
                 recorded["status"] = {
@@ -433,7 +467,8 @@ class Cluster:
         return found
 
     def log(self) -> str:
-        if self.elapsed() < 0.9:
+        self.log_reads += 1
+        if self.elapsed() < 0.9 or self.fail == "silent":
             return ""
         return "\n".join(
             stage_line(stage, True, f"{stage} ok")
@@ -479,7 +514,7 @@ class Cluster:
                 events = [
                     {
                         "metadata": {"name": "e1"},
-                        "involvedObject": {"name": f"{RUN_ID}-worker-0"},
+                        "involvedObject": {"name": f"{RUN_ID}-worker-0", "uid": f"uid-{RUN_ID}-worker-0"},
                         "reason": "TriggeredScaleUp",
                         "message": "pod triggered scale-up",
                     }
@@ -501,7 +536,7 @@ class Cluster:
                         "reason": "ServiceUnavailable",
                         "code": 503,
                     }
-                runs = [] if self.fail == "tensorboard" else [f"training/runs/{RUN_ID}"]
+                runs = [] if self.fail in ("tensorboard", "silent") else [f"training/runs/{RUN_ID}"]
                 return 200, runs
             return 404, {"kind": "Status", "code": 404}
 
@@ -536,6 +571,7 @@ def test_a_good_canary_passes_every_stage_and_cleans_up(cluster: tuple[Cluster, 
     assert lines[-1] == "CANARY PASS: every stage passed"
     printed = assert_the_run_stages_order(done.stdout)
     assert {stage for stage, status in printed if status == "SKIP"} == {"first_step"}
+    assert "(TriggeredScaleUp)" in next(line for line in lines if line.split()[2:3] == ["scale_up"])
     assert RUN_ID in state.deleted and f"{RUN_ID}-program" in state.deleted
     # TensorBoard was read through the API server's service proxy: no port-forward, no address given.
     assert state.tensorboard_reads == [f"{TENSORBOARD_SERVICE}/proxy/data/runs"]
@@ -592,6 +628,45 @@ def test_a_failing_canary_names_the_stage_and_the_line_that_explains_it(
             assert line.endswith(f"(not reached: the canary failed at {stage})"), line
 
 
+@pytest.mark.process
+@pytest.mark.parametrize("cluster", ["silent"], indirect=True)
+def test_a_run_whose_containers_say_nothing_fails_unless_told_they_cannot(
+    cluster: tuple[Cluster, str],
+) -> None:
+    """On a real cluster a run that completes without its program's lines is a failure (the first
+    line it never wrote); ``--control-plane-only`` (a cluster whose nodes run no containers, as the
+    test tier's) prints those stages and TensorBoard as not measured, reads no log, and its pass
+    names them."""
+    state, url = cluster
+    done = canary(url, "--timeout-minutes", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        done.stdout.splitlines()[-1] == "CANARY FAIL at mounts: the run ended without this stage being seen"
+    )
+
+    state.created, state.log_reads, state.tensorboard_reads = None, 0, []
+    done = canary(url, "--timeout-minutes", "1", "--control-plane-only")
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = assert_the_run_stages_order(done.stdout)
+    status = dict(printed)
+    assert {stage for stage, said in printed if said == "SKIP"} == {"first_step", *CONTAINER_STAGES}
+    assert {stage for stage, said in printed if said == "PASS"} == set(stage_ids()) - {
+        "first_step",
+        *CONTAINER_STAGES,
+    }
+    assert status["run_end"] == "PASS"
+    lines = done.stdout.splitlines()
+    for stage in CONTAINER_STAGES:
+        (line,) = [line for line in lines if line.split()[2:3] == [stage]]
+        assert "(not measured here: " in line and line.endswith("(--control-plane-only))"), line
+    assert (
+        lines[-1]
+        == f"CANARY PASS: every stage it measured passed; not measured here: {', '.join(CONTAINER_STAGES)}"
+    )
+    assert f"canary {RUN_ID}: removed Job {RUN_ID}, ConfigMap {RUN_ID}-program" in lines
+    assert state.log_reads == 0 and state.tensorboard_reads == []
+
+
 def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() -> None:
     arguments = argparse.Namespace(
         node_group=None,
@@ -599,6 +674,7 @@ def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() ->
         scale_down_minutes=None,
         poll_seconds=10.0,
         tensorboard_url=None,
+        control_plane_only=False,
     )
     built = canary_for(CONFIG, arguments, core=None, custom=None)
     assert built.scale_down_seconds == (CONFIG.autoscaler.scale_down_unneeded_minutes + 5) * 60

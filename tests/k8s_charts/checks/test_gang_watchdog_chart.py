@@ -90,12 +90,14 @@ def test_it_may_read_pods_nodes_and_the_teams_podgroups_and_patch_nodes_and_end_
     }
     assert rules == {
         ("ClusterRole", None): [
-            # Watch: the loop keeps each pass's lists current (cluster_programs/kube_mirror.py).
-            (("",), ("pods",), ("get", "list", "watch"), None),
+            # Watch: the loop keeps each pass's lists current (cluster_programs/kube_mirror.py); pods
+            # only in the team namespaces (below).
+            (("",), ("pods",), ("get", "list"), None),
             (("",), ("nodes",), ("get", "list", "watch", "patch"), None),
         ],
         ("Role", "training"): [
             (("scheduling.volcano.sh",), ("podgroups",), ("get", "list", "watch"), None),
+            (("",), ("pods",), ("watch",), None),
             # The stuck-run guard (cluster_programs/stuck_runs.py): judge a team's runs, end one.
             (("batch.volcano.sh",), ("jobs",), ("get", "list", "watch"), None),
             (("batch.volcano.sh",), ("jobs/status",), ("patch",), None),
@@ -405,7 +407,7 @@ def test_without_a_stuck_run_limit_it_neither_judges_runs_nor_holds_the_rights_t
     [container] = pod_spec(only(objects, "Deployment"))["containers"]
     assert not any(argument.startswith("--stuck") for argument in container["args"])
     role = only(objects, "Role")
-    assert [rule["resources"] for rule in role["rules"]] == [["podgroups"]]
+    assert [rule["resources"] for rule in role["rules"]] == [["podgroups"], ["pods"]]
 
 
 @pytest.mark.parametrize(
