@@ -67,7 +67,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
     # module cordons kwok's system nodes, applies the default plan on a control plane no other plan
     # has changed (the static FSx PersistentVolumes' specs differ between plans and are immutable),
     # and its containers' start-up is CPU the other lists do not wait on.
-    "real-nodes": ("test_real_nodes.py",),
+    "real-nodes": ("test_real_nodes.py", "test_file_server.py"),
 }
 _ORDER = {
     module: (group, index) for group, modules in WORKERS.items() for index, module in enumerate(modules)
