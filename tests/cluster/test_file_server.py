@@ -43,7 +43,7 @@ _KUBELET_OWN = ("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arc
 _MOUNTNAME = "${FsxMountName}"
 _LABEL_KEY = "cluster-test/file-server"
 _LABEL = f"{_LABEL_KEY}=1"
-_LAYOUT_JOBS = ("fsx-layout-squashed", "fsx-layout-root-zone")
+_JOBS = ("fsx-layout-squashed", "fsx-layout-root-zone", "stage-on-file-server")
 
 
 def _plan_manifests(plan: KubernetesLayerPlan) -> Iterator[dict[str, Any]]:
@@ -98,7 +98,7 @@ def server(
         yield file_server, node
     finally:
         # The pods first (nothing left on the mounts), then the volumes, then the server.
-        for job in _LAYOUT_JOBS:
+        for job in _JOBS:
             control_plane.kubectl(
                 "delete",
                 "job",
@@ -125,7 +125,7 @@ def team_volumes(
     file_server, _ = server
     namespace, _ = _run_task(default_plan)
     if not (file_server.export / "teams" / namespace).is_dir():
-        job, _, _ = _layout_on(control_plane, default_plan, file_server.mounts["root-zone"], _LAYOUT_JOBS[1])
+        job, _, _ = _layout_on(control_plane, default_plan, file_server.mounts["root-zone"], _JOBS[1])
         succeeded, log = _run_job(control_plane, job)
         assert succeeded, log
     _host_path_volumes(
@@ -259,7 +259,7 @@ def test_the_layout_job_needs_a_client_whose_root_is_not_squashed(
     file_server, _ = server
     assert list(file_server.export.iterdir()) == [], "the file system is laid out already"
     squashed = file_server.mounts["trainium-subnet"]
-    job, env, teams = _layout_on(control_plane, default_plan, squashed, _LAYOUT_JOBS[0])
+    job, env, teams = _layout_on(control_plane, default_plan, squashed, _JOBS[0])
     job["spec"]["backoffLimit"] = 0
     succeeded, log = _run_job(control_plane, job)
     assert not succeeded, log
@@ -267,7 +267,7 @@ def test_the_layout_job_needs_a_client_whose_root_is_not_squashed(
     assert list(file_server.export.iterdir()) == []
 
     root_zone = file_server.mounts["root-zone"]
-    job, env, teams = _layout_on(control_plane, default_plan, root_zone, _LAYOUT_JOBS[1])
+    job, env, teams = _layout_on(control_plane, default_plan, root_zone, _JOBS[1])
     succeeded, log = _run_job(control_plane, job)
     assert succeeded, log
     owner = int(env["DATASETS_OWNER"])
@@ -323,6 +323,13 @@ def _team_pod(
     return pod
 
 
+# A container the runtime could not make (waiting, retried by the kubelet) or start (terminated).
+_REFUSED = {
+    "waiting": ("CreateContainerError", "CreateContainerConfigError", "RunContainerError"),
+    "terminated": ("StartError", "ContainerCannotRun"),
+}
+
+
 def _pod_outcome(control_plane: ControlPlane, pod: dict[str, Any], timeout: float = 120) -> tuple[str, str]:
     """Create the pod; ("Succeeded"/"Failed", its log) once it ends, or (reason, message) when its
     container cannot be made or started (the runtime's refusal, which never ends by itself)."""
@@ -331,18 +338,15 @@ def _pod_outcome(control_plane: ControlPlane, pod: dict[str, Any], timeout: floa
 
     def outcome() -> tuple[str, str] | None:
         found = control_plane.kubectl.json("get", "pod", "-n", NAMESPACE, name)
+        for status in found["status"].get("containerStatuses", []):
+            state = status.get("state", {})
+            for kind, reasons in _REFUSED.items():
+                if state.get(kind, {}).get("reason") in reasons:
+                    return str(state[kind]["reason"]), str(state[kind].get("message", ""))
         phase = found["status"].get("phase")
         if phase in ("Succeeded", "Failed"):
             log = control_plane.kubectl("logs", "-n", NAMESPACE, name, check=False)
             return str(phase), log.stdout + log.stderr
-        for status in found["status"].get("containerStatuses", []):
-            waiting = status.get("state", {}).get("waiting", {})
-            if waiting.get("reason") in (
-                "CreateContainerError",
-                "CreateContainerConfigError",
-                "RunContainerError",
-            ):
-                return str(waiting["reason"]), str(waiting.get("message", ""))
         return None
 
     result: tuple[str, str] = control_plane.wait_for(outcome, timeout=timeout, what=f"the pod {name} ended")
@@ -408,5 +412,50 @@ def test_the_data_sets_mount_beside_the_team_directory_and_nested_refused(
                 mount["mountPath"] = f"{DATA_MOUNT}/{DATASETS_DIR}"
 
     reason, message = _pod_outcome(control_plane, _team_pod(default_plan, "nested", "true", image, nested))
-    assert reason in ("CreateContainerError", "RunContainerError"), (reason, message)
+    assert reason in (*_REFUSED["waiting"], *_REFUSED["terminated"]), (reason, message)
     assert "permission denied" in message.lower() and f"{DATA_MOUNT}/{DATASETS_DIR}" in message, message
+
+
+def test_the_staging_pod_writes_the_data_sets_through_the_kubelets_subpath(
+    control_plane: ControlPlane,
+    server: tuple[FileServer, RealNode],
+    team_volumes: str,
+    default_plan: KubernetesLayerPlan,
+) -> None:
+    """The rendered staging Job (its uid, the platform's; the whole file system's claim with the
+    ``datasets`` subPath, which the kubelet resolves and bind-mounts on the relay's mount) through a
+    root zone's client, its download replaced by a write (no network here): the platform's uid
+    writes the data sets' directory the layout handed it."""
+    file_server, _ = server
+    (job,) = (
+        m
+        for m in _plan_manifests(default_plan)
+        if m["kind"] == "Job" and m["metadata"]["name"].startswith("stage-")
+    )
+    namespace = job["metadata"]["namespace"]
+    (claim,) = _host_path_volumes(
+        control_plane,
+        default_plan,
+        namespace=namespace,
+        mount=file_server.mounts["root-zone"],
+        into=namespace,
+        suffix="staging",
+    )
+    job["metadata"]["name"] = _JOBS[2]
+    spec = job["spec"]["template"]["spec"]
+    spec["nodeName"] = REAL_NODE
+    (volume,) = (v for v in spec["volumes"] if "persistentVolumeClaim" in v)
+    volume["persistentVolumeClaim"]["claimName"] = claim
+    container = spec["containers"][0]
+    mounts = {m["mountPath"]: m.get("subPath") for m in container["volumeMounts"]}
+    assert mounts == {f"/{DATASETS_DIR}": DATASETS_DIR}, mounts
+    probe = (
+        f"id -u; mkdir -p /{DATASETS_DIR}/probe && echo staged > /{DATASETS_DIR}/probe/file"
+        f" && stat -c 'staged %u:%g' /{DATASETS_DIR}/probe/file; ls /{DATASETS_DIR}"
+    )
+    container["command"] = ["sh", "-c", probe]
+    container.pop("args", None)
+    succeeded, log = _run_job(control_plane, job)
+    uid = spec["securityContext"]["runAsUser"]
+    assert succeeded and f"staged {uid}:{uid}" in log, log
+    assert (file_server.export / DATASETS_DIR / "probe" / "file").stat().st_uid == uid
