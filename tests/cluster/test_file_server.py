@@ -46,8 +46,10 @@ _LABEL = f"{_LABEL_KEY}=1"
 _JOBS = ("fsx-layout-squashed", "fsx-layout-root-zone", "stage-on-file-server")
 
 
-def _plan_manifests(plan: KubernetesLayerPlan) -> Iterator[dict[str, Any]]:
-    for step in plan.applied():
+def _plan_manifests(plan: KubernetesLayerPlan, *, applied: bool = True) -> Iterator[dict[str, Any]]:
+    """The plan's manifests; with ``applied=False`` also those of its steps a deploy does not apply
+    (the runs, which `make train` submits)."""
+    for step in plan.applied() if applied else plan:
         if isinstance(step, ManifestSet):
             for manifest in step.manifests:
                 yield copy.deepcopy(dict(manifest))
@@ -66,7 +68,7 @@ def _run_task(plan: KubernetesLayerPlan) -> tuple[str, dict[str, Any]]:
     """The namespace and the pod template of the default configuration's run (its Volcano Job)."""
     runs = [
         m
-        for m in _plan_manifests(plan)
+        for m in _plan_manifests(plan, applied=False)
         if m["kind"] == "Job"
         and m["apiVersion"].startswith("batch.volcano.sh")
         and not m["metadata"]["name"].startswith("fabric-check")
