@@ -39,7 +39,7 @@ REVIEW_OUT ?=
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
 # Real pods (tests/cluster/real_nodes.py): a pass of its own in `make test`, see there.
-REAL_NODES_TESTS := tests/cluster/test_real_nodes.py
+REAL_NODES_TESTS := tests/cluster/test_real_nodes.py tests/cluster/test_network_policy.py tests/cluster/test_file_server.py
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 CHECKOV_VENV := .venv-checkov
@@ -201,10 +201,10 @@ test: setup lint $(TORCH_STAMP) cluster-binaries debian-tools ## lint, then ever
 	# etcd and torchrun agents and must not share the cores with other tests; then the scenarios on
 	# the real control plane, three sessions at once, each with an API server of its own and a fixed
 	# list of modules (tests/cluster/conftest.py WORKERS, tests/cluster/README.md); last the real
-	# node's module alone, on a control plane no other plan has used.
+	# nodes' modules alone, on a control plane no other plan has used.
 	$(BIN)/python -m pytest -n 2 --dist loadscope --ignore=tests/runtime --ignore=tests/cluster
 	$(BIN)/python -m pytest tests/runtime
-	$(BIN)/python -m pytest -n 3 --dist loadfile tests/cluster --ignore=$(REAL_NODES_TESTS)
+	$(BIN)/python -m pytest -n 3 --dist loadfile tests/cluster $(addprefix --ignore=,$(REAL_NODES_TESTS))
 	$(BIN)/python -m pytest $(REAL_NODES_TESTS)
 
 # The real control plane of tests/cluster: kube-apiserver, controller manager, scheduler, kubectl,

@@ -1,7 +1,25 @@
 """Kubernetes NetworkPolicy semantics, evaluated on rendered objects: may this pod open that connection?
 
-A model written here, and the only check of the policies: enforcing them needs a CNI with a policy
-agent, which the real control plane of tests/cluster does not run (no container runs there).
+A model written here. A real enforcer now decides the central questions: kube-router's network
+policy controller on the real nodes of tests/cluster (tests/cluster/real_nodes.py), asked by
+tests/cluster/test_network_policy.py with real containers and the plan's own policies:
+
+- a team's pod cannot open a connection to another team's etcd, and an etcd admits only its own
+  namespace's job pods (``test_a_team_pod_cannot_open_a_connection_to_another_teams_etcd``);
+- default deny in a team namespace, a worker admitting no other job's pod, HTTPS out on 443 only
+  (``test_a_team_namespace_denies_by_default``);
+- TensorBoard reached only from the VPC on its port, with no egress
+  (``test_tensorboard_is_reached_only_through_the_api_servers_proxy_and_reaches_nothing``);
+- the watchdog's way to the API server, etcd's peers, and the instance metadata address refused
+  (``test_the_platforms_egress_reaches_what_it_needs_and_never_the_metadata_service``).
+
+What stays here, and why: EKS's enforcer is the VPC CNI's policy agent, not kube-router, and they
+differ where the platform's policies are written for it (the agent judges a Service's ClusterIP
+before translation, kube-router the translated endpoint; tenant_network.py writes a rule for each):
+this model is the reading of the VPC CNI's semantics, checked over the example configuration's whole
+plan (two teams, every platform pod) in the fast tier. It also judges what does not run on the real
+nodes: CoreDNS (no cluster DNS there), Volcano's, the autoscaler's, the node check's, the device
+plugin's, the fabric check's and the staging Jobs' pods (tests/k8s_charts/network/).
 
 ``Cluster(objects, pods)`` reads the NetworkPolicy and Namespace objects among ``objects`` (others
 are ignored) and answers, for a new connection:

@@ -237,8 +237,19 @@ COMPONENTS = {
             ),
             cgo=False,
         ),
+        # The NetworkPolicy enforcer of the real nodes: kube-router's network policy controller
+        # alone (go.mod says why v2.1.0 and what is wrong with it); it runs Debian's ipset.
+        Component(
+            "kube-router",
+            version_of="github.com/cloudnativelabs/kube-router/v2",
+            version_variables=("github.com/cloudnativelabs/kube-router/v2/pkg/version.Version={version}",),
+            cgo=False,
+        ),
         # The device plugin stand-in of the real nodes (a program of this repository, main.go).
         Component("fake-device-plugin", cgo=False),
+        # The real nodes' NFS client (a program of this repository, main.go): this kernel has FUSE but
+        # no NFS client, so the relay mounts the root-squashing server's export (tests/cluster/nfs_server.py).
+        Component("nfs-fuse-relay", cgo=False),
         # Not a control plane binary: the workflow linter tests/operator_tools/test_review_workflow.py runs, built and
         # cached the same way (its version comes from the module's build info).
         Component("actionlint"),

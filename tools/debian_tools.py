@@ -2,7 +2,8 @@
 (never installed on the system): the OpenSSH server that tests/k8s_charts/checks/test_fabric_ssh.py runs the
 fabric check's worker command with; libseccomp, which runc's seccomp support is compiled and linked
 against (tools/cluster_binaries.py); busybox-static, the shell and applets of the stand-in images of
-tests/cluster/standin_images.py.
+tests/cluster/standin_images.py; ipset, which kube-router's network policy controller runs;
+nfs-ganesha and rpcbind, the root-squashing file server of tests/cluster/nfs_server.py.
 
 Each package is pinned by version and SHA-256 of its .deb, read on 2026-11-28 from
 deb.debian.org's bookworm/main through ``apt-get download``. Known wrong: a Debian security update
@@ -70,6 +71,53 @@ SETS: dict[str, tuple[DebianPackage, ...]] = {
             "busybox-static",
             "1:1.35.0-4+deb12u1+b1",
             "3d3fdbe91d4660c873e14b092c213fe81c1da6362daa236eb25d0171eb108744",
+        ),
+    ),
+    # The ipset command kube-router's network policy controller runs (tools/cluster-binaries/
+    # kube-router/go.mod) and the library it links; libmnl.so.0 it takes from the machine. Read
+    # 2026-11-29 (bookworm/main, 7.17-1); checked: `ipset create`/`add` and an iptables
+    # `-m set --match-set` rule work in a fresh network namespace on this kernel (CONFIG_IP_SET).
+    "ipset": (
+        DebianPackage("ipset", "7.17-1", "4bcc86f6658ca92fe2e21a6a7d4fd162d3b94ec3cdc709a9cf05f0a8ad9c7725"),
+        DebianPackage(
+            "libipset13", "7.17-1", "67fe7a8366878b0431b6e247c04b131b43df90f8090000a2681e63d4c22d02ca"
+        ),
+    ),
+    # The real-node tier's root-squashing file server (tests/cluster/nfs_server.py): nfs-ganesha 4.3
+    # (user space: this kernel has no nfsd) with its VFS back end, the libraries it links that a
+    # minimal Debian lacks, and rpcbind (ganesha refuses to start unless it can register NFSv3 with
+    # one: "Cannot register NFS V3 on TCP"). Read on 2026-11-29 through `apt-get download`. Assumed
+    # on the machine (Debian 12's base): libacl1, libblkid1, libcap2, libcom-err2, libdbus-1-3,
+    # libgssapi-krb5-2, libkrb5-3, libuuid1, libbsd0, libtirpc3, libsystemd0. Known wrong: 4.3 is
+    # bookworm's, three years behind upstream's 6.x; the tier uses NFSv3 only.
+    "nfs-ganesha": (
+        DebianPackage(
+            "nfs-ganesha", "4.3-2", "2ed8b2a2130f67fcb40503be612fb415fd41b5208707395fa4d8cca2db4ec02c"
+        ),
+        DebianPackage(
+            "nfs-ganesha-vfs", "4.3-2", "cc7d9043eaa2889d85b485b1a6a1ca886eaffa20dfb795fc3f129f6e9ad92f8d"
+        ),
+        DebianPackage(
+            "libntirpc4.3", "4.3-2", "ff994fc7981f89d6109391840371f07dab5da293486f231abe98f6b75e8d6d41"
+        ),
+        DebianPackage(
+            "liburcu8", "0.13.2-1", "8647049698200fb5e20a130a09059b51878bb98643a120c7b0c6cbfd3f9b42dd"
+        ),
+        DebianPackage(
+            "libnfsidmap1",
+            "1:2.6.2-4+deb12u1",
+            "ac06d355b1effb7786313eacc762963457354caad6bce60d2053a90581c21e3b",
+        ),
+        DebianPackage(
+            "libwbclient0",
+            "2:4.17.12+dfsg-0+deb12u4",
+            "5d3cd7c22cfab552afcd0cfc514890a4ac1498507693b1262f3de8af47ab3bc4",
+        ),
+        DebianPackage(
+            "rpcbind", "1.2.6-6+b1", "5b83e6bd548aec9f84870e9c6f2a29a0292ecb8e2b8480049f73d0df17163883"
+        ),
+        DebianPackage(
+            "libwrap0", "7.6.q-32", "cbce2669a3ba4d74cfdc52b14f38014893e23d85a33d109a3422c342eefc55f8"
         ),
     ),
 }

@@ -298,10 +298,13 @@ class ControlPlane:
                 str(self.binaries.kube_apiserver),
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                 "--bind-address=127.0.0.1",
-                # The `kubernetes` Service's endpoint: the address the real nodes' pods reach the API
-                # server at, inside the session's node network (tests/cluster/real_nodes.py). Nothing
-                # in this machine's own network namespace uses that Service.
+                # The address the real nodes reach the API server at, inside the session's node
+                # network (tests/cluster/real_nodes.py). The `kubernetes` Service's endpoint is not
+                # the API server's to write: the real nodes write it as their pods reach the API
+                # server (API_ENDPOINT:443, as on EKS). Nothing in this machine's own network
+                # namespace uses that Service.
                 f"--advertise-address={NODE_GATEWAY}",
+                "--endpoint-reconciler-type=none",
                 f"--secure-port={self.api_port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={serving.cert}",

@@ -9,7 +9,9 @@ stays in the namespace it was made in) and joins to a socket on 127.0.0.1:
 - ``Forwarder``: a listener inside a namespace whose connections go to a port on 127.0.0.1 (how the
   nodes, their kubelets and their pods reach the API server);
 - ``connect_in``: a connection made inside a namespace (how the API server's egress proxy reaches a
-  kubelet or a pod: logs, exec, the service proxy).
+  kubelet or a pod: logs, exec, the service proxy);
+- ``Listener``: a listener inside a namespace that accepts each connection and closes it (a stand-in
+  for an address the platform's NetworkPolicies name: the instance metadata service, the internet).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from tests.cluster.egress import pipe
 
-__all__ = ["Forwarder", "NetworkNamespace", "connect_in", "inside"]
+__all__ = ["Forwarder", "Listener", "NetworkNamespace", "connect_in", "inside"]
 
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -51,9 +53,15 @@ def inside(namespace: Path) -> Iterator[None]:
         os.close(target)
 
 
-def connect_in(namespace: Path, host: str, port: int, timeout: float = 10) -> socket.socket:
+def connect_in(
+    namespace: Path, host: str, port: int, timeout: float = 10, source: str | None = None
+) -> socket.socket:
+    """A connection to ``host:port`` made inside ``namespace``, from ``source`` (one of its
+    addresses) when given."""
     with inside(namespace):
-        return socket.create_connection((host, port), timeout=timeout)
+        return socket.create_connection(
+            (host, port), timeout=timeout, source_address=(source, 0) if source else None
+        )
 
 
 class NetworkNamespace:
@@ -124,3 +132,28 @@ class Forwarder:
                 client.close()
                 continue
             threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+
+
+class Listener:
+    """A listener at ``address:port`` inside ``namespace`` that accepts and closes each connection."""
+
+    def __init__(self, namespace: Path, address: str, port: int) -> None:
+        with inside(namespace):
+            self._listener = socket.create_server((address, port), backlog=128)
+        self._thread = threading.Thread(target=self._serve, name=f"listen-{address}:{port}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            client.close()

@@ -6,17 +6,33 @@ The network (tests/cluster/netns.py): the session creates a network namespace fo
 node (``<prefix>-<n>``: ``eth0`` on that bridge at ``10.250.0.<10+n>``, the node's pod bridge
 ``cni0`` for its pod range ``10.246.<n>.0/24``). None of them has a link to this machine's own
 network namespace or a default route out: a packet of a node or a pod reaches the bridge and the
-other nodes, nothing else. The API server is reached at ``NODE_GATEWAY:<its port>`` (a listener of
-this process inside the node network, joined to 127.0.0.1; the API server advertises that address,
-so the ``kubernetes`` Service leads there from a pod too); the API server reaches kubelets and pods
-through its egress proxy, which connects inside the node network (tests/cluster/egress.py).
+other nodes, nothing else. The nodes reach the API server at ``NODE_GATEWAY:<its port>`` (a listener
+of this process inside the node network, joined to 127.0.0.1). Pods reach it as on EKS: the
+``kubernetes`` Service's one endpoint is ``API_ENDPOINT:443``, an address inside the default
+configuration's VPC standing for the EKS control plane's network interfaces in the cluster's
+subnets (another listener joined to the API server; the API server keeps no endpoints of its own,
+``--endpoint-reconciler-type=none``), so a NetworkPolicy judged after kube-proxy's translation, as
+kube-router judges it, sees what it would see on EKS. The API server reaches kubelets and pods
+through its egress proxy, which connects inside the node network from ``API_ENDPOINT`` too
+(tests/cluster/egress.py). The bridge also holds the stand-ins of the addresses the platform's
+policies name outside the cluster: ``METADATA_ADDRESS`` (the instance metadata service's own
+address; the node network is this session's, so the real address serves) and ``OUTSIDE_ADDRESS``
+(a public address, for "the internet"); a test listens there with ``RealNodes.listen``.
 
 Each node: containerd (its own root, state and socket under the session's directory; the
 ``overlayfs`` snapshotter; runc with the ``cgroupfs`` driver, cgroup v1 as this machine has), the
 kubelet (a client certificate ``system:node:<name>`` so the Node authorizer and NodeRestriction
 judge it as on EKS, its serving certificate from the session's CA, its cgroups under
 ``/<prefix>-<node>``, ``failCgroupV1: false``: this machine mounts cgroup v1), kube-proxy
-(``nftables`` mode, in the node's namespace only). Every process runs through ``nsenter --net`` in
+(``nftables`` mode, in the node's namespace only), and kube-router's network policy controller alone
+(``--run-firewall``; no router, no service proxy: tools/cluster-binaries/kube-router/go.mod says
+why, and the two advisories of v2.1.0 are in the controllers not started) as the NetworkPolicy
+enforcer. kube-router writes iptables rules through the machine's ``iptables`` (1.8.9, the
+``nf_tables`` backend: its rules land in the node namespace's ``ip filter`` table) and ipsets (Debian's
+ipset, tools/debian_tools.py); kube-proxy writes its own ``ip kube-proxy`` nftables table. Both
+tables hook the same netfilter points of the node's namespace and coexist: kube-proxy translates a
+Service address at prerouting, kube-router's FORWARD and OUTPUT chains judge the translated packet.
+Every process runs through ``nsenter --net`` in
 the node's namespace (its mounts and cgroups stay the machine's: the kubelet needs them), is
 started by ``Processes`` and stopped by its PID; the containers' shims are stopped by the PIDs
 containerd recorded; every mount under the node's directory is unmounted and its cgroups removed.
@@ -40,14 +56,18 @@ from pathlib import Path
 from typing import Any
 
 from tests.cluster.images import image_archive
-from tests.cluster.netns import Forwarder, NetworkNamespace, connect_in
+from tests.cluster.netns import Forwarder, Listener, NetworkNamespace, connect_in
 from tests.cluster.processes import Process, wait_until
 from tests.cluster.standin_images import SANDBOX_IMAGE, pause_image
+from tools import debian_tools
 from tools.cluster_binaries import binary_path
 
 __all__ = [
+    "API_ENDPOINT",
+    "METADATA_ADDRESS",
     "NODE_GATEWAY",
     "NODE_NETWORK",
+    "OUTSIDE_ADDRESS",
     "POD_NETWORK",
     "NodeBinaries",
     "RealNode",
@@ -58,8 +78,19 @@ __all__ = [
 NODE_NETWORK = "10.250.0.0/24"
 NODE_GATEWAY = "10.250.0.1"
 """Where the nodes and pods reach the API server, inside the session's node network only."""
+API_ENDPOINT = "10.0.255.10"
+"""The ``kubernetes`` Service's endpoint for pods (port 443): inside config/default.yaml's VPC
+(10.0.0.0/16), where EKS puts the control plane's interfaces; the source of the API server's
+connections to kubelets and pods (its egress proxy), as those interfaces are on EKS."""
+METADATA_ADDRESS = "169.254.169.254"
+"""The instance metadata service's address, on the node network's bridge (no instance here)."""
+OUTSIDE_ADDRESS = "203.0.113.10"
+"""An address outside the cluster and every private range (TEST-NET-3): "the internet" of a run's
+HTTPS, on the node network's bridge; nothing is sent beyond it."""
 POD_NETWORK = "10.246.0.0/16"
 """The real nodes' pods (node n: 10.246.n.0/24); kwok's simulated pods use 10.244.0.0/16."""
+KUBE_ROUTER_USER = "tests:kube-router"
+"""kube-router's identity (its client certificate's common name), bound to read-only access."""
 _CGROUP_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "blkio", "devices", "freezer", "systemd")
 
 
@@ -73,6 +104,9 @@ class NodeBinaries:
     runc: Path
     cni: Path
     """The directory of the CNI plugins (bridge, host-local, loopback, portmap)."""
+    kube_router: Path
+    ipset: Path
+    """Where Debian's ipset is unpacked (``usr/sbin/ipset``, its library under ``usr/lib``)."""
 
     @property
     def path(self) -> str:
@@ -90,10 +124,20 @@ def find_node_binaries() -> NodeBinaries:
         ctr=binary_path("containerd", "ctr"),
         runc=binary_path("runc", "runc"),
         cni=binary_path("cni-plugins", "bridge").parent,
+        kube_router=binary_path("kube-router", "kube-router"),
+        ipset=debian_tools.root("ipset"),
     )
     missing = [
         str(p)
-        for p in (paths.kubelet, paths.kube_proxy, paths.containerd, paths.shim, paths.ctr, paths.runc)
+        for p in (
+            paths.kubelet,
+            paths.kube_proxy,
+            paths.containerd,
+            paths.shim,
+            paths.ctr,
+            paths.runc,
+            paths.kube_router,
+        )
         if not p.is_file()
     ] + [
         str(paths.cni / name)
@@ -104,6 +148,8 @@ def find_node_binaries() -> NodeBinaries:
         raise AssertionError(
             f"the real nodes' binaries are missing: {', '.join(missing)}; run `make cluster-binaries`"
         )
+    if not debian_tools.installed("ipset"):
+        raise AssertionError(f"{paths.ipset} is missing: run `make debian-tools` (Debian's ipset)")
     return paths
 
 
@@ -152,6 +198,7 @@ class RealNodes:
     nodes: dict[str, RealNode] = field(default_factory=dict)
     network: NetworkNamespace = field(init=False)
     _forwarder: Forwarder | None = None
+    _listeners: list[Forwarder | Listener] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.network = NetworkNamespace(f"{self.prefix}-net")
@@ -163,10 +210,82 @@ class RealNodes:
         self.network.ip("link", "add", "br0", "type", "bridge")
         self.network.ip("addr", "add", f"{NODE_GATEWAY}/24", "dev", "br0")
         self.network.ip("link", "set", "dev", "br0", "up")
+        for address in (API_ENDPOINT, METADATA_ADDRESS, OUTSIDE_ADDRESS):
+            self.network.ip("addr", "add", f"{address}/32", "dev", "br0")
         self._forwarder = Forwarder(self.network.path, NODE_GATEWAY, self.plane.api_port, self.plane.api_port)
         self._forwarder.start()
+        pods_way_in = Forwarder(self.network.path, API_ENDPOINT, 443, self.plane.api_port)
+        pods_way_in.start()
+        self._listeners.append(pods_way_in)
+        self._api_endpoint()
+        self._kube_router_access()
         for cidr in (NODE_NETWORK, POD_NETWORK):
-            self.plane.egress.add_network(cidr, lambda host, port: connect_in(self.network.path, host, port))
+            self.plane.egress.add_network(
+                cidr, lambda host, port: connect_in(self.network.path, host, port, source=API_ENDPOINT)
+            )
+
+    def _api_endpoint(self) -> None:
+        """The ``kubernetes`` Service's endpoint, written here: ``API_ENDPOINT:443`` (the module's
+        docstring). The API server writes none (``--endpoint-reconciler-type=none``)."""
+        labels = {
+            "kubernetes.io/service-name": "kubernetes",
+            "endpointslice.kubernetes.io/managed-by": "tests",
+        }
+        objects = [
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [API_ENDPOINT], "conditions": {"ready": True}}],
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP"}],
+            },
+        ]
+        self.plane.kubectl(
+            "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+        )
+
+    def _kube_router_access(self) -> None:
+        """kube-router's identity (``system:kube-router``, a client certificate per node) may read
+        what its informers list and watch, nothing more: it starts informers on Services, Endpoints,
+        EndpointSlices, Pods, Nodes, Namespaces and NetworkPolicies whatever controllers run
+        (v2.1.0 pkg/cmd/kube-router.go, ``Run``), and the policy controller writes nothing."""
+        read = ["get", "list", "watch"]
+        name = "tests:kube-router-firewall"
+        role = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods", "namespaces", "nodes", "services", "endpoints"],
+                    "verbs": read,
+                },
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+                {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": read},
+            ],
+        }
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBE_ROUTER_USER}],
+        }
+        self.plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}),
+        )
+
+    def listen(self, address: str, port: int) -> None:
+        """A TCP listener at ``address:port`` of the node network (one of the bridge's addresses)
+        that accepts each connection and closes it, until the nodes stop."""
+        listener = Listener(self.network.path, address, port)
+        listener.start()
+        self._listeners.append(listener)
 
     # ----- a node ---------------------------------------------------------------------------------
 
@@ -204,6 +323,8 @@ class RealNodes:
             timeout=120,
             what=f"the real node {name} Ready",
         )
+        # After the Node exists: kube-router reads its address from it at start.
+        node.processes.append(self._start_kube_router(node))
         return node
 
     def _node_network(self, node: RealNode) -> None:
@@ -386,6 +507,48 @@ class RealNodes:
         ]
         return self.plane.processes.start(f"kube-proxy-{node.name}", node.namespace.prefix(args))
 
+    def _start_kube_router(self, node: RealNode) -> Process:
+        from tests.cluster.control_plane import SERVICE_CIDR  # noqa: PLC0415 (control_plane imports this module)
+
+        client = self.plane.ca.issue(f"kube-router-{node.name}", common_name=KUBE_ROUTER_USER)
+        kubeconfig = self.plane.node_kubeconfig(f"kube-router-{node.name}", client, NODE_GATEWAY)
+        args = [
+            str(self.binaries.kube_router),
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={node.name}",
+            "--run-firewall=true",
+            "--run-router=false",
+            "--run-service-proxy=false",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--health-port=0",
+            "--metrics-port=0",
+            "--v=1",
+        ]
+        library = self.binaries.ipset / "usr" / "lib" / "x86_64-linux-gnu"
+        env = {
+            **os.environ,
+            "PATH": f"{self.binaries.ipset / 'usr' / 'sbin'}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}",
+            "LD_LIBRARY_PATH": str(library),
+        }
+        process = self.plane.processes.start(f"kube-router-{node.name}", node.namespace.prefix(args), env=env)
+        wait_until(
+            lambda: "-j KUBE-ROUTER-FORWARD" in self.filter_rules(node),
+            timeout=60,
+            what=f"kube-router's chains on {node.name}",
+            processes=self.plane.processes,
+            watch=[process],
+        )
+        return process
+
+    def filter_rules(self, node: RealNode) -> str:
+        """``iptables-save -t filter`` of the node's namespace (kube-router's rules)."""
+        return node.namespace.run(["iptables-save", "-t", "filter"])
+
+    def enforcing(self, node: RealNode, namespace: str, pod: str) -> bool:
+        """kube-router on ``node`` has a firewall chain for the pod (its first sync after the pod
+        started is done: rules only add from then on)."""
+        return f"POD name:{pod} namespace: {namespace} to chain" in self.filter_rules(node)
+
     # ----- stop -----------------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -393,6 +556,9 @@ class RealNodes:
             with contextlib.suppress(Exception):
                 self._stop_node(node)
         self.nodes.clear()
+        for listener in self._listeners:
+            listener.stop()
+        self._listeners.clear()
         if self._forwarder is not None:
             self._forwarder.stop()
             self._forwarder = None

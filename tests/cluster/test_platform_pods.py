@@ -13,7 +13,8 @@ disruption budget, and the platform namespaces' defaults for a container that de
   ``platform-defaults`` LimitRange's (the API server's LimitRanger).
 
 What the members do when one is lost (their data, the runs' rendezvous) needs etcd and torchrun
-running: tests/runtime/test_etcd_members.py. Who may reach them: tests/k8s_charts/network/test_netpol.py (no CNI here).
+running: tests/runtime/test_etcd_members.py. Who may reach them: tests/cluster/test_network_policy.py
+(kube-router on the real nodes) and tests/k8s_charts/network/test_netpol.py (the VPC CNI's reading).
 """
 
 from __future__ import annotations

@@ -15,6 +15,21 @@ its directory's owner and mode come from the layout (below); the pod is squashed
 pinned to the zones whose nodes keep root (``root_zones``: the platform Jobs). The mount point is
 possible only when the parent is writable and searchable by the node's root as the file system sees
 it, and mounted read-write.
+
+What a real server decides now (tests/cluster/test_file_server.py: nfs-ganesha with root squash,
+the real kubelet and runc, the rendered pods; NFSv3 through a FUSE relay, not Lustre: docs/testing.md
+"The root-squashing file server"), and so what this model still stands for:
+- the run's data sets beside the team's directory, and nested inside it refused (the runtime cannot
+  make the mount point): ``test_the_data_sets_mount_beside_the_team_directory_and_nested_refused``
+  and ``test_the_team_pod_writes_its_directory_as_its_uid_on_the_squashing_server`` decide it for the
+  default configuration's run; ``test_the_check_finds_the_data_sets_mounted_inside_the_teams_directory``
+  below stays as this model's own check;
+- root making directories only where it is not squashed:
+  ``test_the_layout_job_needs_a_client_whose_root_is_not_squashed`` (the layout Job refused through a
+  squashed client, laying out the teams through a root zone's);
+- what only this model covers: every other pod of both configurations (staging, TensorBoard, etcd,
+  the fabric check, the device plugins), the example configuration's teams, the TorchX components'
+  Jobs, and read-only parent volumes. They stay here until the real node runs them.
 """
 
 from __future__ import annotations
