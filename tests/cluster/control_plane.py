@@ -74,9 +74,11 @@ NODE_CHECK_PASS = Path(__file__).with_name("node_check_pass.py")
 # The deploy-time readiness gates poll every 10 s in the handler; here every second (same outcome).
 GATE_INTERVAL_SECONDS = 1.0
 QUOTA_RESYNC_SECONDS = 30
-"""The quota controller's full resync here; Kubernetes' default is 5 minutes (EKS documents no other)
-(v1.36.3 pkg/controller/resourcequota/config/v1alpha1/defaults.go). Every first plan of a control
-plane waited those 5 minutes at its quota gates (``ControlPlane.quota_resync_seconds``); what the
+"""The quota controller's full resync here (``--resource-quota-sync-period``); Kubernetes' default is
+5 minutes (EKS documents no other; v1.36.3 pkg/controller/resourcequota/config/v1alpha1/defaults.go).
+A quota made before the controller has found Volcano's resources by discovery (every 30 s) gets their
+count only at this resync (``addQuota`` queues it once; ``Sync`` starts the new monitors but queues no
+quota), so every first plan of a control plane waited those 5 minutes at its quota gates; what the
 gates decide, that no team object is admitted before its quota counts Volcano's Jobs, is the same."""
 APPLY_WORKERS = 8
 """At most this many steps at once in ``apply_plan(concurrent=True)`` (kubectl and helm processes on two cores)."""
@@ -207,12 +209,6 @@ class ControlPlane:
     """kwok's ``--node-lease-duration-seconds`` (it renews each node's Lease every quarter of it)."""
     kwok_stages: Path = KWOK_STAGES
     """What kwok does to nodes and pods; tests/cluster/bench_scale.py slows the heartbeat of thousands."""
-    quota_resync_seconds: int = QUOTA_RESYNC_SECONDS
-    """The resource quota controller's full resync (``--resource-quota-sync-period``). A quota made
-    before the controller has found Volcano's resources by discovery (every 30 s) gets their count
-    only at this resync (kubernetes v1.36.3 pkg/controller/resourcequota: ``addQuota`` queues it
-    once; ``Sync`` starts the new monitors but queues no quota), so the first plan's quota gates
-    wait up to this long."""
     audit_policy: Mapping[str, Any] | None = None
     """An audit policy (audit.k8s.io/v1) for the API server, its JSON log at ``audit_log_path``;
     None: no audit log (tests/cluster/bench_scale.py counts requests per client with one)."""
@@ -352,7 +348,7 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--node-monitor-grace-period={self.node_monitor_grace_seconds}s",
-                f"--resource-quota-sync-period={self.quota_resync_seconds}s",
+                f"--resource-quota-sync-period={QUOTA_RESYNC_SECONDS}s",
                 *self._gate_flags(),
             ],
         )
