@@ -32,6 +32,8 @@ __all__ = [
     "AUTOSCALER_NAME",
     "AUTOSCALER_NAMESPACE",
     "AUTOSCALER_STATUS_CONFIGMAP",
+    "DEFAULT_MAX_CLUSTER_CORES",
+    "DEFAULT_MAX_CLUSTER_MEMORY_GIB",
     "LABEL_TAG_PREFIX",
     "MAX_NODE_STARTUP_MINUTES",
     "MAX_TOTAL_UNREADY_PERCENTAGE",
@@ -40,7 +42,9 @@ __all__ = [
     "TAINT_TAG_PREFIX",
     "TEMPLATE_TAG_PREFIX",
     "TRAINIUM_DISCOVERY_TAG",
+    "cores_total",
     "discovery_tags",
+    "memory_total",
     "node_template_tags",
     "ok_total_unready_count",
     "owner_tag",
@@ -180,3 +184,31 @@ def ok_total_unready_count(trainium_max_nodes: int) -> int:
     group with more unready nodes than both is not scaled up); with this count a stuck group is
     still scaled, which the node check's budget and its stop of the group's launches bound instead."""
     return trainium_max_nodes
+
+
+DEFAULT_MAX_CLUSTER_CORES = 5000 * 64
+"""``config.DefaultMaxClusterCores`` (cluster-autoscaler config/const.go): ``--cores-total``'s default
+maximum, 320,000 cores, counted over every node of the cluster (the system nodes too): the capacity's
+cpu, rounded up, summed (core/scaleup/resource/manager.go, ``coresMemoryTotal``)."""
+
+DEFAULT_MAX_CLUSTER_MEMORY_GIB = 5000 * 64 * 20
+"""``config.DefaultMaxClusterMemory``: ``--memory-total``'s default maximum, 6,400,000 GiB (the flag is in
+gigabytes, multiplied by 2^30 when parsed: config/flags/flags.go, ``Options``)."""
+
+
+def cores_total(trainium_max_cores: int) -> str:
+    """``--cores-total``: the default's room for the system nodes and anything else, plus every vCPU
+    the Trainium groups may hold at their ``max_size``.
+
+    The default caps the cluster below what the stack lets the groups reach: 2,048 trn2.48xlarge
+    (192 vCPUs each) are 393,216 cores, past 320,000, and the autoscaler refuses every scale-up that
+    would cross the limit ("max cluster cpu limit reached"; the 2,048-node bench's scale-up found no
+    expansion option). With the groups' whole capacity added, the groups' ``max_size`` stays the only
+    limit a configuration sets, as ``ok_total_unready_count`` keeps it for the unready halt."""
+    return f"0:{DEFAULT_MAX_CLUSTER_CORES + trainium_max_cores}"
+
+
+def memory_total(trainium_max_memory_gib: int) -> str:
+    """``--memory-total`` in GiB, as ``cores_total``: the default plus the Trainium groups' whole
+    memory (2,048 trn2.48xlarge hold 4,194,304 GiB, inside the default alone; 3,200 would not be)."""
+    return f"0:{DEFAULT_MAX_CLUSTER_MEMORY_GIB + trainium_max_memory_gib}"

@@ -36,7 +36,7 @@ from config.presets import (
     bert_large_arguments,
     native_fsdp2_arguments,
 )
-from config.scale import trainium_max_nodes
+from config.scale import trainium_max_capacity, trainium_max_nodes
 from config.workloads import (
     DEFAULT_TRAINING_IMAGE,
     BertParameters,
@@ -502,6 +502,7 @@ def fabric_checks(config: StackConfig) -> tuple[FabricCheckValues, ...]:
 
 def autoscaler_values(config: StackConfig) -> AutoscalerValues:
     settings = config.autoscaler
+    cores, memory_gib = trainium_max_capacity(config)
     return AutoscalerValues(
         cluster_name=config.name,
         region=config.region,
@@ -512,6 +513,8 @@ def autoscaler_values(config: StackConfig) -> AutoscalerValues:
         expander=settings.expander,
         dra=any(group.uses_dra for group in config.trainium.node_groups),
         trainium_max_nodes=trainium_max_nodes(config),
+        trainium_max_cores=cores,
+        trainium_max_memory_gib=memory_gib,
     )
 
 

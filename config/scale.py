@@ -21,7 +21,7 @@ from cluster_facts.cluster_scale import (
 )
 from config.model import StackConfig
 
-__all__ = ["ClusterSize", "cluster_size", "scale_notices", "trainium_max_nodes"]
+__all__ = ["ClusterSize", "cluster_size", "scale_notices", "trainium_max_capacity", "trainium_max_nodes"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,16 @@ class ClusterSize:
 
 def trainium_max_nodes(config: StackConfig) -> int:
     return sum(group.max_size for group in config.trainium.node_groups)
+
+
+def trainium_max_capacity(config: StackConfig) -> tuple[int, int]:
+    """(vCPUs, memory GiB) of every Trainium node the groups may hold at their ``max_size``: what the
+    autoscaler's cluster-wide limits must leave room for (cluster_facts.autoscaling.cores_total)."""
+    groups = config.trainium.node_groups
+    return (
+        sum(group.max_size * group.instance.vcpus for group in groups),
+        sum(group.max_size * group.instance.memory_gib for group in groups),
+    )
 
 
 def cluster_size(config: StackConfig) -> ClusterSize:

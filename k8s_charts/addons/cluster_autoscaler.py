@@ -39,7 +39,9 @@ from cluster_facts.autoscaling import (
     AUTOSCALER_STATUS_CONFIGMAP,
     MAX_TOTAL_UNREADY_PERCENTAGE,
     SCALE_DOWN_UNREADY_MINUTES,
+    cores_total,
     discovery_tags,
+    memory_total,
     ok_total_unready_count,
 )
 from cluster_facts.cluster_scale import AUTOSCALER_FULL_CORE_NODES
@@ -65,6 +67,10 @@ class AutoscalerValues:
     expander: str
     trainium_max_nodes: int
     """The sum of the Trainium groups' ``max_size``: as many nodes as could be unready at once."""
+    trainium_max_cores: int
+    """The vCPUs of those nodes: room the cluster-wide ``--cores-total`` leaves them."""
+    trainium_max_memory_gib: int
+    """Their memory, in GiB, for ``--memory-total``."""
     dra: bool = False
     """Some node groups take their devices through DRA: the autoscaler simulates claims
     (``--enable-dynamic-resource-allocation``, off by default at 1.33 to 1.35; cluster_facts/dra.py
@@ -132,6 +138,10 @@ def cluster_autoscaler_values(values: AutoscalerValues) -> dict[str, Any]:
             # the count at every Trainium node the groups may hold, Trainium nodes alone never halt it.
             "ok-total-unready-count": ok_total_unready_count(values.trainium_max_nodes),
             "max-total-unready-percentage": MAX_TOTAL_UNREADY_PERCENTAGE,
+            # The cluster-wide limits count every node: the defaults (320,000 cores) would cap a
+            # 2,048-node trn2 cluster below its groups' max_size (cluster_facts.autoscaling.cores_total).
+            "cores-total": cores_total(values.trainium_max_cores),
+            "memory-total": memory_total(values.trainium_max_memory_gib),
             # A node's own verdicts (the node check's EFA suspicion, the fabric check's failure) are no
             # part of a new node of its group: status taints are dropped from the autoscaler's picture of
             # one (taints.SanitizeTaints; FAQ "Status taints"). Without this, a group whose Ready nodes all

@@ -4,6 +4,13 @@ once, and the autoscaler removing the nodes after the pods finish; then a gang t
 (volcano-sh/volcano#3976): the autoscaler adds nothing while it stalls, the gang watchdog cordons the
 idle node, the autoscaler adds the whole gang, the watchdog lifts its cordon.
 
+The cluster is as large as the autoscaler's default cluster-wide limit allows before the gang comes:
+one more simulated node, outside every group and tainted so nothing lands on it, brings the nodes'
+cpu to ``--cores-total``'s default maximum (320,000, ``DEFAULT_MAX_CLUSTER_CORES``), as 1,667
+trn2.48xlarge would. The autoscaler counts every node against that limit, so with the default any
+scale-up is refused ("max cluster cpu limit reached"); the product's flag leaves room for the groups'
+whole capacity (cluster_facts.autoscaling.cores_total), and the first test fails without it.
+
 The autoscaler is the real binary with the Helm release's arguments (tests/cluster/autoscaler.py), at
 release 1.33.0 where the product deploys 1.36.1 (tools/cluster_binaries.py AUTOSCALER_INSTEAD_OF);
 its cloud is the kwok provider, whose node template is the stack's node-template tags read by
@@ -23,11 +30,12 @@ from typing import Any
 
 import pytest
 
+from cluster_facts.autoscaling import DEFAULT_MAX_CLUSTER_CORES
 from cluster_facts.kubernetes_names import GANG_WATCHDOG_ANNOTATION
 from config import StackConfig, parse_config
 from tests.cluster.autoscaler import TEST_TIMINGS, Autoscaler, start_autoscaler
 from tests.cluster.control_plane import ControlPlane, shortened_watchdog_args
-from tests.cluster.nodes import group_nodes
+from tests.cluster.nodes import KWOK_NODE_ANNOTATION, group_nodes
 from tests.cluster.plans import plan_of
 from tests.cluster.runs import RunHandle, run_handle
 
@@ -58,6 +66,31 @@ def config(config_data: dict[str, Any]) -> StackConfig:
     return parse_config(config_data)
 
 
+FULL_NODE = "cluster-cpu-at-the-default-limit"
+
+
+def _cores(node: dict[str, Any]) -> int:
+    """``utils.GetNodeCoresAndMemory``: the capacity's cpu, rounded up to whole cores."""
+    text = str(node["status"]["capacity"]["cpu"])
+    return -(-int(text[:-1]) // 1000) if text.endswith("m") else int(text)
+
+
+def _fill_to_the_default_cpu_limit(control_plane: ControlPlane) -> None:
+    """The node that brings the cluster's cpu to the default ``--cores-total`` maximum (module docstring)."""
+    nodes = control_plane.kubectl.json("get", "nodes")["items"]
+    used = sum(_cores(node) for node in nodes if node["metadata"]["name"] != FULL_NODE)
+    capacity = {"cpu": str(DEFAULT_MAX_CLUSTER_CORES - used), "memory": "1Gi", "pods": "0"}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": FULL_NODE, "annotations": dict(KWOK_NODE_ANNOTATION)},
+        "spec": {"taints": [{"key": "cluster-test/full", "value": "true", "effect": "NoSchedule"}]},
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+    control_plane.kubectl("delete", "node", FULL_NODE, "--ignore-not-found", "--wait=true")
+    control_plane.create([node])
+
+
 @pytest.fixture(scope="module")
 def gang(
     control_plane: ControlPlane, config: StackConfig, config_data: dict[str, Any]
@@ -77,6 +110,7 @@ def gang(
     )
     run = next(r for r in config.runs if r.name == RUN)
     group = config.run_node_group(run).name
+    _fill_to_the_default_cpu_limit(control_plane)
     autoscaler = start_autoscaler(control_plane, config)
     try:
         yield handle, autoscaler, group
@@ -85,6 +119,7 @@ def gang(
             "delete", "job.batch.volcano.sh", handle.name, "-n", handle.namespace, "--ignore-not-found"
         )
         autoscaler.stop()
+        control_plane.remove_nodes([FULL_NODE])
 
 
 def _names(nodes: list[dict[str, Any]]) -> set[str]:
@@ -137,6 +172,7 @@ def test_a_gang_on_zero_nodes_gets_exactly_its_nodes_and_binds_at_once(
     lifted = [autoscaler.agent.lifted_at[name] for name in seen_nodes]
     assert min(bound).timestamp() >= int(max(lifted)), (bound, lifted)
     assert f"Scale-up: setting group {group} size to {size}" in autoscaler.log()
+    assert "max cluster cpu limit reached" not in autoscaler.log()
 
     # The running gang keeps its nodes, and nothing is added for it.
     deadline = time.monotonic() + HOLD_SECONDS
