@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -207,10 +207,56 @@ def gang_figures(job: dict[str, Any], pods: Sequence[dict[str, Any]]) -> dict[st
     }
 
 
+VOLCANO_LATENCIES = (
+    "volcano_e2e_scheduling_latency_milliseconds",
+    "volcano_action_scheduling_latency_microseconds",
+    "volcano_plugin_scheduling_latency_microseconds",
+)
+"""Volcano's scheduler histograms (pkg/scheduler/metrics/metrics.go at v1.15.1): a session's whole
+cycle, each action's part and each plugin's session open and close; their ``_sum`` and ``_count``."""
+
+
+def labeled_sums(text: str, names: Sequence[str]) -> dict[str, float]:
+    """Each ``<name>_sum`` and ``<name>_count`` line of ``names`` by its labels (Prometheus text)."""
+    wanted = tuple(f"{name}_{part}" for name in names for part in ("sum", "count"))
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(wanted):
+            key, value = line.rsplit(" ", 1)
+            sums[key] = float(value)
+    return sums
+
+
+def volcano_latencies(plane: ControlPlane) -> dict[str, float]:
+    scheduler = next(p for p in plane.processes.started if p.args[0] == str(plane.binaries.volcano_scheduler))
+    return labeled_sums(
+        _metrics(f"http://{_flag(scheduler.args, '--listen-address')}/metrics"), VOLCANO_LATENCIES
+    )
+
+
+def volcano_spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Seconds Volcano spent between two readings: its sessions (and how many), each action, and each
+    plugin's session open and close, the largest first (where a gang's wait went)."""
+    delta = {key: after[key] - before.get(key, 0.0) for key in after}
+    e2e = VOLCANO_LATENCIES[0]
+    spent = {
+        "sessions": delta.get(f"{e2e}_count", 0.0),
+        "sessions s": delta.get(f"{e2e}_sum", 0.0) / 1e3,
+    }
+    parts = {
+        key.split("{", 1)[1].rstrip("}").replace('"', ""): value / 1e6
+        for key, value in delta.items()
+        if key.startswith(VOLCANO_LATENCIES[1:]) and "_sum{" in key and value > 0
+    }
+    spent.update(dict(sorted(parts.items(), key=lambda item: -item[1])[:8]))
+    return spent
+
+
 def run_gang(plane: ControlPlane, run: RunHandle, name: str, result: Measurement) -> None:
     copy = run.copy_as(name)
     size = copy.replicas()
     started = time.monotonic()
+    volcano_before = volcano_latencies(plane)
     copy.apply()
 
     def all_bound() -> list[dict[str, Any]] | None:
@@ -225,8 +271,10 @@ def run_gang(plane: ControlPlane, run: RunHandle, name: str, result: Measurement
         return
     job = plane.kubectl.json("get", "job.batch.volcano.sh", name, "-n", copy.namespace)
     figures = gang_figures(job, pods)
-    result.gangs.append({"size": size, **figures, "observed": time.monotonic() - started})
+    spent = volcano_spent(volcano_before, volcano_latencies(plane))
+    result.gangs.append({"size": size, **figures, "observed": time.monotonic() - started, "volcano": spent})
     print(f"  gang {name}: {size} pods, all bound {figures['all_bound']:.0f} s after the Job", flush=True)
+    print("    Volcano meanwhile (s): " + ", ".join(f"{k} {v:.1f}" for k, v in spent.items()), flush=True)
     # Its nodes freed for the next gang and the one-node runs (gangs share groups at the larger sizes).
     copy.delete()
 

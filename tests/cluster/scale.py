@@ -275,6 +275,12 @@ def format_report(result: Measurement) -> str:
             ],
         ),
         "",
+        "Volcano's scheduler while each gang waited (seconds: its sessions, the actions' and plugins' parts)",
+        *[
+            f"  {g['size']} nodes: " + ", ".join(f"{k} {v:.1f}" for k, v in g.get("volcano", {}).items())
+            for g in result.gangs
+        ],
+        "",
         "platform controllers (one pass each, at the end)",
         *_rows(
             ["controller", "seconds", "API requests", "objects read", "MiB read"],

@@ -12,7 +12,13 @@ import pytest
 
 from config import parse_config
 from tests.cluster.audit import client_load
-from tests.cluster.bench_scale import gang_figures, metric_sums
+from tests.cluster.bench_scale import (
+    VOLCANO_LATENCIES,
+    gang_figures,
+    labeled_sums,
+    metric_sums,
+    volcano_spent,
+)
 from tests.cluster.scale import (
     AUTOSCALED_GROUP,
     BENCH_SIZES,
@@ -148,6 +154,29 @@ def test_metric_sums_over_labels() -> None:
     }
 
 
+def test_volcanos_time_while_a_gang_waited_is_split_by_action_and_plugin() -> None:
+    def reading(e2e_ms: float, sessions: int, allocate_us: float, nodeorder_us: float) -> dict[str, float]:
+        text = (
+            "# TYPE volcano_e2e_scheduling_latency_milliseconds histogram\n"
+            'volcano_e2e_scheduling_latency_milliseconds_bucket{le="5"} 1\n'
+            f"volcano_e2e_scheduling_latency_milliseconds_sum {e2e_ms}\n"
+            f"volcano_e2e_scheduling_latency_milliseconds_count {sessions}\n"
+            f'volcano_action_scheduling_latency_microseconds_sum{{action="allocate"}} {allocate_us}\n'
+            'volcano_action_scheduling_latency_microseconds_count{action="allocate"} 3\n'
+            'volcano_action_scheduling_latency_microseconds_sum{action="backfill"} 10\n'
+            f'volcano_plugin_scheduling_latency_microseconds_sum{{OnSession="OnSessionOpen",plugin="nodeorder"}} {nodeorder_us}\n'
+            "volcano_task_scheduling_latency_milliseconds_sum 5\n"
+        )
+        return labeled_sums(text, VOLCANO_LATENCIES)
+
+    before = reading(1000, 10, 2e6, 1e5)
+    assert "volcano_task_scheduling_latency_milliseconds_sum" not in before
+    spent = volcano_spent(before, reading(81000, 50, 72e6, 3.1e6))
+    assert spent["sessions"] == 40 and spent["sessions s"] == 80.0
+    assert list(spent)[2:] == ["action=allocate", "OnSession=OnSessionOpen,plugin=nodeorder"]
+    assert spent["action=allocate"] == 70.0 and spent["OnSession=OnSessionOpen,plugin=nodeorder"] == 3.0
+
+
 def test_the_report_has_every_section() -> None:
     result = Measurement(
         settings=ScaleSettings(nodes=64, teams=2, gangs=(16,), small_jobs=0), machine="2 cores"
@@ -161,6 +190,7 @@ def test_the_report_has_every_section() -> None:
             "p50_bound": 2.0,
             "p99_bound": 3.0,
             "all_bound": 3.0,
+            "volcano": {"sessions": 3.0, "sessions s": 1.5, "action=allocate": 1.25},
         }
     )
     result.controllers.append({"name": "gang watchdog", "seconds": 0.5, "requests": 4.0, "objects": 100.0})
@@ -169,7 +199,15 @@ def test_the_report_has_every_section() -> None:
     result.processes = {"kube-apiserver": {"cpu_seconds": 10.0, "peak_rss_mib": 300.0}}
     result.clients = [{"client": "system:node:x (kwok)", "requests": 10, "per_s": 1.25, "percent": 62.5}]
     report = format_report(result)
-    for expected in ("gangs 16", "12.35", "gang watchdog", "kube-apiserver", "300.00", "failures: none"):
+    for expected in (
+        "gangs 16",
+        "12.35",
+        "gang watchdog",
+        "kube-apiserver",
+        "300.00",
+        "failures: none",
+        "16 nodes: sessions 3.0, sessions s 1.5, action=allocate 1.2",
+    ):
         assert expected in report
     (client_line,) = [line for line in report.splitlines() if line.startswith("system:node:x (kwok)")]
     assert client_line.split()[-3:] == ["10", "1.25", "62.50"]
