@@ -128,6 +128,15 @@ def root(name: str) -> Path:
     return TOOLS_DIR / name
 
 
+def busybox() -> str | None:
+    """The pinned busybox-static's binary once `make debian-tools` has unpacked it, else the machine's
+    busybox if it has one (a fresh Debian has none): the Alpine images' shell and applets for the
+    tests that run the platform's pod scripts."""
+    if installed("busybox"):
+        return str(root("busybox") / "bin" / "busybox")
+    return shutil.which("busybox")
+
+
 def installed(name: str) -> bool:
     """The set is unpacked, as pinned now."""
     return stamp(name).is_file() and stamp(name).read_text() == _stamp_text(SETS[name])

@@ -31,11 +31,11 @@ from k8s_charts.runs.dataset_staging import (
     RemoteFile,
     staging_job_name,
 )
-from tests.conftest import REPO_ROOT
 from tests.k8s_charts.expansion import container_environment, expanded_command
 from tests.k8s_charts.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
 from tests.netpol import Cluster, Pod
+from tools import debian_tools
 
 ARCHIVE = "https://example.com/data/corpus.tar"
 SCRIPT_TEXT = b"print('train')\n"
@@ -298,8 +298,7 @@ def _shell() -> list[str]:
     """The pod runs busybox ash (alpine); busybox from the project's tools or the machine when its
     ash runs the stand-in wget, else bash, which accepts everything ash does (``set -o pipefail``
     included, which dash does not)."""
-    tools = REPO_ROOT / ".tools" / "bin"
-    busybox = shutil.which("busybox", path=f"{tools}{os.pathsep}{os.environ['PATH']}")
+    busybox = debian_tools.busybox()
     if busybox and _runs_path_before_applets(busybox):
         return [busybox, "sh"]
     return [shutil.which("bash") or "bash"]

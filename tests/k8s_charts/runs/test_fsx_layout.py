@@ -17,10 +17,10 @@ import pytest
 
 from cluster_facts.kubernetes_names import PLATFORM_UID
 from k8s_charts.runs.fsx_layout import FsxLayoutChart
-from tests.conftest import REPO_ROOT
 from tests.k8s_charts.expansion import container_environment, expanded_command
 from tests.k8s_charts.manifests import Manifest, only, pod_spec, synth
 from tests.k8s_validation import assert_valid
+from tools import debian_tools
 
 TEAMS = {"training": 100001, "research": 100002}
 ROOT_ZONES = ("us-west-2a",)
@@ -63,8 +63,7 @@ def test_a_new_team_or_a_new_uid_is_a_new_job() -> None:
 
 
 def _shell() -> list[str]:
-    tools = REPO_ROOT / ".tools" / "bin"
-    busybox = shutil.which("busybox", path=f"{tools}{os.pathsep}{os.environ['PATH']}")
+    busybox = debian_tools.busybox()
     return [busybox, "sh"] if busybox else [shutil.which("bash") or "bash"]
 
 
