@@ -217,3 +217,25 @@ def test_failures_of_one_pass_come_due_over_several_passes() -> None:
     assert min(waits) >= LIMIT / 2 and max(waits) < LIMIT
     per_minute = Counter(int(wait // 60) for wait in waits)
     assert max(per_minute.values()) <= 1000 / 3, per_minute
+
+
+def test_a_stuck_run_is_ended_whatever_its_logs() -> None:
+    """A pod waiting past the limit (CreateContainerError) is judged from the pods alone: the run is
+    ended at the first pass, with no log asked for, even while its other pod's log failed before."""
+    cluster = Cluster()
+    assert cluster.guard(0) is False  # rank 0's log failed: remembered
+    stuck = _pod(0)
+    stuck["status"]["containerStatuses"] = [
+        {
+            "name": "trainer",
+            "state": {"waiting": {"reason": "CreateContainerError", "message": "failed to mkdir"}},
+            "restartCount": 0,
+            "ready": False,
+        }
+    ]
+    stuck["status"]["phase"] = "Pending"
+    cluster.pods = [stuck, _pod(1)]
+    assert cluster.guard(15) is True
+    assert cluster.ended == [15]
+    assert cluster.job["status"]["state"]["reason"] == "StuckRun"
+    assert cluster.reads == [(0, "bert-1a2b3c4d-worker-0")]
