@@ -148,7 +148,18 @@ class Api:
 
         ``metadata_only``: each item's ``metadata`` alone (a PartialObjectMetadataList, what the API
         server answers to that ``Accept``: apimachinery's meta.k8s.io/v1, served for every resource
-        since Kubernetes 1.15); a node's is about a quarter of its JSON."""
+        since Kubernetes 1.15); a node's is about a quarter of its JSON.
+
+        No ``resourceVersion``: each list is a consistent read. Since Kubernetes 1.34 (the stack runs
+        1.36) the API server serves it from its watch cache, not etcd, once the cache has caught up
+        with etcd's current revision (ConsistentListFromCache, GA in 1.34), and the ``continue``
+        pages from the cache's snapshot too (ListFromCacheSnapshot, beta and on since 1.34;
+        k8s.io/apiserver storage/cacher/delegator ``ShouldDelegateList``, cacher
+        ``ShouldDelegateContinue``). ``resourceVersion=0`` would save only that wait, a progress
+        request to etcd, and take whatever age of answer the cache holds: the gang watchdog could
+        cordon for a stall already over (its node writes carry the node's resourceVersion, but
+        nothing guards a stale pod list), the stuck-run guard end a run on a container status it
+        has since left, a mirror start from an old copy. Nothing the programs could spare is saved."""
         token = ""
         accept = METADATA_LIST if metadata_only else "application/json"
         while True:

@@ -25,6 +25,18 @@ threshold after the newest line read (kept in the watchdog process): a progressi
 request a threshold, not one per pod each pass. run_worker.sh prints while it legitimately waits (data staging every 15 s, the
 compile-cache lock, a heartbeat during precompile), so its waits are never silent.
 
+A log the API server cannot serve (it cannot reach the kubelet, a node gone bad, a role without
+``pods/log``; every pod of kwok's simulated nodes) makes the run's silence unknowable: silence needs
+every pod's newest line. The failure is logged with the API server's reason and remembered
+(``UnreadableLogs``, kept in the watchdog process): that pod's log is not asked for again, nor the
+rest of its run's, until a retry time that doubles from an eighth of the run's limit up to the
+limit (spread per pod over its later half, so a thousand failures of one pass are not retried in
+one pass), or at once when one of the pod's containers restarts or another pod takes its name. A
+pass with a thousand such runs asks for none of their logs between retries (issue 36: at 2,048
+simulated nodes every pass asked for all of them, 322 requests, 11.7 s); a silent run whose log
+becomes readable is ended at most a limit and a pass later than it would have been. Stuck runs (waiting
+containers) are judged from the pods alone and never wait for a log.
+
 The threshold is the Job's annotation ``--annotation`` (minutes; ``runs[].stuck_minutes``), never
 above ``--stuck-max-minutes`` (a team member may write the annotation: a larger value is clamped
 and logged, and the team admission policy refuses it at the Job), or ``--stuck-minutes``. An ended run gets, in this order: a Volcano ``Command`` with action
@@ -62,9 +74,10 @@ TerminateJob is not carried out (docs/runs.md, Rerun).
 from __future__ import annotations
 
 import urllib.parse
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kube_api import Api, ApiError, Reads
@@ -78,6 +91,7 @@ __all__ = [
     "STUCK_REASON",
     "Endings",
     "GuardSettings",
+    "UnreadableLogs",
     "Verdict",
     "guard_pass",
     "judge_run",
@@ -352,6 +366,91 @@ def _silence(
     )
 
 
+REMEMBERED_LOG_FAILURES = 10_000
+"""The most pods whose failed log read the guard remembers (a few hundred bytes each): more than the
+pods of every run of the 2,048-node bench. Past it the oldest failure is forgotten, so that pod's log
+is asked for again sooner than its retry time: more requests, never a run judged on less."""
+PodKey = tuple[str, str, str]
+ContainersState = tuple[tuple[str, int, str], ...]
+
+
+def _pod_key(pod: Obj) -> PodKey:
+    """Namespace, name and uid: Volcano gives a restarted run's new pods the old pods' names."""
+    metadata = pod.get("metadata") or {}
+    return (
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name") or ""),
+        str(metadata.get("uid") or ""),
+    )
+
+
+def _containers_state(pod: Obj) -> ContainersState:
+    """What changes when a container of the pod restarts: its restart count and when it started."""
+    return tuple(
+        (
+            str(status.get("name")),
+            int(status.get("restartCount") or 0),
+            str(((status.get("state") or {}).get("running") or {}).get("startedAt") or ""),
+        )
+        for status in (pod.get("status") or {}).get("containerStatuses") or []
+    )
+
+
+@dataclass(frozen=True)
+class LogFailure:
+    """A pod's failed log read: its containers then, the failures in a row, when to ask again."""
+
+    state: ContainersState
+    failures: int
+    retry_at: datetime
+
+
+@dataclass
+class UnreadableLogs:
+    """The pods whose log the API server could not serve, kept between passes (a restart starts
+    afresh), so that a pass does not ask again for every log that failed the pass before.
+
+    A pod's log is asked for again at its retry time: an eighth of the run's limit after the first
+    failure, doubling with each failure in a row up to the limit, each spread over its later half by
+    the pod's key (failures of one pass come due over several passes, not all in one); at once when
+    its containers restart or another pod takes its name (new uid); never for a pod that is no
+    longer listed, which is forgotten. At most ``limit`` pods are remembered."""
+
+    limit: int = REMEMBERED_LOG_FAILURES
+    pods: dict[PodKey, LogFailure] = field(default_factory=dict)
+    """In the order of their last failure, oldest first."""
+
+    def waiting(self, pod: Obj, now: datetime) -> LogFailure | None:
+        """The failure that keeps the pod's log unread at ``now``, or None (none remembered, the
+        pod's containers restarted since, or its retry time has come)."""
+        known = self.pods.get(_pod_key(pod))
+        if known is None or known.state != _containers_state(pod) or now >= known.retry_at:
+            return None
+        return known
+
+    def failed(self, pod: Obj, *, now: datetime, threshold: float) -> LogFailure:
+        """Remember a failed read of the pod's log; the failure with its retry time."""
+        key, state = _pod_key(pod), _containers_state(pod)
+        known = self.pods.pop(key, None)
+        failures = known.failures + 1 if known is not None and known.state == state else 1
+        delay = min(threshold, threshold / 8 * 2 ** min(failures - 1, 3))
+        spread = 0.5 + 0.5 * zlib.crc32(repr(key).encode()) / 2**32
+        failure = LogFailure(state, failures, now + timedelta(seconds=delay * spread))
+        self.pods[key] = failure
+        while len(self.pods) > self.limit:
+            del self.pods[next(iter(self.pods))]
+        return failure
+
+    def read(self, pod: Obj) -> None:
+        """The pod's log was read: nothing to remember."""
+        self.pods.pop(_pod_key(pod), None)
+
+    def forget_all_but(self, pods: Iterable[Obj]) -> None:
+        """Keep only the pods still listed (``pods``: every unfinished pod of the team namespaces)."""
+        present = {_pod_key(pod) for pod in pods}
+        self.pods = {key: failure for key, failure in self.pods.items() if key in present}
+
+
 @dataclass
 class Endings:
     """The runs this watchdog process ended, by Job uid: when (or when it first saw them ended), and
@@ -365,6 +464,8 @@ class Endings:
     the same pods run, the run cannot be silent until a threshold after that line, so their logs
     are not read again before then (a progressing run costs one log request a threshold, not one a
     pass). Other pods (Volcano restarted the run, a pod went): read again."""
+    unreadable: UnreadableLogs = field(default_factory=UnreadableLogs)
+    """The pods whose log read failed, until their retry time."""
 
     def forget_all_but(self, uids: set[str]) -> None:
         """Keep only the runs whose Jobs still exist (``uids``)."""
@@ -454,16 +555,31 @@ def _rank(pod: Obj) -> tuple[int, str]:
     return (int(index) if index.isdigit() else 1 << 30, name)
 
 
+class _LogUnread(Exception):
+    """A pod's log could not be read: the run's silence cannot be judged this pass."""
+
+    def __init__(self, pod: str, error: ApiError, failure: LogFailure) -> None:
+        super().__init__(f"pod {pod}: {error}")
+        self.pod, self.error, self.failure = pod, error, failure
+
+
 def _last_lines(
-    api: Api, pods: Sequence[Obj], *, now: datetime, threshold: float
+    api: Api, pods: Sequence[Obj], *, now: datetime, threshold: float, unreadable: UnreadableLogs
 ) -> dict[str, tuple[datetime, str]]:
     """The newest log line of the run's pods, read one pod after another from rank 0 and only until
     one line is newer than the threshold: that line alone proves the run is not silent, so a run
     that progresses costs one log request a pass (a container each), however many pods it has; only
-    a run that is silent on every pod costs one request per pod, once, as it is then ended."""
+    a run that is silent on every pod costs one request per pod, once, as it is then ended.
+    A read that fails is remembered in ``unreadable`` and ends the reading (``_LogUnread``): silence
+    needs every pod's line, so the other pods' would decide nothing."""
     lines: dict[str, tuple[datetime, str]] = {}
     for pod in sorted(pods, key=_rank):
-        line = _last_line(api, pod)
+        try:
+            line = _last_line(api, pod)
+        except ApiError as error:
+            failure = unreadable.failed(pod, now=now, threshold=threshold)
+            raise _LogUnread(str(pod["metadata"]["name"]), error, failure) from None
+        unreadable.read(pod)
         if line is None:
             continue
         lines[pod["metadata"]["name"]] = line
@@ -544,9 +660,12 @@ class _Pass:
     endings: Endings
     now: datetime
     log: Callable[[str], object]
+    unread: list[str] = field(default_factory=list)
+    """The runs whose logs this pass did not ask for, as an earlier read failed (not due again yet)."""
 
-    def judge(self, job: Obj, run_pods: Sequence[Obj]) -> None:
-        """Report, end or leave one Job (ApiError: the next pass tries again)."""
+    def judge(self, job: Obj, run_pods: Sequence[Obj]) -> bool:
+        """Report, end or leave one Job; False when a log read failed (logged, with its reason).
+        ApiError: a write failed, the next pass tries again."""
         api, now, nodes = self.api, self.now, self.nodes
         metadata = job["metadata"]
         key, uid = f"{metadata['namespace']}/{metadata['name']}", str(metadata.get("uid"))
@@ -557,13 +676,13 @@ class _Pass:
         if unsynced is not None:
             record(api, job, unsynced, component=self.settings.component)
             self.log(f"run {key}: reported ({unsynced.reason}): {unsynced.message}")
-            return
+            return True
         if _reason(job) == NOT_PICKED_UP_REASON and run_pods:
             api.merge_patch(_status_path(job), {"status": {"state": {"reason": None, "message": None}}})
             self.log(f"run {key}: picked up by Volcano after all; report cleared")
         if _reason(job) in GUARD_REASONS:
             self._check_ended(job, run_pods, key, uid, threshold)
-            return
+            return True
         verdict = judge_run(
             job, run_pods, trainium_nodes=nodes, last_lines=None, now=now, threshold=threshold
         )
@@ -571,17 +690,33 @@ class _Pass:
         heard = self.endings.heard.get(uid)
         recently = heard is not None and heard[0] == names and (now - heard[1]).total_seconds() <= threshold
         if verdict is None and not recently and _silence_possible(run_pods, nodes, now, threshold):
-            lines = _last_lines(api, run_pods, now=now, threshold=threshold)
+            unreadable = self.endings.unreadable
+            if any(unreadable.waiting(pod, now) is not None for pod in run_pods):
+                # A pod whose log could not be read is not asked again before its retry time; without
+                # its line the run cannot be silent, so no other pod's log is asked for either.
+                self.unread.append(key)
+                return True
+            try:
+                lines = _last_lines(api, run_pods, now=now, threshold=threshold, unreadable=unreadable)
+            except _LogUnread as unread:
+                wait = (unread.failure.retry_at - now).total_seconds()
+                self.log(
+                    f"run {key}: silence not judged: the log of pod {unread.pod} could not be read "
+                    f"({unread.error}); asked again in {wait:.0f} s, or when its containers restart "
+                    f"(failure {unread.failure.failures} in a row)"
+                )
+                return False
             if lines:
                 self.endings.heard[uid] = (names, max(moment for moment, _ in lines.values()))
             verdict = judge_run(
                 job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
             )
         if verdict is None:
-            return
+            return True
         end_run(api, job, verdict, component=self.settings.component)
         self.endings.ended_at[uid] = now
         self.log(f"run {key}: ended ({verdict.reason}): {verdict.message}")
+        return True
 
     def _check_ended(self, job: Obj, run_pods: Sequence[Obj], key: str, uid: str, threshold: float) -> None:
         """A run this guard ended: NotEnded, once, when Volcano has not ended it within the limit."""
@@ -632,7 +767,7 @@ def guard_pass(
         owner = _owner(pod)
         if owner is not None:
             by_job.setdefault((pod["metadata"].get("namespace", ""), owner), []).append(pod)
-    ok = True
+    ok = listed_all = True
     listed: set[str] = set()
     for namespace in settings.namespaces:
         try:
@@ -641,17 +776,25 @@ def guard_pass(
             )
         except ApiError as error:
             log(f"error: {error}; runs of {namespace} not judged this pass")
-            ok = False
+            ok = listed_all = False
             continue
         for job in jobs:
             listed.add(str(job["metadata"].get("uid")))
             try:
-                work.judge(job, by_job.get((namespace, job["metadata"]["name"]), []))
+                ok = work.judge(job, by_job.get((namespace, job["metadata"]["name"]), [])) and ok
             except ApiError as error:
                 log(f"run {namespace}/{job['metadata']['name']}: NOT judged or ended: {error}")
                 ok = False
-    if ok:
-        # A deleted Job is forgotten (only after a pass that listed every namespace).
+    if work.unread:
+        log(
+            f"{len(work.unread)} runs' silence not judged this pass: a log of each could not be read "
+            f"before (logged then) and is not asked for again until its retry time (first: {work.unread[0]})"
+        )
+    # A pod no longer listed (deleted, or finished: ``pods`` holds every unfinished pod of the
+    # team namespaces) is forgotten; so is a deleted Job (only after a pass that listed every
+    # namespace).
+    work.endings.unreadable.forget_all_but(pods)
+    if listed_all:
         work.endings.forget_all_but(listed)
     return ok
 

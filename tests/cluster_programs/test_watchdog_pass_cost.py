@@ -8,6 +8,10 @@ the rendered Deployment's arguments (more teams than the other tests) and ``--on
 stand-in API (tests/stand_in_api.py) holding a recorded cluster: Trainium nodes with DaemonSet pods,
 teams with running gangs that print, and gangs that wait for nodes. The stand-in pages every list as
 the API server does (``limit``, ``continue``) and counts every request and every object it serves.
+The Deployment's loop (no ``--once``) runs too: its later passes read watches, and ask again for no
+log whose read failed (the stand-in fails every log read as the real API server does for kwok's
+pods), until the pod's retry time (stuck_runs.UnreadableLogs; the schedule, the memory's bound and
+its forgetting: test_stuck_runs_unreadable_logs.py).
 
 Why a stand-in and not the tier's API server: hundreds of nodes and thousands of pods in the real one
 take kwok and minutes of both cores (the bench does it: its table gives the same counts, measured on
@@ -25,12 +29,14 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -52,6 +58,8 @@ from tests.stand_in_api import json_api
 
 PAGE = 500
 """The program's ``limit`` (kube_api.PAGE)."""
+NO_ADDRESS = 'Get "https://trn-0000:10250/containerLogs/x": no preferred addresses found; known addresses: []'
+"""What kube-apiserver 1.36.3 answers for the log of a kwok pod (tests/cluster/test_watchdog.py)."""
 
 
 # --- The recorded cluster --------------------------------------------------------------------------------
@@ -147,6 +155,8 @@ class CountingApi:
     served: int = 0
     """Objects in the lists' answers."""
     bytes: int = 0
+    logs_unreadable: bool = False
+    """Every log read fails as the real API server's does for a kwok pod (its node has no address)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def page(self, items: list[dict[str, Any]], query: Mapping[str, str], accept: str) -> dict[str, Any]:
@@ -180,6 +190,8 @@ class CountingApi:
             if method == "GET" and parsed.path.endswith("/log"):
                 name = parsed.path.split("/")[-2]
                 self.log_reads.append(name)
+                if self.logs_unreadable:
+                    return 500, {"kind": "Status", "status": "Failure", "message": NO_ADDRESS, "code": 500}
                 return 200, self.logs.get(name, "")
             items = self.items(parsed.path, query) if method == "GET" else None
             if items is None:
@@ -220,29 +232,39 @@ def arguments(namespaces: tuple[str, ...]) -> list[str]:
     return list(container["args"])
 
 
+def _environment(counting: tuple[list[CountingApi], str], tmp_path: Path) -> dict[str, str]:
+    token = tmp_path / "token"
+    token.write_text(f"{TOKEN}\n")
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "KUBE_API_URL": counting[1],
+        "KUBE_API_TOKEN_FILE": str(token),
+        "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
+    }
+
+
 def one_pass(
-    counting: tuple[list[CountingApi], str], tmp_path: Path, shape: Shape, *, stalled: bool = False
+    counting: tuple[list[CountingApi], str],
+    tmp_path: Path,
+    shape: Shape,
+    *,
+    stalled: bool = False,
+    logs_unreadable: bool = False,
 ) -> tuple[CountingApi, str]:
     recorded = cluster(shape, stalled=stalled)
     [logs] = recorded.pop("logs")
-    api = CountingApi(objects=recorded, logs=logs)
+    api = CountingApi(objects=recorded, logs=logs, logs_unreadable=logs_unreadable)
     counting[0][:] = [api]
-    token = tmp_path / "token"
-    token.write_text(f"{TOKEN}\n")
     done = subprocess.run(
         [sys.executable, str(PROGRAM), *arguments(tuple(shape.namespaces)), "--once"],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "KUBE_API_URL": counting[1],
-            "KUBE_API_TOKEN_FILE": str(token),
-            "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
-        },
+        env=_environment(counting, tmp_path),
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
+    # A failed log read fails the pass (exit 1), as any failed request does.
+    assert done.returncode == int(logs_unreadable) and done.stderr == "", done.stdout + done.stderr
     return api, done.stdout
 
 
@@ -323,17 +345,10 @@ def test_the_deployments_loop_lists_once_and_then_reads_its_watches(
     [logs] = recorded.pop("logs")
     api = CountingApi(objects=recorded, logs=logs)
     counting[0][:] = [api]
-    token = tmp_path / "token"
-    token.write_text(f"{TOKEN}\n")
     seconds = 4.0
     loop = subprocess.Popen(
         [sys.executable, str(PROGRAM), *arguments(tuple(shape.namespaces)), "--interval-seconds", "0.5"],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "KUBE_API_URL": counting[1],
-            "KUBE_API_TOKEN_FILE": str(token),
-            "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
-        },
+        env=_environment(counting, tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -349,3 +364,81 @@ def test_the_deployments_loop_lists_once_and_then_reads_its_watches(
     assert len(lists) == 3 * shape.teams + pages(shape.nodes), lists  # the first pass's, no more
     collections = 3 * shape.teams + 1
     assert collections <= len(watches) <= collections * (seconds + 1), len(watches)
+
+
+# --- Logs the API server cannot serve (kwok's pods; a kubelet it cannot reach) -------------------------------------
+
+
+def _running_runs(shape: Shape) -> Counter[str]:
+    """Rank 0 of each running run, by pod name (each team has the same names)."""
+    return Counter(f"run-{r}-worker-0" for _ in shape.namespaces for r in range(shape.runs_per_team))
+
+
+@pytest.mark.process
+def test_a_pass_asks_once_for_each_runs_unreadable_log_and_says_why(
+    counting: tuple[list[CountingApi], str], tmp_path: Path
+) -> None:
+    """Every log read fails: one request per running run (rank 0's; without its line the run cannot
+    be silent, so no other pod's log is asked for), each failure logged with the API server's reason,
+    and the pass reports the error (exit 1). The lists are those of a pass that reads logs."""
+    shape = FEW_HUNDRED
+    api, out = one_pass(counting, tmp_path, shape, logs_unreadable=True)
+    assert Counter(api.log_reads) == _running_runs(shape)
+    failures = [line for line in out.splitlines() if "silence not judged: the log of pod" in line]
+    assert len(failures) == shape.teams * shape.runs_per_team, out
+    assert all("HTTP 500" in line and "no preferred addresses found" in line for line in failures)
+    assert len(api.lists) == 3 * shape.teams + pages(shape.nodes), api.lists
+    assert "ended" not in out, out
+
+
+@pytest.mark.process
+def test_the_loops_later_passes_do_not_ask_again_for_the_logs_that_failed(
+    counting: tuple[list[CountingApi], str], tmp_path: Path
+) -> None:
+    """Issue 36 at 2,048 simulated nodes: every pass of the loop asked again for the log of each of a
+    thousand runs, every read failing, 322 requests and 11.7 s a pass. Here, 240 runs whose logs
+    fail: the loop's first pass asks once per run; its next passes (one line each saying how many
+    runs' silence they did not judge) ask for none until the first retry, an eighth of the 10-minute
+    limit later at the soonest (stuck_runs.UnreadableLogs), long after this test."""
+    shape = FEW_HUNDRED
+    recorded = cluster(shape)
+    [logs] = recorded.pop("logs")
+    api = CountingApi(objects=recorded, logs=logs, logs_unreadable=True)
+    counting[0][:] = [api]
+    loop = subprocess.Popen(
+        [sys.executable, str(PROGRAM), *arguments(tuple(shape.namespaces)), "--interval-seconds", "0.5"],
+        env=_environment(counting, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    runs = shape.teams * shape.runs_per_team
+    later = f"{runs} runs' silence not judged this pass"
+    lines: list[str] = []
+
+    def read(stream: IO[str]) -> None:
+        # One at a time, as the program writes them: the test reads ``lines`` meanwhile.
+        for line in stream:
+            lines.append(line)  # noqa: PERF402
+
+    assert loop.stdout is not None
+    reader = threading.Thread(target=read, args=(loop.stdout,), daemon=True)
+    reader.start()
+
+    def asked_again() -> bool:
+        with api.lock:
+            return len(api.log_reads) > runs
+
+    # Until three later passes have said so, or a pass has asked for a log again.
+    deadline = time.monotonic() + 60
+    while (
+        sum(later in line for line in list(lines)) < 3 and not asked_again() and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    loop.terminate()
+    _, err = loop.communicate(timeout=30)
+    reader.join(timeout=10)
+    with api.lock:
+        reads = Counter(api.log_reads)
+    assert reads == _running_runs(shape), f"{sum(reads.values())} log reads for {runs} runs"
+    assert sum(later in line for line in lines) >= 3 and err == "", "".join(lines[-20:]) + err
