@@ -209,11 +209,13 @@ def gang_figures(job: dict[str, Any], pods: Sequence[dict[str, Any]]) -> dict[st
 
 VOLCANO_LATENCIES = (
     "volcano_e2e_scheduling_latency_milliseconds",
-    "volcano_action_scheduling_latency_microseconds",
-    "volcano_plugin_scheduling_latency_microseconds",
+    "volcano_open_session_duration_milliseconds",
+    "volcano_action_scheduling_latency_milliseconds",
+    "volcano_plugin_scheduling_latency_milliseconds",
 )
-"""Volcano's scheduler histograms (pkg/scheduler/metrics/metrics.go at v1.15.1): a session's whole
-cycle, each action's part and each plugin's session open and close; their ``_sum`` and ``_count``."""
+"""Volcano's scheduler histograms, read from its /metrics at v1.15.1 (all in milliseconds): a
+session's whole cycle (opening, actions, closing with its status writes), its opening, each action
+and each plugin's session open and close; their ``_sum`` and ``_count``."""
 
 
 def labeled_sums(text: str, names: Sequence[str]) -> dict[str, float]:
@@ -235,20 +237,27 @@ def volcano_latencies(plane: ControlPlane) -> dict[str, float]:
 
 
 def volcano_spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """Seconds Volcano spent between two readings: its sessions (and how many), each action, and each
-    plugin's session open and close, the largest first (where a gang's wait went)."""
+    """Seconds Volcano spent between two readings: its sessions (how many, and their time), their
+    opening, each action and each plugin's session open and close, the largest first; what is left
+    of the sessions' time ("closing") is mostly their status writes (PodGroups, and PodScheduled on
+    every pod still unplaced)."""
     delta = {key: after[key] - before.get(key, 0.0) for key in after}
-    e2e = VOLCANO_LATENCIES[0]
+    e2e, opening = VOLCANO_LATENCIES[:2]
+    sessions = delta.get(f"{e2e}_sum", 0.0) / 1e3
+    parts = {
+        key.split("{", 1)[1].rstrip("}").replace('"', ""): value / 1e3
+        for key, value in delta.items()
+        if key.startswith(VOLCANO_LATENCIES[2:]) and "_sum{" in key and value > 0
+    }
+    opened = delta.get(f"{opening}_sum", 0.0) / 1e3
+    actions = sum(v for k, v in parts.items() if k.startswith("action="))
     spent = {
         "sessions": delta.get(f"{e2e}_count", 0.0),
-        "sessions s": delta.get(f"{e2e}_sum", 0.0) / 1e3,
+        "sessions s": sessions,
+        "opening": opened,
+        "closing": max(0.0, sessions - opened - actions),
     }
-    parts = {
-        key.split("{", 1)[1].rstrip("}").replace('"', ""): value / 1e6
-        for key, value in delta.items()
-        if key.startswith(VOLCANO_LATENCIES[1:]) and "_sum{" in key and value > 0
-    }
-    spent.update(dict(sorted(parts.items(), key=lambda item: -item[1])[:8]))
+    spent.update(dict(sorted(parts.items(), key=lambda item: -item[1])[:6]))
     return spent
 
 
