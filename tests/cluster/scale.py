@@ -266,7 +266,7 @@ def format_report(result: Measurement) -> str:
         "phases (wall seconds)",
         *_rows(["phase", "seconds"], list(result.phases.items())),
         "",
-        "gangs (seconds from the Job's creation; every node Ready before)",
+        "gangs (seconds from the Job's creation; every node Ready and its not-ready taint lifted before)",
         *_rows(
             ["nodes", "pods made", "first bound", "p50 bound", "p99 bound", "all bound"],
             [
