@@ -17,7 +17,8 @@ through its egress proxy, which connects inside the node network from ``API_ENDP
 (tests/cluster/egress.py). The bridge also holds the stand-ins of the addresses the platform's
 policies name outside the cluster: ``METADATA_ADDRESS`` (the instance metadata service's own
 address; the node network is this session's, so the real address serves) and ``OUTSIDE_ADDRESS``
-(a public address, for "the internet"); a test listens there with ``RealNodes.listen``.
+(a public address, for "the internet"), and ``FILE_SYSTEM_ADDRESS`` (the file system's interface in
+the VPC, for the node check's Lustre port); a test listens there with ``RealNodes.listen``.
 
 Each node: containerd (its own root, state and socket under the session's directory; the
 ``overlayfs`` snapshotter; runc with the ``cgroupfs`` driver, cgroup v1 as this machine has), the
@@ -79,6 +80,7 @@ from tools.cluster_binaries import binary_path
 __all__ = [
     "API_ENDPOINT",
     "DEVICE_MAJOR",
+    "FILE_SYSTEM_ADDRESS",
     "METADATA_ADDRESS",
     "NODE_GATEWAY",
     "NODE_NETWORK",
@@ -99,6 +101,11 @@ API_ENDPOINT = "10.0.255.10"
 """The ``kubernetes`` Service's endpoint for pods (port 443): inside config/default.yaml's VPC
 (10.0.0.0/16), where EKS puts the control plane's interfaces; the source of the API server's
 connections to kubelets and pods (its egress proxy), as those interfaces are on EKS."""
+FILE_SYSTEM_ADDRESS = "10.0.255.20"
+"""The file system's address for the node check's connection to the Lustre port (a listener of the
+test, ``RealNodes.listen``): inside the default configuration's VPC, as FSx for Lustre's network
+interface is in the cluster's subnet, so the node check's NetworkPolicy (the VPC's range on 988)
+admits it as on EKS."""
 METADATA_ADDRESS = "169.254.169.254"
 """The instance metadata service's address, on the node network's bridge (no instance here)."""
 OUTSIDE_ADDRESS = "203.0.113.10"
@@ -286,7 +293,7 @@ class RealNodes:
         self.network.ip("link", "add", "br0", "type", "bridge")
         self.network.ip("addr", "add", f"{NODE_GATEWAY}/24", "dev", "br0")
         self.network.ip("link", "set", "dev", "br0", "up")
-        for address in (API_ENDPOINT, METADATA_ADDRESS, OUTSIDE_ADDRESS):
+        for address in (API_ENDPOINT, FILE_SYSTEM_ADDRESS, METADATA_ADDRESS, OUTSIDE_ADDRESS):
             self.network.ip("addr", "add", f"{address}/32", "dev", "br0")
         self._forwarder = Forwarder(self.network.path, NODE_GATEWAY, self.plane.api_port, self.plane.api_port)
         self._forwarder.start()
@@ -359,6 +366,8 @@ class RealNodes:
     def listen(self, address: str, port: int) -> None:
         """A TCP listener at ``address:port`` of the node network (one of the bridge's addresses)
         that accepts each connection and closes it, until the nodes stop."""
+        if self._forwarder is None:
+            self.start_network()
         listener = Listener(self.network.path, address, port)
         listener.start()
         self._listeners.append(listener)

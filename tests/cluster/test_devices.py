@@ -11,10 +11,18 @@ what it refuses are the kubelet's decisions, and what a container finds in /dev 
 runc's. The device nodes are character devices no driver holds (``DEVICE_MAJOR``): a container finds
 them, cannot use them.
 
-The pods run in a namespace of the test, tolerating the node's two taints (no node check runs
-here, so the startup taint stays), as uid 65532 with nothing else: what they are asked is what the
-kubelet gave them. The canary's own device stages (cluster_programs/canary_worker.py,
-``check_neuron`` and ``check_efa``) judge the pod that holds the whole node, as they judge a run's.
+The probing pods run in a namespace of the test, tolerating the node's two taints, as uid 65532
+with nothing else: what they are asked is what the kubelet gave them. The canary's own device stages
+(cluster_programs/canary_worker.py, ``check_neuron`` and ``check_efa``) judge the pod that holds the
+whole node, as they judge a run's.
+
+The node check runs as its DaemonSet's pod there (the default plan's), its container as rendered
+(privileged, root, its program from its ConfigMap, its service account's token bound to the pod),
+on the stand-in of its image (tests/cluster/standin_images.py ``node_check_image``: the Neuron and
+EFA tools print a healthy trn1.32xlarge's outputs), behind kube-router enforcing its NetworkPolicy.
+One change to the DaemonSet: ``LUSTRE_HOST`` is ``FILE_SYSTEM_ADDRESS`` (a listener of the test on
+the Lustre port inside the VPC's range) in place of the file system's DNS name, which no resolver
+here answers.
 """
 
 from __future__ import annotations
@@ -30,12 +38,20 @@ import pytest
 
 from cluster_facts.instance_catalog import TrainiumInstanceType, instance_type
 from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
-from cluster_facts.node_check import NODE_CHECK_TAINT_KEY
+from cluster_facts.kubernetes_plan import KubernetesLayerPlan
+from cluster_facts.node_check import (
+    NODE_CHECK_CONDITION,
+    NODE_CHECK_NAME,
+    NODE_CHECK_NAMESPACE,
+    NODE_CHECK_TAINT_KEY,
+)
 from config import StackConfig
+from k8s_charts.checks.node_check import LUSTRE_PORT
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes
-from tests.cluster.real_nodes import DEVICE_MAJOR, RealNode, trainium_devices
-from tests.cluster.standin_images import python_image
+from tests.cluster.real_nodes import DEVICE_MAJOR, FILE_SYSTEM_ADDRESS, RealNode, trainium_devices
+from tests.cluster.standin_images import node_check_image, python_image
+from tests.cluster.test_real_nodes import _rendered
 
 GROUP = "trn1-32xl"
 NODE = "real-trn1-32xl-devices"
@@ -69,14 +85,30 @@ def _instance(config: StackConfig) -> TrainiumInstanceType:
     return instance_type(config.node_group(GROUP).instance_type)
 
 
+def _lustre_host(daemon_set: dict[str, Any]) -> str:
+    (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    (value,) = [e["value"] for e in container["env"] if e["name"] == "LUSTRE_HOST"]
+    return str(value)
+
+
 @pytest.fixture(scope="module")
-def device_node(control_plane: ControlPlane, default_config: StackConfig) -> Iterator[RealNode]:
+def device_node(
+    control_plane: ControlPlane, default_config: StackConfig, default_plan: KubernetesLayerPlan
+) -> Iterator[RealNode]:
+    control_plane.apply_plan(default_plan)
+    daemon_set = _rendered(default_plan, "DaemonSet", NODE_CHECK_NAME)
+    (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    set_env = ["set", "env", f"daemonset/{NODE_CHECK_NAME}", "-n", NODE_CHECK_NAMESPACE]
+    # Before the node registers, so the check's first pod on it already has the address.
+    control_plane.kubectl(*set_env, f"LUSTRE_HOST={FILE_SYSTEM_ADDRESS}")
+    control_plane.real_nodes.listen(FILE_SYSTEM_ADDRESS, LUSTRE_PORT)
     (template,) = group_nodes(default_config, GROUP, [NODE])
     node = control_plane.real_nodes.add_node(
         NODE,
         labels={k: v for k, v in template["metadata"]["labels"].items() if k not in _KUBELET_OWN},
         taints=template["spec"]["taints"],
-        images=[python_image()],
+        provider_id=f"aws:///{default_config.trainium.availability_zone}/i-0d3v1ce5000000000",
+        images=[python_image(), node_check_image(container["image"])],
         devices=trainium_devices(_instance(default_config)),
     )
     probe = {"probe.py": _PROBE, "canary_worker.py": (_PROGRAMS / "canary_worker.py").read_text()}
@@ -95,6 +127,7 @@ def device_node(control_plane: ControlPlane, default_config: StackConfig) -> Ite
         yield node
     finally:
         control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+        control_plane.kubectl(*set_env, f"LUSTRE_HOST={_lustre_host(daemon_set)}", check=False)
 
 
 def _container(name: str, requests: dict[str, int], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -303,3 +336,42 @@ def test_more_devices_than_the_node_has_are_refused(
     pod = control_plane.kubectl.json("get", "pod", "-n", NAMESPACE, "too-many")
     assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName"), pod["status"]
     print(f"kubelet: {said}\nscheduler: {message}")
+
+
+def test_the_node_check_runs_as_its_pod_and_lifts_the_startup_taint(
+    control_plane: ControlPlane, device_node: RealNode, default_plan: KubernetesLayerPlan
+) -> None:
+    """The node check's DaemonSet pod on the node, as runc runs it (privileged, uid 0), checks the
+    node and, through the API server's ``node-check`` policy with the token the kubelet got for the
+    pod, sets its condition and lifts the node's startup taint; training pods may land there now."""
+    rendered = _rendered(default_plan, "DaemonSet", NODE_CHECK_NAME)
+    selector = ",".join(f"{k}={v}" for k, v in rendered["spec"]["selector"]["matchLabels"].items())
+
+    def passed() -> dict[str, Any] | None:
+        node = control_plane.kubectl.json("get", "node", NODE)
+        taints = [t["key"] for t in node["spec"].get("taints", [])]
+        conditions = {c["type"]: c for c in node["status"].get("conditions", [])}
+        checked = conditions.get(NODE_CHECK_CONDITION, {}).get("status") == "True"
+        return node if checked and NODE_CHECK_TAINT_KEY not in taints else None
+
+    node = control_plane.wait_for(passed, timeout=240, what=f"the node check's pass on {NODE}")
+    assert NEURON_RESOURCE in [t["key"] for t in node["spec"]["taints"]], node["spec"]
+    (pod,) = [
+        p
+        for p in control_plane.kubectl.json("get", "pods", "-n", NODE_CHECK_NAMESPACE, "-l", selector)[
+            "items"
+        ]
+        if p["spec"].get("nodeName") == NODE
+    ]
+    log = control_plane.kubectl("logs", "-n", NODE_CHECK_NAMESPACE, pod["metadata"]["name"]).stdout
+    assert f"TRAINIUM_NODE_CHECK node={NODE} state=passed" in log, log
+    (container,) = pod["spec"]["containers"]
+    assert (
+        container["securityContext"]
+        == rendered["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    )
+    seen = control_plane.kubectl(
+        "exec", "-n", NODE_CHECK_NAMESPACE, pod["metadata"]["name"], "--",
+        "sh", "-c", "id -u; grep -E '^CapEff:' /proc/1/status",
+    ).stdout.split()  # fmt: skip
+    assert seen[0] == "0" and seen[2] != "0000000000000000", seen
