@@ -107,7 +107,7 @@ def device_node(
         NODE,
         labels={k: v for k, v in template["metadata"]["labels"].items() if k not in _KUBELET_OWN},
         taints=template["spec"]["taints"],
-        provider_id=f"aws:///{default_config.trainium.availability_zone}/i-0d3v1ce5000000000",
+        provider_id=f"aws:///{default_config.trainium.availability_zone}/i-0de71ce5000000000",
         images=[python_image(), node_check_image(container["image"])],
         devices=trainium_devices(_instance(default_config)),
     )
@@ -320,9 +320,8 @@ def test_more_devices_than_the_node_has_are_refused(
     bound = control_plane.wait_for(refused, timeout=60, what="the kubelet refusing too-many-bound")
     said = f"{bound['status'].get('reason')}: {bound['status'].get('message')}"
     assert NEURON_RESOURCE in said, bound["status"]
-    assert not bound["status"].get("containerStatuses", [{}])[0].get("state", {}).get("terminated"), bound[
-        "status"
-    ]
+    statuses = bound["status"].get("containerStatuses", [])
+    assert not [s for s in statuses if {"running", "terminated"} & set(s.get("state", {}))], bound["status"]
 
     def unschedulable() -> str | None:
         pod = control_plane.kubectl.json("get", "pod", "-n", NAMESPACE, "too-many")
