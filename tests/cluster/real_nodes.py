@@ -616,9 +616,16 @@ class RealNodes:
         held = _character_majors()
         if DEVICE_MAJOR in held:
             raise AssertionError(f"a driver of this machine holds the major number {DEVICE_MAJOR}: {held}")
+        # In the kubelet's mount namespace, where its plugin directory is where every kubelet's is (as
+        # the real plugins' DaemonSets mount the host's): the same files as ``node.device_plugins``,
+        # by a path short enough for a Unix socket's (108 bytes), which the session's is not.
+        (kubelet,) = [p for p in node.processes if p.name == f"kubelet-{node.name}"]
         args = [
+            "nsenter",
+            f"--mount=/proc/{kubelet.pid}/ns/mnt",
+            "--",
             str(self.binaries.device_plugin),
-            f"--plugin-dir={node.device_plugins}",
+            f"--plugin-dir={_KUBELET_DEVICE_PLUGINS}",
             f"--dir={node.device_nodes}",
             f"--major={DEVICE_MAJOR}",
             *(device.argument() for device in devices),
