@@ -17,7 +17,8 @@ through its egress proxy, which connects inside the node network from ``API_ENDP
 (tests/cluster/egress.py). The bridge also holds the stand-ins of the addresses the platform's
 policies name outside the cluster: ``METADATA_ADDRESS`` (the instance metadata service's own
 address; the node network is this session's, so the real address serves) and ``OUTSIDE_ADDRESS``
-(a public address, for "the internet"); a test listens there with ``RealNodes.listen``.
+(a public address, for "the internet"), and ``FILE_SYSTEM_ADDRESS`` (the file system's interface in
+the VPC, for the node check's Lustre port); a test listens there with ``RealNodes.listen``.
 
 Each node: containerd (its own root, state and socket under the session's directory; the
 ``overlayfs`` snapshotter; runc with the ``cgroupfs`` driver, cgroup v1 as this machine has), the
@@ -37,6 +38,17 @@ the node's namespace (its mounts and cgroups stay the machine's: the kubelet nee
 started by ``Processes`` and stopped by its PID; the containers' shims are stopped by the PIDs
 containerd recorded; every mount under the node's directory is unmounted and its cgroups removed.
 
+Devices (``add_node(devices=...)``, tests/cluster/test_devices.py): the fake device plugin
+(tools/cluster-binaries/fake-device-plugin, a stand-in for the Neuron and EFA device plugins: its
+main.go says what it leaves out) registers each resource with the node's kubelet over the kubelet's
+device plugin socket, and answers Allocate with character device nodes it made in the node's
+directory (major ``DEVICE_MAJOR``, which no driver holds). The kubelet listens for plugins at a path
+it does not take from ``--root-dir`` (``/var/lib/kubelet/device-plugins/kubelet.sock``, k8s.io/kubelet
+``pluginapi.KubeletSocket``), one for the whole machine; so such a node's kubelet runs in a mount
+namespace of its own where that directory is the node's ``device-plugins`` (bound there, seen by
+no other process), and its root directory is a shared bind mount made first, so the volumes it
+mounts there still reach containerd, which stays in the machine's mount namespace.
+
 kwok and the real kubelet keep apart: kwok manages only nodes annotated ``kwok.x-k8s.io/node=fake``
 (``--manage-nodes-with-annotation-selector``), which a real node is not; a kubelet touches only its
 own Node and the pods bound to it.
@@ -55,6 +67,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster_facts.autoscaling import scale_from_zero_resources
+from cluster_facts.instance_catalog import TrainiumInstanceType
+from cluster_facts.kubernetes_names import EFA_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
 from tests.cluster.images import image_archive
 from tests.cluster.netns import Forwarder, Listener, NetworkNamespace, connect_in
 from tests.cluster.processes import Process, wait_until
@@ -64,15 +79,19 @@ from tools.cluster_binaries import binary_path
 
 __all__ = [
     "API_ENDPOINT",
+    "DEVICE_MAJOR",
+    "FILE_SYSTEM_ADDRESS",
     "METADATA_ADDRESS",
     "NODE_GATEWAY",
     "NODE_NETWORK",
     "OUTSIDE_ADDRESS",
     "POD_NETWORK",
+    "DeviceResource",
     "NodeBinaries",
     "RealNode",
     "RealNodes",
     "find_node_binaries",
+    "trainium_devices",
 ]
 
 NODE_NETWORK = "10.250.0.0/24"
@@ -82,6 +101,11 @@ API_ENDPOINT = "10.0.255.10"
 """The ``kubernetes`` Service's endpoint for pods (port 443): inside config/default.yaml's VPC
 (10.0.0.0/16), where EKS puts the control plane's interfaces; the source of the API server's
 connections to kubelets and pods (its egress proxy), as those interfaces are on EKS."""
+FILE_SYSTEM_ADDRESS = "10.0.255.20"
+"""The file system's address for the node check's connection to the Lustre port (a listener of the
+test, ``RealNodes.listen``): inside the default configuration's VPC, as FSx for Lustre's network
+interface is in the cluster's subnet, so the node check's NetworkPolicy (the VPC's range on 988)
+admits it as on EKS."""
 METADATA_ADDRESS = "169.254.169.254"
 """The instance metadata service's address, on the node network's bridge (no instance here)."""
 OUTSIDE_ADDRESS = "203.0.113.10"
@@ -91,6 +115,12 @@ POD_NETWORK = "10.246.0.0/16"
 """The real nodes' pods (node n: 10.246.n.0/24); kwok's simulated pods use 10.244.0.0/16."""
 KUBE_ROUTER_USER = "tests:kube-router"
 """kube-router's identity (its client certificate's common name), bound to read-only access."""
+DEVICE_MAJOR = 240
+"""The major number of the device nodes standing for Neuron and EFA devices: in Linux's range for
+local use (Documentation/admin-guide/devices.txt, 240-254), and held by no driver of this machine
+(``add_node`` checks /proc/devices), so opening one fails (ENXIO) and reaches nothing."""
+_KUBELET_DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
+"""Where every kubelet listens for device plugins, whatever its --root-dir (the module's docstring)."""
 _CGROUP_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "blkio", "devices", "freezer", "systemd")
 
 
@@ -105,6 +135,8 @@ class NodeBinaries:
     cni: Path
     """The directory of the CNI plugins (bridge, host-local, loopback, portmap)."""
     kube_router: Path
+    device_plugin: Path
+    """The fake device plugin (tools/cluster-binaries/fake-device-plugin)."""
     ipset: Path
     """Where Debian's ipset is unpacked (``usr/sbin/ipset``, its library under ``usr/lib``)."""
 
@@ -125,6 +157,7 @@ def find_node_binaries() -> NodeBinaries:
         runc=binary_path("runc", "runc"),
         cni=binary_path("cni-plugins", "bridge").parent,
         kube_router=binary_path("kube-router", "kube-router"),
+        device_plugin=binary_path("fake-device-plugin", "fake-device-plugin"),
         ipset=debian_tools.root("ipset"),
     )
     missing = [
@@ -137,6 +170,7 @@ def find_node_binaries() -> NodeBinaries:
             paths.ctr,
             paths.runc,
             paths.kube_router,
+            paths.device_plugin,
         )
         if not p.is_file()
     ] + [
@@ -151,6 +185,44 @@ def find_node_binaries() -> NodeBinaries:
     if not debian_tools.installed("ipset"):
         raise AssertionError(f"{paths.ipset} is missing: run `make debian-tools` (Debian's ipset)")
     return paths
+
+
+@dataclass(frozen=True)
+class DeviceResource:
+    """One extended resource the fake device plugin registers: ``count`` IDs, ``per_device`` of them
+    to a device node at ``path % (id // per_device)``, their IDs in the variable ``variable``."""
+
+    name: str
+    count: int
+    path: str
+    per_device: int = 1
+    variable: str = ""
+
+    def argument(self) -> str:
+        shared = f"/{self.per_device}" if self.per_device != 1 else ""
+        variable = f":{self.variable}" if self.variable else ""
+        return f"--resource={self.name}={self.count}{shared}:{self.path}{variable}"
+
+
+def trainium_devices(instance: TrainiumInstanceType) -> tuple[DeviceResource, ...]:
+    """What the Neuron and EFA device plugins advertise on a node of ``instance``: the counts the
+    node template gives the autoscaler (cluster_facts.autoscaling, from the catalog); the device
+    nodes and variables as the plugins hand them to a container: ``/dev/neuron<N>`` with
+    ``AWS_NEURON_VISIBLE_DEVICES`` for whole devices, the NeuronCores of a device on its node with
+    ``NEURON_RT_VISIBLE_CORES``, ``/dev/infiniband/uverbs<N>`` per EFA interface."""
+    counts = scale_from_zero_resources(instance)
+    chips, cores = counts[NEURON_RESOURCE], counts[NEURON_CORE_RESOURCE]
+    return (
+        DeviceResource(NEURON_RESOURCE, chips, "/dev/neuron%d", variable="AWS_NEURON_VISIBLE_DEVICES"),
+        DeviceResource(
+            NEURON_CORE_RESOURCE,
+            cores,
+            "/dev/neuron%d",
+            per_device=cores // chips,
+            variable="NEURON_RT_VISIBLE_CORES",
+        ),
+        DeviceResource(EFA_RESOURCE, counts[EFA_RESOURCE], "/dev/infiniband/uverbs%d"),
+    )
 
 
 @dataclass
@@ -173,6 +245,17 @@ class RealNode:
     @property
     def socket(self) -> Path:
         return self.directory / "run" / "containerd.sock"
+
+    @property
+    def device_plugins(self) -> Path:
+        """The kubelet's device plugin directory, as the node's kubelet sees it at
+        ``/var/lib/kubelet/device-plugins`` (the module's docstring)."""
+        return self.directory / "device-plugins"
+
+    @property
+    def device_nodes(self) -> Path:
+        """Where the fake device plugin makes the device nodes (``<here>/dev/neuron0`` ...)."""
+        return self.directory / "devices"
 
     def ctr(self, binaries: NodeBinaries, *args: str, timeout: float = 300) -> str:
         result = subprocess.run(
@@ -210,7 +293,7 @@ class RealNodes:
         self.network.ip("link", "add", "br0", "type", "bridge")
         self.network.ip("addr", "add", f"{NODE_GATEWAY}/24", "dev", "br0")
         self.network.ip("link", "set", "dev", "br0", "up")
-        for address in (API_ENDPOINT, METADATA_ADDRESS, OUTSIDE_ADDRESS):
+        for address in (API_ENDPOINT, FILE_SYSTEM_ADDRESS, METADATA_ADDRESS, OUTSIDE_ADDRESS):
             self.network.ip("addr", "add", f"{address}/32", "dev", "br0")
         self._forwarder = Forwarder(self.network.path, NODE_GATEWAY, self.plane.api_port, self.plane.api_port)
         self._forwarder.start()
@@ -283,6 +366,8 @@ class RealNodes:
     def listen(self, address: str, port: int) -> None:
         """A TCP listener at ``address:port`` of the node network (one of the bridge's addresses)
         that accepts each connection and closes it, until the nodes stop."""
+        if self._forwarder is None:
+            self.start_network()
         listener = Listener(self.network.path, address, port)
         listener.start()
         self._listeners.append(listener)
@@ -297,9 +382,11 @@ class RealNodes:
         taints: Sequence[Mapping[str, str]] = (),
         provider_id: str | None = None,
         images: Iterable[Any] = (),
+        devices: Sequence[DeviceResource] = (),
     ) -> RealNode:
         """A node registered by its kubelet with ``labels`` and ``taints``, Ready, with ``images``
-        (tests/cluster/standin_images.py) imported into its containerd."""
+        (tests/cluster/standin_images.py) imported into its containerd; with ``devices``, the fake
+        device plugin registers them and the kubelet reports them allocatable before this returns."""
         if self._forwarder is None:
             self.start_network()
         index = len(self.nodes) + 1
@@ -316,13 +403,17 @@ class RealNodes:
         self._cgroups(node)
         node.processes.append(self._start_containerd(node))
         self.import_images(node, images)
-        node.processes.append(self._start_kubelet(node, labels, taints, provider_id))
+        node.processes.append(
+            self._start_kubelet(node, labels, taints, provider_id, own_devices=bool(devices))
+        )
         node.processes.append(self._start_kube_proxy(node))
         self.plane.wait_for(
             lambda: _ready(self.plane.kubectl.json("get", "node", name)),
             timeout=120,
             what=f"the real node {name} Ready",
         )
+        if devices:
+            node.processes.append(self._start_device_plugin(node, devices))
         # After the Node exists: kube-router reads its address from it at start.
         node.processes.append(self._start_kube_router(node))
         return node
@@ -419,6 +510,8 @@ class RealNodes:
         labels: Mapping[str, str],
         taints: Sequence[Mapping[str, str]],
         provider_id: str | None,
+        *,
+        own_devices: bool = False,
     ) -> Process:
         ca = self.plane.ca
         client = ca.issue(
@@ -483,11 +576,75 @@ class RealNodes:
             f"--node-labels={','.join(f'{k}={v}' for k, v in labels.items())}",
             "--v=2",
         ]
+        if own_devices:
+            args = self._own_device_plugins(node, args)
         return self.plane.processes.start(
             f"kubelet-{node.name}",
             node.namespace.prefix(args),
             env={**os.environ, "PATH": self.binaries.path},
         )
+
+    def _own_device_plugins(self, node: RealNode, kubelet: list[str]) -> list[str]:
+        """``kubelet`` run in a mount namespace of its own, where ``/var/lib/kubelet/device-plugins``
+        is the node's ``device_plugins`` (the module's docstring). Its root directory is made a
+        shared mount first: the volumes it mounts there (service account tokens, ConfigMaps) reach
+        the machine's mount namespace, where containerd and runc read them. ``exec``: the kubelet
+        keeps the PID started, by which it is stopped."""
+        root = node.directory / "kubelet"
+        root.mkdir(parents=True, exist_ok=True)
+        node.device_plugins.mkdir(parents=True, exist_ok=True)
+        _KUBELET_DEVICE_PLUGINS.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(root), str(root)], check=True)
+        subprocess.run(["mount", "--make-shared", str(root)], check=True)
+        script = 'mount --make-slave / && mount --bind "$1" "$2" && shift 2 && exec "$@"'
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "unchanged",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            str(node.device_plugins),
+            str(_KUBELET_DEVICE_PLUGINS),
+            *kubelet,
+        ]
+
+    def _start_device_plugin(self, node: RealNode, devices: Sequence[DeviceResource]) -> Process:
+        held = _character_majors()
+        if DEVICE_MAJOR in held:
+            raise AssertionError(f"a driver of this machine holds the major number {DEVICE_MAJOR}: {held}")
+        # In the kubelet's mount namespace, where its plugin directory is where every kubelet's is (as
+        # the real plugins' DaemonSets mount the host's): the same files as ``node.device_plugins``,
+        # by a path short enough for a Unix socket's (108 bytes), which the session's is not.
+        (kubelet,) = [p for p in node.processes if p.name == f"kubelet-{node.name}"]
+        args = [
+            "nsenter",
+            f"--mount=/proc/{kubelet.pid}/ns/mnt",
+            "--",
+            str(self.binaries.device_plugin),
+            f"--plugin-dir={_KUBELET_DEVICE_PLUGINS}",
+            f"--dir={node.device_nodes}",
+            f"--major={DEVICE_MAJOR}",
+            *(device.argument() for device in devices),
+        ]
+        process = self.plane.processes.start(f"device-plugin-{node.name}", args)
+        expected = {device.name: str(device.count) for device in devices}
+
+        def advertised() -> bool:
+            allocatable = self.plane.kubectl.json("get", "node", node.name)["status"].get("allocatable", {})
+            return all(allocatable.get(name) == count for name, count in expected.items())
+
+        wait_until(
+            advertised,
+            timeout=60,
+            what=f"{', '.join(f'{n}={c}' for n, c in expected.items())} allocatable on {node.name}",
+            processes=self.plane.processes,
+            watch=[process],
+        )
+        return process
 
     def _start_kube_proxy(self, node: RealNode) -> Process:
         client = self.plane.ca.issue(f"kube-proxy-{node.name}", common_name="system:kube-proxy")
@@ -590,6 +747,12 @@ class RealNodes:
         _unmount_under(node.directory)
         _remove_cgroups(node.cgroup)
         node.namespace.delete()
+
+
+def _character_majors() -> set[int]:
+    """The major numbers of this machine's character device drivers (/proc/devices)."""
+    text = Path("/proc/devices").read_text().split("Block devices:")[0]
+    return {int(line.split()[0]) for line in text.splitlines() if line.strip()[:1].isdigit()}
 
 
 def _shims_of(socket: Path) -> list[int]:

