@@ -275,7 +275,7 @@ def volcano_spent(before: Mapping[str, float], after: Mapping[str, float]) -> di
     parts = {
         key.split("{", 1)[1].rstrip("}").replace('"', ""): value / 1e3
         for key, value in delta.items()
-        if key.startswith(VOLCANO_LATENCIES[2:]) and "_sum{" in key and value > 0
+        if key.startswith(VOLCANO_LATENCIES[2:]) and "_sum{" in key and value >= 50  # 0.05 s and more
     }
     opened = delta.get(f"{opening}_sum", 0.0) / 1e3
     actions = sum(v for k, v in parts.items() if k.startswith("action="))
