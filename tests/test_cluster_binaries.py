@@ -21,6 +21,7 @@ from cluster_facts.versions import (
     VOLCANO_CHART_VERSION,
     version_key,
 )
+from cluster_facts.image_pins import ETCD_IMAGE
 from config import load_config
 from tests.conftest import DEFAULT_CONFIG
 from tools import debian_tools
@@ -103,6 +104,11 @@ def test_the_autoscaler_is_the_release_the_product_deploys_or_says_why_not() -> 
         reason = component.instead_of or ""
         assert deployed in reason and str(component.release) in _go_mod("cluster-autoscaler"), reason
     assert "cluster-autoscaler" not in NOT_BUILT
+
+
+def test_etcd_is_the_release_of_the_teams_etcd_image() -> None:
+    """The real pods' etcd (tests/cluster/test_run_pods.py) runs the binary built from this pin."""
+    assert _required("etcd", "go.etcd.io/etcd/server/v3") == ETCD_IMAGE.rsplit(":", 1)[1]
 
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))

