@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from cluster_facts.image_pins import ETCD_IMAGE
 from cluster_facts.versions import (
     CLUSTER_AUTOSCALER_IMAGE_TAGS,
     KUBECTL_LAYERS,
     VOLCANO_CHART_VERSION,
     version_key,
 )
-from cluster_facts.image_pins import ETCD_IMAGE
 from config import load_config
 from tests.conftest import DEFAULT_CONFIG
 from tools import debian_tools

@@ -34,7 +34,9 @@ from tools.cluster_binaries import COMPONENTS, required_version
 __all__ = ["COREDNS_IMAGE", "CoreDNS", "start_cluster_dns"]
 
 NAMESPACE = "kube-system"
-COREDNS_IMAGE = f"registry.k8s.io/coredns/coredns:{required_version(COMPONENTS['coredns'], 'github.com/coredns/coredns')}"
+COREDNS_IMAGE = (
+    f"registry.k8s.io/coredns/coredns:{required_version(COMPONENTS['coredns'], 'github.com/coredns/coredns')}"
+)
 """The name the stand-in is imported under: upstream's, at the version built."""
 COREFILE = """\
 .:53 {
@@ -73,7 +75,11 @@ class CoreDNS:
             "kind": "ClusterRole",
             "metadata": {"name": "system:coredns", "labels": {"eks.amazonaws.com/component": "coredns"}},
             "rules": [
-                {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"], "verbs": read},
+                {
+                    "apiGroups": [""],
+                    "resources": ["endpoints", "services", "pods", "namespaces"],
+                    "verbs": read,
+                },
                 {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
                 {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
             ],
@@ -82,7 +88,11 @@ class CoreDNS:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
             "metadata": {"name": "system:coredns"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:coredns",
+            },
             "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": NAMESPACE}],
         }
         account = {
@@ -147,7 +157,10 @@ class CoreDNS:
                         "volumes": [
                             {
                                 "name": "config-volume",
-                                "configMap": {"name": "coredns", "items": [{"key": "Corefile", "path": "Corefile"}]},
+                                "configMap": {
+                                    "name": "coredns",
+                                    "items": [{"key": "Corefile", "path": "Corefile"}],
+                                },
                             }
                         ],
                     },
@@ -179,7 +192,10 @@ class CoreDNS:
         plane = self.nodes.plane
         self.nodes.import_images(self.node, [coredns_image(COREDNS_IMAGE)])
         plane.kubectl(
-            "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": self.objects()})
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": self.objects()}),
         )
         selector = ",".join(f"{k}={v}" for k, v in KUBE_DNS_LABELS.items())
 

@@ -7,6 +7,8 @@ under the names the manifests pin, each saying first what it leaves out of the r
   from Debian's busybox-static (pinned and unpacked by `make debian-tools`, tools/debian_tools.py).
 - ``python_image``: the gang watchdog's image (GANG_WATCHDOG_IMAGE, python:slim) from this
   machine's Python.
+- ``training_image``: the training image (the run's ``image``) as far as its pod script needs it:
+  this machine's Python and GNU tools, the torch virtualenv of the runtime tests mounted by the test.
 - ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from etcd built at its release
   (tools/cluster-binaries/etcd).
 - ``coredns_image``: the cluster DNS of EKS's coredns add-on (tests/cluster/cluster_dns.py) from
@@ -29,7 +31,16 @@ from tests.cluster.images import Image, Layer, merge, shared_libraries
 from tools import debian_tools
 from tools.cluster_binaries import COMPONENTS, binary_path, cache_root, go_environment, required_version
 
-__all__ = ["SANDBOX_IMAGE", "busybox_image", "coredns_image", "etcd_image", "pause_image", "python_image"]
+__all__ = [
+    "SANDBOX_IMAGE",
+    "TRAINING_TOOLS",
+    "busybox_image",
+    "coredns_image",
+    "etcd_image",
+    "pause_image",
+    "python_image",
+    "training_image",
+]
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.1"
 """containerd 2.2's default sandbox image (internal/cri/config DefaultSandboxImage), built here."""
@@ -117,6 +128,73 @@ def python_image(name: str = GANG_WATCHDOG_IMAGE) -> Image:
             " 3.12.12 from python.org; Debian trixie's userland (bash, dash, coreutils: busybox's"
             " applets stand in), pip, setuptools, the test suite, tkinter and idle. The programs that"
             " run on it (the gang watchdog, kube_api.py) use the standard library only."
+        ),
+    )
+
+
+TRAINING_TOOLS = (
+    "bash", "find", "xargs", "sort", "sha256sum", "flock", "pgrep", "grep", "sed", "cut", "head", "tail",
+    "diff", "date", "stat", "mkdir", "touch", "cp", "mv", "rm", "dirname", "basename", "wc", "cat",
+    "chmod", "sleep", "id", "env",
+)  # fmt: skip
+"""The programs cluster_programs/run_worker.sh runs, as the training image (Ubuntu) has them: GNU's
+(``find -printf``, ``sha256sum --check --strict --quiet``, ``flock --nonblock``, ``pgrep -c`` are not
+busybox's), from this machine (Debian's)."""
+_NEURON_PARALLEL_COMPILE = 'STANDIN_PHASE=precompile exec "$@"\n'
+"""The Neuron SDK's tool runs the training command to extract and compile its graphs; the stand-in
+runs it once, in the stand-in worker's precompile phase (tests/runtime/harness.py does the same)."""
+
+
+@functools.cache
+def training_image(name: str, torch_venv: Path) -> Image:
+    """The stand-in under ``name`` (the run's rendered image). ``python3`` on its PATH is
+    ``torch_venv``'s, which the test mounts read-only at that path (not in the image: below)."""
+    python = python_image(GANG_WATCHDOG_IMAGE).layer
+    layer = merge(python, Layer())
+    tools = {tool: Path(found).resolve() for tool in TRAINING_TOOLS if (found := shutil.which(tool))}
+    missing = sorted(set(TRAINING_TOOLS) - set(tools))
+    if missing:
+        raise AssertionError(f"this machine lacks {', '.join(missing)} for the training image's stand-in")
+    for tool, path in tools.items():
+        for directory in ("bin", "usr/bin", "sbin", "usr/sbin"):
+            layer.symlinks.pop(f"{directory}/{tool}", None)
+        layer.add_file(path, f"usr/bin/{tool}")
+    layer.add_file(tools["bash"], "bin/bash")
+    # The system libraries the tools and torch's own libraries load (libstdc++, libgcc_s...: the
+    # wheels bundle the rest, which the mount brings).
+    extensions = sorted(torch_venv.glob("lib/python3*/site-packages/torch/lib/*.so*"))
+    for path, source in shared_libraries([*tools.values(), *extensions]).items():
+        if not source.resolve().is_relative_to(torch_venv.resolve()):
+            layer.files.setdefault(path, source.resolve())
+    # The virtualenv's python3 is a link to the interpreter that made it (pyvenv.cfg's home): the
+    # image's copy of the same interpreter stands at that path.
+    interpreter = (torch_venv / "bin" / "python3").resolve()
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if interpreter.name != version:
+        raise AssertionError(f"{torch_venv} runs {interpreter.name}, the image's Python is {version}")
+    layer.symlinks[str(interpreter).lstrip("/")] = f"/usr/bin/{version}"
+    layer.contents["usr/local/bin/neuron_parallel_compile"] = (
+        f"#!/bin/sh\n{_NEURON_PARALLEL_COMPILE}".encode(),
+        0o755,
+    )
+    return Image(
+        name=name,
+        layer=layer,
+        cmd=["/bin/bash"],
+        env={
+            "PATH": f"{torch_venv}/bin:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            # The agents' workers' lines reach the pod's log as they come (the runtime tests' setting).
+            "PYTHONUNBUFFERED": "1",
+        },
+        leaves_out=(
+            "everything Neuron (the SDK, neuronx-cc, torch-neuronx, torch-xla, the runtime and"
+            " tools; neuron_parallel_compile is a stand-in that runs the command once), EFA's"
+            " libfabric, Ubuntu 24.04 (Debian's GNU tools of this machine stand in, busybox for the"
+            " rest) and Python 3.12 (this machine's 3.11). torch 2.9.0, python-etcd 0.4.5 and"
+            " urllib3 come from .venv-torch (the runtime tests' virtualenv, the CUDA build: PyPI has no"
+            " CPU-only wheel), mounted by the test, not packed into a layer: see"
+            " tests/cluster/test_run_pods.py for the measured cost of packing it."
         ),
     )
 
