@@ -146,9 +146,9 @@ runs it once, in the stand-in worker's precompile phase (tests/runtime/harness.p
 
 
 @functools.cache
-def training_image(name: str, torch_venv: Path) -> Image:
+def training_image(name: str, torch_venv: Path, mounted_at: str) -> Image:
     """The stand-in under ``name`` (the run's rendered image). ``python3`` on its PATH is
-    ``torch_venv``'s, which the test mounts read-only at that path (not in the image: below)."""
+    ``torch_venv``'s, which the test mounts read-only at ``mounted_at`` (not in the image: below)."""
     python = python_image(GANG_WATCHDOG_IMAGE).layer
     layer = merge(python, Layer())
     tools = {tool: Path(found).resolve() for tool in TRAINING_TOOLS if (found := shutil.which(tool))}
@@ -182,7 +182,7 @@ def training_image(name: str, torch_venv: Path) -> Image:
         layer=layer,
         cmd=["/bin/bash"],
         env={
-            "PATH": f"{torch_venv}/bin:/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{mounted_at}/bin:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             # The agents' workers' lines reach the pod's log as they come (the runtime tests' setting).
             "PYTHONUNBUFFERED": "1",

@@ -21,17 +21,21 @@ What is cut from the rendered run, and why:
 - **Workers.** ``--nproc_per_node`` 32 (the Neuron cores of a node) is lowered to 1; both replicas
   land on the one real Trainium node (the gang stays 2, ``--nnodes 2``).
 - **Volumes.** The team's and the data sets' claims are FSx PersistentVolumes through the FSx CSI
-  driver, which does not run here: ``data`` and ``datasets`` become hostPath volumes of a directory
-  of this session (both workers share it, as they share the file system), the team's directory
-  owned by the team's uid; ``datasets`` holds the data set's staged marker and, in place of the
-  BERT script, the runtime tests' stand-in (tests/runtime/standin_worker.py) under the script's
-  rendered name. ``VERIFY_FILES`` names that file's SHA-256 (the rendered list names the real
-  script's files); ``PYTHON_REQUIREMENTS`` is empty (pip would need PyPI).
+  driver, which does not run here: as in test_file_server.py, each PersistentVolume the stack
+  renders for the team becomes a ``hostPath`` PersistentVolume at its ``mountname`` directory of a
+  directory of this session standing for the file system's root (``teams/training`` owned by the
+  team's uid, mode 2750, as the layout Job leaves it; ``datasets`` with the data set's staged
+  marker and, under the BERT script's rendered name, the runtime tests' stand-in
+  tests/runtime/standin_worker.py), bound to claims beside the stack's (``<claim>-run-pods``), which
+  the pods name instead. ``VERIFY_FILES`` names the stand-in's SHA-256 (the rendered list names the
+  real script's files); ``PYTHON_REQUIREMENTS`` is empty (pip would need PyPI). (No hostPath volume
+  in the pod: the team's admission and Pod Security refuse it, and the team's claim quota, 4, has
+  room for these two only.)
 - **The image.** The training image's stand-in (standin_images.training_image) carries this
-  machine's Python and GNU tools; torch, python-etcd and urllib3 come from .venv-torch, mounted
-  read-only at its own path by a hostPath volume the test adds. Packing it into a layer instead
-  means hashing, writing and importing the CUDA build of torch (PyPI has no CPU-only wheel) on
-  every node: ``TORCH_VENV_MEASURED`` below.
+  machine's Python and GNU tools; torch, python-etcd and urllib3 come from .venv-torch, bind-mounted
+  read-only into the data sets' directory (``VENV_IN_DATASETS``) and first on the image's PATH.
+  Packing it into a layer instead means hashing, writing and importing the CUDA build of torch
+  (PyPI has no CPU-only wheel) on every node: ``TORCH_VENV_MEASURED``.
 - **The failure.** The first attempt fails by the stand-in's switch (``STANDIN_FAIL_RANK=0`` with
   ``STANDIN_FAIL_ATTEMPT=0``: rank 0 raises after its first collective in the job's version 0),
   a worker exception as a bad step would raise; the run's own policy (``PodFailed`` -> ``RestartJob``)
@@ -44,6 +48,7 @@ import copy
 import functools
 import hashlib
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +70,7 @@ from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import group_nodes, system_nodes
 from tests.cluster.real_nodes import CLUSTER_DNS, RealNode, RealNodes
 from tests.cluster.standin_images import etcd_image, python_image, training_image
+from tests.cluster.test_file_server import _LABEL, _host_path_volumes
 from tests.cluster.test_real_nodes import REAL_NODE, _rendered, _rendered_in_step
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -75,9 +81,21 @@ REAL_TRAINIUM = "real-trn1-32xl-0"
 """test_network_policy.py's real Trainium node (added here when this module runs without it)."""
 NEURON_TAINT = "aws.amazon.com/neuron"
 TEAM = TRAINING_NAMESPACE
+SUFFIX = "run-pods"
+VENV_IN_DATASETS = "standin-torch-venv"
+"""Where .venv-torch is bind-mounted in the data sets' directory (not beside the run's script, whose
+directory may hold no unchecked importable file)."""
+VENV_PATH = f"/datasets/{VENV_IN_DATASETS}"
 RUN_STEP = "run-bert-large"
 _KUBELET_OWN = ("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch")
-TORCH_VENV_MEASURED = "see docs/testing.md (measured when this module was written)"
+TORCH_VENV_MEASURED = (
+    "7.2 GB (torch 1.7 GB, its CUDA libraries 4.3 GB, triton 0.6 GB); one read of it through tar"
+    " and SHA-256 took 33 s here (2026-11-29, the machine shared). A layer of it costs about seven"
+    " such passes on a cold cache (the layer's input hash, the layer tar, its digest, the OCI"
+    " archive; then per node containerd's import: the content store and the overlayfs unpack),"
+    " about 4 minutes, and 7 GB more on disk per node; the input hash alone on every session."
+)
+"""What packing .venv-torch into the training image's stand-in would cost (the module's docstring)."""
 
 
 @dataclass
@@ -87,7 +105,8 @@ class RunCluster:
     system: RealNode
     trainium: RealNode
     dns: CoreDNS
-    work: Path
+    fs: Path
+    """The file system's root stand-in (the module's docstring: Volumes)."""
 
 
 def _run_job(plan: KubernetesLayerPlan) -> dict[str, Any]:
@@ -122,7 +141,7 @@ def _real_nodes(
     else:
         nodes.import_images(system, system_images)
     image = _run_job(plan)["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"]
-    run_images = [training_image(image, TORCH_VENV)]
+    run_images = [training_image(image, TORCH_VENV, VENV_PATH)]
     trainium = nodes.nodes.get(REAL_TRAINIUM)
     if trainium is None:
         template = group_nodes(config, GROUP, [REAL_TRAINIUM])[0]
@@ -165,6 +184,7 @@ def cluster(
     for name in kwok_system:
         plane.kubectl("cordon", name)
     job = _run_job(default_plan)
+    mounted: list[Path] = []
     try:
         # The members kwok "ran" go; the StatefulSet makes them again, on the real node.
         selector = ",".join(f"{k}={v}" for k, v in ETCD_LABELS.items())
@@ -174,10 +194,21 @@ def cluster(
             timeout=240,
             what=f"the three etcd members Ready on {REAL_NODE}",
         )
-        yield RunCluster(plane, plane.real_nodes, system, trainium, dns, tmp_path_factory.mktemp("run-pods"))
+        fs = tmp_path_factory.mktemp("run-pods") / "fs"
+        venv = fs / "datasets" / VENV_IN_DATASETS
+        venv.mkdir(parents=True)
+        subprocess.run(["mount", "--bind", "-o", "ro", str(TORCH_VENV), str(venv)], check=True)
+        mounted.append(venv)
+        yield RunCluster(plane, plane.real_nodes, system, trainium, dns, fs)
     finally:
         for name in ("dns-probe", job["metadata"]["name"]):
-            plane.kubectl("delete", "jobs.batch.volcano.sh", "-n", TEAM, name, "--wait=false", check=False)
+            plane.kubectl(
+                "delete", "jobs.batch.volcano.sh", "-n", TEAM, name, "--wait=true", check=False, timeout=120
+            )
+        plane.kubectl("delete", "pvc", "-n", TEAM, "-l", _LABEL, "--wait=true", check=False, timeout=120)
+        plane.kubectl("delete", "pv", "-l", _LABEL, check=False)
+        for path in mounted:
+            subprocess.run(["umount", "-l", str(path)], check=False)
         for name in kwok_system:
             plane.kubectl("uncordon", name, check=False)
         dns.stop()
@@ -268,34 +299,30 @@ def test_a_team_pod_finds_its_etcd_by_the_service_name_through_coredns(
     assert "outside unresolved" in log, log
 
 
-def _cut_run(job: dict[str, Any], work: Path) -> dict[str, dict[str, Any]]:
-    """The rendered run cut as the module's docstring says, its file system laid out under
-    ``work``: the trainer's environment by name."""
+def _cut_run(plane: ControlPlane, plan: KubernetesLayerPlan, job: dict[str, Any], fs: Path) -> dict[str, Any]:
+    """The rendered run cut as the module's docstring says, its file system laid out under ``fs``
+    and its claims bound there: the trainer's environment by name."""
     spec = _on_real_trainium(job)
     trainer = spec["containers"][0]
-    env = {e["name"]: e for e in trainer["env"]}
+    env: dict[str, Any] = {e["name"]: e for e in trainer["env"]}
     uid = spec["securityContext"]["runAsUser"]
 
-    data = work / "data"
-    datasets = work / "datasets"
+    team_dir = fs / "teams" / TEAM
+    team_dir.mkdir(parents=True)
+    os.chown(team_dir, uid, uid)
+    team_dir.chmod(0o2750)
+    datasets = fs / "datasets"
     script = env["RUN_SCRIPT"]["value"]
     dataset_var = script.split(")", 1)[0].removeprefix("$(")
-    dataset_dir = env[dataset_var]["value"]
-    script_path = script.replace(f"$({dataset_var})", dataset_dir)
+    script_path = script.replace(f"$({dataset_var})", env[dataset_var]["value"])
     local_script = datasets / script_path.removeprefix("/datasets/")
     local_script.parent.mkdir(parents=True)
     local_script.write_bytes(STANDIN.read_bytes())
+    local_script.chmod(0o644)
     for line in env["REQUIRED_MARKERS"]["value"].splitlines():
         marker, version = line.split(" ", 1)
         (datasets / marker.removeprefix("/datasets/")).write_text(f"{version}\n")
-    data.mkdir()
-    os.chown(data, uid, uid)
-    data.chmod(0o2750)
-    for directory in [datasets, *datasets.rglob("*")]:
-        directory.chmod(0o755 if directory.is_dir() else 0o644)
-
-    digest = hashlib.sha256(STANDIN.read_bytes()).hexdigest()
-    env["VERIFY_FILES"]["value"] = f"{digest}  {script_path}"
+    env["VERIFY_FILES"]["value"] = f"{hashlib.sha256(STANDIN.read_bytes()).hexdigest()}  {script_path}"
     env["PYTHON_REQUIREMENTS"]["value"] = ""
     trainer["env"] = [
         *env.values(),
@@ -304,16 +331,12 @@ def _cut_run(job: dict[str, Any], work: Path) -> dict[str, dict[str, Any]]:
     ]
     args = trainer["args"]
     args[args.index("--nproc_per_node") + 1] = "1"
+    claims = _host_path_volumes(plane, plan, namespace=TEAM, mount=fs, into=TEAM, suffix=SUFFIX)
     for volume in spec["volumes"]:
-        if volume["name"] == "data":
-            volume.pop("persistentVolumeClaim")
-            volume["hostPath"] = {"path": str(data), "type": "Directory"}
-        elif volume["name"] == "datasets":
-            volume.pop("persistentVolumeClaim")
-            volume["hostPath"] = {"path": str(datasets), "type": "Directory"}
-    spec["volumes"].append({"name": "torch-venv", "hostPath": {"path": str(TORCH_VENV), "type": "Directory"}})
-    trainer["volumeMounts"].append({"name": "torch-venv", "mountPath": str(TORCH_VENV), "readOnly": True})
-
+        if "persistentVolumeClaim" in volume:
+            claim = f"{volume['persistentVolumeClaim']['claimName']}-{SUFFIX}"
+            assert claim in claims, (claim, claims)
+            volume["persistentVolumeClaim"]["claimName"] = claim
     return env
 
 
@@ -329,8 +352,8 @@ def test_the_runs_pod_script_fails_once_and_volcano_restarts_it_to_completion(
     plane = cluster.plane
     job = _run_job(default_plan)
     name = job["metadata"]["name"]
-    env = _cut_run(job, cluster.work)
-    data = cluster.work / "data"
+    env = _cut_run(plane, default_plan, job, cluster.fs)
+    data = cluster.fs / "teams" / TEAM
     plane.create([job])
     status = plane.wait_for(
         functools.partial(_volcano_job_ended, plane, name), timeout=600, what=f"the run {name} ended"
