@@ -134,7 +134,7 @@ def _real_nodes(
     nodes = plane.real_nodes
     etcd, member = _member_images(plan)
     watchdog = _rendered(plan, "Deployment", gang_watchdog.NAME)["spec"]["template"]["spec"]["containers"][0]
-    system_images = [etcd_image(etcd), *{python_image(member), python_image(watchdog["image"])}]
+    system_images = [etcd_image(etcd), *(python_image(name) for name in sorted({member, watchdog["image"]}))]
     system = nodes.nodes.get(REAL_NODE)
     if system is None:
         system = nodes.add_node(REAL_NODE, labels=_labels(system_nodes(config)[0]), images=system_images)
