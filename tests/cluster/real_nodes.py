@@ -460,6 +460,10 @@ class RealNodes:
             "containerRuntimeEndpoint": f"unix://{node.socket}",
             "registerWithTaints": [dict(t) for t in taints],
             "resolvConf": str(resolv),
+            # A log directory per node: every kubelet removes the /var/log/pods directories of pods
+            # it does not know (its container GC), so on the shared default a node deleted the other
+            # node's pod logs and `kubectl logs` of an ended container found nothing.
+            "podLogsDir": str(node.directory / "pod-logs"),
             "clusterDomain": "cluster.local",
             # Pods (dnsPolicy ClusterFirst) ask the kube-dns Service, as on EKS.
             "clusterDNS": [CLUSTER_DNS],
