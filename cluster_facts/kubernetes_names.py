@@ -22,6 +22,7 @@ __all__ = [
     "EFA_RESOURCE",
     "ETCD_CLIENT_PORT",
     "ETCD_LABELS",
+    "ETCD_METRICS_PORT",
     "ETCD_PEER_PORT",
     "ETCD_REPLICAS",
     "ETCD_SERVICE_NAME",
@@ -230,6 +231,9 @@ def dataset_variable(name: str) -> str:
 ETCD_SERVICE_NAME = "etcd-server"
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
+ETCD_METRICS_PORT = 2381
+"""Each member's metrics and health listener (``--listen-metrics-urls``), where the kubelet probes
+``/readyz`` and ``/livez``: with the v2 API on, the client port serves ``/health`` only."""
 ETCD_REPLICAS = 3
 """Each team's rendezvous etcd: three members in the team's namespace (a quorum survives the loss of
 any one: k8s_charts/teams/etcd.py), counted by its quota's ``pods``."""

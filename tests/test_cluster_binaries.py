@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster_facts.image_pins import ETCD_IMAGE
 from cluster_facts.versions import (
     CLUSTER_AUTOSCALER_IMAGE_TAGS,
     KUBECTL_LAYERS,
@@ -103,6 +104,11 @@ def test_the_autoscaler_is_the_release_the_product_deploys_or_says_why_not() -> 
         reason = component.instead_of or ""
         assert deployed in reason and str(component.release) in _go_mod("cluster-autoscaler"), reason
     assert "cluster-autoscaler" not in NOT_BUILT
+
+
+def test_etcd_is_the_release_of_the_teams_etcd_image() -> None:
+    """The real pods' etcd (tests/cluster/test_run_pods.py) runs the binary built from this pin."""
+    assert _required("etcd", "go.etcd.io/etcd/server/v3") == ETCD_IMAGE.rsplit(":", 1)[1]
 
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))

@@ -245,6 +245,13 @@ COMPONENTS = {
             version_variables=("github.com/cloudnativelabs/kube-router/v2/pkg/version.Version={version}",),
             cgo=False,
         ),
+        # The real nodes' cluster DNS: CoreDNS, run as EKS's coredns add-on runs it, a pod in
+        # kube-system behind the kube-dns Service (tests/cluster/cluster_dns.py). Its upstream main
+        # package, every plugin of its plugin.cfg compiled in, as its release builds are.
+        Component("coredns", cgo=False),
+        # The teams' rendezvous etcd (ETCD_IMAGE's release, cluster_facts/image_pins.py): the binary of
+        # the etcd image's stand-in (tests/cluster/standin_images.py), which a real pod runs.
+        Component("etcd", cgo=False),
         # The device plugin stand-in of the real nodes (a program of this repository, main.go).
         Component("fake-device-plugin", cgo=False),
         # The real nodes' NFS client (a program of this repository, main.go): this kernel has FUSE but

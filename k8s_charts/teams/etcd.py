@@ -52,6 +52,7 @@ from cluster_facts.image_pins import ETCD_IMAGE, GANG_WATCHDOG_IMAGE
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_LABELS,
+    ETCD_METRICS_PORT,
     ETCD_PEER_PORT,
     ETCD_REPLICAS,
     ETCD_SERVICE_NAME,
@@ -246,6 +247,12 @@ def _etcd_flags(namespace: str) -> list[str]:
         f"--initial-cluster={initial_cluster}",
         # Every team's members have the same short names: the token keeps their clusters apart.
         f"--initial-cluster-token=etcd-{namespace}",
+        # The probes' listener. With --enable-v2 the client port's handler is v2's, which serves
+        # /health but not /readyz or /livez (etcd 3.5.33 embed/etcd.go serveClients,
+        # v2http.NewClientHandler): probed there, every member answered 404, never became ready and
+        # was restarted by its liveness probe every minute (tests/cluster/test_run_pods.py found it).
+        # The metrics listener serves both (embed/etcd.go serveMetrics, etcdhttp.HandleHealth).
+        f"--listen-metrics-urls=http://0.0.0.0:{ETCD_METRICS_PORT}",
     ]
 
 
@@ -291,7 +298,7 @@ def _container_security() -> k8s.SecurityContext:
 
 
 def _etcd_container(image: str) -> k8s.Container:
-    client_port = k8s.IntOrString.from_number(ETCD_CLIENT_PORT)
+    probe_port = k8s.IntOrString.from_number(ETCD_METRICS_PORT)
     return k8s.Container(
         name="etcd",
         image=image,
@@ -321,14 +328,15 @@ def _etcd_container(image: str) -> k8s.Container:
             requests={"cpu": "100m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "1Gi"}
         ),
         security_context=_container_security(),
-        # /readyz and /livez exist since etcd 3.5.11; readiness also waits for a leader and a
+        # /readyz and /livez exist since etcd 3.5.11, on the metrics listener (_etcd_flags says why
+        # not the client port); readiness also waits for a leader and a
         # linearizable read (a member catching up is not ready), liveness does not (a member that
         # lost its quorum keeps serving the runs' reads).
         readiness_probe=k8s.Probe(
-            http_get=k8s.HttpGetAction(path="/readyz", port=client_port), period_seconds=5, timeout_seconds=3
+            http_get=k8s.HttpGetAction(path="/readyz", port=probe_port), period_seconds=5, timeout_seconds=3
         ),
         liveness_probe=k8s.Probe(
-            http_get=k8s.HttpGetAction(path="/livez", port=client_port),
+            http_get=k8s.HttpGetAction(path="/livez", port=probe_port),
             initial_delay_seconds=10,
             period_seconds=10,
             timeout_seconds=5,

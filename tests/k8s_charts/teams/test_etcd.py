@@ -132,10 +132,16 @@ def test_image_is_a_pinned_3_5_release(manifests) -> None:
     assert re.fullmatch(r"[\w./-]+/etcd:v?3\.5\.\d+(-\d+)?", container(manifests)["image"])
 
 
-def test_probes_ask_etcd_itself_on_the_client_port(manifests) -> None:
+def test_probes_ask_etcd_itself_on_its_metrics_listener(manifests) -> None:
+    """With the v2 API on, the client port (2379) answers /readyz and /livez with 404 (etcd 3.5's v2
+    client handler; tests/cluster/test_run_pods.py runs the members): the probes ask the metrics
+    listener, which the members' flags open."""
     etcd_container = container(manifests)
-    assert etcd_container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 2379}
-    assert etcd_container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": 2379}
+    assert etcd_container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 2381}
+    assert etcd_container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": 2381}
+    args = container(manifests, "initContainers")["args"]
+    assert "--enable-v2=true" in args
+    assert "--listen-metrics-urls=http://0.0.0.0:2381" in args
 
 
 def test_runs_as_non_root_with_requests_and_limits(manifests) -> None:
