@@ -3,7 +3,8 @@
 fabric check's worker command with; libseccomp, which runc's seccomp support is compiled and linked
 against (tools/cluster_binaries.py); busybox-static, the shell and applets of the stand-in images of
 tests/cluster/standin_images.py; ipset, which kube-router's network policy controller runs;
-nfs-ganesha and rpcbind, the root-squashing file server of tests/cluster/nfs_server.py.
+nfs-ganesha and rpcbind, the root-squashing file server of tests/cluster/nfs_server.py; iptables and
+nft, which kube-router and kube-proxy (nftables mode) of tests/cluster/real_nodes.py run.
 
 Each package is pinned by version and SHA-256 of its .deb, read on 2026-11-28 from
 deb.debian.org's bookworm/main through ``apt-get download``. Known wrong: a Debian security update
@@ -19,10 +20,12 @@ machine that cannot fetch; a checksum mismatch exits 1.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +77,8 @@ SETS: dict[str, tuple[DebianPackage, ...]] = {
         ),
     ),
     # The ipset command kube-router's network policy controller runs (tools/cluster-binaries/
-    # kube-router/go.mod) and the library it links; libmnl.so.0 it takes from the machine. Read
+    # kube-router/go.mod) and the library it links; libmnl.so.0 it takes from the machine (from the
+    # "netfilter" set where it runs with both on LD_LIBRARY_PATH, as the real nodes do). Read
     # 2026-11-29 (bookworm/main, 7.17-1); checked: `ipset create`/`add` and an iptables
     # `-m set --match-set` rule work in a fresh network namespace on this kernel (CONFIG_IP_SET).
     "ipset": (
@@ -120,12 +124,100 @@ SETS: dict[str, tuple[DebianPackage, ...]] = {
             "libwrap0", "7.6.q-32", "cbce2669a3ba4d74cfdc52b14f38014893e23d85a33d109a3422c342eefc55f8"
         ),
     ),
+    # iptables 1.8.9 (its nf_tables backend, xtables-nft-multi) and nft 1.0.6, which the real nodes'
+    # kube-router and kube-proxy run (tests/cluster/real_nodes.py), with the libraries they link
+    # that Debian 12's base lacks. Read 2026-11-29 (bookworm/main) through `apt-get download`: the
+    # versions this machine had installed by hand that morning (/var/log/dpkg.log), which a fresh
+    # machine lacks. libmnl0, libxtables12 and libip4tc2 were on this machine before (iproute2's,
+    # and its image's), and are here all the same: one version of the netfilter libraries, ours.
+    # Assumed on the machine (checked with ldd against the unpacked binaries, LD_LIBRARY_PATH at
+    # this set's lib directory; all in its image since 2025-06-24 or Debian's base): libc6,
+    # libjansson4, libedit2, libgmp10, libtinfo6, libbsd0, libmd0. The extensions (``-m set``,
+    # ``-m comment`` ...) are found through XTABLES_LIBDIR; the alternatives dpkg's postinst would
+    # make (``iptables`` -> ``xtables-nft-multi``) are LINKS below. Known wrong: the legacy backend
+    # (xtables-legacy-multi) is unpacked but unused and unchecked; nft's own ``-i`` (libedit) is
+    # unchecked.
+    "netfilter": (
+        DebianPackage(
+            "iptables", "1.8.9-2", "2928d3ca6ca8a3dc3f423f6752822b1f3614a5ba609ff7806bcba4449ffe90e1"
+        ),
+        DebianPackage(
+            "nftables",
+            "1.0.6-2+deb12u2",
+            "966ff20ce58c17163a771c02ddbca264291408f94c512bd85dd18da0ebdbe88c",
+        ),
+        DebianPackage(
+            "libnftables1",
+            "1.0.6-2+deb12u2",
+            "3a8223f9bfba99d97bf25296ac83de307ab036e1df63e5965f88809266851947",
+        ),
+        DebianPackage(
+            "libnftnl11", "1.2.4-2", "9e619e1470a1915264e906020f3bfc046fd8458043b1342686d997b5078213af"
+        ),
+        DebianPackage(
+            "libxtables12", "1.8.9-2", "cb841d66950a43af4a398625313d2f3da9065299c9738538de6c2c3495857040"
+        ),
+        DebianPackage(
+            "libip4tc2", "1.8.9-2", "f2c48b367f9ec13f9aa577e7ccf81b371ce5d5fe22dddf9d7aa99f1e0bb7cfc4"
+        ),
+        DebianPackage(
+            "libip6tc2", "1.8.9-2", "be88db3dfa2fe3345ea343207f7c75345602686121e579023d021c348b9b4f4d"
+        ),
+        DebianPackage(
+            "libnetfilter-conntrack3",
+            "1.0.9-3",
+            "65f1539238f60fcc85d115acd640474f45c77bfddcf402eb7d75965a783c2bc8",
+        ),
+        DebianPackage(
+            "libnfnetlink0", "1.0.2-2", "ae5cbba417ea48f34c1f72c27e8146a81f20614c1296bca2cd7234c8215fddcc"
+        ),
+        DebianPackage(
+            "libmnl0", "1.0.4-3", "4581f42e3373cb72f9ea4e88163b17873afca614a6c6f54637e95aa75983ea7c"
+        ),
+    ),
+}
+
+# Symbolic links made in a set after unpacking (path in the set: target), where dpkg would have made
+# them when configuring (not run here: nothing is installed). iptables' postinst makes ``iptables``
+# and the rest alternatives of the nf_tables backend (update-alternatives, priority 20 over legacy's
+# 10); xtables-nft-multi picks its command by the name it is run by.
+LINKS: dict[str, dict[str, str]] = {
+    "netfilter": {
+        f"usr/sbin/{command}": "xtables-nft-multi"
+        for command in (
+            "iptables",
+            "iptables-save",
+            "iptables-restore",
+            "ip6tables",
+            "ip6tables-save",
+            "ip6tables-restore",
+        )
+    },
 }
 
 
 def root(name: str) -> Path:
     """Where the set is unpacked (its packages' paths below it: ``usr/lib/...``, ``bin/...``)."""
     return TOOLS_DIR / name
+
+
+def environment(names: Sequence[str], after: str = "/usr/bin:/bin") -> dict[str, str]:
+    """This process's environment for a program that runs the sets' commands: their ``usr/sbin``
+    first on PATH, then ``after`` (by default no sbin directory: nothing falls back on a copy this
+    machine has), their libraries on LD_LIBRARY_PATH (a fresh machine lacks them), and, with
+    "netfilter", iptables' extensions at XTABLES_LIBDIR (``-m set``, ``-m comment`` ...; iptables
+    looks in /usr/lib/x86_64-linux-gnu/xtables without it)."""
+    env = {
+        **os.environ,
+        "PATH": ":".join([*(str(root(name) / "usr" / "sbin") for name in names), after]),
+        "LD_LIBRARY_PATH": ":".join(str(root(name) / _LIBRARIES) for name in names),
+    }
+    if "netfilter" in names:
+        env["XTABLES_LIBDIR"] = str(root("netfilter") / _LIBRARIES / "xtables")
+    return env
+
+
+_LIBRARIES = Path("usr/lib/x86_64-linux-gnu")
 
 
 def busybox() -> str | None:
@@ -139,12 +231,12 @@ def busybox() -> str | None:
 
 def installed(name: str) -> bool:
     """The set is unpacked, as pinned now."""
-    return stamp(name).is_file() and stamp(name).read_text() == _stamp_text(SETS[name])
+    return stamp(name).is_file() and stamp(name).read_text() == _stamp_text(name)
 
 
 def pins(name: str) -> str:
     """The set's packages, versions and checksums (what a build keyed on the set hashes)."""
-    return _stamp_text(SETS[name])
+    return _stamp_text(name)
 
 
 def stamp(name: str) -> Path:
@@ -152,8 +244,11 @@ def stamp(name: str) -> Path:
     return TOOLS_DIR / name / ".installed"
 
 
-def _stamp_text(packages: tuple[DebianPackage, ...]) -> str:
-    return "".join(f"{p.name} {p.version} {p.sha256}\n" for p in packages)
+def _stamp_text(name: str) -> str:
+    packages = "".join(f"{p.name} {p.version} {p.sha256}\n" for p in SETS[name])
+    return packages + "".join(
+        f"link {path} {target}\n" for path, target in sorted(LINKS.get(name, {}).items())
+    )
 
 
 class Unavailable(Exception):
@@ -195,7 +290,9 @@ def install(name: str) -> None:
                     f"{deb.name}: sha256 {digest}, pinned {package.sha256} (tools/debian_tools.py)"
                 )
             subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True, timeout=120)
-    stamp(name).write_text(_stamp_text(packages))
+    for path, link_target in LINKS.get(name, {}).items():
+        (target / path).symlink_to(link_target)
+    stamp(name).write_text(_stamp_text(name))
 
 
 def main(names: list[str]) -> int:

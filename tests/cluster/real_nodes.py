@@ -28,9 +28,12 @@ judge it as on EKS, its serving certificate from the session's CA, its cgroups u
 (``nftables`` mode, in the node's namespace only), and kube-router's network policy controller alone
 (``--run-firewall``; no router, no service proxy: tools/cluster-binaries/kube-router/go.mod says
 why, and the two advisories of v2.1.0 are in the controllers not started) as the NetworkPolicy
-enforcer. kube-router writes iptables rules through the machine's ``iptables`` (1.8.9, the
-``nf_tables`` backend: its rules land in the node namespace's ``ip filter`` table) and ipsets (Debian's
-ipset, tools/debian_tools.py); kube-proxy writes its own ``ip kube-proxy`` nftables table. Both
+enforcer. kube-router writes iptables rules through Debian's ``iptables`` (1.8.9, the ``nf_tables``
+backend: its rules land in the node namespace's ``ip filter`` table) and ipsets (Debian's ipset);
+kube-proxy writes its own ``ip kube-proxy`` nftables table through Debian's ``nft`` (1.0.6). All
+three are unpacked by ``make debian-tools`` (tools/debian_tools.py, sets "netfilter" and "ipset"),
+not the machine's: a fresh machine has none, and kube-proxy and kube-router run with a PATH that
+holds no sbin directory (``debian_tools.environment``), so a copy this machine has is never used. Both
 tables hook the same netfilter points of the node's namespace and coexist: kube-proxy translates a
 Service address at prerouting, kube-router's FORWARD and OUTPUT chains judge the translated packet.
 Every process runs through ``nsenter --net`` in
@@ -145,12 +148,22 @@ class NodeBinaries:
     """The fake device plugin (tools/cluster-binaries/fake-device-plugin)."""
     ipset: Path
     """Where Debian's ipset is unpacked (``usr/sbin/ipset``, its library under ``usr/lib``)."""
+    netfilter: Path
+    """Where Debian's iptables and nft are unpacked (``usr/sbin/iptables`` -> ``xtables-nft-multi``,
+    ``usr/sbin/nft``, their libraries and iptables' extensions under ``usr/lib``)."""
 
     @property
     def path(self) -> str:
-        """PATH for containerd: its shim and runc first."""
+        """PATH for containerd and the kubelet, after Debian's iptables (``debian_tools.environment``:
+        the kubelet's KUBE-IPTABLES-HINT chain, the CNI portmap plugin's rules): the shim and runc
+        first, then the machine's (their mount helpers)."""
         directories = dict.fromkeys(str(p.parent) for p in (self.shim, self.runc))
         return ":".join([*directories, os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")])
+
+
+# The sets kube-proxy and kube-router run commands of: iptables, nft, ipset (no sbin directory on
+# their PATH: the machine's copies, if it has any, are never run).
+_NETFILTER = ("netfilter", "ipset")
 
 
 def find_node_binaries() -> NodeBinaries:
@@ -165,6 +178,7 @@ def find_node_binaries() -> NodeBinaries:
         kube_router=binary_path("kube-router", "kube-router"),
         device_plugin=binary_path("fake-device-plugin", "fake-device-plugin"),
         ipset=debian_tools.root("ipset"),
+        netfilter=debian_tools.root("netfilter"),
     )
     missing = [
         str(p)
@@ -190,6 +204,10 @@ def find_node_binaries() -> NodeBinaries:
         )
     if not debian_tools.installed("ipset"):
         raise AssertionError(f"{paths.ipset} is missing: run `make debian-tools` (Debian's ipset)")
+    if not debian_tools.installed("netfilter"):
+        raise AssertionError(
+            f"{paths.netfilter} is missing: run `make debian-tools` (Debian's iptables and nft)"
+        )
     return paths
 
 
@@ -494,7 +512,7 @@ class RealNodes:
         process = self.plane.processes.start(
             f"containerd-{node.name}",
             node.namespace.prefix([str(self.binaries.containerd), "--config", str(config)]),
-            env={**os.environ, "PATH": self.binaries.path},
+            env=debian_tools.environment(["netfilter"], after=self.binaries.path),
         )
         wait_until(
             lambda: node.socket.exists() and node.ctr(self.binaries, "version", timeout=10),
@@ -593,7 +611,7 @@ class RealNodes:
         return self.plane.processes.start(
             f"kubelet-{node.name}",
             node.namespace.prefix(args),
-            env={**os.environ, "PATH": self.binaries.path},
+            env=debian_tools.environment(["netfilter"], after=self.binaries.path),
         )
 
     def _own_device_plugins(self, node: RealNode, kubelet: list[str]) -> list[str]:
@@ -674,7 +692,9 @@ class RealNodes:
             "--metrics-bind-address=127.0.0.1:10249",
             "--healthz-bind-address=127.0.0.1:10256",
         ]
-        return self.plane.processes.start(f"kube-proxy-{node.name}", node.namespace.prefix(args))
+        return self.plane.processes.start(
+            f"kube-proxy-{node.name}", node.namespace.prefix(args), env=debian_tools.environment(_NETFILTER)
+        )
 
     def _start_kube_router(self, node: RealNode) -> Process:
         from tests.cluster.control_plane import SERVICE_CIDR  # noqa: PLC0415 (control_plane imports this module)
@@ -693,13 +713,9 @@ class RealNodes:
             "--metrics-port=0",
             "--v=1",
         ]
-        library = self.binaries.ipset / "usr" / "lib" / "x86_64-linux-gnu"
-        env = {
-            **os.environ,
-            "PATH": f"{self.binaries.ipset / 'usr' / 'sbin'}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}",
-            "LD_LIBRARY_PATH": str(library),
-        }
-        process = self.plane.processes.start(f"kube-router-{node.name}", node.namespace.prefix(args), env=env)
+        process = self.plane.processes.start(
+            f"kube-router-{node.name}", node.namespace.prefix(args), env=debian_tools.environment(_NETFILTER)
+        )
         wait_until(
             lambda: "-j KUBE-ROUTER-FORWARD" in self.filter_rules(node),
             timeout=60,
@@ -710,8 +726,10 @@ class RealNodes:
         return process
 
     def filter_rules(self, node: RealNode) -> str:
-        """``iptables-save -t filter`` of the node's namespace (kube-router's rules)."""
-        return node.namespace.run(["iptables-save", "-t", "filter"])
+        """``iptables-save -t filter`` of the node's namespace (kube-router's rules), Debian's."""
+        env = debian_tools.environment(_NETFILTER)
+        variables = [f"{key}={env[key]}" for key in ("PATH", "LD_LIBRARY_PATH", "XTABLES_LIBDIR")]
+        return node.namespace.run(["env", *variables, "iptables-save", "-t", "filter"])
 
     def enforcing(self, node: RealNode, namespace: str, pod: str) -> bool:
         """kube-router on ``node`` has a firewall chain for the pod (its first sync after the pod
