@@ -406,16 +406,21 @@ def api() -> Iterator[tuple[FakeApi, str]]:
         yield state, url
 
 
-@pytest.fixture
-def environment(api: tuple[FakeApi, str], tmp_path: Path) -> dict[str, str]:
+def api_environment(url: str, tmp_path: Path) -> dict[str, str]:
+    """The program's environment against a stand-in API at ``url``: its token written in ``tmp_path``."""
     token = tmp_path / "token"
     token.write_text(f"{TOKEN}\n")
     return {
         "PATH": os.environ.get("PATH", ""),
-        "KUBE_API_URL": api[1],
+        "KUBE_API_URL": url,
         "KUBE_API_TOKEN_FILE": str(token),
         "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
     }
+
+
+@pytest.fixture
+def environment(api: tuple[FakeApi, str], tmp_path: Path) -> dict[str, str]:
+    return api_environment(api[1], tmp_path)
 
 
 def run_once(environment: dict[str, str]) -> tuple[int, str]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import subprocess
 import sys
 import threading
@@ -47,6 +46,7 @@ from tests.cluster_programs.test_gang_watchdog import (
     PROGRAM,
     TOKEN,
     VALUES,
+    api_environment,
     daemon_pod,
     node,
     podgroup,
@@ -233,14 +233,25 @@ def arguments(namespaces: tuple[str, ...]) -> list[str]:
 
 
 def _environment(counting: tuple[list[CountingApi], str], tmp_path: Path) -> dict[str, str]:
-    token = tmp_path / "token"
-    token.write_text(f"{TOKEN}\n")
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "KUBE_API_URL": counting[1],
-        "KUBE_API_TOKEN_FILE": str(token),
-        "KUBE_API_CA_FILE": str(tmp_path / "no-ca.crt"),
-    }
+    return api_environment(counting[1], tmp_path)
+
+
+def start_loop(
+    counting: tuple[list[CountingApi], str], tmp_path: Path, shape: Shape, *, logs_unreadable: bool = False
+) -> tuple[CountingApi, subprocess.Popen[str]]:
+    """The Deployment's loop (a pass every half second) against the recorded cluster of ``shape``."""
+    recorded = cluster(shape)
+    [logs] = recorded.pop("logs")
+    api = CountingApi(objects=recorded, logs=logs, logs_unreadable=logs_unreadable)
+    counting[0][:] = [api]
+    loop = subprocess.Popen(
+        [sys.executable, str(PROGRAM), *arguments(tuple(shape.namespaces)), "--interval-seconds", "0.5"],
+        env=_environment(counting, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return api, loop
 
 
 def one_pass(
@@ -341,18 +352,8 @@ def test_the_deployments_loop_lists_once_and_then_reads_its_watches(
     passes list nothing (issue #36: the pass at a thousand Jobs). The stand-in ends every watch at
     once, so the mirrors watch again, a second apart at most."""
     shape = FEW_HUNDRED
-    recorded = cluster(shape)
-    [logs] = recorded.pop("logs")
-    api = CountingApi(objects=recorded, logs=logs)
-    counting[0][:] = [api]
     seconds = 4.0
-    loop = subprocess.Popen(
-        [sys.executable, str(PROGRAM), *arguments(tuple(shape.namespaces)), "--interval-seconds", "0.5"],
-        env=_environment(counting, tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    api, loop = start_loop(counting, tmp_path, shape)
     try:
         out, err = loop.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -401,17 +402,7 @@ def test_the_loops_later_passes_do_not_ask_again_for_the_logs_that_failed(
     runs' silence they did not judge) ask for none until the first retry, an eighth of the 10-minute
     limit later at the soonest (stuck_runs.UnreadableLogs), long after this test."""
     shape = FEW_HUNDRED
-    recorded = cluster(shape)
-    [logs] = recorded.pop("logs")
-    api = CountingApi(objects=recorded, logs=logs, logs_unreadable=True)
-    counting[0][:] = [api]
-    loop = subprocess.Popen(
-        [sys.executable, str(PROGRAM), *arguments(tuple(shape.namespaces)), "--interval-seconds", "0.5"],
-        env=_environment(counting, tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    api, loop = start_loop(counting, tmp_path, shape, logs_unreadable=True)
     runs = shape.teams * shape.runs_per_team
     later = f"{runs} runs' silence not judged this pass"
     lines: list[str] = []
