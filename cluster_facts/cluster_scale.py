@@ -18,6 +18,9 @@ __all__ = [
     "KUBERNETES_MAX_NODES",
     "STANDARD_TIER",
     "TIER_CAPACITY",
+    "VOLCANO_LOG_LEVEL",
+    "VOLCANO_QUIET_LOG_LEVEL",
+    "VOLCANO_QUIET_LOG_NODES",
     "ControlPlaneTier",
     "TierCapacity",
 ]
@@ -72,3 +75,25 @@ AUTOSCALER_FULL_CORE_NODES = 100
 """The same FAQ ("What are the Service Level Objectives"): big clusters are 100 to 1000 nodes, and
 "It is also important to request full 1 core (or make it available) for CA pod in a bigger
 clusters". From this many Trainium nodes the autoscaler's CPU request is a whole core."""
+
+
+VOLCANO_LOG_LEVEL = 3
+"""Volcano's scheduler's klog verbosity as its chart sets it (chart v1.15.1 values.yaml
+``custom.scheduler_log_level: 3``): at 3 it logs each session's opening and closing
+(pkg/scheduler/framework/session.go, ``Open Session``/``Close Session``, V(3)) and one line per task
+and node that fails a predicate (actions/allocate/allocate.go and util/predicate_helper.go
+``Predicates failed``, V(3); volcano-sh/volcano at ed72c7c, read 2026-11-29)."""
+
+VOLCANO_QUIET_LOG_LEVEL = 2
+"""From ``VOLCANO_QUIET_LOG_NODES`` on: warnings, errors and the V(2) lines only, without the
+per-task, per-node predicate lines and the per-session lines of V(3)."""
+
+VOLCANO_QUIET_LOG_NODES = 256
+"""From this many Trainium nodes (the groups' ``max_size`` summed) the scheduler logs at
+``VOLCANO_QUIET_LOG_LEVEL``. Measured here (``make bench-scale``, 2026-11-29, docs/performance.md):
+at 2,048 simulated nodes the chart's level wrote 151 MB in 12 minutes, 785,568 of its lines
+"Predicates failed", one per task and node while a gang waited; the kubelet's log rotation (10 MiB,
+5 files) keeps minutes of that, and a log shipper pays for all of it. The lines grow with tasks times
+nodes, so a 64-node cluster writes about a thousandth as much; 256 is where the series' second size
+starts and a gang of a few hundred pods meets a few hundred nodes. Known wrong: the threshold is a
+judgement from one machine's logs, not a published figure."""

@@ -36,7 +36,7 @@ from config.presets import (
     bert_large_arguments,
     native_fsdp2_arguments,
 )
-from config.scale import trainium_max_capacity, trainium_max_nodes
+from config.scale import trainium_max_capacity, trainium_max_nodes, volcano_log_level
 from config.workloads import (
     DEFAULT_TRAINING_IMAGE,
     BertParameters,
@@ -433,6 +433,7 @@ def kubernetes_values(
             memory_gib=config.observability.tensorboard_memory_gib,
         ),
         autoscaler=autoscaler_values(config),
+        volcano_log_level=volcano_log_level(config),
         gang_watchdog=gang_watchdog_values(config),
         fabric_checks=fabric_checks(config),
         node_check=NodeCheckValues(

@@ -18,10 +18,20 @@ from cluster_facts.cluster_scale import (
     KUBERNETES_MAX_NODES,
     STANDARD_TIER,
     TIER_CAPACITY,
+    VOLCANO_LOG_LEVEL,
+    VOLCANO_QUIET_LOG_LEVEL,
+    VOLCANO_QUIET_LOG_NODES,
 )
 from config.model import StackConfig
 
-__all__ = ["ClusterSize", "cluster_size", "scale_notices", "trainium_max_capacity", "trainium_max_nodes"]
+__all__ = [
+    "ClusterSize",
+    "cluster_size",
+    "scale_notices",
+    "trainium_max_capacity",
+    "trainium_max_nodes",
+    "volcano_log_level",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,14 @@ def trainium_max_capacity(config: StackConfig) -> tuple[int, int]:
         sum(group.max_size * group.instance.vcpus for group in groups),
         sum(group.max_size * group.instance.memory_gib for group in groups),
     )
+
+
+def volcano_log_level(config: StackConfig) -> int:
+    """Volcano's scheduler's klog verbosity for the cluster's size: the chart's below
+    ``VOLCANO_QUIET_LOG_NODES`` Trainium nodes, quieter from there (cluster_facts/cluster_scale.py)."""
+    if trainium_max_nodes(config) >= VOLCANO_QUIET_LOG_NODES:
+        return VOLCANO_QUIET_LOG_LEVEL
+    return VOLCANO_LOG_LEVEL
 
 
 def cluster_size(config: StackConfig) -> ClusterSize:

@@ -26,6 +26,7 @@ from typing import Any
 import cdk8s
 
 from cluster_facts.autoscaling import AUTOSCALER_NAME, AUTOSCALER_NAMESPACE
+from cluster_facts.cluster_scale import VOLCANO_LOG_LEVEL
 from cluster_facts.dra import EFA_DEVICE_CLASS, NEURON_DEVICE_CLASS, NodeDevices
 from cluster_facts.image_sources import ImageSource
 from cluster_facts.images import split_image
@@ -222,6 +223,9 @@ class KubernetesLayerValues:
     A run's image comes resolved already (``TrainingRun.image``)."""
     dra: DraValues | None = None
     """The DRA drivers, their fences and the teams' claim templates; None: no ``devices: dra`` group."""
+    volcano_log_level: int = VOLCANO_LOG_LEVEL
+    """Volcano's scheduler's klog verbosity: lower on large clusters (config/scale.py
+    ``volcano_log_level``)."""
 
 
 ChartBuilder = Callable[[cdk8s.App, str], cdk8s.Chart]
@@ -241,9 +245,11 @@ def render(build: ChartBuilder, name: str = "chart") -> tuple[Mapping[str, Any],
     return tuple(as_stored(manifest) for manifest in build(cdk8s.App(), name).to_json())
 
 
-def _volcano(images: ImageSource, *, device_taints: bool = False) -> HelmRelease:
+def _volcano(images: ImageSource, *, device_taints: bool = False, log_level: int) -> HelmRelease:
     values = volcano_values(
-        image_registry=images.registry(VOLCANO_IMAGE_REGISTRY), device_taints=device_taints
+        image_registry=images.registry(VOLCANO_IMAGE_REGISTRY),
+        device_taints=device_taints,
+        log_level=log_level,
     )
     return HelmRelease(
         name=VOLCANO,
@@ -297,7 +303,11 @@ def _identity(value: object) -> str:
 def plan_kubernetes_layer(values: KubernetesLayerValues) -> KubernetesLayerPlan:
     """Every step, in deploy order; each chart rendered in its own cdk8s App. Each room's steps come
     from its own function, which reads only its part of ``values``."""
-    volcano = _volcano(values.images, device_taints=values.dra is not None and values.dra.device_taints)
+    volcano = _volcano(
+        values.images,
+        device_taints=values.dra is not None and values.dra.device_taints,
+        log_level=values.volcano_log_level,
+    )
     queue_gates = {team.queue.name: f"queue-{team.queue.name}-open" for team in values.teams}
     steps: list[KubernetesStep] = [
         *_device_steps(values),

@@ -50,6 +50,7 @@ from typing import Any
 
 import yaml
 
+from cluster_facts.cluster_scale import VOLCANO_LOG_LEVEL
 from cluster_facts.versions import VOLCANO_IMAGE_NAMES, VOLCANO_IMAGE_REGISTRY, VOLCANO_IMAGE_TAG
 
 __all__ = [
@@ -168,12 +169,14 @@ def volcano_values(
     image_registry: str = VOLCANO_IMAGE_REGISTRY,
     image_tag: str = VOLCANO_IMAGE_TAG,
     device_taints: bool = False,
+    log_level: int = VOLCANO_LOG_LEVEL,
 ) -> dict[str, Any]:
     """The Volcano Helm release's values: the chart's defaults but for the scheduler configuration
     and the images, which come from ``image_registry`` (the account's pull-through cache of Docker
     Hub, or Docker Hub) with the tag written here rather than left to the chart's default, pulled
     ``IfNotPresent`` (``VOLCANO_POLICY_EXCEPTIONS``); with ``device_taints``, the scheduler's gate
-    for DRA device taints (``DEVICE_TAINT_GATES``).
+    for DRA device taints (``DEVICE_TAINT_GATES``); the scheduler's klog verbosity ``log_level``
+    (the chart's ``custom.scheduler_log_level``; cluster_facts/cluster_scale.py ``VOLCANO_LOG_LEVEL``).
 
     DRA claims need nothing more: the ``predicates`` plugin allocates them (Kubernetes' own
     dynamicresources plugin), and ``capacity`` counts them against a queue's ``deviceclass/<class>``
@@ -182,6 +185,7 @@ def volcano_values(
     custom: dict[str, Any] = {
         "scheduler_config_override": VOLCANO_SCHEDULER_CONFIG,
         "controller_enabled_controllers": VOLCANO_CONTROLLERS,
+        "scheduler_log_level": log_level,
         **VOLCANO_RESOURCES,
     }
     if device_taints:

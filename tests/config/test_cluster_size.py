@@ -1,6 +1,7 @@
 """The cluster's size from the configuration, and the synth warnings where that size needs a setting
 (issue 36, item 4): the control plane tier, the autoscaler's tested size, Kubernetes' node limit;
-the tier key refused in one line; the autoscaler's CPU request a core from 100 Trainium nodes."""
+the tier key refused in one line; the autoscaler's CPU request a core from 100 Trainium nodes;
+Volcano's scheduler quieter from 256."""
 
 from __future__ import annotations
 
@@ -17,12 +18,16 @@ from cluster_facts.cluster_scale import (
     EKS_PLAN_SCALE_NODES,
     KUBERNETES_MAX_NODES,
     TIER_CAPACITY,
+    VOLCANO_LOG_LEVEL,
+    VOLCANO_QUIET_LOG_LEVEL,
+    VOLCANO_QUIET_LOG_NODES,
 )
+from cluster_facts.vendored_charts import VOLCANO_CHART
 from cluster_plan.kubernetes_values import review_plan
 from config import ConfigError, StackConfig, load_config, parse_config
 from config.notices import configuration_notices
 from config.scale import cluster_size, scale_notices
-from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG
+from tests.conftest import DEFAULT_CONFIG, EXAMPLE_CONFIG, REPO_ROOT
 from tests.yaml_edits import with_change
 
 TODAY = date(2026, 11, 28)
@@ -116,3 +121,23 @@ def test_the_autoscaler_has_no_node_total_below_the_groups() -> None:
     arguments = _autoscaler(_sized(2048, "tier-4xl"))["extraArgs"]
     assert "max-nodes-total" not in arguments
     assert arguments["ok-total-unready-count"] == 2048
+
+
+def _volcano_log_level(config: StackConfig) -> int:
+    values: dict[str, Any] = review_plan(config).step("volcano").values  # type: ignore[assignment]
+    return int(values["custom"]["scheduler_log_level"])
+
+
+def test_volcanos_scheduler_logs_at_the_charts_level_below_256_trainium_nodes_and_quieter_from_there() -> (
+    None
+):
+    """At the chart's 3 it writes a line per task and node that fails a predicate: 151 MB in 12
+    minutes at 2,048 simulated nodes (cluster_facts/cluster_scale.py). The chart passes the value to
+    the scheduler's ``-v`` (its template, read here), so the shipped files keep the chart's level."""
+    assert (VOLCANO_LOG_LEVEL, VOLCANO_QUIET_LOG_LEVEL) == (3, 2)
+    assert _volcano_log_level(load_config(DEFAULT_CONFIG)) == VOLCANO_LOG_LEVEL
+    assert _volcano_log_level(_sized(VOLCANO_QUIET_LOG_NODES - 1)) == VOLCANO_LOG_LEVEL
+    assert _volcano_log_level(_sized(VOLCANO_QUIET_LOG_NODES)) == VOLCANO_QUIET_LOG_LEVEL
+    assert _volcano_log_level(_sized(2048, "tier-4xl")) == VOLCANO_QUIET_LOG_LEVEL
+    template = (REPO_ROOT / VOLCANO_CHART.directory / "templates" / "scheduler.yaml").read_text()
+    assert "- -v={{.Values.custom.scheduler_log_level}}" in template
