@@ -257,11 +257,14 @@ def labeled_sums(text: str, names: Sequence[str]) -> dict[str, float]:
     return sums
 
 
-def volcano_latencies(plane: ControlPlane) -> dict[str, float]:
+def volcano_metrics(plane: ControlPlane) -> str:
+    """Volcano's scheduler's /metrics (Prometheus text), at its ``--listen-address``."""
     scheduler = next(p for p in plane.processes.started if p.args[0] == str(plane.binaries.volcano_scheduler))
-    return labeled_sums(
-        _metrics(f"http://{_flag(scheduler.args, '--listen-address')}/metrics"), VOLCANO_LATENCIES
-    )
+    return _metrics(f"http://{_flag(scheduler.args, '--listen-address')}/metrics")
+
+
+def volcano_latencies(plane: ControlPlane) -> dict[str, float]:
+    return labeled_sums(volcano_metrics(plane), VOLCANO_LATENCIES)
 
 
 def volcano_spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
@@ -495,10 +498,8 @@ def _flag(args: Sequence[str], flag: str) -> str:
 
 
 def volcano_figures(plane: ControlPlane) -> dict[str, float]:
-    scheduler = next(p for p in plane.processes.started if p.args[0] == str(plane.binaries.volcano_scheduler))
-    text = _metrics(f"http://{_flag(scheduler.args, '--listen-address')}/metrics")
-    name = "volcano_e2e_scheduling_latency_milliseconds"
-    sums = metric_sums(text, [f"{name}_sum", f"{name}_count"])
+    name = VOLCANO_LATENCIES[0]
+    sums = metric_sums(volcano_metrics(plane), [f"{name}_sum", f"{name}_count"])
     return {
         "cycles": sums[f"{name}_count"],
         "cycle ms, mean": sums[f"{name}_sum"] / max(1.0, sums[f"{name}_count"]),
