@@ -85,6 +85,7 @@ from kube_api import Api, ApiError, Reads
 __all__ = [
     "ENDED_PHASES",
     "GUARD_REASONS",
+    "LOG_READS_PER_PASS",
     "NOT_ENDED_REASON",
     "NOT_PICKED_UP_REASON",
     "SILENT_REASON",
@@ -370,6 +371,14 @@ REMEMBERED_LOG_FAILURES = 10_000
 """The most pods whose failed log read the guard remembers (a few hundred bytes each): more than the
 pods of every run of the 2,048-node bench. Past it the oldest failure is forgotten, so that pod's log
 is asked for again sooner than its retry time: more requests, never a run judged on less."""
+LOG_READS_PER_PASS = 200
+"""The most pods whose log one pass starts reading for runs' silence (a request per container, at
+most one more run's pods past it): a pass after a restart, with every long run due at once, costs a
+bounded time (a few seconds at the tens of milliseconds a log request took at 2,048 simulated nodes,
+docs/performance.md). The runs past it wait for the next pass; the ones read in this pass are then
+heard (not read again within their limit), ended, or remembered as unreadable, so every run is
+reached within a pass per 200 due runs. Only when a silent run ends moves, by a pass period for
+each 200 runs due before it, never whether it ends."""
 PodKey = tuple[str, str, str]
 ContainersState = tuple[tuple[str, int, str], ...]
 
@@ -564,7 +573,12 @@ class _LogUnread(Exception):
 
 
 def _last_lines(
-    api: Api, pods: Sequence[Obj], *, now: datetime, threshold: float, unreadable: UnreadableLogs
+    read: Callable[[Obj], tuple[datetime, str] | None],
+    pods: Sequence[Obj],
+    *,
+    now: datetime,
+    threshold: float,
+    unreadable: UnreadableLogs,
 ) -> dict[str, tuple[datetime, str]]:
     """The newest log line of the run's pods, read one pod after another from rank 0 and only until
     one line is newer than the threshold: that line alone proves the run is not silent, so a run
@@ -575,7 +589,7 @@ def _last_lines(
     lines: dict[str, tuple[datetime, str]] = {}
     for pod in sorted(pods, key=_rank):
         try:
-            line = _last_line(api, pod)
+            line = read(pod)
         except ApiError as error:
             failure = unreadable.failed(pod, now=now, threshold=threshold)
             raise _LogUnread(str(pod["metadata"]["name"]), error, failure) from None
@@ -662,6 +676,14 @@ class _Pass:
     log: Callable[[str], object]
     unread: list[str] = field(default_factory=list)
     """The runs whose logs this pass did not ask for, as an earlier read failed (not due again yet)."""
+    pods_read: list[str] = field(default_factory=list)
+    """The pods whose log this pass asked for (``LOG_READS_PER_PASS``)."""
+    deferred: list[str] = field(default_factory=list)
+    """The runs whose logs this pass left for the next, its log reads spent."""
+
+    def _read(self, pod: Obj) -> tuple[datetime, str] | None:
+        self.pods_read.append(str(pod["metadata"]["name"]))
+        return _last_line(self.api, pod)
 
     def judge(self, job: Obj, run_pods: Sequence[Obj]) -> bool:
         """Report, end or leave one Job; False when a log read failed (logged, with its reason).
@@ -690,33 +712,48 @@ class _Pass:
         heard = self.endings.heard.get(uid)
         recently = heard is not None and heard[0] == names and (now - heard[1]).total_seconds() <= threshold
         if verdict is None and not recently and _silence_possible(run_pods, nodes, now, threshold):
-            unreadable = self.endings.unreadable
-            if any(unreadable.waiting(pod, now) is not None for pod in run_pods):
-                # A pod whose log could not be read is not asked again before its retry time; without
-                # its line the run cannot be silent, so no other pod's log is asked for either.
-                self.unread.append(key)
-                return True
-            try:
-                lines = _last_lines(api, run_pods, now=now, threshold=threshold, unreadable=unreadable)
-            except _LogUnread as unread:
-                wait = (unread.failure.retry_at - now).total_seconds()
-                self.log(
-                    f"run {key}: silence not judged: the log of pod {unread.pod} could not be read "
-                    f"({unread.error}); asked again in {wait:.0f} s, or when its containers restart "
-                    f"(failure {unread.failure.failures} in a row)"
-                )
-                return False
-            if lines:
-                self.endings.heard[uid] = (names, max(moment for moment, _ in lines.values()))
-            verdict = judge_run(
-                job, run_pods, trainium_nodes=nodes, last_lines=lines, now=now, threshold=threshold
-            )
+            ok, verdict = self._judge_silence(job, run_pods, key, uid, threshold)
+            if verdict is None:
+                return ok
         if verdict is None:
             return True
         end_run(api, job, verdict, component=self.settings.component)
         self.endings.ended_at[uid] = now
         self.log(f"run {key}: ended ({verdict.reason}): {verdict.message}")
         return True
+
+    def _judge_silence(
+        self, job: Obj, run_pods: Sequence[Obj], key: str, uid: str, threshold: float
+    ) -> tuple[bool, Verdict | None]:
+        """(False when a log read failed, the verdict) from the run's newest log lines; no verdict
+        when they were not read this pass (one failed before and is not due, or the pass's log reads
+        are spent) or show the run is not silent."""
+        now, unreadable = self.now, self.endings.unreadable
+        if any(unreadable.waiting(pod, now) is not None for pod in run_pods):
+            # A pod whose log could not be read is not asked again before its retry time; without
+            # its line the run cannot be silent, so no other pod's log is asked for either.
+            self.unread.append(key)
+            return True, None
+        if len(self.pods_read) >= LOG_READS_PER_PASS:
+            self.deferred.append(key)
+            return True, None
+        try:
+            lines = _last_lines(self._read, run_pods, now=now, threshold=threshold, unreadable=unreadable)
+        except _LogUnread as unread:
+            wait = (unread.failure.retry_at - now).total_seconds()
+            self.log(
+                f"run {key}: silence not judged: the log of pod {unread.pod} could not be read "
+                f"({unread.error}); asked again in {wait:.0f} s, or when its containers restart "
+                f"(failure {unread.failure.failures} in a row)"
+            )
+            return False, None
+        if lines:
+            names = frozenset(str(pod["metadata"]["name"]) for pod in run_pods)
+            self.endings.heard[uid] = (names, max(moment for moment, _ in lines.values()))
+        verdict = judge_run(
+            job, run_pods, trainium_nodes=self.nodes, last_lines=lines, now=now, threshold=threshold
+        )
+        return True, verdict
 
     def _check_ended(self, job: Obj, run_pods: Sequence[Obj], key: str, uid: str, threshold: float) -> None:
         """A run this guard ended: NotEnded, once, when Volcano has not ended it within the limit."""
@@ -785,6 +822,11 @@ def guard_pass(
             except ApiError as error:
                 log(f"run {namespace}/{job['metadata']['name']}: NOT judged or ended: {error}")
                 ok = False
+    if work.deferred:
+        log(
+            f"{len(work.deferred)} runs' silence left for the next pass: this one read "
+            f"{len(work.pods_read)} pods' logs, its budget {LOG_READS_PER_PASS} (first: {work.deferred[0]})"
+        )
     if work.unread:
         log(
             f"{len(work.unread)} runs' silence not judged this pass: a log of each could not be read "
