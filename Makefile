@@ -233,7 +233,8 @@ bench: $(CDK_DEPS) ## time cdk synth of this app against an empty CDK app [CONFI
 # kwok nodes, teams, gangs through Volcano, the watchdog, node check and autoscaler, measured; the
 # table goes to BENCH_OUT (bench-scale.txt) and its .json. Without NODES it runs the series SIZES, each
 # on a control plane of its own, then their growth table. Not part of `make test`. On a shared machine, run it alone.
-bench-scale: $(PY_STAMP) $(TORCH_STAMP) cluster-binaries ## platform at scale: SIZES=64,256,1024,2048 TEAMS=8, or one size: NODES=1024 TEAMS=20 GANG=64,128,256 JOBS=100 AUTOSCALED=64; BENCH_OUT=file
+bench-scale: $(PY_STAMP) $(TORCH_STAMP) ## platform at scale: SIZES=64,256,1024,2048 TEAMS=8, or one size: NODES=1024 TEAMS=20 GANG=64,128,256 JOBS=100 AUTOSCALED=64; BENCH_OUT=file
+	$(BIN)/python -m tools.cluster_binaries --control-plane
 	SIZES=$(SIZES) NODES=$(NODES) TEAMS=$(TEAMS) GANG=$(GANG) JOBS=$(JOBS) AUTOSCALED=$(AUTOSCALED) BENCH_OUT=$(BENCH_OUT) \
 		$(BIN)/python -m tests.cluster.bench_scale
 

@@ -23,9 +23,10 @@ from cluster_facts.versions import (
     version_key,
 )
 from config import load_config
-from tests.conftest import DEFAULT_CONFIG
-from tools import debian_tools
-from tools.cluster_binaries import COMPONENTS, NOT_BUILT, component_dir, tools
+from tests.cluster import binaries as cluster_binaries_finder
+from tests.conftest import DEFAULT_CONFIG, REPO_ROOT
+from tools import cluster_binaries, debian_tools
+from tools.cluster_binaries import COMPONENTS, CONTROL_PLANE_COMPONENTS, NOT_BUILT, component_dir, tools
 
 MINOR = load_config(DEFAULT_CONFIG).cluster.kubernetes_version
 
@@ -153,3 +154,38 @@ def test_runc_links_the_pinned_libseccomp_and_its_pins_key_the_cache(
     moved = debian_tools.DebianPackage(dev.name, dev.version + "+1", dev.sha256)
     monkeypatch.setitem(debian_tools.SETS, "libseccomp", (moved, *rest))
     assert component_dir(runc) != before
+
+
+def test_the_control_plane_set_is_every_component_the_kwok_tier_and_the_bench_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``make bench-scale`` builds only ``CONTROL_PLANE_COMPONENTS`` (``--control-plane``): the
+    components ``find_binaries`` asks for, no fewer (the bench would fail on a fresh machine) and no
+    more (it would build the real nodes' binaries it never runs)."""
+    asked: list[str] = []
+
+    def path(component: str, binary: str) -> Path:
+        asked.append(component)
+        return Path("/nonexistent") / binary
+
+    monkeypatch.setattr(cluster_binaries_finder, "binary_path", path)
+    with pytest.raises(cluster_binaries_finder.MissingBinaries):
+        cluster_binaries_finder.find_binaries()
+    assert set(asked) == set(CONTROL_PLANE_COMPONENTS)
+
+
+def test_control_plane_builds_those_components_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+
+    def build(component: cluster_binaries.Component) -> tuple[Path, bool]:
+        built.append(component.name)
+        return Path("/nonexistent"), False
+
+    monkeypatch.setattr(cluster_binaries, "build", build)
+    monkeypatch.setattr(cluster_binaries.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert cluster_binaries.main(["--control-plane"]) == 0
+    assert built == list(CONTROL_PLANE_COMPONENTS)
+    bench = (REPO_ROOT / "Makefile").read_text().split("\nbench-scale:", 1)[1].split("\n\n", 1)[0]
+    assert (
+        "tools.cluster_binaries --control-plane" in bench and "cluster-binaries" not in bench.split("\n")[0]
+    )

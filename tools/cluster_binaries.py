@@ -38,6 +38,7 @@ from tools import debian_tools
 
 __all__ = [
     "COMPONENTS",
+    "CONTROL_PLANE_COMPONENTS",
     "NOT_BUILT",
     "Component",
     "binary_path",
@@ -311,6 +312,13 @@ def component_dir(component: Component) -> Path:
     return cache_root() / f"{component.name}-{_key(component)}"
 
 
+CONTROL_PLANE_COMPONENTS = ("kubernetes", "kubectl", "helm", "kwok", "volcano", "cluster-autoscaler")
+"""What the control plane with kwok's nodes runs (tests/cluster/binaries.py ``find_binaries``): all
+``make bench-scale`` needs, so on a fresh machine it builds these (``--control-plane``) and not the
+real nodes' kubelet, containerd, runc, CNI plugins, CoreDNS, etcd and device plugin, about 9 of the
+first cold build's minutes (docs/performance.md)."""
+
+
 def binary_path(component: str, binary: str) -> Path:
     """Where ``binary`` of ``component`` is once built (``make cluster-binaries``)."""
     return component_dir(COMPONENTS[component]) / "bin" / binary
@@ -422,7 +430,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--print-dir", metavar="COMPONENT", help="print the component's directory; build nothing"
     )
+    parser.add_argument(
+        "--control-plane",
+        action="store_true",
+        help=f"only the control plane with kwok's nodes ({', '.join(CONTROL_PLANE_COMPONENTS)})",
+    )
     args = parser.parse_args(argv)
+    if args.control_plane:
+        args.components = [*CONTROL_PLANE_COMPONENTS, *args.components]
     if args.print_dir:
         print(component_dir(COMPONENTS[args.print_dir]))
         return 0
