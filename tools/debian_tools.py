@@ -220,12 +220,18 @@ def environment(names: Sequence[str], after: str = "/usr/bin:/bin") -> dict[str,
 _LIBRARIES = Path("usr/lib/x86_64-linux-gnu")
 
 
+def pinned_busybox() -> Path:
+    """Where `make debian-tools` unpacks the pinned busybox-static's binary (present once
+    ``installed("busybox")``): the stand-in images' busybox (tests/cluster/standin_images.py)."""
+    return root("busybox") / "bin" / "busybox"
+
+
 def busybox() -> str | None:
     """The pinned busybox-static's binary once `make debian-tools` has unpacked it, else the machine's
     busybox if it has one (a fresh Debian has none): the Alpine images' shell and applets for the
     tests that run the platform's pod scripts."""
     if installed("busybox"):
-        return str(root("busybox") / "bin" / "busybox")
+        return str(pinned_busybox())
     return shutil.which("busybox")
 
 

@@ -26,10 +26,19 @@ The objects, all in the team's namespace:
   on the platform's Python image) writes etcd's configuration and, for a pod that replaced a member
   whose data is gone, removes the old member and adds itself, so it joins and copies the data from
   the leader. Updates replace one member at a time, each ready (``/readyz``: a leader and a
-  linearizable read) before the next.
+  linearizable read) before the next. ``Parallel`` is also why an update goes on over members that
+  are not ready: Kubernetes' StatefulSet controller (1.36, stateful_set_control.go) replaces the
+  highest member not yet updated and waits only on the updated ones, where ``OrderedReady`` first
+  waits for every member to be ready, forever if none ever is (Kubernetes' "Forced rollback": a pod
+  deleted by hand). A cluster deployed with the probes before their fix (never ready:
+  ``_etcd_flags``) rolls to the fixed template by itself (tests/cluster/test_run_pods.py). That holds
+  while the ``MaxUnavailableStatefulSet`` feature gate is off (beta and off in 1.36): with it on,
+  the controller replaces no member while ``maxUnavailable`` (1) or more are unavailable.
 - PodDisruptionBudget: at most one member unavailable, so a drain (a node group's update) takes one
   at a time and waits for its replacement to be ready; an unready member may always be evicted
-  (``unhealthyPodEvictionPolicy: AlwaysAllow``), so a broken one never blocks a drain.
+  (``unhealthyPodEvictionPolicy: AlwaysAllow``), so a broken one never blocks a drain. The
+  StatefulSet controller deletes the members it replaces without the eviction API: the budget
+  does not pace an update.
 - Service ``etcd-server`` (ClusterIP, 2379): the ready members, where the launchers dial. Headless
   Service ``etcd-server-peers``: each member's own name (``etcd-server-<i>.etcd-server-peers.<ns>.svc``,
   published before it is ready: members find each other while they start), its client URL in

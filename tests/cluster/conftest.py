@@ -72,7 +72,8 @@ WORKERS: dict[str, tuple[str, ...]] = {
     # NetworkPolicy enforcer, what the platform's policies admit.
     # test_devices.py adds a real Trainium node with the fake device plugin (issue 35 item 3).
     # test_run_pods.py starts CoreDNS, moves the team's etcd onto the real system node and runs the
-    # rendered run's pod script through a retry on the real Trainium node.
+    # rendered run's pod script through a retry on the real Trainium node; then rolls the team's etcd
+    # from the template of the probes before their fix to the current one.
     "real-nodes": (
         "test_real_nodes.py",
         "test_network_policy.py",

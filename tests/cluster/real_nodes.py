@@ -676,13 +676,22 @@ class RealNodes:
         )
         return process
 
+    def _start_node_agent(
+        self, node: RealNode, component: str, user: str, binary: Path, flags: Sequence[str]
+    ) -> Process:
+        """``binary`` in the node's network namespace, as ``user`` (a client certificate of the
+        plane's CA, in a kubeconfig of its own that reaches the API server as the node's kubelet
+        does), with Debian's iptables, nft and ipset on its PATH: kube-proxy and kube-router."""
+        name = f"{component}-{node.name}"
+        client = self.plane.ca.issue(name, common_name=user)
+        kubeconfig = self.plane.node_kubeconfig(name, client, NODE_GATEWAY)
+        args = [str(binary), f"--kubeconfig={kubeconfig}", f"--hostname-override={node.name}", *flags]
+        return self.plane.processes.start(
+            name, node.namespace.prefix(args), env=debian_tools.environment(_NETFILTER)
+        )
+
     def _start_kube_proxy(self, node: RealNode) -> Process:
-        client = self.plane.ca.issue(f"kube-proxy-{node.name}", common_name="system:kube-proxy")
-        kubeconfig = self.plane.node_kubeconfig(f"kube-proxy-{node.name}", client, NODE_GATEWAY)
-        args = [
-            str(self.binaries.kube_proxy),
-            f"--kubeconfig={kubeconfig}",
-            f"--hostname-override={node.name}",
+        flags = [
             "--proxy-mode=nftables",
             f"--cluster-cidr={POD_NETWORK}",
             # Leave the machine-wide conntrack settings alone.
@@ -692,19 +701,14 @@ class RealNodes:
             "--metrics-bind-address=127.0.0.1:10249",
             "--healthz-bind-address=127.0.0.1:10256",
         ]
-        return self.plane.processes.start(
-            f"kube-proxy-{node.name}", node.namespace.prefix(args), env=debian_tools.environment(_NETFILTER)
+        return self._start_node_agent(
+            node, "kube-proxy", "system:kube-proxy", self.binaries.kube_proxy, flags
         )
 
     def _start_kube_router(self, node: RealNode) -> Process:
         from tests.cluster.control_plane import SERVICE_CIDR  # noqa: PLC0415 (control_plane imports this module)
 
-        client = self.plane.ca.issue(f"kube-router-{node.name}", common_name=KUBE_ROUTER_USER)
-        kubeconfig = self.plane.node_kubeconfig(f"kube-router-{node.name}", client, NODE_GATEWAY)
-        args = [
-            str(self.binaries.kube_router),
-            f"--kubeconfig={kubeconfig}",
-            f"--hostname-override={node.name}",
+        flags = [
             "--run-firewall=true",
             "--run-router=false",
             "--run-service-proxy=false",
@@ -713,8 +717,8 @@ class RealNodes:
             "--metrics-port=0",
             "--v=1",
         ]
-        process = self.plane.processes.start(
-            f"kube-router-{node.name}", node.namespace.prefix(args), env=debian_tools.environment(_NETFILTER)
+        process = self._start_node_agent(
+            node, "kube-router", KUBE_ROUTER_USER, self.binaries.kube_router, flags
         )
         wait_until(
             lambda: "-j KUBE-ROUTER-FORWARD" in self.filter_rules(node),

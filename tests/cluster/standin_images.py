@@ -50,7 +50,6 @@ SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PASSWD = Path("/usr/share/base-passwd/passwd.master")
 _GROUP = Path("/usr/share/base-passwd/group.master")
-BUSYBOX = debian_tools.root("busybox") / "bin" / "busybox"
 
 
 def _base() -> Layer:
@@ -65,11 +64,12 @@ def _base() -> Layer:
 
 
 def _busybox_layer() -> Layer:
+    busybox = debian_tools.pinned_busybox()
     if not debian_tools.installed("busybox"):
-        raise AssertionError(f"{BUSYBOX} is missing: run `make debian-tools` (Debian's busybox-static)")
+        raise AssertionError(f"{busybox} is missing: run `make debian-tools` (Debian's busybox-static)")
     layer = Layer()
-    layer.add_file(BUSYBOX, "bin/busybox")
-    applets = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True).stdout
+    layer.add_file(busybox, "bin/busybox")
+    applets = subprocess.run([str(busybox), "--list-full"], capture_output=True, text=True, check=True).stdout
     for applet in applets.split():
         if applet != "bin/busybox":
             layer.symlinks[applet] = "/bin/busybox"

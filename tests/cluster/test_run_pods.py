@@ -1,6 +1,8 @@
 """A team's etcd and a run's pods as containers on the real nodes (issue 35 item 6): cluster DNS,
 the rendered etcd StatefulSet's three members, and the rendered run's Volcano Job running its whole
-pod script (cluster_programs/run_worker.sh, then torchrun on CPU with gloo) through a retry.
+pod script (cluster_programs/run_worker.sh, then torchrun on CPU with gloo) through a retry. Last,
+the upgrade of a cluster deployed before the etcd probes' fix: its never-Ready members rolled by
+the StatefulSet to the current template.
 
 What runs for real: CoreDNS (tests/cluster/cluster_dns.py, EKS's add-on objects) on the real system
 node, answering at the kube-dns ClusterIP through kube-proxy, the kubelets' ``clusterDNS``; the
@@ -45,10 +47,15 @@ What is cut from the rendered run, and why:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
+import json
 import os
 import subprocess
+import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,14 +66,17 @@ import pytest
 from cluster_facts.kubernetes_names import (
     ETCD_CLIENT_PORT,
     ETCD_LABELS,
+    ETCD_METRICS_PORT,
     ETCD_SERVICE_NAME,
     TRAINING_NAMESPACE,
 )
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from config import StackConfig
 from k8s_charts.checks import gang_watchdog
+from k8s_charts.teams.etcd import member_name
 from tests.cluster.cluster_dns import CoreDNS, start_cluster_dns
 from tests.cluster.control_plane import ControlPlane
+from tests.cluster.netns import inside
 from tests.cluster.nodes import group_nodes, system_nodes
 from tests.cluster.real_nodes import CLUSTER_DNS, RealNode, RealNodes
 from tests.cluster.standin_images import etcd_image, python_image, training_image
@@ -382,3 +392,221 @@ def test_the_runs_pod_script_fails_once_and_volcano_restarts_it_to_completion(
     assert log.count("standin: phase=train done") == 2, log
     group = pods[0]["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
     assert f"world=2 run_id={group}-v1 " in log, log
+
+
+ETCD_STEP = "etcd"
+ETCD_SELECTOR = ",".join(f"{k}={v}" for k, v in ETCD_LABELS.items())
+ROLL_BOUND_SECONDS = 120
+"""How long the StatefulSet may take from the deploy of the fixed template to three Ready members
+(21 s measured here alone, docs/performance.md: room for the real-nodes pass's load, not for a
+member whose init container retries its membership change for minutes)."""
+
+
+def _with_old_probes(plan: KubernetesLayerPlan) -> KubernetesLayerPlan:
+    """The plan with the team's etcd as commit f143d4b found it (``git log -p --
+    k8s_charts/teams/etcd.py``): no metrics listener, the readiness and liveness probes on the
+    client port, where etcd 3.5 with ``--enable-v2`` answers /readyz and /livez with 404."""
+    step = plan.step(ETCD_STEP)
+    assert isinstance(step, ManifestSet)
+    manifests = [copy.deepcopy(dict(m)) for m in step.manifests]
+    (statefulset,) = (m for m in manifests if m["kind"] == "StatefulSet")
+    spec = statefulset["spec"]["template"]["spec"]
+    (member,) = spec["initContainers"]
+    metrics = f"--listen-metrics-urls=http://0.0.0.0:{ETCD_METRICS_PORT}"
+    assert metrics in member["args"], member["args"]
+    member["args"].remove(metrics)
+    (etcd,) = spec["containers"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert etcd[probe]["httpGet"]["port"] == ETCD_METRICS_PORT, etcd[probe]
+        etcd[probe]["httpGet"]["port"] = ETCD_CLIENT_PORT
+    old = dataclasses.replace(step, manifests=tuple(manifests))
+    return KubernetesLayerPlan(tuple(old if s.name == ETCD_STEP else s for s in plan.steps))
+
+
+def _members(plane: ControlPlane) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = plane.kubectl.json("get", "pods", "-n", TEAM, "-l", ETCD_SELECTOR)["items"]
+    return [p for p in items if "deletionTimestamp" not in p["metadata"]]
+
+
+def _is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def _etcd_running(pod: dict[str, Any]) -> bool:
+    return any(
+        s["name"] == "etcd" and "running" in s.get("state", {})
+        for s in pod["status"].get("containerStatuses", [])
+    )
+
+
+def _etcd_restarts(pod: dict[str, Any]) -> int:
+    return sum(s["restartCount"] for s in pod["status"].get("containerStatuses", []) if s["name"] == "etcd")
+
+
+def _old_members_up(plane: ControlPlane, revision: str) -> list[dict[str, Any]] | None:
+    """The three members of ``revision`` once each one's etcd has been restarted by its liveness
+    probe and runs again (as every member of such a cluster was, every minute), none ever Ready."""
+    pods = _members(plane)
+    assert not any(_is_ready(p) for p in pods), [p["metadata"]["name"] for p in pods if _is_ready(p)]
+    old = [p for p in pods if p["metadata"]["labels"].get("controller-revision-hash") == revision]
+    if len(old) == 3 and len(pods) == 3 and all(_etcd_running(p) and _etcd_restarts(p) >= 1 for p in old):
+        return old
+    return None
+
+
+def _probe_failures(plane: ControlPlane, pod: dict[str, Any]) -> str:
+    """The kubelet's Unhealthy events of ``pod`` (each probe failure, with the HTTP status)."""
+    uid = pod["metadata"]["uid"]
+    events = plane.kubectl.json(
+        "get", "events", "-n", TEAM, "--field-selector", f"involvedObject.uid={uid},reason=Unhealthy"
+    )["items"]
+    return "\n".join(str(e.get("message", "")) for e in events)
+
+
+def _member_report(plane: ControlPlane) -> str:
+    """Each member's revision, containers and logs' tails (a failed roll's message)."""
+    lines = []
+    for pod in _members(plane):
+        name = pod["metadata"]["name"]
+        revision = pod["metadata"]["labels"].get("controller-revision-hash")
+        statuses = [
+            (s["name"], s.get("ready"), s.get("restartCount"), list(s.get("state", {})))
+            for s in pod["status"].get("initContainerStatuses", [])
+            + pod["status"].get("containerStatuses", [])
+        ]
+        lines.append(f"--- {name} {revision} {pod['status'].get('phase')} {statuses}")
+        for container in ("member", "etcd"):
+            result = plane.kubectl("logs", "-n", TEAM, name, "-c", container, "--tail=15", check=False)
+            lines.append(f"{container}: {result.stdout}{result.stderr}")
+    statefulset = plane.kubectl.json("get", "statefulset", "-n", TEAM, ETCD_SERVICE_NAME)
+    lines.append(f"status: {statefulset['status']}")
+    return "\n".join(lines)
+
+
+def _rolled(plane: ControlPlane) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The StatefulSet and its three members once every member is of the update revision and Ready."""
+    statefulset = plane.kubectl.json("get", "statefulset", "-n", TEAM, ETCD_SERVICE_NAME)
+    status = statefulset["status"]
+    revision = status.get("updateRevision")
+    pods = _members(plane)
+    if (
+        status.get("currentRevision") == revision
+        and status.get("updatedReplicas") == 3
+        and status.get("readyReplicas") == 3
+        and len(pods) == 3
+        and all(
+            p["metadata"]["labels"].get("controller-revision-hash") == revision and _is_ready(p) for p in pods
+        )
+    ):
+        return statefulset, pods
+    return None
+
+
+def _etcd_call(
+    cluster: RunCluster,
+    path: str,
+    body: dict[str, Any] | None = None,
+    method: str = "GET",
+    host: str | None = None,
+) -> Any:
+    """One HTTP call to etcd's client port at ``host`` (by default the Service's ClusterIP, through
+    kube-proxy's rules) from the real system node (kube-router admits a pod's own node)."""
+    if host is None:
+        host = cluster.plane.kubectl.json("get", "service", "-n", TEAM, ETCD_SERVICE_NAME)["spec"][
+            "clusterIP"
+        ]
+    data = None
+    headers = {}
+    if body is not None:
+        if path.startswith("/v3/"):
+            data, headers = json.dumps(body).encode(), {"Content-Type": "application/json"}
+        else:
+            data = urllib.parse.urlencode(body).encode()
+            headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    request = urllib.request.Request(
+        f"http://{host}:{ETCD_CLIENT_PORT}{path}", data=data, headers=headers, method=method
+    )
+    # No proxy from this process's environment: the address is the node network's.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with inside(cluster.system.namespace.path), opener.open(request, timeout=10) as response:
+        return json.load(response)
+
+
+def _written_to_old(cluster: RunCluster, members: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A key written through one of the old members (the Service has no ready member to send it
+    to), once their cluster has a quorum; None while it has none (a member restarting)."""
+    for pod in members:
+        try:
+            return dict(
+                _etcd_call(
+                    cluster,
+                    "/v2/keys/before-the-roll",
+                    {"value": "kept"},
+                    method="PUT",
+                    host=pod["status"]["podIP"],
+                )
+            )
+        except OSError:
+            continue
+    return None
+
+
+def test_a_cluster_deployed_before_the_probe_fix_rolls_to_ready_members_by_itself(
+    cluster: RunCluster, default_plan: KubernetesLayerPlan
+) -> None:
+    """The team's etcd as a deploy before commit f143d4b left it (``_with_old_probes``: three members
+    running, never Ready, their etcd restarted by the liveness probe), then the current plan deployed
+    over it through the same apply as every deploy (an Update of the ``etcd`` step). With
+    ``podManagementPolicy: Parallel`` the StatefulSet controller does not wait for the old members
+    to be Ready before replacing one (Kubernetes 1.36 ``stateful_set_control.go``: the wait is for
+    ``OrderedReady``, and the rolling update waits only on members already of the new revision): it
+    replaces the highest ordinal, each new member rejoins the cluster the old ones still hold
+    (cluster_programs/etcd_member.py), is Ready, and the next goes. No pod is deleted by hand."""
+    plane = cluster.plane
+    plane.apply_plan(_with_old_probes(default_plan))
+    old_revision = plane.kubectl.json("get", "statefulset", "-n", TEAM, ETCD_SERVICE_NAME)["status"][
+        "updateRevision"
+    ]
+    # Every member of the old template, from a first start, as such a cluster was deployed.
+    plane.kubectl("delete", "pods", "-n", TEAM, "-l", ETCD_SELECTOR, "--wait=false")
+    old = plane.wait_for(
+        functools.partial(_old_members_up, plane, old_revision),
+        timeout=180,
+        what="three etcd members of the old probes restarted by their liveness probe, running, never Ready",
+    )
+    # Never Ready for the probe's 404, while etcd itself serves: the old members hold a cluster that
+    # takes a write (which the new members must carry over: each joins it, none starts another).
+    for pod in old:
+        failures = _probe_failures(plane, pod)
+        assert "Readiness probe failed: HTTP probe failed with statuscode: 404" in failures, failures
+        assert "Liveness probe failed: HTTP probe failed with statuscode: 404" in failures, failures
+    plane.wait_for(
+        functools.partial(_written_to_old, cluster, old), timeout=60, what="a key written to the old members"
+    )
+    start = time.monotonic()
+    plane.apply_plan(default_plan)
+    try:
+        statefulset, pods = plane.wait_for(
+            functools.partial(_rolled, plane),
+            timeout=ROLL_BOUND_SECONDS,
+            what="every etcd member of the fixed template Ready",
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{_member_report(plane)}") from None
+    elapsed = time.monotonic() - start
+    print(f"etcd rolled from never-Ready members to Ready in {elapsed:.0f} s")
+    assert statefulset["status"]["updateRevision"] != old_revision
+    old_uids = {p["metadata"]["uid"] for p in old}
+    assert not old_uids & {p["metadata"]["uid"] for p in pods}
+    for pod in pods:
+        (etcd,) = pod["spec"]["containers"]
+        assert etcd["readinessProbe"]["httpGet"]["port"] == ETCD_METRICS_PORT, pod["metadata"]["name"]
+    # The cluster the new members hold: three started members, one per pod, and a write read back
+    # through the Service (the v2 API, as the runs' python-etcd speaks it).
+    members = _etcd_call(cluster, "/v3/cluster/member/list", {}, method="POST")["members"]
+    assert sorted(m.get("name", "") for m in members) == [member_name(i) for i in range(3)], members
+    written = _etcd_call(cluster, "/v2/keys/roll-check", {"value": "after-the-roll"}, method="PUT")
+    read = _etcd_call(cluster, "/v2/keys/roll-check")
+    assert read["node"]["value"] == "after-the-roll", (written, read)
+    kept = _etcd_call(cluster, "/v2/keys/before-the-roll")
+    assert kept["node"]["value"] == "kept", kept
