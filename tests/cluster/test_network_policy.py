@@ -579,8 +579,15 @@ def test_tensorboard_starts_with_all_egress_denied_and_becomes_ready(policed: Po
     is killed once its pod's chain is in place (a first start may run before kube-router has the
     pod's address, as on any new pod) and the kubelet's restart must come up Ready again. A
     TensorBoard that installs or fetches anything at start (an earlier audit found one running
-    ``pip install``) crash-loops here and this fails."""
+    ``pip install``) crash-loops here and this fails. The pod is the Deployment's template as
+    rendered but for what the module's docstring lists, and why: a Pod of its own on the real node
+    (the Deployment at 0, so the Service's one endpoint is it) and a hostPath claim for FSx's."""
     plane, pod = policed.plane, policed.pods["tensorboard"]
+    first = plane.wait_for(
+        functools.partial(_tensorboard_ready, plane, 0),
+        timeout=_TENSORBOARD_READY_SECONDS,
+        what="TensorBoard Ready",
+    )
     policies = plane.kubectl.json("get", "networkpolicies", "-n", PLATFORM_NAMESPACE)["items"]
     selecting = [
         p for p in policies
@@ -596,11 +603,6 @@ def test_tensorboard_starts_with_all_egress_denied_and_becomes_ready(policed: Po
             Case("outsider", OUTSIDE_ADDRESS, 443, opens=True),
             Case("tensorboard", OUTSIDE_ADDRESS, 443, opens=False),
         ],
-    )
-    first = plane.wait_for(
-        functools.partial(_tensorboard_ready, plane, 0),
-        timeout=_TENSORBOARD_READY_SECONDS,
-        what="TensorBoard Ready",
     )
     container = first["containerID"].split("://", 1)[1]
     node = policed.nodes.nodes[pod.node]
