@@ -69,6 +69,7 @@ from operator_tools.canary import _RUNS_PATH, TENSORBOARD_PROXY
 from tests.cluster.control_plane import SERVICE_CIDR, ControlPlane
 from tests.cluster.netns import connect_in
 from tests.cluster.nodes import group_nodes, system_nodes
+from tests.cluster.processes import StartupError
 from tests.cluster.real_nodes import (
     API_ENDPOINT,
     METADATA_ADDRESS,
@@ -558,6 +559,26 @@ def _tensorboard_ready(plane: ControlPlane, restarts: int) -> dict[str, Any] | N
     return None
 
 
+def _wait_tensorboard_ready(plane: ControlPlane, restarts: int, what: str) -> dict[str, Any]:
+    """``_tensorboard_ready``'s status, or a failure that says how TensorBoard's last start ended
+    (its container's state and its log: a start that needed the network says so there)."""
+    try:
+        found: dict[str, Any] = plane.wait_for(
+            functools.partial(_tensorboard_ready, plane, restarts),
+            timeout=_TENSORBOARD_READY_SECONDS,
+            what=what,
+        )
+    except StartupError as error:
+        status = _tensorboard_status(plane)
+        ended = plane.kubectl("logs", "--previous", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD, check=False)
+        raise AssertionError(
+            f"{what}: not within {_TENSORBOARD_READY_SECONDS} s; restarts {status.get('restartCount')},"
+            f" last state {json.dumps(status.get('lastState'))}; its last start's log:\n"
+            f"{(ended.stdout + ended.stderr)[-2000:]}"
+        ) from error
+    return found
+
+
 def _run_list(plane: ControlPlane) -> list[str]:
     """TensorBoard's run list as the canary reads it: through the API server's service proxy
     (operator_tools/canary.py ``TENSORBOARD_PROXY``, ``_RUNS_PATH``)."""
@@ -583,11 +604,7 @@ def test_tensorboard_starts_with_all_egress_denied_and_becomes_ready(policed: Po
     rendered but for what the module's docstring lists, and why: a Pod of its own on the real node
     (the Deployment at 0, so the Service's one endpoint is it) and a hostPath claim for FSx's."""
     plane, pod = policed.plane, policed.pods["tensorboard"]
-    first = plane.wait_for(
-        functools.partial(_tensorboard_ready, plane, 0),
-        timeout=_TENSORBOARD_READY_SECONDS,
-        what="TensorBoard Ready",
-    )
+    first = _wait_tensorboard_ready(plane, 0, "TensorBoard Ready")
     policies = plane.kubectl.json("get", "networkpolicies", "-n", PLATFORM_NAMESPACE)["items"]
     selecting = [
         p for p in policies
@@ -607,10 +624,8 @@ def test_tensorboard_starts_with_all_egress_denied_and_becomes_ready(policed: Po
     container = first["containerID"].split("://", 1)[1]
     node = policed.nodes.nodes[pod.node]
     node.ctr(policed.nodes.binaries, "tasks", "kill", "--signal", "SIGKILL", container)
-    again = plane.wait_for(
-        functools.partial(_tensorboard_ready, plane, first.get("restartCount", 0) + 1),
-        timeout=_TENSORBOARD_READY_SECONDS,
-        what="TensorBoard restarted with its egress denied, Ready again",
+    again = _wait_tensorboard_ready(
+        plane, first.get("restartCount", 0) + 1, "TensorBoard restarted with its egress denied, Ready again"
     )
     assert again["containerID"] != first["containerID"], again
     log = plane.kubectl("logs", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD).stdout
@@ -633,11 +648,7 @@ def test_tensorboards_run_list_through_the_api_servers_service_proxy_names_the_r
     TensorBoard's policy, and TensorBoard read the team's 2750 directory through its supplemental
     group, from the read-only claim at its rendered logdir."""
     plane = policed.plane
-    plane.wait_for(
-        functools.partial(_tensorboard_ready, plane, 0),
-        timeout=_TENSORBOARD_READY_SECONDS,
-        what="TensorBoard Ready",
-    )
+    _wait_tensorboard_ready(plane, 0, "TensorBoard Ready")
     endpoints = plane.kubectl.json(
         "get",
         "endpointslices",
@@ -668,11 +679,7 @@ def test_tensorboard_is_reached_only_through_the_api_servers_proxy_and_reaches_n
     namespace denies all egress: here nothing reaches out (the internet, the metadata service,
     DNS's port)."""
     pod = policed.pods["tensorboard"]
-    policed.plane.wait_for(
-        functools.partial(_tensorboard_ready, policed.plane, 0),
-        timeout=_TENSORBOARD_READY_SECONDS,
-        what="TensorBoard Ready",
-    )
+    _wait_tensorboard_ready(policed.plane, 0, "TensorBoard Ready")
     assert isinstance(_run_list(policed.plane), list)
     with pytest.raises(OSError):
         connect_in(
