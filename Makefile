@@ -266,6 +266,7 @@ lock: $(PY_STAMP) ## recompile the hashed locks (*.lock) after a change to requi
 	$(UV_COMPILE) requirements-checkov.txt -o requirements-checkov.lock
 	$(UV_COMPILE) requirements-torch.txt -o requirements-torch.lock
 	$(UV_COMPILE) requirements-torchx.txt -o requirements-torchx.lock
+	$(UV_COMPILE) requirements-tensorboard.txt -o requirements-tensorboard.lock
 
 clean: ## remove cdk.out/ and the test cache (the installs stay)
 	rm -rf $(OUT) .pytest_cache

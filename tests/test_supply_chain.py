@@ -529,6 +529,7 @@ LOCKS = {
     "requirements-checkov.txt": "requirements-checkov.lock",
     "requirements-torch.txt": "requirements-torch.lock",
     "requirements-torchx.txt": "requirements-torchx.lock",
+    "requirements-tensorboard.txt": "requirements-tensorboard.lock",
 }
 
 

@@ -11,6 +11,9 @@ under the names the manifests pin, each saying first what it leaves out of the r
   with stand-ins for the Neuron and EFA tools the node check runs.
 - ``training_image``: the training image (the run's ``image``) as far as its pod script needs it:
   this machine's Python and GNU tools, the torch virtualenv of the runtime tests mounted by the test.
+- ``tensorboard_image``: TensorBoard's image (the cluster's training image, the rendered
+  Deployment's) as far as TensorBoard needs it: the Python one with TensorBoard and its closure,
+  installed from requirements-tensorboard.lock (``tensorboard_packages``).
 - ``etcd_image``: the teams' rendezvous etcd (ETCD_IMAGE) from etcd built at its release
   (tools/cluster-binaries/etcd).
 - ``coredns_image``: the cluster DNS of EKS's coredns add-on (tests/cluster/cluster_dns.py) from
@@ -20,6 +23,7 @@ under the names the manifests pin, each saying first what it leaves out of the r
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import shutil
 import subprocess
@@ -42,6 +46,8 @@ __all__ = [
     "node_check_image",
     "pause_image",
     "python_image",
+    "tensorboard_image",
+    "tensorboard_packages",
     "training_image",
 ]
 
@@ -198,6 +204,92 @@ def training_image(name: str, torch_venv: Path, mounted_at: str) -> Image:
             " urllib3 come from .venv-torch (the runtime tests' virtualenv, the CUDA build: PyPI has no"
             " CPU-only wheel), mounted by the test, not packed into a layer: see"
             " tests/cluster/test_run_pods.py for the measured cost of packing it."
+        ),
+    )
+
+
+TENSORBOARD_LOCK = REPO_ROOT / "requirements-tensorboard.lock"
+
+
+def _python_paths() -> tuple[Path, Path]:
+    """This machine's interpreter's standard library and site-packages directories, as the image's
+    copy of the interpreter finds them (python_image puts the library at the same path)."""
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+    return Path(paths["stdlib"]), Path(paths["purelib"])
+
+
+def tensorboard_packages() -> Path:
+    """A directory of TensorBoard and its closure as requirements-tensorboard.lock pins them,
+    installed by pip with ``--require-hashes`` (a wheel whose sha256 is not the lock's is refused)
+    for this machine's Python, once per machine: ``~/.cache/trainium-cluster/tensorboard-<key>/``,
+    keyed by the lock's bytes and the Python version, whole or absent (renamed into place).
+    Needs PyPI the first time (about 4 s, 13 wheels, 133 MB installed)."""
+    digest = hashlib.sha256(TENSORBOARD_LOCK.read_bytes())
+    digest.update(sys.version.encode())
+    target = cache_root() / f"tensorboard-{digest.hexdigest()[:16]}"
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".tensorboard-", dir=target.parent) as temporary:
+        site = Path(temporary) / "site-packages"
+        installed = subprocess.run(
+            [
+                sys.executable, "-m", "pip", "install", "--quiet", "--require-hashes", "--no-deps",
+                "--only-binary=:all:", "--no-compile", "--no-cache-dir", "--disable-pip-version-check",
+                "--target", str(site), "-r", str(TENSORBOARD_LOCK),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )  # fmt: skip
+        if installed.returncode != 0:
+            raise AssertionError(
+                f"pip could not install {TENSORBOARD_LOCK.name} (PyPI needed once per machine):"
+                f" {installed.stderr.strip()[-2000:]}"
+            )
+        site.rename(target)
+    return target
+
+
+@functools.cache
+def tensorboard_image(name: str) -> Image:
+    """TensorBoard's image under ``name`` (the rendered Deployment's: the training image, whose
+    TensorBoard k8s_charts/runs/tensorboard.py runs): the Python stand-in with the packages of
+    ``tensorboard_packages`` in its interpreter's site-packages, so the Deployment's own command
+    (``python3 -m tensorboard.main``) runs the real TensorBoard, its fast loader (the
+    tensorboard-data-server binary) included. It carries the training image's name but not the
+    training stand-in's contents (``training_image``): a node holds one of the two under that name
+    (this one on a system node, where TensorBoard runs; the other on a Trainium node)."""
+    base = python_image()
+    packages = tensorboard_packages()
+    _, site_packages = _python_paths()
+    layer = merge(base.layer, Layer())
+    # The console scripts pip wrote name this machine's virtualenv in their first line: the
+    # Deployment runs the module, not them.
+    layer.add_tree(packages, str(site_packages), skip=lambda p: p.relative_to(packages).parts[0] == "bin")
+    # The system libraries the wheels' extensions and the data server load (libstdc++, libgcc_s,
+    # libz ...: manylinux wheels bundle the rest, which the tree brings).
+    binaries = [p for p in packages.rglob("*") if p.is_file() and (".so" in p.name or p.name == "server")]
+    for path, source in shared_libraries(binaries).items():
+        if not source.resolve().is_relative_to(packages.resolve()):
+            layer.files.setdefault(path, source.resolve())
+    versions = ", ".join(
+        f"{p.name.removesuffix('.dist-info').replace('-', ' ', 1)}"
+        for p in sorted(packages.glob("*.dist-info"))
+    )
+    return Image(
+        name=name,
+        layer=layer,
+        cmd=base.cmd,
+        env=base.env,
+        leaves_out=(
+            "everything of the training image but TensorBoard: the Neuron SDK, torch and the rest of"
+            " its Python packages, EFA's libfabric, Ubuntu 24.04 (busybox's applets stand in) and"
+            f" Python 3.12 (this machine's {sys.version_info.major}.{sys.version_info.minor}); and"
+            " whatever TensorBoard plugins it has beyond TensorBoard's own. TensorBoard and its closure"
+            f" are PyPI's wheels as requirements-tensorboard.lock pins them ({versions}), not"
+            " necessarily the versions the training image installed."
         ),
     )
 

@@ -15,9 +15,16 @@ check's startup taint: no node check runs here). The policies are the plan's own
   its pods are created here on the real system node with the labels its etcd and Volcano's job
   controller give them;
 - pods of ``default``, a namespace no policy selects (the cluster's own components on EKS);
-- TensorBoard's pod and the gang watchdog's in ``trainium-system``: TensorBoard's pod template as
-  rendered (labels, security context) with a busybox HTTP server on its port in place of TensorBoard
-  (neither TensorBoard nor its image is on this machine), the watchdog's Deployment as rendered.
+- TensorBoard's pod and the gang watchdog's in ``trainium-system``: the watchdog's Deployment as
+  rendered; TensorBoard's pod template as rendered (its command, arguments, environment, probes,
+  security context, supplemental group, mounts), running the real TensorBoard from its image's
+  stand-in (tests/cluster/standin_images.py ``tensorboard_image``: TensorBoard as
+  requirements-tensorboard.lock pins it, beside this machine's Python) over a run directory with a
+  real event file. The changes to the rendered pod: a Pod of its own on the real system node (not
+  the Deployment's, which is scaled to 0 for the module so the Service's one endpoint is this pod;
+  kwok's pod of it has no address a connection reaches), no grace period, and its ``data`` claim
+  bound to a hostPath PersistentVolume (a directory of the test laid out as on FSx: the team's
+  directory 2750, owned by the team's uid) in place of the FSx claim, which no real node mounts.
 
 The addresses outside the cluster are listeners of the test on the node network's bridge (the real
 instance metadata address, and a public address standing for the internet); the API server is
@@ -32,9 +39,13 @@ import copy
 import functools
 import ipaddress
 import json
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -44,6 +55,7 @@ from cluster_facts.kubernetes_names import (
     ETCD_LABELS,
     ETCD_PEER_PORT,
     PLATFORM_NAMESPACE,
+    TEAMS_DIR,
     TRAINING_NAMESPACE,
     VOLCANO_JOB_NAME_LABEL,
     VOLCANO_JOB_NAMESPACE_LABEL,
@@ -52,10 +64,12 @@ from cluster_facts.kubernetes_plan import KubernetesLayerPlan, ManifestSet
 from config import StackConfig, load_config
 from k8s_charts.checks import gang_watchdog
 from k8s_charts.runs.tensorboard import PORT as TENSORBOARD_PORT
-from k8s_charts.runs.tensorboard import TENSORBOARD_NAME
+from k8s_charts.runs.tensorboard import TENSORBOARD_LABELS, TENSORBOARD_NAME
+from operator_tools.canary import _RUNS_PATH, TENSORBOARD_PROXY
 from tests.cluster.control_plane import SERVICE_CIDR, ControlPlane
 from tests.cluster.netns import connect_in
 from tests.cluster.nodes import group_nodes, system_nodes
+from tests.cluster.processes import StartupError
 from tests.cluster.real_nodes import (
     API_ENDPOINT,
     METADATA_ADDRESS,
@@ -64,9 +78,10 @@ from tests.cluster.real_nodes import (
     RealNode,
     RealNodes,
 )
-from tests.cluster.standin_images import busybox_image, python_image
+from tests.cluster.standin_images import busybox_image, python_image, tensorboard_image, tensorboard_packages
 from tests.cluster.test_real_nodes import (
     REAL_NODE,
+    _host_path_claim,
     _image,
     _pod_on_real_node,
     _rendered,
@@ -87,6 +102,12 @@ KUBERNETES_SERVICE = str(ipaddress.ip_network(SERVICE_CIDR)[1])
 """The ``kubernetes`` Service's ClusterIP (the range's first address, as on EKS)."""
 _SETTLE_SECONDS = 90
 """How long a check may wait for kube-router's first sync after a pod or policy change."""
+TENSORBOARD_POD = "tensorboard"
+TENSORBOARD_CLAIM = "tensorboard-data"
+RUN_ID = "bert-large-0a1b2c"
+"""The run whose event file TensorBoard reads (``<team>/runs/<run id>/neuron_tblogs_.../``)."""
+_TENSORBOARD_READY_SECONDS = 180
+"""TensorBoard up within this (the rendered startup probe allows 300 s; here it answers in seconds)."""
 
 
 class Pod(NamedTuple):
@@ -214,34 +235,63 @@ def _team_b_objects() -> list[dict[str, Any]]:
     return found
 
 
-def _tensorboard_pod(plan: KubernetesLayerPlan) -> dict[str, Any]:
-    """TensorBoard's pod as its Deployment renders it (labels, security context) on the real system
-    node, with busybox's HTTP server on TensorBoard's port in place of TensorBoard and its claim."""
+def _tensorboard_pod(plan: KubernetesLayerPlan, claim: str) -> dict[str, Any]:
+    """TensorBoard's pod as its Deployment renders it, on the real system node, its ``data`` volume
+    from ``claim`` (the module's docstring lists the changes)."""
     deployment = _rendered(plan, "Deployment", TENSORBOARD_NAME)
     template = copy.deepcopy(deployment["spec"]["template"])
     spec = template["spec"]
-    (container,) = spec["containers"]
-    spec.pop("volumes", None)
-    spec.pop("affinity", None)
     spec["nodeName"] = REAL_NODE
     spec["terminationGracePeriodSeconds"] = 0
-    container.update(
-        image=_busybox_name(),
-        imagePullPolicy="IfNotPresent",
-        command=["httpd", "-f", "-p", str(TENSORBOARD_PORT), "-h", "/etc"],
-    )
-    for key in ("args", "volumeMounts", "readinessProbe", "livenessProbe", "startupProbe", "env"):
-        container.pop(key, None)
+    (data,) = (v for v in spec["volumes"] if v["name"] == "data")
+    data["persistentVolumeClaim"]["claimName"] = claim
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": "tensorboard-standin",
+            "name": TENSORBOARD_POD,
             "namespace": deployment["metadata"]["namespace"],
             "labels": template["metadata"]["labels"],
         },
         "spec": spec,
     }
+
+
+_WRITE_EVENTS = """
+import sys, time
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+writer = EventFileWriter(sys.argv[1])
+for step in range(3):
+    value = summary_pb2.Summary.Value(tag="loss", simple_value=2.0 / (step + 1))
+    writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value])))
+writer.close()
+"""
+
+
+def _file_system(root: Path, plan: KubernetesLayerPlan) -> Path:
+    """``root`` laid out as the fsx-layout Job leaves FSx (``teams/<team>`` 2750, owned by the team's
+    uid and gid) with one run of team A's as its pods leave it: a ``neuron_tblogs_...`` directory
+    holding an event file written by TensorBoard's own writer, the team's files group-readable only.
+    TensorBoard reads it through its supplemental groups (the teams' gids), as on FSx."""
+    layout = _rendered_in_step(plan, "fsx-layout", "Job")["spec"]["template"]["spec"]["containers"][0]
+    uids = {team: int(uid) for team, uid in (entry.split(":") for entry in layout["args"])}
+    team = root / TEAMS_DIR / TEAM_A
+    logs = team / "runs" / RUN_ID / "neuron_tblogs_20261129T100000_bs16"
+    logs.mkdir(parents=True)
+    subprocess.run(
+        [sys.executable, "-c", _WRITE_EVENTS, str(logs)],
+        env={"PYTHONPATH": str(tensorboard_packages()), "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    (root / TEAMS_DIR).chmod(0o755)
+    for path in [team, *team.rglob("*")]:
+        shutil.chown(path, uids[TEAM_A], uids[TEAM_A])
+        path.chmod(0o2750 if path.is_dir() else 0o640)
+    return root
 
 
 def _running(plane: ControlPlane, namespace: str, selector: list[str]) -> list[dict[str, Any]] | None:
@@ -265,15 +315,17 @@ def _start_nodes(plane: ControlPlane, config: StackConfig, plan: KubernetesLayer
     """The real system node (test_real_nodes.py's, or the same started here), the real Trainium
     node, and the listeners outside the cluster."""
     nodes = plane.real_nodes
+    tensorboard = tensorboard_image(_image(_rendered(plan, "Deployment", TENSORBOARD_NAME)))
     if REAL_NODE not in nodes.nodes:
         template = system_nodes(config)[0]["metadata"]["labels"]
         watchdog = _rendered(plan, "Deployment", gang_watchdog.NAME)
-        image = watchdog["spec"]["template"]["spec"]["containers"][0]["image"]
         nodes.add_node(
             REAL_NODE,
             labels={k: v for k, v in template.items() if k not in _KUBELET_OWN},
-            images=[python_image(image), busybox_image(_busybox_name())],
+            images=[python_image(_image(watchdog)), busybox_image(_busybox_name()), tensorboard],
         )
+    else:
+        nodes.import_images(nodes.nodes[REAL_NODE], [tensorboard])
     trainium = group_nodes(config, GROUP, [REAL_TRAINIUM])[0]
     nodes.add_node(
         REAL_TRAINIUM,
@@ -287,7 +339,7 @@ def _start_nodes(plane: ControlPlane, config: StackConfig, plan: KubernetesLayer
     return nodes
 
 
-def _bare_pods(plan: KubernetesLayerPlan) -> dict[str, dict[str, Any]]:
+def _bare_pods(plan: KubernetesLayerPlan, tensorboard_claim: str) -> dict[str, dict[str, Any]]:
     etcd_ports = (ETCD_CLIENT_PORT, ETCD_PEER_PORT)
     job_labels = {
         VOLCANO_JOB_NAME_LABEL: "llm",
@@ -301,8 +353,24 @@ def _bare_pods(plan: KubernetesLayerPlan) -> dict[str, dict[str, Any]]:
         "b-plain": _bare_pod(TEAM_B, "debug-shell", {}, (PROBE_PORT,)),
         "outsider": _bare_pod("default", "outsider", {}, (PROBE_PORT,)),
         "unpoliced-etcd": _bare_pod("default", "etcd-elsewhere", dict(ETCD_LABELS), etcd_ports),
-        "tensorboard": _tensorboard_pod(plan),
+        "tensorboard": _tensorboard_pod(plan, tensorboard_claim),
     }
+
+
+def _scale(plane: ControlPlane, deployment: dict[str, Any], replicas: int) -> None:
+    """The rendered Deployment at ``replicas``; at 0, once its pods are gone (the Service's
+    endpoints then hold the module's TensorBoard pod alone: kwok's pod answers no connection)."""
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    plane.kubectl("scale", "deployment", name, "-n", namespace, f"--replicas={replicas}")
+    if replicas:
+        return
+    selector = ",".join(f"{k}={v}" for k, v in TENSORBOARD_LABELS.items())
+
+    def gone() -> bool:
+        pods = plane.kubectl.json("get", "pods", "-n", namespace, "-l", selector)["items"]
+        return not [p for p in pods if p["metadata"]["name"] != TENSORBOARD_POD]
+
+    plane.wait_for(gone, timeout=60, what=f"the Deployment {name}'s pods gone")
 
 
 def _wait_running(plane: ControlPlane, namespace: str, selector: list[str], what: str) -> Pod:
@@ -327,7 +395,11 @@ def policed(
     control_plane.apply_plan(default_plan)
     nodes = _start_nodes(control_plane, default_config, default_plan)
     control_plane.create(_team_b_objects())
-    bare = _bare_pods(default_plan)
+    data = _file_system(nodes.nodes[REAL_NODE].directory / "tensorboard-fsx", default_plan)
+    claim = _host_path_claim(control_plane, PLATFORM_NAMESPACE, TENSORBOARD_CLAIM, data)
+    deployment = _rendered(default_plan, "Deployment", TENSORBOARD_NAME)
+    _scale(control_plane, deployment, 0)
+    bare = _bare_pods(default_plan, claim)
     control_plane.create(bare.values())
     etcd_ports = (ETCD_CLIENT_PORT, ETCD_PEER_PORT)
     jobs = {
@@ -357,7 +429,10 @@ def policed(
         )
         kubectl("delete", "namespace", TEAM_B, "--wait=false")
         kubectl("delete", "pods", "-n", "default", "outsider", "etcd-elsewhere", "--wait=false")
-        kubectl("delete", "pod", "-n", PLATFORM_NAMESPACE, "tensorboard-standin", "--wait=false")
+        kubectl("delete", "pod", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD, "--wait=true", "--timeout=60s")
+        kubectl("delete", "pvc", "-n", PLATFORM_NAMESPACE, claim, "--wait=false")
+        kubectl("delete", "pv", f"{PLATFORM_NAMESPACE}-{claim}", "--wait=false")
+        _scale(control_plane, deployment, deployment["spec"].get("replicas", 1))
 
 
 # ----- connections --------------------------------------------------------------------------------
@@ -470,19 +545,142 @@ def test_a_team_namespace_denies_by_default(policed: Policed) -> None:
     assert _from_node(policed, trainium, "a-worker", PROBE_PORT)
 
 
+def _tensorboard_status(plane: ControlPlane) -> dict[str, Any]:
+    pod = plane.kubectl.json("get", "pod", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD)
+    (status,) = pod["status"].get("containerStatuses") or [{}]
+    return dict(status)
+
+
+def _tensorboard_ready(plane: ControlPlane, restarts: int) -> dict[str, Any] | None:
+    """TensorBoard's container status once it has restarted ``restarts`` times and is Ready."""
+    status = _tensorboard_status(plane)
+    if status.get("restartCount", 0) >= restarts and status.get("ready"):
+        return status
+    return None
+
+
+def _wait_tensorboard_ready(plane: ControlPlane, restarts: int, what: str) -> dict[str, Any]:
+    """``_tensorboard_ready``'s status, or a failure that says how TensorBoard's last start ended
+    (its container's state and its log: a start that needed the network says so there)."""
+    try:
+        found: dict[str, Any] = plane.wait_for(
+            functools.partial(_tensorboard_ready, plane, restarts),
+            timeout=_TENSORBOARD_READY_SECONDS,
+            what=what,
+        )
+    except StartupError as error:
+        status = _tensorboard_status(plane)
+        ended = plane.kubectl("logs", "--previous", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD, check=False)
+        raise AssertionError(
+            f"{what}: not within {_TENSORBOARD_READY_SECONDS} s; restarts {status.get('restartCount')},"
+            f" last state {json.dumps(status.get('lastState'))}; its last start's log:\n"
+            f"{(ended.stdout + ended.stderr)[-2000:]}"
+        ) from error
+    return found
+
+
+def _run_list(plane: ControlPlane) -> list[str]:
+    """TensorBoard's run list as the canary reads it: through the API server's service proxy
+    (operator_tools/canary.py ``TENSORBOARD_PROXY``, ``_RUNS_PATH``)."""
+    answer = plane.kubectl(
+        "get",
+        "--raw",
+        f"/api/v1/namespaces/{PLATFORM_NAMESPACE}/services/{TENSORBOARD_PROXY}/proxy/{_RUNS_PATH}",
+    )
+    runs = json.loads(answer.stdout)
+    assert isinstance(runs, list), answer.stdout
+    return [str(run) for run in runs]
+
+
+def test_tensorboard_starts_with_all_egress_denied_and_becomes_ready(policed: Policed) -> None:
+    """The real TensorBoard, from its rendered command in its image's stand-in, starts with its
+    namespace's egress denied and becomes Ready by its own probes: it needs nothing from the network.
+    The policies selecting its pod deny all egress (the namespace's ``default-deny``; its own
+    admits ingress only), and kube-router enforces them before the start that counts: the container
+    is killed once its pod's chain is in place (a first start may run before kube-router has the
+    pod's address, as on any new pod) and the kubelet's restart must come up Ready again. A
+    TensorBoard that installs or fetches anything at start (an earlier audit found one running
+    ``pip install``) crash-loops here and this fails. The pod is the Deployment's template as
+    rendered but for what the module's docstring lists, and why: a Pod of its own on the real node
+    (the Deployment at 0, so the Service's one endpoint is it) and a hostPath claim for FSx's."""
+    plane, pod = policed.plane, policed.pods["tensorboard"]
+    first = _wait_tensorboard_ready(plane, 0, "TensorBoard Ready")
+    policies = plane.kubectl.json("get", "networkpolicies", "-n", PLATFORM_NAMESPACE)["items"]
+    selecting = [
+        p for p in policies
+        if all(TENSORBOARD_LABELS.get(k) == v for k, v in p["spec"]["podSelector"].get("matchLabels", {}).items())
+        and not p["spec"]["podSelector"].get("matchExpressions")
+    ]  # fmt: skip
+    egress = [p for p in selecting if "Egress" in p["spec"].get("policyTypes", [])]
+    assert egress, [p["metadata"]["name"] for p in selecting]
+    assert all(not p["spec"].get("egress") for p in egress), egress
+    _expect(
+        policed,
+        [
+            Case("outsider", OUTSIDE_ADDRESS, 443, opens=True),
+            Case("tensorboard", OUTSIDE_ADDRESS, 443, opens=False),
+        ],
+    )
+    container = first["containerID"].split("://", 1)[1]
+    node = policed.nodes.nodes[pod.node]
+    node.ctr(policed.nodes.binaries, "tasks", "kill", "--signal", "SIGKILL", container)
+    again = _wait_tensorboard_ready(
+        plane, first.get("restartCount", 0) + 1, "TensorBoard restarted with its egress denied, Ready again"
+    )
+    assert again["containerID"] != first["containerID"], again
+    log = plane.kubectl("logs", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD).stdout
+    assert f"TensorBoard {_tensorboard_version()} at http://" in log, log
+    assert (
+        plane.kubectl.json("get", "pod", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD)["status"]["podIP"]
+        == pod.ip
+    )
+    _expect(policed, [Case("tensorboard", OUTSIDE_ADDRESS, 443, opens=False)])
+
+
+def _tensorboard_version() -> str:
+    (found,) = tensorboard_packages().glob("tensorboard-*.dist-info")
+    return found.name.removeprefix("tensorboard-").removesuffix(".dist-info")
+
+
+def test_tensorboards_run_list_through_the_api_servers_service_proxy_names_the_run(policed: Policed) -> None:
+    """What the canary reads (``services/tensorboard:6006/proxy/data/runs``) names the run whose
+    event file is in the team's directory: the API server reaches the pod through the Service and
+    TensorBoard's policy, and TensorBoard read the team's 2750 directory through its supplemental
+    group, from the read-only claim at its rendered logdir."""
+    plane = policed.plane
+    _wait_tensorboard_ready(plane, 0, "TensorBoard Ready")
+    endpoints = plane.kubectl.json(
+        "get",
+        "endpointslices",
+        "-n",
+        PLATFORM_NAMESPACE,
+        "-l",
+        f"kubernetes.io/service-name={TENSORBOARD_NAME}",
+    )["items"]
+    addresses = {a for e in endpoints for point in e.get("endpoints") or [] for a in point["addresses"]}
+    assert addresses == {policed.pods["tensorboard"].ip}, addresses
+    found: list[str] = []
+
+    def listed() -> bool:
+        found[:] = _run_list(plane)
+        return any(RUN_ID in run for run in found)
+
+    plane.wait_for(listed, timeout=90, what=f"TensorBoard's run list naming {RUN_ID}")
+    (run,) = found
+    assert run.startswith(f"{TEAM_A}/runs/{RUN_ID}/neuron_tblogs_"), found
+
+
 def test_tensorboard_is_reached_only_through_the_api_servers_proxy_and_reaches_nothing(
     policed: Policed,
 ) -> None:
     """TensorBoard's policy admits TCP 6006 from the VPC only: the API server's service proxy (it
-    dials from ``API_ENDPOINT``, inside the VPC, as EKS's interfaces do) gets an answer; the same
-    port from the node network's gateway (outside the VPC) and from a pod is refused. Its namespace
-    denies all egress: TensorBoard may need nothing from the network to start, here nothing reaches
-    out (the internet, the metadata service, DNS's port)."""
+    dials from ``API_ENDPOINT``, inside the VPC, as EKS's interfaces do) gets TensorBoard's answer;
+    the same port from the node network's gateway (outside the VPC) and from a pod is refused. Its
+    namespace denies all egress: here nothing reaches out (the internet, the metadata service,
+    DNS's port)."""
     pod = policed.pods["tensorboard"]
-    served = policed.plane.kubectl(
-        "get", "--raw", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}:{TENSORBOARD_PORT}/proxy/hosts"
-    )
-    assert "localhost" in served.stdout, served
+    _wait_tensorboard_ready(policed.plane, 0, "TensorBoard Ready")
+    assert isinstance(_run_list(policed.plane), list)
     with pytest.raises(OSError):
         connect_in(
             policed.nodes.network.path, pod.ip, TENSORBOARD_PORT, timeout=3, source=NODE_GATEWAY
