@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from cluster_facts.node_check import (
 from config import StackConfig
 from k8s_charts.checks.node_check import LUSTRE_PORT
 from tests.cluster.control_plane import ControlPlane
+from tests.cluster.images import Image
 from tests.cluster.nodes import group_nodes
 from tests.cluster.real_nodes import DEVICE_MAJOR, FILE_SYSTEM_ADDRESS, RealNode, trainium_devices
 from tests.cluster.standin_images import node_check_image, python_image
@@ -91,11 +92,14 @@ def _lustre_host(daemon_set: dict[str, Any]) -> str:
     return str(value)
 
 
-@pytest.fixture(scope="module")
-def device_node(
-    control_plane: ControlPlane, default_config: StackConfig, default_plan: KubernetesLayerPlan
-) -> Iterator[RealNode]:
-    control_plane.apply_plan(default_plan)
+def start_device_node(
+    control_plane: ControlPlane,
+    default_config: StackConfig,
+    default_plan: KubernetesLayerPlan,
+    images: Sequence[Image] = (),
+) -> tuple[RealNode, Callable[[], None]]:
+    """The real Trainium node with the fake device plugin and the node check's DaemonSet pod on it
+    (``LUSTRE_HOST`` the test's listener), and ``images`` besides; what puts the DaemonSet back."""
     daemon_set = _rendered(default_plan, "DaemonSet", NODE_CHECK_NAME)
     (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
     set_env = ["set", "env", f"daemonset/{NODE_CHECK_NAME}", "-n", NODE_CHECK_NAMESPACE]
@@ -108,9 +112,22 @@ def device_node(
         labels={k: v for k, v in template["metadata"]["labels"].items() if k not in _KUBELET_OWN},
         taints=template["spec"]["taints"],
         provider_id=f"aws:///{default_config.trainium.availability_zone}/i-0de71ce5000000000",
-        images=[python_image(), node_check_image(container["image"])],
+        images=[python_image(), node_check_image(container["image"]), *images],
         devices=trainium_devices(_instance(default_config)),
     )
+
+    def restore() -> None:
+        control_plane.kubectl(*set_env, f"LUSTRE_HOST={_lustre_host(daemon_set)}", check=False)
+
+    return node, restore
+
+
+@pytest.fixture(scope="module")
+def device_node(
+    control_plane: ControlPlane, default_config: StackConfig, default_plan: KubernetesLayerPlan
+) -> Iterator[RealNode]:
+    control_plane.apply_plan(default_plan)
+    node, restore = start_device_node(control_plane, default_config, default_plan)
     probe = {"probe.py": _PROBE, "canary_worker.py": (_PROGRAMS / "canary_worker.py").read_text()}
     control_plane.create(
         [
@@ -127,7 +144,7 @@ def device_node(
         yield node
     finally:
         control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
-        control_plane.kubectl(*set_env, f"LUSTRE_HOST={_lustre_host(daemon_set)}", check=False)
+        restore()
 
 
 def _container(name: str, requests: dict[str, int], env: dict[str, str] | None = None) -> dict[str, Any]:
