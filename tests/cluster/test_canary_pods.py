@@ -298,6 +298,9 @@ def cluster(
     dns = None
     try:
         system = _system_node(plane, default_config, default_plan)
+        # CoreDNS first: the etcd members find their peers by name (test_run_pods.py stopped its own).
+        plane.wait_for(functools.partial(_no_dns_left, plane), timeout=120, what="no CoreDNS pod left")
+        dns = start_cluster_dns(plane.real_nodes, system)
         node = plane.real_nodes.nodes.get(NODE)
         if node is None:
             node, restore_node_check = start_device_node(plane, default_config, default_plan, [run_image])
@@ -315,8 +318,6 @@ def cluster(
                 timeout=240,
                 what=f"the three etcd members Ready on {REAL_NODE}",
             )
-        plane.wait_for(functools.partial(_no_dns_left, plane), timeout=120, what="no CoreDNS pod left")
-        dns = start_cluster_dns(plane.real_nodes, system)
         fs, team_dir = _file_system(directory, run.run_as, mounted)
         claims = _host_path_volumes(plane, default_plan, namespace=TEAM, mount=fs, into=TEAM, suffix=SUFFIX)
         renamed = {claim.removesuffix(f"-{SUFFIX}"): claim for claim in claims}
