@@ -303,12 +303,14 @@ def cluster(
         dns = start_cluster_dns(plane.real_nodes, system)
         node = plane.real_nodes.nodes.get(NODE)
         if node is None:
-            node, restore_node_check = start_device_node(plane, default_config, default_plan, [run_image])
-        else:
-            plane.real_nodes.import_images(node, [run_image])
+            node, restore_node_check = start_device_node(plane, default_config, default_plan)
         plane.wait_for(
             functools.partial(_checked, plane), timeout=240, what=f"the node check's pass on {NODE}"
         )
+        # The node check's DaemonSet runs the training image too: its stand-in (with the check's
+        # tools) holds that name until the check has passed; the run's replaces it then. A check pod
+        # started later on the node leaves a node without the startup taint alone.
+        plane.real_nodes.import_images(node, [run_image])
         # The team's etcd members on the real system node (test_run_pods.py moved them; alone, here).
         if _etcd_members_on(plane, REAL_NODE) is None:
             selector = ",".join(f"{k}={v}" for k, v in ETCD_LABELS.items())

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,6 @@ from cluster_facts.node_check import (
 from config import StackConfig
 from k8s_charts.checks.node_check import LUSTRE_PORT
 from tests.cluster.control_plane import ControlPlane
-from tests.cluster.images import Image
 from tests.cluster.nodes import group_nodes
 from tests.cluster.real_nodes import DEVICE_MAJOR, FILE_SYSTEM_ADDRESS, RealNode, trainium_devices
 from tests.cluster.standin_images import node_check_image, python_image
@@ -96,10 +95,9 @@ def start_device_node(
     control_plane: ControlPlane,
     default_config: StackConfig,
     default_plan: KubernetesLayerPlan,
-    images: Sequence[Image] = (),
 ) -> tuple[RealNode, Callable[[], None]]:
     """The real Trainium node with the fake device plugin and the node check's DaemonSet pod on it
-    (``LUSTRE_HOST`` the test's listener), and ``images`` besides; what puts the DaemonSet back."""
+    (``LUSTRE_HOST`` the test's listener); what puts the DaemonSet back."""
     daemon_set = _rendered(default_plan, "DaemonSet", NODE_CHECK_NAME)
     (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
     set_env = ["set", "env", f"daemonset/{NODE_CHECK_NAME}", "-n", NODE_CHECK_NAMESPACE]
@@ -112,7 +110,7 @@ def start_device_node(
         labels={k: v for k, v in template["metadata"]["labels"].items() if k not in _KUBELET_OWN},
         taints=template["spec"]["taints"],
         provider_id=f"aws:///{default_config.trainium.availability_zone}/i-0de71ce5000000000",
-        images=[python_image(), node_check_image(container["image"]), *images],
+        images=[python_image(), node_check_image(container["image"])],
         devices=trainium_devices(_instance(default_config)),
     )
 
