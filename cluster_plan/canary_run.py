@@ -9,7 +9,7 @@ rendezvous, every Neuron device and EFA interface of the node, and the run's out
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cdk8s
@@ -41,6 +41,9 @@ __all__ = [
 
 CANARY_NAME = "canary"
 CANARY_PROGRAM = "canary_worker.py"
+CANARY_PROGRAM_STAGES = ("neuron_devices", "efa_devices", "compile", "collective")
+"""The stages of NOT_MEASURABLE (operator_tools/canary_report.py) whose check the canary's program
+runs (cluster_programs/canary_worker.py): named, it runs none of them."""
 # Large enough to be bandwidth-bound across nodes, small enough to take seconds.
 CANARY_MESSAGE_BYTES = 256 * 2**20
 
@@ -83,7 +86,12 @@ def canary_image(config: StackConfig, group: TrainiumNodeGroupSettings) -> tuple
     return stack, images[0]
 
 
-def canary_run(config: StackConfig, *, node_group: str | None = None) -> TrainingRun:
+def canary_run(
+    config: StackConfig, *, node_group: str | None = None, not_measurable: Sequence[str] = ()
+) -> TrainingRun:
+    """The canary's run; ``not_measurable``: the stages ``--not-measurable`` named
+    (operator_tools/canary_report.py ``NOT_MEASURABLE``), those of its program passed to it as
+    CANARY_NOT_MEASURABLE so that it runs no check of them (none: the variable is not set)."""
     team = config.teams[0]
     group, nodes = canary_size(config, node_group)
     stack, image = canary_image(config, group)
@@ -110,6 +118,11 @@ def canary_run(config: StackConfig, *, node_group: str | None = None) -> Trainin
             "CANARY_MESSAGE_BYTES": str(CANARY_MESSAGE_BYTES),
             "CANARY_NEURON_STACK": stack,
             "PYTHONUNBUFFERED": "1",
+            **(
+                {"CANARY_NOT_MEASURABLE": ",".join(s for s in not_measurable if s in CANARY_PROGRAM_STAGES)}
+                if set(not_measurable) & set(CANARY_PROGRAM_STAGES)
+                else {}
+            ),
         },
         program_files={CANARY_PROGRAM: program},
         cacheset=CANARY_NAME,

@@ -16,7 +16,10 @@ Environment (the canary run's; stacks/canary_run.py): OUTPUT_DIR, RUN_ID (the ru
 DATASETS_ROOT, CANARY_NEURON_DEVICES and CANARY_EFA_DEVICES (what the catalog says a node has),
 CANARY_NETWORK_GBPS and CANARY_THRESHOLD (the all-reduce's bus bandwidth must reach THRESHOLD x the
 instance type's EFA bandwidth when NODES > 1), CANARY_MESSAGE_BYTES, CANARY_NEURON_STACK (``xla``,
-the default, or ``native``: the node group's Neuron stack, cluster_facts/neuron_stack.py); RANK,
+the default, or ``native``: the node group's Neuron stack, cluster_facts/neuron_stack.py),
+CANARY_NOT_MEASURABLE (``--not-measurable``: the stages among neuron_devices, efa_devices, compile
+and collective whose check is not run; compile and collective come together, and the process group
+is then gloo's on the CPU, so the rendezvous is still proven); RANK,
 LOCAL_RANK, WORLD_SIZE from torchrun. Standard library, plus torch and, for the collective, torch_xla
 (xla) or torch_neuronx (native: TorchNeuron's ``neuron`` device and process-group backend) from the
 training image.
@@ -182,6 +185,31 @@ class NativeCollective(Collective):
         return self._judged((time.monotonic() - begun) / 5)
 
 
+class CpuProcessGroup:
+    """CANARY_NOT_MEASURABLE names compile and collective (a cluster whose nodes have no Neuron
+    device): the run's process group formed by gloo on the CPU over torchrun's rendezvous, and one
+    all-reduce of one value through it, so the rendezvous is measured; no Neuron all-reduce runs."""
+
+    def __init__(self) -> None:
+        import torch  # noqa: PLC0415 (the training image has it; the checks before need none)
+        import torch.distributed as dist  # noqa: PLC0415 (the training image has it; the checks before need none)
+
+        self.torch, self.dist = torch, dist
+
+    def rendezvous(self) -> str:
+        self.dist.init_process_group("gloo")
+        world = self.dist.get_world_size()
+        total = self.torch.ones(1)
+        self.dist.all_reduce(total)
+        if int(total.item()) != world:
+            raise RuntimeError(f"an all-reduce of one per rank gave {total.item()} over {world} ranks")
+        return f"process group of {world} ranks (gloo on the CPU: one all-reduce over every rank)"
+
+
+def not_measurable() -> set[str]:
+    return {name for name in os.environ.get("CANARY_NOT_MEASURABLE", "").split(",") if name}
+
+
 def write_output() -> str:
     """A TensorBoard event file in the run's output directory, as training writes its own."""
     from torch.utils.tensorboard import SummaryWriter  # type: ignore[import-not-found]  # noqa: PLC0415 (the training image has it)
@@ -198,12 +226,21 @@ def write_output() -> str:
 
 def main() -> int:
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    unmeasured = not_measurable()
     if local_rank == 0:
         stage("mounts", check_mounts)
         stage("data_ready", lambda: "no data set to stage: the run's marker wait passed")
-        stage("neuron_devices", check_neuron)
-        stage("efa_devices", check_efa)
-    collective = NativeCollective() if os.environ.get("CANARY_NEURON_STACK") == "native" else Collective()
+        if "neuron_devices" not in unmeasured:
+            stage("neuron_devices", check_neuron)
+        if "efa_devices" not in unmeasured:
+            stage("efa_devices", check_efa)
+    collective: Collective | CpuProcessGroup
+    if "collective" in unmeasured:
+        collective = CpuProcessGroup()
+    elif os.environ.get("CANARY_NEURON_STACK") == "native":
+        collective = NativeCollective()
+    else:
+        collective = Collective()
     # torchrun's etcd rendezvous already placed this worker: the process group is the proof.
     begun = time.monotonic()
     try:
@@ -213,7 +250,15 @@ def main() -> int:
         return 1
     if rank == 0:
         report("rendezvous", True, time.monotonic() - _START, detail)
-    for name, check in (("compile", collective.first_step), ("collective", collective.bandwidth)):
+    checks = (
+        ()
+        if isinstance(collective, CpuProcessGroup)
+        else (
+            ("compile", collective.first_step),
+            ("collective", collective.bandwidth),
+        )
+    )
+    for name, check in checks:
         begun = time.monotonic()
         try:
             detail = check()

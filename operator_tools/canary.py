@@ -37,7 +37,9 @@ from k8s_charts.runs.tensorboard import SERVICE_PROXY_NAME, TENSORBOARD_NAME
 from k8s_charts.runs.training_run import TrainingRun
 from operator_tools.canary_report import (
     CONTAINER_STAGES,
+    NOT_MEASURABLE,
     NOT_MEASURED,
+    TOGETHER,
     Report,
     device_problem,
     explain_log,
@@ -81,6 +83,10 @@ class Canary:
     control_plane_only: bool = False
     """``--control-plane-only``: the stages of CONTAINER_STAGES print as not measured, and no pod's
     log is read (a cluster whose nodes run no containers: the test tier's kwok nodes)."""
+    not_measurable: tuple[str, ...] = ()
+    """``--not-measurable``: stages of NOT_MEASURABLE this cluster has no means to measure, each
+    printed as not measured with what it needs (the run's program runs no check of them:
+    cluster_plan/canary_run.py); the scale-down is not waited for when named."""
     out: Callable[[str], object] = print
     clock: Callable[[], float] = time.monotonic
     report: Report = field(default_factory=Report)
@@ -168,6 +174,8 @@ class Canary:
         if self.control_plane_only:
             for stage, why in CONTAINER_STAGES.items():
                 self.report.not_measured(stage, f"{why} (--control-plane-only)")
+        for stage in self.not_measurable:
+            self.report.not_measured(stage, f"{NOT_MEASURABLE[stage]} (--not-measurable)")
         warm = {n["metadata"]["name"] for n in self._nodes()}
         try:
             self._create(objects)
@@ -299,6 +307,13 @@ class Canary:
             explained = explain_pod(pod) if report.failure is None else None
             if explained is not None:
                 stage, line = explained
+                if not stage:
+                    # A container that exited before any stage line of its own said why: its log
+                    # names where it stopped (torchrun's agent at the rendezvous, say), as at the
+                    # Job's end; else the first stage without an outcome.
+                    found = explain_log(self._log(pod))
+                    if found is not None and found[0]:
+                        stage, line = found[0], f"pod {pod['metadata']['name']}: {found[1]}"
                 if stage == "mounts":
                     # The runtime creates the container's mounts once its image is on the node.
                     report.passed("image_pull", now, "pulled; the container's creation failed")
@@ -347,6 +362,8 @@ class Canary:
         self._say()
 
     def _scale_down(self, used: set[str], begun: float) -> None:
+        if self.report.status("scale_down") != "pending":
+            return
         started = self.clock()
         while True:
             left = used & {n["metadata"]["name"] for n in self._nodes()}
@@ -452,6 +469,18 @@ def _parser() -> argparse.ArgumentParser:
         "from its container on a Trainium node (mounts, devices, rendezvous, collective, output) and "
         "TensorBoard as not measured here: for a cluster whose nodes run no containers",
     )
+    parser.add_argument(
+        "--not-measurable",
+        action="append",
+        default=[],
+        choices=sorted(NOT_MEASURABLE),
+        metavar="STAGE",
+        help="a stage this cluster has no means to measure (repeat for each): "
+        f"{', '.join(NOT_MEASURABLE)}; it prints as not measured here with what it needs, and the "
+        "canary's program does not run its check (compile and collective go together: the process "
+        "group is then gloo's on the CPU, the rendezvous still measured): for a cluster whose nodes "
+        "run containers but have no Neuron hardware, EFA, Auto Scaling group or TensorBoard",
+    )
     parser.add_argument("--server", help="(tests) an API server URL to use instead of the kubeconfig")
     return parser
 
@@ -474,7 +503,14 @@ def _client(server: str | None, stack: StackConfig) -> tuple[Any, Any]:
 
 
 def canary_for(config: StackConfig, arguments: argparse.Namespace, core: Any, custom: Any) -> Canary:
-    run = canary_run(config, node_group=arguments.node_group)
+    not_measurable = tuple(dict.fromkeys(getattr(arguments, "not_measurable", None) or ()))
+    named = [stage for stage in TOGETHER if stage in not_measurable]
+    if named and len(named) != len(TOGETHER):
+        raise ValueError(
+            f"--not-measurable {named[0]} needs --not-measurable {' and '.join(s for s in TOGETHER if s not in named)} too: "
+            "the canary's program measures both with one Neuron all-reduce"
+        )
+    run = canary_run(config, node_group=arguments.node_group, not_measurable=not_measurable)
     timeout = arguments.timeout_minutes or canary_timeout_minutes(config)
     return Canary(
         core=core,
@@ -484,6 +520,7 @@ def canary_for(config: StackConfig, arguments: argparse.Namespace, core: Any, cu
         scale_down_seconds=(arguments.scale_down_minutes or canary_scale_down_minutes(config)) * 60,
         poll_seconds=arguments.poll_seconds,
         control_plane_only=arguments.control_plane_only,
+        not_measurable=not_measurable,
         tensorboard_runs=_tensorboard_reader(arguments.tensorboard_url)
         if arguments.tensorboard_url
         else _tensorboard_through_the_api_server(core),

@@ -27,8 +27,10 @@ from cluster_facts.run_stages import RUN_STAGES, RunStage
 __all__ = [
     "CANARY_STAGES",
     "CONTAINER_STAGES",
+    "NOT_MEASURABLE",
     "POD_PREFIX",
     "POD_STAGES",
+    "TOGETHER",
     "Report",
     "StageLine",
     "explain_log",
@@ -86,6 +88,25 @@ CONTAINER_STAGES: dict[str, str] = {
     },
     "tensorboard": "TensorBoard lists the event file the canary's program writes",
 }
+
+# ``--not-measurable STAGE``: what each of these stages needs that a cluster may not have, said in its
+# SKIP line. For a cluster that runs the canary's containers but lacks the hardware or a component:
+# the test tier's real Trainium node, whose Neuron and EFA "devices" are a stand-in device plugin's
+# device nodes with no driver behind them, whose nodes belong to no Auto Scaling group, and where
+# TensorBoard may not run. Nothing else may be named: every other stage is measured wherever the
+# canary's containers run. The canary's program runs no check of a stage named (the run's
+# CANARY_NOT_MEASURABLE); compile and collective are one Neuron all-reduce and are named together,
+# and then its process group is gloo's on the CPU, so the rendezvous is still measured.
+NOT_MEASURABLE: dict[str, str] = {
+    "neuron_devices": "needs Neuron devices with their driver behind the device nodes",
+    "efa_devices": "needs EFA interfaces with their driver behind the device nodes",
+    "compile": "needs a Neuron device to compile the all-reduce for",
+    "collective": "needs Neuron devices and EFA between the nodes",
+    "tensorboard": "needs TensorBoard serving the team's file system",
+    "scale_down": "needs the cluster autoscaler and an Auto Scaling group behind the nodes",
+}
+TOGETHER = ("compile", "collective")
+"""Named together or not at all: the program measures both with one Neuron all-reduce."""
 
 
 def stage_ids() -> tuple[str, ...]:
@@ -150,7 +171,7 @@ class Report:
             result.status, result.detail = "skip", detail
 
     def not_measured(self, stage: str, why: str) -> None:
-        """A stage this canary was told it cannot see (``--control-plane-only``): a SKIP that says so,
+        """A stage this canary was told it cannot see (``--control-plane-only``, ``--not-measurable``): a SKIP that says so,
         and the verdict names it, so a pass never reads as a pass of what was not measured."""
         result = self.results[stage]
         if result.status == "pending":

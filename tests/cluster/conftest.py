@@ -74,12 +74,15 @@ WORKERS: dict[str, tuple[str, ...]] = {
     # test_run_pods.py starts CoreDNS, moves the team's etcd onto the real system node and runs the
     # rendered run's pod script through a retry on the real Trainium node; then rolls the team's etcd
     # from the template of the probes before their fix to the current one.
+    # test_canary_pods.py runs `make canary`'s entry point against test_devices.py's node, with the
+    # team's etcd test_run_pods.py moved onto the real system node (alone, it does both itself).
     "real-nodes": (
         "test_real_nodes.py",
         "test_network_policy.py",
         "test_file_server.py",
         "test_devices.py",
         "test_run_pods.py",
+        "test_canary_pods.py",
     ),
 }
 _ORDER = {

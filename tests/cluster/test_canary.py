@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,11 +90,12 @@ class CanaryProcess:
         return code, self.lines, time.monotonic() - self.started
 
 
-def start_canary(plane: ControlPlane, *args: str) -> CanaryProcess:
-    """``make canary``'s command, its output read line by line as it prints."""
+def start_canary(plane: ControlPlane, *args: str, config: Path = DEFAULT_CONFIG) -> CanaryProcess:
+    """``make canary``'s command (CONFIG ``config``, CANARY_ARGS ``args``), its output read line by
+    line as it prints."""
     env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "operator_tools.canary", "--config", str(DEFAULT_CONFIG), *args],
+        [sys.executable, "-m", "operator_tools.canary", "--config", str(config), *args],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     running = CanaryProcess(process, time.monotonic())

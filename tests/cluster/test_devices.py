@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +91,13 @@ def _lustre_host(daemon_set: dict[str, Any]) -> str:
     return str(value)
 
 
-@pytest.fixture(scope="module")
-def device_node(
-    control_plane: ControlPlane, default_config: StackConfig, default_plan: KubernetesLayerPlan
-) -> Iterator[RealNode]:
-    control_plane.apply_plan(default_plan)
+def start_device_node(
+    control_plane: ControlPlane,
+    default_config: StackConfig,
+    default_plan: KubernetesLayerPlan,
+) -> tuple[RealNode, Callable[[], None]]:
+    """The real Trainium node with the fake device plugin and the node check's DaemonSet pod on it
+    (``LUSTRE_HOST`` the test's listener); what puts the DaemonSet back."""
     daemon_set = _rendered(default_plan, "DaemonSet", NODE_CHECK_NAME)
     (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
     set_env = ["set", "env", f"daemonset/{NODE_CHECK_NAME}", "-n", NODE_CHECK_NAMESPACE]
@@ -111,6 +113,19 @@ def device_node(
         images=[python_image(), node_check_image(container["image"])],
         devices=trainium_devices(_instance(default_config)),
     )
+
+    def restore() -> None:
+        control_plane.kubectl(*set_env, f"LUSTRE_HOST={_lustre_host(daemon_set)}", check=False)
+
+    return node, restore
+
+
+@pytest.fixture(scope="module")
+def device_node(
+    control_plane: ControlPlane, default_config: StackConfig, default_plan: KubernetesLayerPlan
+) -> Iterator[RealNode]:
+    control_plane.apply_plan(default_plan)
+    node, restore = start_device_node(control_plane, default_config, default_plan)
     probe = {"probe.py": _PROBE, "canary_worker.py": (_PROGRAMS / "canary_worker.py").read_text()}
     control_plane.create(
         [
@@ -127,7 +142,7 @@ def device_node(
         yield node
     finally:
         control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
-        control_plane.kubectl(*set_env, f"LUSTRE_HOST={_lustre_host(daemon_set)}", check=False)
+        restore()
 
 
 def _container(name: str, requests: dict[str, int], env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from operator_tools.canary import TENSORBOARD_PROXY, canary_for
 from operator_tools.canary import main as canary_main
 from operator_tools.canary_report import (
     CONTAINER_STAGES,
+    NOT_MEASURABLE,
     POD_PREFIX,
     POD_STAGES,
     Report,
@@ -412,8 +413,12 @@ class Cluster:
     fail: str = ""
     """'' for a good run; 'mount' (CreateContainerError), 'tensorboard' (the run not listed),
     'tensorboard-down' (no endpoint behind the Service), 'scale-down'; 'silent': the run completes
-    and no container writes a line (kwok's nodes in the test tier)."""
+    and no container writes a line (kwok's nodes in the test tier); 'no-hardware': the program writes
+    no device, compile or collective line, the nodes stay and TensorBoard has no endpoint (the test
+    tier's real Trainium node, with ``--not-measurable``); 'etcd-down': worker 0 exits 1 with
+    torchrun's etcd error before its program wrote a line."""
     created: float | None = None
+    job: dict[str, Any] | None = None
     deleted: list[str] = field(default_factory=list)
     tensorboard_reads: list[str] = field(default_factory=list)
     log_reads: int = 0
@@ -424,7 +429,7 @@ class Cluster:
 
     def nodes(self) -> list[dict[str, Any]]:
         t = self.elapsed()
-        if t < 0.3 or (t > 2.0 and self.fail != "scale-down"):
+        if t < 0.3 or (t > 2.0 and self.fail not in ("scale-down", "no-hardware")):
             return []
         return [
             {
@@ -460,6 +465,12 @@ class Cluster:
                         "message": 'failed to mkdir "/data/datasets": permission denied',
                     }
                 }
+            elif self.fail == "etcd-down" and index == 0 and t > 0.9:
+                recorded["spec"]["nodeName"] = node
+                recorded["status"]["phase"] = "Failed"
+                recorded["status"]["containerStatuses"][0]["state"] = {
+                    "terminated": {"exitCode": 1, "reason": "Error"}
+                }
             else:
                 recorded["spec"]["nodeName"] = node
                 recorded["status"]["phase"] = "Running"
@@ -470,6 +481,11 @@ class Cluster:
         self.log_reads += 1
         if self.elapsed() < 0.9 or self.fail == "silent":
             return ""
+        if self.fail == "etcd-down":
+            return _ETCD_DOWN
+        unmeasured = (
+            ("neuron_devices", "efa_devices", "compile", "collective") if self.fail == "no-hardware" else ()
+        )
         return "\n".join(
             stage_line(stage, True, f"{stage} ok")
             for stage in (
@@ -482,11 +498,14 @@ class Cluster:
                 "collective",
                 "output_write",
             )
+            if stage not in unmeasured
         )
 
     def phase(self) -> str:
         if self.fail == "mount":
             return "Pending"
+        if self.fail == "etcd-down":
+            return "Running" if self.elapsed() < 1.5 else "Failed"
         return "Completed" if self.elapsed() > 1.2 else "Running"
 
     def answer(self, method: str, url: str, body: Any) -> tuple[int, Any]:  # noqa: PLR0911 (one per route)
@@ -499,12 +518,13 @@ class Cluster:
                 self.deleted.append(parts[-1])
                 return 200, {"kind": "Status", "status": "Success"}
             if method == "POST" and parts[-1] == "jobs":
-                assert body["metadata"]["name"] == RUN_ID
-                self.created = time.monotonic()
+                # RUN_ID, or the id of the run ``--not-measurable`` changed (its program's variable).
+                assert body["metadata"]["name"].startswith("canary-")
+                self.created, self.job = time.monotonic(), body
                 return 201, body
             if method == "POST" and parts[-1] == "configmaps":
                 return 201, body
-            if method == "GET" and parts[-2:] == ["jobs", RUN_ID]:
+            if method == "GET" and parts[-2] == "jobs":
                 return 200, {**OBJECTS[1], "status": {"state": {"phase": self.phase()}}}
             if method == "GET" and path == "/api/v1/nodes":
                 return 200, {"kind": "NodeList", "metadata": {}, "items": copy.deepcopy(self.nodes())}
@@ -528,7 +548,7 @@ class Cluster:
                 return 200, self.log()
             if method == "GET" and path in (f"{TENSORBOARD_SERVICE}/proxy/data/runs", "/data/runs"):
                 self.tensorboard_reads.append(path)
-                if self.fail == "tensorboard-down":
+                if self.fail in ("tensorboard-down", "no-hardware"):
                     return 503, {
                         "kind": "Status",
                         "status": "Failure",
@@ -539,6 +559,12 @@ class Cluster:
                 runs = [] if self.fail in ("tensorboard", "silent") else [f"training/runs/{RUN_ID}"]
                 return 200, runs
             return 404, {"kind": "Status", "code": 404}
+
+
+_ETCD_DOWN = """urllib3.exceptions.MaxRetryError: HTTPConnectionPool(host='etcd-server', port=2379): Max retries exceeded with url: /v2/machines (Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f525de2ae50>: Failed to establish a new connection: [Errno 111] Connection refused'))
+"""
+"""torchrun's agent when its etcd rendezvous finds no etcd: its last line, as tests/cluster/test_canary_pods.py
+read it on a real node (the etcd Service with no endpoint)."""
 
 
 @pytest.fixture
@@ -665,6 +691,87 @@ def test_a_run_whose_containers_say_nothing_fails_unless_told_they_cannot(
     )
     assert f"canary {RUN_ID}: removed Job {RUN_ID}, ConfigMap {RUN_ID}-program" in lines
     assert state.log_reads == 0 and state.tensorboard_reads == []
+
+
+def _unmeasurable_args() -> list[str]:
+    return [argument for stage in NOT_MEASURABLE for argument in ("--not-measurable", stage)]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("cluster", ["no-hardware"], indirect=True)
+def test_stages_this_cluster_cannot_measure_print_as_not_measured_only_when_named(
+    cluster: tuple[Cluster, str],
+) -> None:
+    """A cluster whose containers run but whose nodes have no Neuron hardware, EFA, Auto Scaling
+    group or TensorBoard (the test tier's real Trainium node): unnamed, the canary fails at the
+    first stage its program never reported; with ``--not-measurable`` for each, every named stage
+    prints as not measured with what it needs, the rest pass, the scale-down is not waited for, the
+    pass names them, and the run tells its program which checks not to run."""
+    state, url = cluster
+    done = canary(url, "--timeout-minutes", "1", "--scale-down-minutes", "0.03")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        "CANARY FAIL at neuron_devices: the run ended without this stage being seen"
+    ), done.stdout
+
+    state.created, state.job, state.tensorboard_reads = None, None, []
+    done = canary(url, "--timeout-minutes", "1", "--scale-down-minutes", "0.03", *_unmeasurable_args())
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = assert_the_run_stages_order(done.stdout)
+    assert {stage for stage, said in printed if said == "SKIP"} == {"first_step", *NOT_MEASURABLE}
+    lines = done.stdout.splitlines()
+    for stage, needs in NOT_MEASURABLE.items():
+        (line,) = [line for line in lines if line.split()[2:3] == [stage]]
+        assert line.endswith(f"(not measured here: {needs} (--not-measurable))"), line
+    assert lines[-1] == (
+        f"CANARY PASS: every stage it measured passed; not measured here: {', '.join(NOT_MEASURABLE)}"
+    )
+    assert state.job is not None
+    (trainer,) = state.job["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    variables = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert variables["CANARY_NOT_MEASURABLE"] == "neuron_devices,efa_devices,compile,collective"
+    # TensorBoard named: not read at all.
+    assert state.tensorboard_reads == []
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("alone", ["compile", "collective"])
+def test_compile_and_collective_are_not_measurable_only_together(alone: str) -> None:
+    """The program measures both with one Neuron all-reduce: one named alone is refused (exit 2)
+    before the canary touches the cluster."""
+    done = canary("http://127.0.0.1:9", "--not-measurable", alone)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.startswith(f"canary: --not-measurable {alone} needs --not-measurable "), done.stdout
+
+
+def test_a_stage_not_in_the_list_cannot_be_named_not_measurable() -> None:
+    with pytest.raises(SystemExit) as exited:
+        canary_main(["--config", str(DEFAULT_CONFIG), "--not-measurable", "mounts"])
+    assert exited.value.code == 2
+
+
+def test_without_the_option_the_run_is_unchanged() -> None:
+    """No ``--not-measurable``: the program gets no CANARY_NOT_MEASURABLE and runs every check."""
+    (trainer,) = OBJECTS[1]["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    assert "CANARY_NOT_MEASURABLE" not in {e["name"] for e in trainer["env"]}
+    named = canary_run(CONFIG, not_measurable=("tensorboard", "scale_down"))
+    assert "CANARY_NOT_MEASURABLE" not in named.environment
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("cluster", ["etcd-down"], indirect=True)
+def test_a_container_that_exits_before_its_first_line_fails_where_its_log_says(
+    cluster: tuple[Cluster, str],
+) -> None:
+    """torchrun's agent finds no etcd and exits 1 before the program runs: the failure is the
+    rendezvous, with the agent's line, not the first stage the program never reached."""
+    _, url = cluster
+    done = canary(url, "--timeout-minutes", "1", "--scale-down-minutes", "0.03")
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith(
+        f"CANARY FAIL at rendezvous: pod {RUN_ID}-worker-0: urllib3.exceptions.MaxRetryError: "
+    ), done.stdout
 
 
 def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() -> None:
