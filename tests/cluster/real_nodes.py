@@ -700,6 +700,9 @@ class RealNodes:
             raise AssertionError(f"a driver of this machine holds the major number {DEVICE_MAJOR}: {held}")
         registry = node.directory / "kubelet" / "plugins_registry"
         registry.mkdir(parents=True, exist_ok=True)
+        for socket in (registry / f"{short}.sock", node.directory / f"dra-{short}" / "dra.sock"):
+            if len(str(socket).encode()) >= 108:
+                raise AssertionError(f"{socket}: longer than a Unix socket's path may be (107 bytes)")
         config_path = node.directory / f"dra-{short}.json"
         config_path.write_text(json.dumps(config))
         args = [
@@ -708,7 +711,7 @@ class RealNodes:
             f"--node={node.name}",
             f"--kubeconfig={self.plane.kubeconfig}",
             f"--registry-dir={registry}",
-            f"--registry-socket={short}-reg.sock",
+            f"--registry-socket={short}.sock",
             f"--plugin-dir={node.directory / f'dra-{short}'}",
             f"--cdi-dir={node.cdi_specs}",
             f"--dir={node.device_nodes}",

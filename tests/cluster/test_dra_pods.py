@@ -208,9 +208,17 @@ def test_the_stand_ins_publish_the_nodes_slices_and_register_with_the_kubelet(
         assert found["spec"]["pool"]["name"] == NODE
         assert [o["uid"] for o in found["metadata"]["ownerReferences"]] == [node["metadata"]["uid"]]
         assert found["spec"]["devices"] == configs[driver]["slice"]["spec"]["devices"], driver
-    log = (control_plane.processes.log_dir / f"kubelet-{NODE}.log").read_text()
+    # The kubelet's DRA plugin manager connected to each (pkg/kubelet/cm/dra/plugin, v=2).
+    lines = (control_plane.processes.log_dir / f"kubelet-{NODE}.log").read_text().splitlines()
     for driver in (NEURON_DRA_DRIVER, EFA_DRA_DRIVER):
-        assert driver in log, f"the kubelet's log never names {driver}"
+        connected = [
+            line
+            for line in lines
+            if '"Connection changed"' in line
+            and f'driverName="{driver}"' in line
+            and "connected=true" in line
+        ]
+        assert connected, f"the kubelet never connected to the {driver} plugin"
 
 
 def test_a_pod_gets_the_whole_node_through_its_claim(control_plane: ControlPlane, dra_node: RealNode) -> None:
@@ -263,7 +271,7 @@ def test_a_pod_gets_the_whole_node_through_its_claim(control_plane: ControlPlane
         short: (control_plane.processes.log_dir / f"dra-plugin-{short}-{NODE}.log").read_text()
         for short in ("neuron", "efa")
     }
-    assert all(uid in text and "prepared" in text for text in plugin_logs.values()), plugin_logs
+    assert all(uid in text and '"prepared"' in text for text in plugin_logs.values()), plugin_logs
     control_plane.kubectl("delete", "pod", "-n", NAMESPACE, "whole-node", "--wait=true", "--timeout=60s")
 
     def unprepared() -> bool:
