@@ -166,7 +166,14 @@ def _pod(name: str, template: str, env: dict[str, str] | None = None) -> dict[st
                     "name": "run",
                     "image": python_image().name,
                     "imagePullPolicy": "Never",
-                    "command": ["python3", "/opt/probe/probe.py"],
+                    # The probe, then the container stays: its claim is prepared (and exists: the
+                    # resourceclaim controller deletes a pod's claim once the pod has ended) until
+                    # the test deletes the pod.
+                    "command": [
+                        "python3",
+                        "-c",
+                        "import runpy, time; runpy.run_path('/opt/probe/probe.py'); time.sleep(600)",
+                    ],
                     "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
                     "resources": {
                         "requests": {"cpu": "10m", "memory": "32Mi"},
@@ -223,10 +230,10 @@ def test_the_stand_ins_publish_the_nodes_slices_and_register_with_the_kubelet(
 
 def test_a_pod_gets_the_whole_node_through_its_claim(control_plane: ControlPlane, dra_node: RealNode) -> None:
     """The product's template of the group: the scheduler allocates the node's 16 Neuron devices and
-    8 EFA interfaces to the claim, the kubelet has each stand-in prepare them, and the container
-    finds every device node (the node's major and minor), AWS_NEURON_VISIBLE_DEVICES naming every
-    chip, its device cgroup allowing exactly them; the canary's device stages pass in it. Deleted,
-    the pod's claim is unprepared: its CDI specs are gone."""
+    8 EFA interfaces to the claim, the kubelet has each stand-in prepare them (a CDI spec per driver,
+    named by the claim's UID), and the container finds every device node (the node's major and
+    minor), AWS_NEURON_VISIBLE_DEVICES naming every chip, its device cgroup allowing exactly them;
+    the canary's device stages pass in it. Deleted, the pod's claim is unprepared: its specs go."""
     env = {
         "CANARY_NEURON_DEVICES": str(_INSTANCE.chips),
         "CANARY_EFA_DEVICES": str(_INSTANCE.efa_interfaces),
@@ -234,13 +241,15 @@ def test_a_pod_gets_the_whole_node_through_its_claim(control_plane: ControlPlane
     }
     control_plane.create([_pod("whole-node", node_claim_template(TRN1), env)])
 
-    def ended() -> dict[str, Any] | None:
+    def probed() -> tuple[dict[str, Any], str] | None:
         pod: dict[str, Any] = control_plane.kubectl.json("get", "pod", "-n", NAMESPACE, "whole-node")
-        return pod if pod["status"].get("phase") in ("Succeeded", "Failed") else None
+        if pod["status"].get("phase") != "Running":
+            assert pod["status"].get("phase") == "Pending", json.dumps(pod["status"])
+            return None
+        log = control_plane.kubectl("logs", "-n", NAMESPACE, "whole-node", check=False).stdout
+        return (pod, log) if "PROBE " in log else None
 
-    pod = control_plane.wait_for(ended, timeout=180, what="the pod whole-node ended")
-    log = control_plane.kubectl("logs", "-n", NAMESPACE, "whole-node", check=False).stdout
-    assert pod["status"]["phase"] == "Succeeded", f"{json.dumps(pod['status'])}\n{log}"
+    pod, log = control_plane.wait_for(probed, timeout=180, what="the pod whole-node probed its devices")
     assert pod["spec"]["nodeName"] == NODE
     (line,) = [line for line in log.splitlines() if line.startswith("PROBE ")]
     found = json.loads(line.removeprefix("PROBE "))
@@ -265,19 +274,22 @@ def test_a_pod_gets_the_whole_node_through_its_claim(control_plane: ControlPlane
     assert sorted(r["driver"] for r in results) == sorted(
         [NEURON_DRA_DRIVER] * _INSTANCE.chips + [EFA_DRA_DRIVER] * _INSTANCE.efa_interfaces
     )
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
     uid = claim["metadata"]["uid"]
-    specs = {p.name for p in dra_node.cdi_specs.iterdir()}
-    plugin_logs = {
-        short: (control_plane.processes.log_dir / f"dra-plugin-{short}-{NODE}.log").read_text()
-        for short in ("neuron", "efa")
-    }
-    assert all(uid in text and '"prepared"' in text for text in plugin_logs.values()), plugin_logs
+    specs = {p.name: json.loads(p.read_text()) for p in dra_node.cdi_specs.iterdir()}
+    assert sorted(specs) == [f"{EFA_DRA_DRIVER}-{uid}.json", f"{NEURON_DRA_DRIVER}-{uid}.json"], sorted(specs)
+    neuron_spec = specs[f"{NEURON_DRA_DRIVER}-{uid}.json"]
+    assert len(neuron_spec["devices"]) == _INSTANCE.chips + 1, neuron_spec  # a device each, and the variable
     control_plane.kubectl("delete", "pod", "-n", NAMESPACE, "whole-node", "--wait=true", "--timeout=60s")
 
     def unprepared() -> bool:
         return not [p for p in dra_node.cdi_specs.iterdir() if uid in p.name]
 
     control_plane.wait_for(unprepared, timeout=60, what=f"the CDI specs of claim {uid} removed")
+    for short in ("neuron", "efa"):
+        text = (control_plane.processes.log_dir / f"dra-plugin-{short}-{NODE}.log").read_text()
+        assert f'"prepared" claim="{NAMESPACE}/{claim["metadata"]["name"]}" uid="{uid}"' in text, text
+        assert f'"unprepared" claim="{NAMESPACE}/{claim["metadata"]["name"]}:{uid}" error=null' in text, text
     print(f"CDI specs while the claim was prepared: {sorted(specs)}")
 
 
