@@ -243,14 +243,16 @@ def test_a_pod_gets_the_whole_node_through_its_claim(control_plane: ControlPlane
 
     def probed() -> tuple[dict[str, Any], str] | None:
         pod: dict[str, Any] = control_plane.kubectl.json("get", "pod", "-n", NAMESPACE, "whole-node")
-        if pod["status"].get("phase") != "Running":
-            assert pod["status"].get("phase") == "Pending", json.dumps(pod["status"])
+        phase = pod["status"].get("phase")
+        if phase == "Pending":
             return None
         log = control_plane.kubectl("logs", "-n", NAMESPACE, "whole-node", check=False).stdout
-        return (pod, log) if "PROBE " in log else None
+        # Ended (its canary stages failed, say): judged below at once, not waited on.
+        return (pod, log) if "PROBE " in log or phase != "Running" else None
 
     pod, log = control_plane.wait_for(probed, timeout=180, what="the pod whole-node probed its devices")
     assert pod["spec"]["nodeName"] == NODE
+    assert pod["status"]["phase"] == "Running", f"{json.dumps(pod['status'])}\n{log}"
     (line,) = [line for line in log.splitlines() if line.startswith("PROBE ")]
     found = json.loads(line.removeprefix("PROBE "))
     stages = [
