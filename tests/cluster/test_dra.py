@@ -399,7 +399,7 @@ def test_a_gang_of_connected_claims_is_allocated_whole_nodes_and_reserved_for_it
 ) -> None:
     run = _runs(cluster)["bert-large"]
     run.apply()
-    pods = cluster.wait_for(run.running, timeout=90, what="bert-large's gang running on the trn1 DRA nodes")
+    pods = _running(cluster, run, timeout=90, what="bert-large's gang running on the trn1 DRA nodes")
     assert {p["spec"]["nodeName"] for p in pods} == set(nodes[TRN1])
     assert kubelet_refusals(cluster, pods) == []
     for pod in pods:
@@ -417,13 +417,23 @@ def test_a_gang_of_connected_claims_is_allocated_whole_nodes_and_reserved_for_it
     end_runs(cluster, [TRAINING])
 
 
-def _fabric_state(plane: ControlPlane, namespace: str) -> str:
-    """The check's objects and the namespace's events: what a wait that gave up saw."""
+def _state(plane: ControlPlane, namespace: str) -> str:
+    """The namespace's runs, claims, quota and events: what a wait that gave up saw."""
     objects = plane.kubectl(
-        "get", "vcjob,podgroup,pods,resourceclaims", "-n", namespace, "-o", "wide", check=False
+        "get", "vcjob,podgroup,pods,resourceclaims,resourcequota", "-n", namespace, "-o", "wide", check=False
     )
+    quota = plane.kubectl("describe", "resourcequota", "-n", namespace, check=False)
     events = plane.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False)
-    return f"{objects.stdout}{objects.stderr}\n{events.stdout[-4000:]}"
+    return f"{objects.stdout}{objects.stderr}\n{quota.stdout}\n{events.stdout[-6000:]}"
+
+
+def _running(plane: ControlPlane, run: RunHandle, *, timeout: float, what: str) -> list[dict[str, Any]]:
+    """``run``'s pods once all run; if they do not within ``timeout``, an error with ``_state``."""
+    try:
+        pods: list[dict[str, Any]] = plane.wait_for(run.running, timeout=timeout, what=what)
+    except StartupError as error:
+        raise AssertionError(f"{error}\n{_state(plane, run.namespace)}") from error
+    return pods
 
 
 def test_a_dra_groups_fabric_check_claims_its_nodes_whole_in_the_platform_namespace(
@@ -439,10 +449,7 @@ def test_a_dra_groups_fabric_check_claims_its_nodes_whole_in_the_platform_namesp
     run = RunHandle.of_job(cluster, job)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
     try:
-        try:
-            pods = cluster.wait_for(run.running, timeout=90, what="trn1-dra's fabric check running")
-        except StartupError as error:
-            raise AssertionError(_fabric_state(cluster, run.namespace)) from error
+        pods = _running(cluster, run, timeout=90, what="trn1-dra's fabric check running")
         workers = [p for p in pods if p["spec"].get("resourceClaims")]
         assert len(workers) == 2 and len(pods) == 3
         assert {p["spec"]["nodeName"] for p in workers} == set(nodes[TRN1])
@@ -475,7 +482,7 @@ def test_a_claim_over_the_teams_device_quota_waits_and_the_job_lives_then_runs_w
     runs = _runs(cluster)
     first, waiting = runs["bert-large"], runs["trn2-run"]
     first.apply()
-    cluster.wait_for(first.running, timeout=90, what="bert-large running")
+    _running(cluster, first, timeout=90, what="bert-large running")
     waiting.apply()
     refusal = f"exceeded quota: team-quota, requested: {device_quota_resource(NEURON_DEVICE_CLASS)}=16"
     cluster.wait_for(
@@ -491,7 +498,7 @@ def test_a_claim_over_the_teams_device_quota_waits_and_the_job_lives_then_runs_w
     assert _phase(waiting) not in ("Failed", "Terminated", "Aborted"), waiting.job_status()
     first.finish()
     end_runs_of(cluster, first)
-    pods = cluster.wait_for(waiting.running, timeout=120, what="trn2-run running once the quota frees")
+    pods = _running(cluster, waiting, timeout=120, what="trn2-run running once the quota frees")
     assert {p["spec"]["nodeName"] for p in pods} == set(nodes[TRN2])
     assert kubelet_refusals(cluster, pods) == []
     [claim] = claims_of(cluster, pods[0])
@@ -530,7 +537,7 @@ def test_a_queue_counts_devices_and_holds_a_gang_beside_a_free_node(
     first, held = runs["research-1"], runs["research-2"]
     try:
         first.apply()
-        cluster.wait_for(first.running, timeout=90, what="research-1 running")
+        _running(cluster, first, timeout=90, what="research-1 running")
         log = SchedulerLog(cluster)
         held.apply()
         cluster.wait_for(
@@ -543,7 +550,7 @@ def test_a_queue_counts_devices_and_holds_a_gang_beside_a_free_node(
         assert not pod["spec"].get("nodeName"), "held by the queue beside a free node"
         first.finish()
         end_runs_of(cluster, first)
-        pods = cluster.wait_for(held.running, timeout=90, what="research-2 running once its queue frees")
+        pods = _running(cluster, held, timeout=90, what="research-2 running once its queue frees")
         assert kubelet_refusals(cluster, pods) == []
     finally:
         end_runs(cluster, [RESEARCH])
@@ -558,7 +565,7 @@ def test_a_retry_and_a_rerun_get_new_claims_allocated_again(
     reserves for them. A rerun (the Job deleted and applied again, docs/runs.md) does the same."""
     run = _runs(cluster)["bert-large"]
     run.apply()
-    first = cluster.wait_for(run.running, timeout=90, what="bert-large running")
+    first = _running(cluster, run, timeout=90, what="bert-large running")
     before = {c["metadata"]["uid"] for pod in first for c in claims_of(cluster, pod)}
     cluster.kubectl(
         "annotate",
@@ -594,7 +601,7 @@ def test_a_retry_and_a_rerun_get_new_claims_allocated_again(
     )
     run.delete()
     run.apply()
-    third = cluster.wait_for(run.running, timeout=120, what="the rerun running")
+    third = _running(cluster, run, timeout=120, what="the rerun running")
     rerun = {c["metadata"]["uid"] for pod in third for c in claims_of(cluster, pod)}
     assert len(rerun) == 2 and rerun.isdisjoint(after)
     assert kubelet_refusals(cluster, third) == []
@@ -610,7 +617,7 @@ def test_a_team_uses_neither_another_teams_claims_nor_device_classes_it_has_no_g
 ) -> None:
     run = _runs(cluster)["bert-large"]
     run.apply()
-    pods = cluster.wait_for(run.running, timeout=90, what="bert-large running")
+    pods = _running(cluster, run, timeout=90, what="bert-large running")
     claim = claims_of(cluster, pods[0])[0]["metadata"]["name"]
     member = _vision_member(cluster)
     assert not member.can_i("get", "resourceclaims", namespace=TRAINING)
@@ -708,7 +715,7 @@ def test_a_torchx_job_claims_whole_dra_nodes_through_the_teams_template(
     run = RunHandle.of_job(cluster, job)
     cluster.impersonate("tess", groups)("create", "-f", "-", input=json.dumps(job))
     try:
-        pods = cluster.wait_for(run.running, timeout=90, what="the TorchX gang running on the trn1 DRA nodes")
+        pods = _running(cluster, run, timeout=90, what="the TorchX gang running on the trn1 DRA nodes")
         assert {p["spec"]["nodeName"] for p in pods} == set(nodes[TRN1])
         assert kubelet_refusals(cluster, pods) == []
         for pod in pods:
@@ -767,7 +774,7 @@ def test_a_trn2u_gang_takes_each_node_whole_in_two_claims(
     run = _runs(cluster)["trn2u-gang"]
     try:
         run.apply()
-        pods = cluster.wait_for(run.running, timeout=90, what="trn2u-gang running on the trn2u DRA nodes")
+        pods = _running(cluster, run, timeout=90, what="trn2u-gang running on the trn2u DRA nodes")
         assert {p["spec"]["nodeName"] for p in pods} == set(TRN2U_NODES)
         assert kubelet_refusals(cluster, pods) == []
         for pod in pods:
