@@ -101,6 +101,7 @@ class RunHandle:
             timeout=120,
             what=f"the pods of {self.name} gone",
         )
+        _claims_gone(self.plane, [self.namespace], job=self.name)
 
     def job_status(self) -> dict[str, Any]:
         found = self.plane.kubectl.json("get", "job.batch.volcano.sh", self.name, "-n", self.namespace)
@@ -166,6 +167,31 @@ def end_runs(plane: ControlPlane, namespaces: Iterable[str]) -> None:
     for namespace in namespaces:
         plane.kubectl("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--ignore-not-found")
     _forgotten(plane, started, ["-A", "-l", "volcano.sh/job-name"], timeout=60, what="the runs' pods gone")
+    _claims_gone(plane, namespaces)
+
+
+def _claims_gone(plane: ControlPlane, namespaces: Iterable[str], job: str | None = None) -> None:
+    """Until the ResourceClaims the resourceclaim controller made for the pods of ``job`` (of every
+    run, without it) in ``namespaces`` are gone: it deletes them after their pods. One left holds its
+    devices and counts against the team's quota, and a rerun's claim refused by that quota is
+    retried on the controller's backoff, doubling from 5 ms to 1000 s (v1.36.3
+    pkg/controller/resourceclaim/controller.go, DefaultTypedControllerRateLimiter)."""
+    wanted = set(namespaces)
+
+    def left() -> list[str]:
+        claims = plane.kubectl.json("get", "resourceclaims", "-A")["items"]
+        return [
+            f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+            for c in claims
+            if c["metadata"]["namespace"] in wanted
+            and any(
+                owner.get("kind") == "Pod"
+                and (job is None or str(owner.get("name", "")).startswith(f"{job}-"))
+                for owner in c["metadata"].get("ownerReferences", [])
+            )
+        ]
+
+    plane.wait_for(lambda: not left(), timeout=60, what="the ended runs' ResourceClaims gone")
 
 
 def _forgotten(plane: ControlPlane, started: float, pods: list[str], *, timeout: float, what: str) -> None:

@@ -48,6 +48,7 @@ from cluster_facts.kubernetes_names import (
     NEURON_RESOURCE,
     team_rbac_group,
 )
+from cluster_facts.kubernetes_plan import ManifestSet
 from config import StackConfig, parse_config
 from k8s_charts.checks.fabric_check import job_name as fabric_job_name
 from k8s_charts.devices import efa_device_plugin, efa_dra_driver, neuron_device_plugin, neuron_dra_driver
@@ -173,9 +174,34 @@ def nodes(cluster: ControlPlane, stand_in: DriverStandIn) -> dict[str, list[str]
     return {TRN1: TRN1_NODES[:2], TRN2: TRN2_NODES[:1]}
 
 
+@pytest.fixture(autouse=True)
+def _runs_ended(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the cluster, the runs it left ended, also when it failed: a Job left would
+    hold the next test's nodes, quota or name."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    plane: ControlPlane = request.getfixturevalue("cluster")
+    teams = [team.name for team in CONFIG.teams]
+    jobs = plane.kubectl.json("get", "jobs.batch.volcano.sh", "-A")["items"]
+    if any(job["metadata"]["namespace"] in teams for job in jobs):
+        end_runs(plane, teams)
+
+
 def _runs(plane: ControlPlane) -> dict[str, RunHandle]:
     plan = plan_of(DRA)
     return {run.name: run_handle(plane, plan, run.name) for run in CONFIG.runs}
+
+
+def _fresh(plane: ControlPlane, run: str, name: str) -> RunHandle:
+    """``run`` of the plan as a Job named ``name``, with the claim template it renders. A Job applied
+    again under the name of one Volcano's controller is still dropping can lose its place in the
+    controller's cache and never get a pod (``RunHandle.delete``); only the rerun tests mean to
+    apply a name again."""
+    handle = _runs(plane)[run]
+    job = handle.copy_as(name).job
+    others = tuple(m for m in handle.step.manifests if m["kind"] != "Job")
+    return RunHandle(plane, ManifestSet(name=name, manifests=(*others, job)))
 
 
 def _daemon_set_nodes(plane: ControlPlane, namespace: str, name: str) -> set[str]:
@@ -479,8 +505,7 @@ def test_a_claim_over_the_teams_device_quota_waits_and_the_job_lives_then_runs_w
     refused by the API server's quota, its pod waits without a claim, and its Job is not ended (a
     refused *pod* ends a Volcano Job: k8s_charts/teams/team_quota.py); once bert-large ends the
     resourceclaim controller's retry makes the claim, and the trn2 run gets its node with LNC 2."""
-    runs = _runs(cluster)
-    first, waiting = runs["bert-large"], runs["trn2-run"]
+    first, waiting = _fresh(cluster, "bert-large", "bert-large-quota"), _runs(cluster)["trn2-run"]
     first.apply()
     _running(cluster, first, timeout=90, what="bert-large running")
     waiting.apply()
@@ -563,7 +588,7 @@ def test_a_retry_and_a_rerun_get_new_claims_allocated_again(
     """A worker fails: Volcano's RestartJob deletes the gang, the resourceclaim controller deletes its
     claims with the pods and makes new ones for the new pods, which the scheduler allocates and
     reserves for them. A rerun (the Job deleted and applied again, docs/runs.md) does the same."""
-    run = _runs(cluster)["bert-large"]
+    run = _fresh(cluster, "bert-large", "bert-large-retry")
     run.apply()
     first = _running(cluster, run, timeout=90, what="bert-large running")
     before = {c["metadata"]["uid"] for pod in first for c in claims_of(cluster, pod)}
@@ -615,7 +640,7 @@ def _vision_member(plane: ControlPlane) -> Any:
 def test_a_team_uses_neither_another_teams_claims_nor_device_classes_it_has_no_group_for(
     cluster: ControlPlane, nodes: dict[str, list[str]]
 ) -> None:
-    run = _runs(cluster)["bert-large"]
+    run = _fresh(cluster, "bert-large", "bert-large-team")
     run.apply()
     pods = _running(cluster, run, timeout=90, what="bert-large running")
     claim = claims_of(cluster, pods[0])[0]["metadata"]["name"]
