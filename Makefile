@@ -39,7 +39,7 @@ REVIEW_OUT ?=
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
 # Real pods (tests/cluster/real_nodes.py): a pass of its own in `make test`, see there.
-REAL_NODES_TESTS := tests/cluster/test_real_nodes.py tests/cluster/test_network_policy.py tests/cluster/test_file_server.py tests/cluster/test_devices.py tests/cluster/test_run_pods.py tests/cluster/test_canary_pods.py
+REAL_NODES_TESTS := tests/cluster/test_real_nodes.py tests/cluster/test_network_policy.py tests/cluster/test_file_server.py tests/cluster/test_devices.py tests/cluster/test_run_pods.py tests/cluster/test_canary_pods.py tests/cluster/test_dra_pods.py
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 CHECKOV_VENV := .venv-checkov

@@ -255,6 +255,9 @@ COMPONENTS = {
         Component("etcd", cgo=False),
         # The device plugin stand-in of the real nodes (a program of this repository, main.go).
         Component("fake-device-plugin", cgo=False),
+        # The DRA drivers' kubelet plugin stand-in of the real nodes (a program of this repository,
+        # main.go; tests/cluster/test_dra_pods.py).
+        Component("dra-kubelet-plugin", cgo=False),
         # The real nodes' NFS client (a program of this repository, main.go): this kernel has FUSE but
         # no NFS client, so the relay mounts the root-squashing server's export (tests/cluster/nfs_server.py).
         Component("nfs-fuse-relay", cgo=False),
@@ -294,7 +297,7 @@ def _key(component: Component) -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((component.module / name).read_bytes())
-    # A module with a program of its own (fake-device-plugin): its source decides the bytes too.
+    # A module with a program of its own (fake-device-plugin, dra-kubelet-plugin): its source decides the bytes too.
     for source in sorted(component.module.glob("*.go")):
         digest.update(source.name.encode() + source.read_bytes())
     flags = [component.ldflags(), "-trimpath", component.api_addition]

@@ -76,6 +76,9 @@ WORKERS: dict[str, tuple[str, ...]] = {
     # from the template of the probes before their fix to the current one.
     # test_canary_pods.py runs `make canary`'s entry point against test_devices.py's node, with the
     # team's etcd test_run_pods.py moved onto the real system node (alone, it does both itself).
+    # test_dra_pods.py adds a real Trainium node of a `devices: dra` group with the DRA kubelet
+    # plugin stand-ins (issue 35 item 3, the DRA half): its pod gets the node's devices through its
+    # ResourceClaim, the kubelet's NodePrepareResources and containerd's CDI.
     "real-nodes": (
         "test_real_nodes.py",
         "test_network_policy.py",
@@ -83,6 +86,7 @@ WORKERS: dict[str, tuple[str, ...]] = {
         "test_devices.py",
         "test_run_pods.py",
         "test_canary_pods.py",
+        "test_dra_pods.py",
     ),
 }
 _ORDER = {

@@ -146,6 +146,8 @@ class NodeBinaries:
     kube_router: Path
     device_plugin: Path
     """The fake device plugin (tools/cluster-binaries/fake-device-plugin)."""
+    dra_plugin: Path
+    """The DRA drivers' kubelet plugin stand-in (tools/cluster-binaries/dra-kubelet-plugin)."""
     ipset: Path
     """Where Debian's ipset is unpacked (``usr/sbin/ipset``, its library under ``usr/lib``)."""
     netfilter: Path
@@ -177,6 +179,7 @@ def find_node_binaries() -> NodeBinaries:
         cni=binary_path("cni-plugins", "bridge").parent,
         kube_router=binary_path("kube-router", "kube-router"),
         device_plugin=binary_path("fake-device-plugin", "fake-device-plugin"),
+        dra_plugin=binary_path("dra-kubelet-plugin", "dra-kubelet-plugin"),
         ipset=debian_tools.root("ipset"),
         netfilter=debian_tools.root("netfilter"),
     )
@@ -191,6 +194,7 @@ def find_node_binaries() -> NodeBinaries:
             paths.runc,
             paths.kube_router,
             paths.device_plugin,
+            paths.dra_plugin,
         )
         if not p.is_file()
     ] + [
@@ -275,6 +279,13 @@ class RealNode:
         """The kubelet's device plugin directory, as the node's kubelet sees it at
         ``/var/lib/kubelet/device-plugins`` (the module's docstring)."""
         return self.directory / "device-plugins"
+
+    @property
+    def cdi_specs(self) -> Path:
+        """The node's containerd's one CDI spec directory (``cdi_spec_dirs``), where the DRA plugin
+        stand-in writes a prepared claim's devices (in place of the machine-wide /etc/cdi and
+        /var/run/cdi, which every node's containerd would share)."""
+        return self.directory / "cdi"
 
     @property
     def device_nodes(self) -> Path:
@@ -509,6 +520,7 @@ class RealNodes:
         root = node.directory
         config = root / "containerd.toml"
         config.write_text(_containerd_config(node, self.binaries))
+        node.cdi_specs.mkdir(parents=True, exist_ok=True)
         process = self.plane.processes.start(
             f"containerd-{node.name}",
             node.namespace.prefix([str(self.binaries.containerd), "--config", str(config)]),
@@ -676,6 +688,55 @@ class RealNodes:
         )
         return process
 
+    def start_dra_plugin(self, node: RealNode, driver: str, short: str, config: Mapping[str, Any]) -> Process:
+        """The DRA kubelet plugin stand-in of ``driver`` on ``node`` (tools/cluster-binaries/
+        dra-kubelet-plugin: ``config`` is its --config, the slice and device nodes), registered with
+        the node's kubelet through ``<kubelet root>/plugins_registry`` (the kubelet takes that
+        directory from its --root-dir, so no mount namespace is needed, unlike the device plugin's),
+        its slice published; returns once the slice is in the API server. ``short`` names its
+        sockets (a Unix socket's path holds 108 bytes; the session's directory is long)."""
+        held = _character_majors()
+        if DEVICE_MAJOR in held:
+            raise AssertionError(f"a driver of this machine holds the major number {DEVICE_MAJOR}: {held}")
+        registry = node.directory / "kubelet" / "plugins_registry"
+        registry.mkdir(parents=True, exist_ok=True)
+        for socket in (registry / f"{short}.sock", node.directory / f"dra-{short}" / "dra.sock"):
+            if len(str(socket).encode()) >= 108:
+                raise AssertionError(f"{socket}: longer than a Unix socket's path may be (107 bytes)")
+        config_path = node.directory / f"dra-{short}.json"
+        config_path.write_text(json.dumps(config))
+        args = [
+            str(self.binaries.dra_plugin),
+            f"--driver={driver}",
+            f"--node={node.name}",
+            f"--kubeconfig={self.plane.kubeconfig}",
+            f"--registry-dir={registry}",
+            f"--registry-socket={short}.sock",
+            f"--plugin-dir={node.directory / f'dra-{short}'}",
+            f"--cdi-dir={node.cdi_specs}",
+            f"--dir={node.device_nodes}",
+            f"--major={DEVICE_MAJOR}",
+            f"--config={config_path}",
+            "--v=2",
+        ]
+        process = self.plane.processes.start(f"dra-plugin-{short}-{node.name}", args)
+        node.processes.append(process)
+
+        def published() -> bool:
+            slices = self.plane.kubectl.json(
+                "get", "resourceslices", f"--field-selector=spec.nodeName={node.name}"
+            )
+            return any(s["spec"]["driver"] == driver for s in slices["items"])
+
+        wait_until(
+            published,
+            timeout=60,
+            what=f"the {driver} ResourceSlice of {node.name}",
+            processes=self.plane.processes,
+            watch=[process],
+        )
+        return process
+
     def _start_node_agent(
         self, node: RealNode, component: str, user: str, binary: Path, flags: Sequence[str]
     ) -> Process:
@@ -837,6 +898,10 @@ def _containerd_config(node: RealNode, binaries: NodeBinaries) -> str:
             # containerd then keeps every score at or above its own (0), as for a rootless node.
             "    restrict_oom_score_adj = true",
             "    enable_unprivileged_ports = false",
+            # CDI (containerd 2.x's default, stated): the devices a DRA plugin prepares for a claim
+            # reach the container as CDI device IDs the kubelet passes on (tests/cluster/test_dra_pods.py).
+            "    enable_cdi = true",
+            f"    cdi_spec_dirs = ['{node.cdi_specs}']",
             "    [plugins.'io.containerd.cri.v1.runtime'.cni]",
             f"      bin_dirs = ['{binaries.cni}']",
             f"      conf_dir = '{root / 'cni'}'",
