@@ -14,19 +14,23 @@ finds ``/data`` writable as the team's uid and the data sets read-only as the ku
 (``mounts``), torchrun's agent rendezvouses through the team's real etcd at ``etcd-server:2379``
 (found through CoreDNS, reached through kube-proxy and kube-router's policies) and the program's
 process group forms over it (``rendezvous``: gloo on the CPU), the program writes its TensorBoard
-event file into the run's output directory on the team's volume (``output_write``), and Volcano
-reports the Job ``Completed`` (``run_end``). The canary reads each stage from the API server, the
-pod's log through the kubelet, and prints it with its real line.
+event file into the run's output directory on the team's volume (``output_write``), Volcano
+reports the Job ``Completed`` (``run_end``), and the platform's real TensorBoard lists the run
+(``tensorboard``): the canary reads TensorBoard's run list through the API server's service proxy of
+the TensorBoard Service, which dials the pod on the real system node through its NetworkPolicy
+(enforced by kube-router), and TensorBoard found the run's event file at its next reload of the
+file system's stand-in (below). The canary reads each stage from the API server, the pod's log
+through the kubelet, and prints it with its real line.
 
 What this cluster cannot measure, named with ``--not-measurable`` (docs/health.md, "The canary"),
 each printed ``SKIP ... (not measured here: <what it needs> (--not-measurable))``, never a pass:
 ``neuron_devices`` and ``efa_devices`` (the pod gets the plugin's device nodes, with no driver
 behind them: test_devices.py shows the program's count of them passing), ``compile`` and
-``collective`` (no Neuron device to run an all-reduce on, no EFA between nodes), ``scale_down``
-(the real node belongs to no Auto Scaling group and no autoscaler runs here) and ``tensorboard``
-(no TensorBoard serves the team's file system in this module). The node was up before the canary
-began, so ``scale_up``, ``instance_launch`` and ``node_join`` print SKIP "the nodes were already
-up", as on a cluster with a warm node; ``first_step`` is SKIP, as always.
+``collective`` (no Neuron device to run an all-reduce on, no EFA between nodes) and
+``scale_down`` (the real node belongs to no Auto Scaling group and no autoscaler runs here). The
+node was up before the canary began, so ``scale_up``, ``instance_launch`` and ``node_join`` print
+SKIP "the nodes were already up", as on a cluster with a warm node; ``first_step`` is SKIP, as
+always.
 
 What is cut from the canary's run, and why (as test_run_pods.py cuts the rendered run): the canary
 creates its Job itself, so the cuts are made at admission by a MutatingAdmissionPolicy of this
@@ -45,15 +49,27 @@ here against the run the canary renders:
   standing for the file system's root, bound to claims beside the stack's (``<claim>-canary``),
   which the Job names instead.
 
+TensorBoard: its Deployment's pod template as rendered (its command and arguments, the logdir
+``/data/teams``, its probes, security context and the teams' supplemental group), from its image's
+stand-in (standin_images.tensorboard_image: the real TensorBoard as requirements-tensorboard.lock
+pins it), as test_network_policy.py runs it, with its changes: a Pod of its own on the real system
+node, the Deployment at 0 meanwhile (the Service's one endpoint is this pod), and its claim of the
+whole file system bound to a hostPath PersistentVolume at the same stand-in of the file system's
+root as the team's (``<claim>-canary``), so it reads, read-only through its supplemental group, the
+team's directory the run writes into.
+
 The canary's configuration is config/default.yaml with the group's ``max_size`` 1 (and the BERT
 run's nodes 1, which must fit it): one real Trainium node, so the canary's gang is one node
 (``canary_size``); the cluster runs the default plan, which differs only in the Auto Scaling group's
 maximum. The image is the training image's stand-in (standin_images.training_image: torch and
 TensorBoard's package from .venv-torch, bind-mounted read-only into the data sets' directory).
 
-The failure path: the team's etcd unreachable (its Service selects no member: no endpoint, so
+The failure paths: the team's etcd unreachable (its Service selects no member: no endpoint, so
 kube-proxy refuses the connection): torchrun's agent fails before the program starts, and the
-canary exits 1 with ``CANARY FAIL at rendezvous`` and the agent's etcd error as its last line.
+canary exits 1 with ``CANARY FAIL at rendezvous`` and the agent's etcd error as its last line; and
+TensorBoard Ready over another directory (a run of its own, not the canary's): the canary waits its
+bound for TensorBoard's reload and exits 1 with ``CANARY FAIL at tensorboard: TensorBoard lists 1
+runs, none of them <run id> ...``.
 """
 
 from __future__ import annotations
