@@ -26,6 +26,7 @@ from cluster_plan.kubernetes_values import image_source, placeholder_file_system
 from config.consistency import node_group_stacks
 from config.model import StackConfig, TrainiumNodeGroupSettings
 from config.workloads import DEFAULT_TRAINING_IMAGE
+from k8s_charts.runs.tensorboard import RELOAD_SECONDS
 from k8s_charts.runs.training_run import PROGRAM_DIR, TrainingRun, TrainingRunChart
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "canary_run",
     "canary_scale_down_minutes",
     "canary_size",
+    "canary_tensorboard_minutes",
     "canary_timeout_minutes",
 ]
 
@@ -57,6 +59,15 @@ def canary_scale_down_minutes(config: StackConfig) -> int:
     """How long the nodes may stay after the run: the autoscaler's unneeded time, its pass and a
     node's termination."""
     return config.autoscaler.scale_down_unneeded_minutes + 5
+
+
+def canary_tensorboard_minutes() -> int:
+    """How long TensorBoard may take to list the run after it ended: TensorBoard finds a new run at
+    its first reload after the event file appears, up to ``RELOAD_SECONDS`` after its last reload
+    ended, and a reload of many runs takes a while itself (measured: TensorBoard 2.21.0 at the 30 s
+    interval listed a new run 24 s after its event file appeared; tests/cluster/test_canary_pods.py,
+    10 s after the run's end); three intervals, in whole minutes."""
+    return -(-3 * RELOAD_SECONDS // 60)
 
 
 def canary_size(config: StackConfig, node_group: str | None) -> tuple[TrainiumNodeGroupSettings, int]:

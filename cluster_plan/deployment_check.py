@@ -41,7 +41,11 @@ from cluster_facts.kubernetes_names import (
 )
 from cluster_facts.script_files import script_body
 from cluster_facts.stack_outputs import StackOutput
-from cluster_plan.canary_run import canary_scale_down_minutes, canary_timeout_minutes
+from cluster_plan.canary_run import (
+    canary_scale_down_minutes,
+    canary_tensorboard_minutes,
+    canary_timeout_minutes,
+)
 from cluster_plan.fabric_check_commands import pipeline_fabric_checks, wait_seconds
 from cluster_plan.kubernetes_values import fabric_checks
 from cluster_plan.review_files import fabric_check_job_file
@@ -148,11 +152,14 @@ def deployment_check_script() -> str:
 
 def deployment_check_timeout_minutes(config: StackConfig, *, canary: bool = False) -> int:
     """CodeBuild's limit for the check: 30 minutes, the fabric checks' bounded waits when it runs
-    them, and the canary's setup, run and scale-down bounds when it runs it (at most CodeBuild's own
-    limit, 8 hours)."""
+    them, and the canary's setup, run, TensorBoard and scale-down bounds when it runs it (at most
+    CodeBuild's own limit, 8 hours)."""
     checks = len(pipeline_fabric_checks(config))
     canary_minutes = (
-        CANARY_SETUP_MINUTES + canary_timeout_minutes(config) + canary_scale_down_minutes(config)
+        CANARY_SETUP_MINUTES
+        + canary_timeout_minutes(config)
+        + canary_tensorboard_minutes()
+        + canary_scale_down_minutes(config)
         if canary
         else 0
     )

@@ -28,6 +28,7 @@ from cluster_plan.canary_run import (
     canary_manifests,
     canary_run,
     canary_scale_down_minutes,
+    canary_tensorboard_minutes,
     canary_timeout_minutes,
 )
 from config.loader import ConfigError, load_config
@@ -80,6 +81,8 @@ class Canary:
     scale_down_seconds: float
     poll_seconds: float = 10.0
     tensorboard_runs: Callable[[], Sequence[str]] | None = None
+    tensorboard_seconds: float = canary_tensorboard_minutes() * 60
+    """How long after the run's end TensorBoard may take to list it (its next reload)."""
     control_plane_only: bool = False
     """``--control-plane-only``: the stages of CONTAINER_STAGES print as not measured, and no pod's
     log is read (a cluster whose nodes run no containers: the test tier's kwok nodes)."""
@@ -346,19 +349,29 @@ class Canary:
         if self.tensorboard_runs is None:
             self.report.skipped("tensorboard", "no TensorBoard address (--tensorboard-url)")
             return
-        try:
-            runs = list(self.tensorboard_runs())
-        except TensorBoardUnreachable as error:
-            self.report.failed("tensorboard", self.clock() - begun, f"TensorBoard did not answer: {error}")
-            return
-        if any(run_id in name for name in runs):
-            self.report.passed("tensorboard", self.clock() - begun, "lists the run")
-        else:
-            self.report.failed(
-                "tensorboard",
-                self.clock() - begun,
-                f"TensorBoard lists {len(runs)} runs, none of them {run_id} (its logdir, or the claim it mounts)",
-            )
+        # TensorBoard lists a run from its first reload after the event file appeared (every
+        # RELOAD_SECONDS, k8s_charts/runs/tensorboard.py): read until it does, within the bound.
+        started = self.clock()
+        while True:
+            try:
+                runs = list(self.tensorboard_runs())
+            except TensorBoardUnreachable as error:
+                self.report.failed(
+                    "tensorboard", self.clock() - begun, f"TensorBoard did not answer: {error}"
+                )
+                break
+            if any(run_id in name for name in runs):
+                self.report.passed("tensorboard", self.clock() - begun, "lists the run")
+                break
+            if self.clock() - started > self.tensorboard_seconds:
+                self.report.failed(
+                    "tensorboard",
+                    self.clock() - begun,
+                    f"TensorBoard lists {len(runs)} runs, none of them {run_id}, within "
+                    f"{self.tensorboard_seconds:.0f}s of the run's end (its logdir, or the claim it mounts)",
+                )
+                break
+            time.sleep(self.poll_seconds)
         self._say()
 
     def _scale_down(self, used: set[str], begun: float) -> None:
@@ -455,6 +468,12 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="how long the nodes may stay after the run (default: the autoscaler's unneeded time + 5)",
     )
+    parser.add_argument(
+        "--tensorboard-minutes",
+        type=float,
+        help="how long TensorBoard may take to list the run after it ended (default: three of its reload "
+        "intervals, whole minutes)",
+    )
     parser.add_argument("--poll-seconds", type=float, default=10.0)
     parser.add_argument(
         "--tensorboard-url",
@@ -519,6 +538,7 @@ def canary_for(config: StackConfig, arguments: argparse.Namespace, core: Any, cu
         timeout_seconds=timeout * 60,
         scale_down_seconds=(arguments.scale_down_minutes or canary_scale_down_minutes(config)) * 60,
         poll_seconds=arguments.poll_seconds,
+        tensorboard_seconds=(arguments.tensorboard_minutes or canary_tensorboard_minutes()) * 60,
         control_plane_only=arguments.control_plane_only,
         not_measurable=not_measurable,
         tensorboard_runs=_tensorboard_reader(arguments.tensorboard_url)

@@ -66,6 +66,7 @@ from k8s_charts.shared.resources import container_resources
 __all__ = [
     "DEFAULT_IMAGE",
     "PORT",
+    "RELOAD_SECONDS",
     "SERVICE_PROXY_NAME",
     "TENSORBOARD_LABELS",
     "TENSORBOARD_NAME",
@@ -82,6 +83,10 @@ TENSORBOARD_LABELS: dict[str, str] = {
     "app.kubernetes.io/component": "run-viewer",
 }
 PORT = 6006  # TensorBoard's default
+RELOAD_SECONDS = 30
+"""``--reload_interval``: Lustre metadata is shared with training, so TensorBoard looks for new
+events every 30 s, not 5; a new run is listed from the first reload after its event file appears
+(the canary waits for that: operator_tools/canary.py)."""
 # How the API server's service proxy names the Service's port, and what RBAC's resourceNames must
 # name for ``get`` on ``services/proxy`` (/api/v1/namespaces/<ns>/services/<this>/proxy/...).
 SERVICE_PROXY_NAME = f"{TENSORBOARD_NAME}:{PORT}"
@@ -225,8 +230,7 @@ def _pod_spec(
                     # Every address of the pod (port-forward reaches it on its pod IP or on localhost).
                     "--bind_all",
                     f"--port={PORT}",
-                    # Lustre metadata is shared with training: look for new events every 30 s, not 5.
-                    "--reload_interval=30",
+                    f"--reload_interval={RELOAD_SECONDS}",
                 ],
                 env=environment,
                 # Pinned, from a repository that keeps its tags (k8s_charts/shared/policy_exceptions.py).

@@ -14,19 +14,23 @@ finds ``/data`` writable as the team's uid and the data sets read-only as the ku
 (``mounts``), torchrun's agent rendezvouses through the team's real etcd at ``etcd-server:2379``
 (found through CoreDNS, reached through kube-proxy and kube-router's policies) and the program's
 process group forms over it (``rendezvous``: gloo on the CPU), the program writes its TensorBoard
-event file into the run's output directory on the team's volume (``output_write``), and Volcano
-reports the Job ``Completed`` (``run_end``). The canary reads each stage from the API server, the
-pod's log through the kubelet, and prints it with its real line.
+event file into the run's output directory on the team's volume (``output_write``), Volcano
+reports the Job ``Completed`` (``run_end``), and the platform's real TensorBoard lists the run
+(``tensorboard``): the canary reads TensorBoard's run list through the API server's service proxy of
+the TensorBoard Service, which dials the pod on the real system node through its NetworkPolicy
+(enforced by kube-router), and TensorBoard found the run's event file at its next reload of the
+file system's stand-in (below). The canary reads each stage from the API server, the pod's log
+through the kubelet, and prints it with its real line.
 
 What this cluster cannot measure, named with ``--not-measurable`` (docs/health.md, "The canary"),
 each printed ``SKIP ... (not measured here: <what it needs> (--not-measurable))``, never a pass:
 ``neuron_devices`` and ``efa_devices`` (the pod gets the plugin's device nodes, with no driver
 behind them: test_devices.py shows the program's count of them passing), ``compile`` and
-``collective`` (no Neuron device to run an all-reduce on, no EFA between nodes), ``scale_down``
-(the real node belongs to no Auto Scaling group and no autoscaler runs here) and ``tensorboard``
-(no TensorBoard serves the team's file system in this module). The node was up before the canary
-began, so ``scale_up``, ``instance_launch`` and ``node_join`` print SKIP "the nodes were already
-up", as on a cluster with a warm node; ``first_step`` is SKIP, as always.
+``collective`` (no Neuron device to run an all-reduce on, no EFA between nodes) and
+``scale_down`` (the real node belongs to no Auto Scaling group and no autoscaler runs here). The
+node was up before the canary began, so ``scale_up``, ``instance_launch`` and ``node_join`` print
+SKIP "the nodes were already up", as on a cluster with a warm node; ``first_step`` is SKIP, as
+always.
 
 What is cut from the canary's run, and why (as test_run_pods.py cuts the rendered run): the canary
 creates its Job itself, so the cuts are made at admission by a MutatingAdmissionPolicy of this
@@ -45,15 +49,27 @@ here against the run the canary renders:
   standing for the file system's root, bound to claims beside the stack's (``<claim>-canary``),
   which the Job names instead.
 
+TensorBoard: its Deployment's pod template as rendered (its command and arguments, the logdir
+``/data/teams``, its probes, security context and the teams' supplemental group), from its image's
+stand-in (standin_images.tensorboard_image: the real TensorBoard as requirements-tensorboard.lock
+pins it), as test_network_policy.py runs it, with its changes: a Pod of its own on the real system
+node, the Deployment at 0 meanwhile (the Service's one endpoint is this pod), and its claim of the
+whole file system bound to a hostPath PersistentVolume at the same stand-in of the file system's
+root as the team's (``<claim>-canary``), so it reads, read-only through its supplemental group, the
+team's directory the run writes into.
+
 The canary's configuration is config/default.yaml with the group's ``max_size`` 1 (and the BERT
 run's nodes 1, which must fit it): one real Trainium node, so the canary's gang is one node
 (``canary_size``); the cluster runs the default plan, which differs only in the Auto Scaling group's
 maximum. The image is the training image's stand-in (standin_images.training_image: torch and
 TensorBoard's package from .venv-torch, bind-mounted read-only into the data sets' directory).
 
-The failure path: the team's etcd unreachable (its Service selects no member: no endpoint, so
+The failure paths: the team's etcd unreachable (its Service selects no member: no endpoint, so
 kube-proxy refuses the connection): torchrun's agent fails before the program starts, and the
-canary exits 1 with ``CANARY FAIL at rendezvous`` and the agent's etcd error as its last line.
+canary exits 1 with ``CANARY FAIL at rendezvous`` and the agent's etcd error as its last line; and
+TensorBoard Ready over another directory (a run of its own, not the canary's): the canary waits its
+bound for TensorBoard's reload and exits 1 with ``CANARY FAIL at tensorboard: TensorBoard lists 1
+runs, none of them <run id> ...``.
 """
 
 from __future__ import annotations
@@ -71,24 +87,39 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_facts.kubernetes_names import ETCD_LABELS, ETCD_SERVICE_NAME, KUBE_DNS_LABELS, TRAINING_NAMESPACE
+from cluster_facts.kubernetes_names import (
+    ETCD_LABELS,
+    ETCD_SERVICE_NAME,
+    KUBE_DNS_LABELS,
+    PLATFORM_NAMESPACE,
+    TRAINING_NAMESPACE,
+)
 from cluster_facts.kubernetes_plan import KubernetesLayerPlan
 from cluster_facts.node_check import NODE_CHECK_CONDITION, NODE_CHECK_TAINT_KEY
-from cluster_plan.canary_run import canary_manifests, canary_run
+from cluster_plan.canary_run import canary_manifests, canary_run, canary_tensorboard_minutes
 from config import StackConfig
 from config.loader import load_config
 from k8s_charts.checks import gang_watchdog
+from k8s_charts.runs.tensorboard import TENSORBOARD_NAME
 from operator_tools.canary_report import NOT_MEASURABLE, stage_ids
 from tests.cluster.cluster_dns import NAMESPACE as DNS_NAMESPACE
 from tests.cluster.cluster_dns import start_cluster_dns
 from tests.cluster.control_plane import ControlPlane
 from tests.cluster.nodes import system_nodes
 from tests.cluster.real_nodes import RealNode
-from tests.cluster.standin_images import etcd_image, python_image, training_image
+from tests.cluster.standin_images import etcd_image, python_image, tensorboard_image, training_image
 from tests.cluster.test_canary import assert_nothing_remains, stage_status, start_canary
 from tests.cluster.test_devices import NODE, start_device_node
 from tests.cluster.test_file_server import _LABEL, _host_path_volumes
-from tests.cluster.test_real_nodes import REAL_NODE, _rendered
+from tests.cluster.test_network_policy import (
+    TENSORBOARD_POD,
+    _run_list,
+    _scale,
+    _tensorboard_pod,
+    _wait_tensorboard_ready,
+)
+from tests.cluster.test_network_policy import _file_system as _another_file_system
+from tests.cluster.test_real_nodes import REAL_NODE, _host_path_claim, _image, _rendered
 from tests.cluster.test_run_pods import (
     TORCH_VENV,
     VENV_IN_DATASETS,
@@ -102,14 +133,18 @@ from tests.conftest import DEFAULT_CONFIG
 TEAM = TRAINING_NAMESPACE
 SUFFIX = "canary"
 CUT_POLICY = "cluster-test-canary-on-the-real-node"
-UNMEASURABLE = tuple(NOT_MEASURABLE)
-"""Every stage ``--not-measurable`` may name: this cluster has the means for none of them."""
+UNMEASURABLE = tuple(stage for stage in NOT_MEASURABLE if stage != "tensorboard")
+"""Every stage ``--not-measurable`` may name but ``tensorboard``: this cluster has the means for
+none of the others (the module's docstring)."""
 TIMEOUT_MINUTES = 4.0
 """The canary's --timeout-minutes: the pod's start, two imports of torch and the run take about a
 minute here; the product's default is max_node_provision_minutes + 30."""
 FAIL_TIMEOUT_MINUTES = 3.0
-MARGIN_SECONDS = 60
-"""Beyond the canary's own bound before the test kills it: its start-up, a last poll, the clean-up."""
+MARGIN_SECONDS = 60 + canary_tensorboard_minutes() * 60
+"""Beyond the canary's own bound before the test kills it: its start-up, a last poll, the clean-up,
+and its wait for TensorBoard's listing after the run."""
+ELSEWHERE_CLAIM = "tensorboard-elsewhere"
+"""The failure path's claim of TensorBoard: another file system's stand-in, without the canary's run."""
 MEASURED = (
     "pods_pending",
     "device_plugins",
@@ -121,6 +156,7 @@ MEASURED = (
     "rendezvous",
     "output_write",
     "run_end",
+    "tensorboard",
 )
 WARM = ("scale_up", "instance_launch", "node_join")
 _UNREACHABLE = "cluster-test/etcd-unreachable"
@@ -135,6 +171,10 @@ class CanaryCluster:
     """The canary's configuration (the module's docstring)."""
     run_id: str
     team_dir: Path
+    directory: Path
+    plan: KubernetesLayerPlan
+    tensorboard_claim: str
+    """TensorBoard's claim bound to the file system's stand-in (its own claim's name, ``-canary``)."""
 
 
 def _canary_config(directory: Path) -> Path:
@@ -229,10 +269,15 @@ def _cut_in_force(plane: ControlPlane, job: dict[str, Any]) -> bool:
 
 
 def _system_node(plane: ControlPlane, config: StackConfig, plan: KubernetesLayerPlan) -> RealNode:
-    """The real system node (test_run_pods.py's, or started here) with the etcd members' images."""
+    """The real system node (test_run_pods.py's, or started here) with the etcd members' images and
+    TensorBoard's (its stand-in under the training image's name: no training pod runs there)."""
     etcd, member = _member_images(plan)
     watchdog = _rendered(plan, "Deployment", gang_watchdog.NAME)["spec"]["template"]["spec"]["containers"][0]
-    images = [etcd_image(etcd), *(python_image(name) for name in sorted({member, watchdog["image"]}))]
+    images = [
+        etcd_image(etcd),
+        *(python_image(name) for name in sorted({member, watchdog["image"]})),
+        tensorboard_image(_image(_rendered(plan, "Deployment", TENSORBOARD_NAME))),
+    ]
     nodes = plane.real_nodes
     system = nodes.nodes.get(REAL_NODE)
     if system is None:
@@ -271,6 +316,32 @@ def _file_system(directory: Path, uid: int, mounted: list[Path]) -> tuple[Path, 
     subprocess.run(["mount", "--bind", "-o", "ro", str(TORCH_VENV), str(venv)], check=True)
     mounted.append(venv)
     return fs, team_dir
+
+
+def _start_tensorboard(plane: ControlPlane, plan: KubernetesLayerPlan, claim: str) -> None:
+    """TensorBoard's pod as its Deployment renders it (test_network_policy.py ``_tensorboard_pod``:
+    a Pod of its own on the real system node, the Deployment at 0), its ``data`` claim ``claim``;
+    once it is Ready by its own probes."""
+    plane.create([_tensorboard_pod(plan, claim)])
+    _wait_tensorboard_ready(plane, 0, f"TensorBoard Ready over {claim}")
+
+
+def _tensorboard_over(plane: ControlPlane, plan: KubernetesLayerPlan, fs: Path) -> str:
+    """TensorBoard over ``fs``: its claim of the whole file system (``-canary``) bound to the same
+    stand-in of the root as the team's volumes, so it reads the team's directory the run writes
+    into, as on FSx; the Deployment at 0 (the Service's one endpoint is this pod: kwok's pod answers
+    no connection). The claim's name."""
+    (claim,) = _host_path_volumes(
+        plane, plan, namespace=PLATFORM_NAMESPACE, mount=fs, into=PLATFORM_NAMESPACE, suffix=SUFFIX
+    )
+    _scale(plane, _rendered(plan, "Deployment", TENSORBOARD_NAME), 0)
+    _start_tensorboard(plane, plan, claim)
+    return claim
+
+
+def _replace_tensorboard(plane: ControlPlane, plan: KubernetesLayerPlan, claim: str) -> None:
+    plane.kubectl("delete", "pod", "-n", PLATFORM_NAMESPACE, TENSORBOARD_POD, "--wait=true", timeout=120)
+    _start_tensorboard(plane, plan, claim)
 
 
 @pytest.fixture(scope="module")
@@ -323,6 +394,7 @@ def cluster(
         fs, team_dir = _file_system(directory, run.run_as, mounted)
         claims = _host_path_volumes(plane, default_plan, namespace=TEAM, mount=fs, into=TEAM, suffix=SUFFIX)
         renamed = {claim.removesuffix(f"-{SUFFIX}"): claim for claim in claims}
+        board_claim = _tensorboard_over(plane, default_plan, fs)
         plane.kubectl(
             "apply",
             "-f",
@@ -332,15 +404,28 @@ def cluster(
         plane.wait_for(
             functools.partial(_cut_in_force, plane, job), timeout=60, what="the cut policy in force"
         )
-        yield CanaryCluster(plane, node, config_path, run_id, team_dir)
+        yield CanaryCluster(plane, node, config_path, run_id, team_dir, directory, default_plan, board_claim)
     finally:
         plane.kubectl(
             "delete", "jobs.batch.volcano.sh", "-n", TEAM, run_id, "--wait=true", check=False, timeout=120
         )
         for kind in ("mutatingadmissionpolicybinding", "mutatingadmissionpolicy"):
             plane.kubectl("delete", kind, CUT_POLICY, check=False)
-        plane.kubectl("delete", "pvc", "-n", TEAM, "-l", _LABEL, "--wait=true", check=False, timeout=120)
+        plane.kubectl(
+            "delete",
+            "pod",
+            "-n",
+            PLATFORM_NAMESPACE,
+            TENSORBOARD_POD,
+            "--wait=true",
+            check=False,
+            timeout=120,
+        )
+        plane.kubectl("delete", "pvc", "-A", "-l", _LABEL, "--wait=true", check=False, timeout=120)
         plane.kubectl("delete", "pv", "-l", _LABEL, check=False)
+        # The Deployment at its rendered count again (kwok's system nodes take its pod).
+        deployment = _rendered(default_plan, "Deployment", TENSORBOARD_NAME)
+        _scale(plane, deployment, deployment["spec"].get("replicas", 1))
         for path in mounted:
             subprocess.run(["umount", "-l", str(path)], check=False)
         if restore_node_check is not None:
@@ -351,13 +436,14 @@ def cluster(
             dns.stop()
 
 
-def _canary(cluster: CanaryCluster, timeout_minutes: float) -> tuple[int, list[str], float]:
+def _canary(cluster: CanaryCluster, timeout_minutes: float, *extra: str) -> tuple[int, list[str], float]:
     """``make canary``'s command with CANARY_ARGS naming what this cluster cannot measure."""
     running = start_canary(
         cluster.plane,
         *(argument for stage in UNMEASURABLE for argument in ("--not-measurable", stage)),
         "--timeout-minutes", str(timeout_minutes),
         "--poll-seconds", "1",
+        *extra,
         config=cluster.config,
     )  # fmt: skip
     return running.wait(timeout_minutes * 60 + MARGIN_SECONDS)
@@ -377,8 +463,9 @@ def test_the_canary_runs_its_containers_on_the_real_node_and_names_what_it_canno
         assert status[stage][0] == "PASS", f"{stage}: {status[stage][1]}\n{output}"
     for stage in WARM:
         assert status[stage][0] == "SKIP" and status[stage][1].endswith("(the nodes were already up)"), output
-    for stage, needs in NOT_MEASURABLE.items():
+    for stage in UNMEASURABLE:
         said, line = status[stage]
+        needs = NOT_MEASURABLE[stage]
         assert said == "SKIP" and line.endswith(f"(not measured here: {needs} (--not-measurable))"), line
     # The real lines: the kubelet's allocatable, the program's own measures in the pod.
     assert "(16 Neuron, 8 EFA per node)" in status["device_plugins"][1], output
@@ -390,8 +477,10 @@ def test_the_canary_runs_its_containers_on_the_real_node_and_names_what_it_canno
         in status["rendezvous"][1]
     )
     assert f"in /data/runs/{cluster.run_id}; " in status["output_write"][1], output
+    # TensorBoard's run list, read through the API server's service proxy, named the run.
+    assert status["tensorboard"][1].endswith("TensorBoard lists the run (lists the run)"), output
     assert lines[-1] == (
-        f"CANARY PASS: every stage it measured passed; not measured here: {', '.join(NOT_MEASURABLE)}"
+        f"CANARY PASS: every stage it measured passed; not measured here: {', '.join(UNMEASURABLE)}"
     ), output
     assert (
         f"canary {cluster.run_id}: removed Job {cluster.run_id}, ConfigMap {cluster.run_id}-program" in lines
@@ -399,6 +488,8 @@ def test_the_canary_runs_its_containers_on_the_real_node_and_names_what_it_canno
     # The event file on the team's volume, written as the team's uid.
     written = list((cluster.team_dir / "runs" / cluster.run_id).glob("events.out.tfevents.*"))
     assert len(written) == 1 and written[0].stat().st_uid == uid, written
+    # What TensorBoard listed: the run's directory under the team's, as it read it from /data/teams.
+    assert f"{TEAM}/runs/{cluster.run_id}" in _run_list(cluster.plane)
     gone = assert_nothing_remains(cluster.plane, cluster.run_id, TEAM)
     print(f"nothing of the run left {gone:.1f} s after the canary ended")
 
@@ -443,5 +534,38 @@ def test_the_teams_etcd_unreachable_fails_the_canary_at_the_rendezvous(cluster: 
     )
     plane.wait_for(
         lambda: len(_endpoints(plane)) == 3, timeout=60, what=f"{ETCD_SERVICE_NAME}'s members back"
+    )
+    assert_nothing_remains(plane, cluster.run_id, TEAM)
+
+
+def test_tensorboard_over_another_directory_fails_the_canary_at_tensorboard(cluster: CanaryCluster) -> None:
+    """TensorBoard Ready, but over another file system's stand-in (a run of its own, not the
+    canary's: a wrong claim or logdir): the run passes every stage up to its end, and the canary
+    fails at ``tensorboard`` once its bound for TensorBoard's reload is over, naming what it listed."""
+    plane = cluster.plane
+    elsewhere = _another_file_system(cluster.directory / "elsewhere", cluster.plan)
+    claim = _host_path_claim(plane, PLATFORM_NAMESPACE, ELSEWHERE_CLAIM, elsewhere)
+    try:
+        _replace_tensorboard(plane, cluster.plan, claim)
+        code, lines, took = _canary(cluster, FAIL_TIMEOUT_MINUTES, "--tensorboard-minutes", "0.5")
+    finally:
+        _replace_tensorboard(plane, cluster.plan, cluster.tensorboard_claim)
+        plane.kubectl(
+            "delete", "pvc", "-n", PLATFORM_NAMESPACE, claim, "--wait=true", check=False, timeout=60
+        )
+        plane.kubectl("delete", "pv", f"{PLATFORM_NAMESPACE}-{claim}", check=False)
+    print(f"the canary took {took:.1f} s")
+    output = "\n".join(lines)
+    assert code == 1, output
+    assert lines[-1] == (
+        f"CANARY FAIL at tensorboard: TensorBoard lists 1 runs, none of them {cluster.run_id}, within 30s of"
+        " the run's end (its logdir, or the claim it mounts)"
+    ), output
+    status = stage_status(lines)
+    assert list(status) == list(stage_ids()), output
+    for stage in MEASURED[:-1]:
+        assert status[stage][0] == "PASS", f"{stage}: {status[stage][1]}\n{output}"
+    assert (
+        f"canary {cluster.run_id}: removed Job {cluster.run_id}, ConfigMap {cluster.run_id}-program" in lines
     )
     assert_nothing_remains(plane, cluster.run_id, TEAM)

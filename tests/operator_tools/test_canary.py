@@ -412,7 +412,8 @@ class Cluster:
 
     fail: str = ""
     """'' for a good run; 'mount' (CreateContainerError), 'tensorboard' (the run not listed),
-    'tensorboard-down' (no endpoint behind the Service), 'scale-down'; 'silent': the run completes
+    'tensorboard-down' (no endpoint behind the Service), 'tensorboard-late' (the run listed from the
+    third read on: TensorBoard's next reload), 'scale-down'; 'silent': the run completes
     and no container writes a line (kwok's nodes in the test tier); 'no-hardware': the program writes
     no device, compile or collective line, the nodes stay and TensorBoard has no endpoint (the test
     tier's real Trainium node, with ``--not-measurable``); 'etcd-down': worker 0 exits 1 with
@@ -556,7 +557,8 @@ class Cluster:
                         "reason": "ServiceUnavailable",
                         "code": 503,
                     }
-                runs = [] if self.fail in ("tensorboard", "silent") else [f"training/runs/{RUN_ID}"]
+                late = self.fail == "tensorboard-late" and len(self.tensorboard_reads) < 3
+                runs = [] if self.fail in ("tensorboard", "silent") or late else [f"training/runs/{RUN_ID}"]
                 return 200, runs
             return 404, {"kind": "Status", "code": 404}
 
@@ -604,6 +606,20 @@ def test_a_good_canary_passes_every_stage_and_cleans_up(cluster: tuple[Cluster, 
 
 
 @pytest.mark.process
+@pytest.mark.parametrize("cluster", ["tensorboard-late"], indirect=True)
+def test_the_canary_waits_for_tensorboards_next_reload_to_list_the_run(cluster: tuple[Cluster, str]) -> None:
+    """TensorBoard lists a new run only from its next reload (every 30 s as rendered; a real
+    TensorBoard listed the canary's run 24 s after its event file appeared): the canary reads again
+    until it does, within ``--tensorboard-minutes``."""
+    state, url = cluster
+    done = canary(url, "--timeout-minutes", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.split()[2:3] == ["tensorboard"]]
+    assert line.split()[0] == "PASS" and line.endswith("(lists the run)"), line
+    assert state.tensorboard_reads == [f"{TENSORBOARD_SERVICE}/proxy/data/runs"] * 3
+
+
+@pytest.mark.process
 def test_tensorboard_url_overrides_the_service_proxy(cluster: tuple[Cluster, str]) -> None:
     state, url = cluster
     done = canary(url, "--timeout-minutes", "1", "--tensorboard-url", url)
@@ -639,7 +655,9 @@ def test_a_failing_canary_names_the_stage_and_the_line_that_explains_it(
     cluster: tuple[Cluster, str], stage: str, says: str
 ) -> None:
     state, url = cluster
-    done = canary(url, "--timeout-minutes", "0.05", "--scale-down-minutes", "0.03")
+    done = canary(
+        url, "--timeout-minutes", "0.05", "--scale-down-minutes", "0.03", "--tensorboard-minutes", "0.01"
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     last = done.stdout.splitlines()[-1]
     assert last.startswith(f"CANARY FAIL at {stage}: {says}"), done.stdout
@@ -779,12 +797,15 @@ def test_the_scale_down_bound_is_the_autoscalers_unneeded_time_and_a_margin() ->
         node_group=None,
         timeout_minutes=None,
         scale_down_minutes=None,
+        tensorboard_minutes=None,
         poll_seconds=10.0,
         tensorboard_url=None,
         control_plane_only=False,
     )
     built = canary_for(CONFIG, arguments, core=None, custom=None)
     assert built.scale_down_seconds == (CONFIG.autoscaler.scale_down_unneeded_minutes + 5) * 60
+    # Three of TensorBoard's 30 s reloads, in whole minutes.
+    assert built.tensorboard_seconds == 2 * 60
     assert built.timeout_seconds == (CONFIG.autoscaler.max_node_provision_minutes + 30) * 60
 
 

@@ -816,7 +816,7 @@ def test_a_stage_with_the_canary_runs_it_from_the_checkout_with_the_rights_and_t
     assert (
         project["TimeoutInMinutes"]
         == deployment_check_timeout_minutes(staging, canary=True)
-        == 30 + 15 + 45 + 10
+        == 30 + 15 + 45 + 2 + 10
     )
     dev = checked.project(actions_of(checked, "dev", "dev")["DeploymentCheck"])
     assert dev["TimeoutInMinutes"] == 30
