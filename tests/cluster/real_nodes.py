@@ -655,9 +655,7 @@ class RealNodes:
         ]
 
     def _start_device_plugin(self, node: RealNode, devices: Sequence[DeviceResource]) -> Process:
-        held = _character_majors()
-        if DEVICE_MAJOR in held:
-            raise AssertionError(f"a driver of this machine holds the major number {DEVICE_MAJOR}: {held}")
+        _check_device_major_free()
         # In the kubelet's mount namespace, where its plugin directory is where every kubelet's is (as
         # the real plugins' DaemonSets mount the host's): the same files as ``node.device_plugins``,
         # by a path short enough for a Unix socket's (108 bytes), which the session's is not.
@@ -695,9 +693,7 @@ class RealNodes:
         directory from its --root-dir, so no mount namespace is needed, unlike the device plugin's),
         its slice published; returns once the slice is in the API server. ``short`` names its
         sockets (a Unix socket's path holds 108 bytes; the session's directory is long)."""
-        held = _character_majors()
-        if DEVICE_MAJOR in held:
-            raise AssertionError(f"a driver of this machine holds the major number {DEVICE_MAJOR}: {held}")
+        _check_device_major_free()
         registry = node.directory / "kubelet" / "plugins_registry"
         registry.mkdir(parents=True, exist_ok=True)
         for socket in (registry / f"{short}.sock", node.directory / f"dra-{short}" / "dra.sock"):
@@ -848,6 +844,14 @@ def _character_majors() -> set[int]:
     """The major numbers of this machine's character device drivers (/proc/devices)."""
     text = Path("/proc/devices").read_text().split("Block devices:")[0]
     return {int(line.split()[0]) for line in text.splitlines() if line.strip()[:1].isdigit()}
+
+
+def _check_device_major_free() -> None:
+    """No driver of this machine holds ``DEVICE_MAJOR``, the major number of the stand-in plugins'
+    device nodes (else a container could open a real device through one)."""
+    held = _character_majors()
+    if DEVICE_MAJOR in held:
+        raise AssertionError(f"a driver of this machine holds the major number {DEVICE_MAJOR}: {held}")
 
 
 def _shims_of(socket: Path) -> list[int]:

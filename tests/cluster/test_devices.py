@@ -120,24 +120,28 @@ def start_device_node(
     return node, restore
 
 
+def probe_namespace(namespace: str) -> list[dict[str, Any]]:
+    """``namespace`` and its ConfigMap ``probe``: the device probe and the canary's program, which the
+    probe pods run."""
+    probe = {"probe.py": _PROBE, "canary_worker.py": (_PROGRAMS / "canary_worker.py").read_text()}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "probe", "namespace": namespace},
+            "data": probe,
+        },
+    ]
+
+
 @pytest.fixture(scope="module")
 def device_node(
     control_plane: ControlPlane, default_config: StackConfig, default_plan: KubernetesLayerPlan
 ) -> Iterator[RealNode]:
     control_plane.apply_plan(default_plan)
     node, restore = start_device_node(control_plane, default_config, default_plan)
-    probe = {"probe.py": _PROBE, "canary_worker.py": (_PROGRAMS / "canary_worker.py").read_text()}
-    control_plane.create(
-        [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "probe", "namespace": NAMESPACE},
-                "data": probe,
-            },
-        ]
-    )
+    control_plane.create(probe_namespace(NAMESPACE))
     try:
         yield node
     finally:

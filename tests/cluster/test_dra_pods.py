@@ -45,7 +45,7 @@ from tests.cluster.nodes import group_nodes
 from tests.cluster.plans import plan_of
 from tests.cluster.real_nodes import DEVICE_MAJOR, RealNode
 from tests.cluster.standin_images import python_image
-from tests.cluster.test_devices import _PROBE, _PROGRAMS
+from tests.cluster.test_devices import probe_namespace
 from tests.cluster.test_dra import CONFIG, DRA, TRAINING, TRN1
 from tests.cluster.test_real_nodes import _rendered
 
@@ -93,7 +93,6 @@ def dra_node(control_plane: ControlPlane) -> Iterator[RealNode]:
     too_many["metadata"]["name"] = TOO_MANY
     (neurons,) = [r for r in too_many["spec"]["spec"]["devices"]["requests"] if r["name"] == "neurons"]
     neurons["exactly"]["count"] = _INSTANCE.chips + 1
-    probe = {"probe.py": _PROBE, "canary_worker.py": (_PROGRAMS / "canary_worker.py").read_text()}
     control_plane.kubectl(
         "apply",
         "-f",
@@ -109,19 +108,7 @@ def dra_node(control_plane: ControlPlane) -> Iterator[RealNode]:
             }
         ),
     )
-    control_plane.create(
-        [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "probe", "namespace": NAMESPACE},
-                "data": probe,
-            },
-            ours,
-            too_many,
-        ]
-    )
+    control_plane.create([*probe_namespace(NAMESPACE), ours, too_many])
     (node_template,) = group_nodes(CONFIG, TRN1, [NODE])
     nodes = control_plane.real_nodes
     node = nodes.add_node(
